@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/internal/document"
+)
+
+const demoHelp = `demo [--verbose] [--keep DIR]
+
+Plays the whole story in a temporary directory, needing nothing but Go: an embedded NATS
+server with JetStream, the fake task service, one executor, and publishers sending the seed
+scenario. Steps 1 and 2 are sent by two separate publisher processes, with the task service
+restarted in between. Prints one table and exits non-zero if any row differs from what is
+expected.`
+
+// demoSendCommand is the hidden subcommand the demo runs as a separate
+// publisher process.
+const demoSendCommand = "demo-send"
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", demoHelp, stderr)
+	verbose := fs.Bool("verbose", false, "show the components' logs")
+	keep := fs.String("keep", "", "work in `DIR` and keep it, instead of a temporary directory")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendInProcess}
+	if *verbose {
+		log, _ := cli.NewLogger(stderr, "text", "info")
+		opts.Logger = log
+	}
+	if *keep != "" {
+		if err := os.MkdirAll(*keep, 0o755); err != nil {
+			return err
+		}
+	}
+	_, err := demo.Run(ctx, opts)
+	return err
+}
+
+// sendInProcess runs this executable again as a publisher process that sends
+// the envelope and prints its receipt.
+func sendInProcess(ctx context.Context, url string, env []byte) (*document.Receipt, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this executable: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "sendtwice-send-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "envelope.json")
+	if err := os.WriteFile(file, env, 0o600); err != nil {
+		return nil, err
+	}
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, self, demoSendCommand, "--server", url, "--envelope", file)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("publisher process: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
+	}
+	return document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
+}
+
+// runDemoSend is the publisher process of the demo.
+func runDemoSend(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet(demoSendCommand, "(internal to demo)", io.Discard)
+	server := cli.ServerFlag(fs)
+	file := fs.String("envelope", "", "")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	env, err := os.ReadFile(*file)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(*server, nats.Name("demo-publisher"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	rc, err := demo.SendAndWait(ctx, js, env, 20*time.Second)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(rc)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", b)
+	return err
+}

@@ -1,0 +1,103 @@
+// Command executor consumes approved requests: it runs the gate, calls the
+// fake task service keyed by the intent id, and publishes receipts. It can
+// also run everything in one process (serve --embedded), show status, and
+// play the whole story (demo).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // from here on a second signal ends the process at once
+	}()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, errSilent) && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "executor:", err)
+	}
+	os.Exit(exitCode(err))
+}
+
+const usage = `executor: consume approved requests, gate them, call the task service, publish receipts
+
+Usage:
+  executor serve [--server URL | --embedded] [--data DIR] [--listen HOST:PORT] [--concurrency N]
+  executor status [--server URL] [--json]
+  executor demo
+
+Run 'executor COMMAND --help' for a command's flags.
+The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
+`
+
+// errSilent marks a failure whose explanation was already printed.
+var errSilent = errors.New("already reported")
+
+// errUsage marks bad flags or arguments (exit status 2).
+var errUsage = errors.New("usage")
+
+func exitCode(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	return 1
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: no command", errUsage)
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
+	case demoSendCommand:
+		return runDemoSend(ctx, args[1:], stdout)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: executor %s\n\n", help)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sendtwice/sendtwice/internal/approve"
+)
+
+func runApprove(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("approve", "approve --candidate F --request F --by NAME [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. approved_by is a label for audits, not a proof of identity.", stderr)
+	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
+	req := fs.String("request", "", "the task-request.v1 `FILE`")
+	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by")
+	id := fs.String("id", "", "the approval `ID` (default: derived from the request digest and the time)")
+	out := fs.String("o", "", "write the approval to `FILE` instead of standard output")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	if *by == "" {
+		return usageErr(fs, "--by NAME is required")
+	}
+	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req})
+	if err != nil {
+		return err
+	}
+	a, err := approve.Approve(files["candidate"], files["request"], approve.Options{By: *by, ID: *id})
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(a, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the approval: %w", err)
+	}
+	b = append(b, '\n')
+	if *out == "" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(*out, b, 0o644); err != nil {
+		return fmt.Errorf("writing the approval: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sendtwice/sendtwice/internal/gate"
+)
+
+// checkResult is check's --json output.
+type checkResult struct {
+	Result          string `json:"result"`
+	Check           string `json:"check,omitempty"`
+	Path            string `json:"path,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	CandidateDigest string `json:"candidate_digest,omitempty"`
+	RequestDigest   string `json:"request_digest,omitempty"`
+}
+
+func runCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("check", "check --candidate F --request F --approval F [--json]\n\nRuns the gate's checks in order (envelope, approval_format, candidate_binding,\nrequest_binding, capability) and prints pass, or the check that failed with its path\nand reason. Exit status: 0 pass, 1 a check failed, 2 usage.", stderr)
+	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
+	req := fs.String("request", "", "the task-request.v1 `FILE`")
+	appr := fs.String("approval", "", "the task-approval.v1 `FILE`")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req, "approval": appr})
+	if err != nil {
+		return err
+	}
+	v, err := gate.CheckDocuments(files["candidate"], files["request"], files["approval"])
+	var res checkResult
+	var ge *gate.Error
+	switch {
+	case err == nil:
+		res = checkResult{Result: "pass", CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest}
+	case errors.As(err, &ge):
+		res = checkResult{Result: "fail", Check: ge.Check, Path: ge.Path, Reason: ge.Reason}
+	default:
+		return err
+	}
+	if *asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else if res.Result == "pass" {
+		fmt.Fprintf(stdout, "pass\ncandidate %s\nrequest   %s\n", res.CandidateDigest, res.RequestDigest)
+	} else {
+		fmt.Fprintf(stdout, "fail: %s at %s: %s\n", res.Check, res.Path, res.Reason)
+	}
+	if res.Result != "pass" {
+		return &exitError{exitFailure, errSilent}
+	}
+	return nil
+}

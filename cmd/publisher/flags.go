@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// newFlagSet returns a flag set that reports errors instead of exiting, with
+// a usage text of its own.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: publisher %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args; --help is success, other errors are usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, &exitError{exitUsage, errSilent}
+	}
+	return false, nil
+}
+
+func usageErr(fs *flag.FlagSet, format string, args ...any) error {
+	fs.Usage()
+	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+}
+
+// readInput reads a file, or standard input for "-".
+func readInput(name string, stdin io.Reader) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// requireFiles reads each named flag's file; every one is required.
+func requireFiles(fs *flag.FlagSet, names map[string]*string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(names))
+	for _, n := range []string{"candidate", "request", "approval"} {
+		p, ok := names[n]
+		if !ok {
+			continue
+		}
+		if *p == "" {
+			return nil, usageErr(fs, "--%s FILE is required", n)
+		}
+		b, err := os.ReadFile(*p)
+		if err != nil {
+			return nil, fmt.Errorf("reading the %s: %w", n, err)
+		}
+		out[n] = b
+	}
+	return out, nil
+}

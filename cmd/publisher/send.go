@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/publish"
+)
+
+const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json] [--no-check]
+
+Runs the gate locally (nothing is published if it fails), then publishes the three documents
+as one task-envelope.v1 onto the APPROVALS stream. Each invocation is a real send: sending the
+same approval twice reaches the task service twice, and the second receipt says replayed.
+With --wait, waits for the receipt of this invocation's own message and prints it
+(readable, or the task-receipt.v1 document with --json).
+
+Exit status: 0 created or replayed (or published, without --wait); 1 error or local gate
+failure; 2 usage; 3 idempotency_conflict; 4 rejected; 5 dead_lettered; 6 no receipt in time.`
+
+func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("send", sendHelp, stderr)
+	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
+	req := fs.String("request", "", "the task-request.v1 `FILE`")
+	appr := fs.String("approval", "", "the task-approval.v1 `FILE`")
+	server := cli.ServerFlag(fs)
+	wait := fs.Duration("wait", 0, "wait up to `DURATION` for this message's receipt (e.g. 30s); 0 does not wait")
+	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
+	noCheck := fs.Bool("no-check", false, "skip the local gate, to send a bad message on purpose")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req, "approval": appr})
+	if err != nil {
+		return err
+	}
+	if !*noCheck {
+		if _, err := gate.CheckDocuments(files["candidate"], files["request"], files["approval"]); err != nil {
+			return fmt.Errorf("nothing published: %w", err)
+		}
+	}
+	env, err := document.BuildEnvelope(files["candidate"], files["request"], files["approval"])
+	if err != nil {
+		return fmt.Errorf("nothing published: %w", err)
+	}
+	return sendEnvelope(ctx, *server, env, *wait, *asJSON, stdout)
+}
+
+// sendEnvelope publishes env and, with a wait, prints its receipt.
+func sendEnvelope(ctx context.Context, server string, env []byte, wait time.Duration, asJSON bool, stdout io.Writer) error {
+	nc, err := cli.Connect(server, "publisher", nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sent, err := publish.Send(pctx, js, env)
+	if err != nil {
+		return err
+	}
+	if wait <= 0 {
+		if asJSON {
+			fmt.Fprintf(stdout, `{"published":true,"stream_seq":%d,"subject":%q}`+"\n", sent.StreamSeq, sent.Subject)
+		} else {
+			fmt.Fprintf(stdout, "published: stream message %d on %s\n", sent.StreamSeq, sent.Subject)
+		}
+		return nil
+	}
+	wctx, wcancel := context.WithTimeout(ctx, wait)
+	defer wcancel()
+	r, err := publish.WaitReceipt(wctx, js, sent.IntentID, sent.StreamSeq)
+	if err != nil {
+		if errors.Is(err, publish.ErrNoReceipt) {
+			return &exitError{exitNoAnswer, fmt.Errorf("published as stream message %d, but no receipt within %s; the executor may still be working on it (publisher send is safe to repeat)", sent.StreamSeq, wait)}
+		}
+		return err
+	}
+	if asJSON {
+		fmt.Fprintf(stdout, "%s\n", r.Raw)
+	} else {
+		printReceipt(stdout, r.Receipt)
+	}
+	switch r.Outcome {
+	case document.OutcomeCreated, document.OutcomeReplayed:
+		return nil
+	case document.OutcomeConflict:
+		return &exitError{exitConflict, errSilent}
+	case document.OutcomeRejected:
+		return &exitError{exitRejected, errSilent}
+	default:
+		return &exitError{exitDead, errSilent}
+	}
+}
+
+func deref(s *string, unknown string) string {
+	if s == nil {
+		return unknown
+	}
+	return *s
+}
+
+// printReceipt writes a receipt for a person.
+func printReceipt(w io.Writer, r *document.Receipt) {
+	intent := deref(r.IntentID, "(unknown)")
+	switch r.Outcome {
+	case document.OutcomeCreated:
+		fmt.Fprintf(w, "created: task %s for intent %s\n", deref(r.TaskID, "?"), intent)
+	case document.OutcomeReplayed:
+		fmt.Fprintf(w, "replayed: the same task %s for intent %s; nothing new was created\n", deref(r.TaskID, "?"), intent)
+	case document.OutcomeConflict:
+		fmt.Fprintf(w, "idempotency_conflict: intent %s already created task %s from different content; nothing was created or changed\n", intent, deref(r.TaskID, "?"))
+	case document.OutcomeRejected:
+		fmt.Fprintf(w, "rejected at %s (%s): %s\n", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
+	case document.OutcomeDeadLettered:
+		fmt.Fprintf(w, "dead_lettered after %d attempt(s): %s\n", r.Failure.Attempts, r.Failure.Reason)
+	}
+	if r.Counts != nil {
+		fmt.Fprintf(w, "  requests received %d, creates executed %d, tasks existing %d\n",
+			r.Counts.RequestsReceived, r.Counts.CreatesExecuted, r.Counts.TasksExisting)
+	}
+	fmt.Fprintf(w, "  stream message %d, delivery %d, executor %s\n", r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Executor)
+}

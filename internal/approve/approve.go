@@ -1,0 +1,82 @@
+package approve
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
+)
+
+// ErrMismatch is returned when the request does not point at the candidate.
+var ErrMismatch = errors.New("approve: request does not point at this candidate")
+
+// Options say who approves, when, and under which approval id.
+type Options struct {
+	By string
+	// At is the approval time; zero means now.
+	At time.Time
+	// ID is the approval id; empty means one derived from the request digest
+	// and the time, so that two approvals of one request differ.
+	ID string
+}
+
+// Approve reads a candidate and a request (JSON bytes), checks them strictly,
+// and returns the approval binding both.
+func Approve(candidate, request []byte, opts Options) (*document.Approval, error) {
+	if opts.By == "" {
+		return nil, errors.New("approve: the approver's name (--by) is required")
+	}
+	cv, err := document.Parse(candidate)
+	if err != nil {
+		return nil, fmt.Errorf("reading the candidate: %w", err)
+	}
+	cand, err := document.DecodeCandidate("$", cv)
+	if err != nil {
+		return nil, fmt.Errorf("reading the candidate: %w", err)
+	}
+	rv, err := document.Parse(request)
+	if err != nil {
+		return nil, fmt.Errorf("reading the request: %w", err)
+	}
+	req, err := document.DecodeRequest("$", rv)
+	if err != nil {
+		return nil, fmt.Errorf("reading the request: %w", err)
+	}
+	candDigest, err := canon.DigestTree(cv)
+	if err != nil {
+		return nil, fmt.Errorf("digesting the candidate: %w", err)
+	}
+	reqDigest, err := canon.DigestTree(rv)
+	if err != nil {
+		return nil, fmt.Errorf("digesting the request: %w", err)
+	}
+	ref := req.CandidateRef
+	switch {
+	case ref.CandidateID != cand.CandidateID:
+		return nil, fmt.Errorf("%w: request %q names candidate %q, not %q", ErrMismatch, req.RequestID, ref.CandidateID, cand.CandidateID)
+	case ref.SourceVersion != cand.Source.Version:
+		return nil, fmt.Errorf("%w: request %q names source version %q, but the candidate is from %q", ErrMismatch, req.RequestID, ref.SourceVersion, cand.Source.Version)
+	case ref.CandidateDigest != candDigest:
+		return nil, fmt.Errorf("%w: request %q names candidate digest %s, but the candidate's digest is %s", ErrMismatch, req.RequestID, ref.CandidateDigest, candDigest)
+	}
+	at := opts.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	at = at.UTC().Truncate(time.Second)
+	id := opts.ID
+	if id == "" {
+		id = fmt.Sprintf("approval-%s-%s", reqDigest[len("sha256:"):len("sha256:")+12], at.Format("20060102T150405Z"))
+	}
+	return &document.Approval{
+		SchemaVersion: document.ApprovalVersion,
+		ApprovalID:    id,
+		ApprovedBy:    opts.By,
+		ApprovedAt:    at.Format(time.RFC3339),
+		Candidate:     document.ApprovedCandidate{CandidateID: cand.CandidateID, Digest: candDigest, SourceVersion: cand.Source.Version},
+		Request:       document.ApprovedRequest{RequestID: req.RequestID, Digest: reqDigest},
+		Capabilities:  []string{document.CapabilityCreateFakeTask},
+	}, nil
+}

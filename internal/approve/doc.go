@@ -1,0 +1,9 @@
+// Package approve writes task-approval.v1 documents: a reviewer's decision
+// bound to one candidate (its id, canonical digest and source version) and one
+// request (its id and canonical digest), granting the create_fake_task
+// capability.
+//
+// It must never approve a request that does not point at the candidate being
+// approved, and never write "approved" into the candidate itself: the approval
+// is a separate document with its own digest.
+package approve

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultServer is used when neither --server nor NATS_URL is given.
+const DefaultServer = "nats://127.0.0.1:4222"
+
+// ServerFlag adds --server to fs, defaulting to $NATS_URL.
+func ServerFlag(fs *flag.FlagSet) *string {
+	def := os.Getenv("NATS_URL")
+	if def == "" {
+		def = DefaultServer
+	}
+	return fs.String("server", def, "NATS server `URL` (default from $NATS_URL)")
+}
+
+// LogFlags adds --log-format and --log-level to fs.
+func LogFlags(fs *flag.FlagSet) (format, level *string) {
+	return fs.String("log-format", "text", "log format: text or json"),
+		fs.String("log-level", "info", "log level: debug, info, warn or error")
+}
+
+// NewLogger returns a slog logger writing to w in the given format.
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// Connect connects to url with a client name, retrying the first connect
+// briefly and reconnecting without limit afterwards.
+func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+		nats.Timeout(5 * time.Second),
+	}
+	if log != nil {
+		opts = append(opts,
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil {
+					log.Warn("disconnected from NATS", "err", err)
+				}
+			}),
+			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to NATS", "url", c.ConnectedUrlRedacted()) }),
+		)
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,490 @@
+package document
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sendtwice/sendtwice/internal/canon"
+)
+
+// Limits bound every document this package decodes.
+var Limits = canon.Limits{MaxBytes: 256 << 10, MaxDepth: 16}
+
+// Maximum lengths, in bytes, of identifiers and free text.
+const (
+	MaxIDBytes   = 256
+	MaxTextBytes = 4096
+)
+
+// Sentinels for the rules a decoder can find broken. An *Error wraps one of
+// these, or a canon error for input that is not strict JSON.
+var (
+	ErrSyntax        = errors.New("document: not strict JSON")
+	ErrUnknownMember = errors.New("document: unknown member")
+	ErrMissingMember = errors.New("document: missing member")
+	ErrType          = errors.New("document: wrong type")
+	ErrValue         = errors.New("document: invalid value")
+	ErrSchemaVersion = errors.New("document: wrong schema_version")
+)
+
+// Rule names, carried by *Error.
+const (
+	RuleSyntax        = "syntax"
+	RuleUnknownMember = "unknown_member"
+	RuleMissingMember = "missing_member"
+	RuleType          = "type"
+	RuleValue         = "value"
+	RuleSchemaVersion = "schema_version"
+)
+
+// Error is a refusal of the strict decoder: where (a path such as
+// $.request.task.title), which rule, and a reason a person can act on.
+type Error struct {
+	Path   string
+	Rule   string
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("document: %s at %s: %s", e.Rule, e.Path, e.Reason)
+}
+
+// Unwrap returns the sentinel (or the canon error) behind the refusal.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Parse reads one strict JSON text within Limits into canon's value tree.
+func Parse(data []byte) (any, error) {
+	v, err := canon.Parse(data, Limits)
+	if err != nil {
+		var ce *canon.Error
+		if errors.As(err, &ce) {
+			return nil, &Error{Path: ce.Path, Rule: RuleSyntax, Reason: ce.Reason, Err: err}
+		}
+		return nil, &Error{Path: "$", Rule: RuleSyntax, Reason: err.Error(), Err: err}
+	}
+	return v, nil
+}
+
+// reader walks a value tree and keeps the first refusal.
+type reader struct{ err *Error }
+
+func (r *reader) fail(path, rule string, sentinel error, format string, args ...any) {
+	if r.err == nil {
+		r.err = &Error{Path: path, Rule: rule, Reason: fmt.Sprintf(format, args...), Err: sentinel}
+	}
+}
+
+func (r *reader) result() error {
+	if r.err == nil {
+		return nil
+	}
+	return r.err
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func join(path, name string) string { return path + "." + name }
+
+// object checks that v is an object holding exactly the named members. A name
+// ending in "?" is optional. Unknown members are reported first, so that a
+// case variant ("Title") is named as what it is.
+func (r *reader) object(path string, v any, names ...string) map[string]any {
+	if r.err != nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail(path, RuleType, ErrType, "must be an object, not %s", typeName(v))
+		return nil
+	}
+	known := make(map[string]bool, len(names))
+	for _, n := range names {
+		known[strings.TrimSuffix(n, "?")] = true
+	}
+	var unknown []string
+	for k := range m {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		first := unknown[0]
+		for _, k := range unknown[1:] {
+			if k < first {
+				first = k
+			}
+		}
+		hint := ""
+		for k := range known {
+			if strings.EqualFold(k, first) {
+				hint = fmt.Sprintf(" (member names are case-sensitive: did you mean %q?)", k)
+			}
+		}
+		r.fail(join(path, first), RuleUnknownMember, ErrUnknownMember, "member %q is not part of this document%s", first, hint)
+		return nil
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, "?") {
+			continue
+		}
+		if _, ok := m[n]; !ok {
+			r.fail(join(path, n), RuleMissingMember, ErrMissingMember, "required member %q is missing", n)
+			return nil
+		}
+	}
+	return m
+}
+
+func (r *reader) text(path string, v any, maxBytes int) string {
+	if r.err != nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		r.fail(path, RuleType, ErrType, "must be a string, not %s", typeName(v))
+		return ""
+	}
+	switch {
+	case strings.TrimSpace(s) == "":
+		r.fail(path, RuleValue, ErrValue, "must not be empty")
+	case len(s) > maxBytes:
+		r.fail(path, RuleValue, ErrValue, "is %d bytes long; at most %d are allowed", len(s), maxBytes)
+	case !utf8.ValidString(s):
+		r.fail(path, RuleValue, ErrValue, "is not valid UTF-8")
+	}
+	return s
+}
+
+// id is a non-empty identifier without control characters or spaces.
+func (r *reader) id(path string, v any) string {
+	s := r.text(path, v, MaxIDBytes)
+	if r.err != nil {
+		return ""
+	}
+	for _, c := range s {
+		if c <= ' ' || c == 0x7f {
+			r.fail(path, RuleValue, ErrValue, "must not contain spaces or control characters")
+			return ""
+		}
+	}
+	return s
+}
+
+func (r *reader) constant(path string, v any, want, rule string, sentinel error) {
+	if r.err != nil {
+		return
+	}
+	s, ok := v.(string)
+	if !ok || s != want {
+		got := typeName(v)
+		if ok {
+			got = fmt.Sprintf("%q", s)
+		}
+		r.fail(path, rule, sentinel, "must be %q, not %s", want, got)
+	}
+}
+
+func (r *reader) digest(path string, v any) string {
+	s := r.text(path, v, MaxIDBytes)
+	if r.err == nil && !canon.ValidDigest(s) {
+		r.fail(path, RuleValue, ErrValue, "must be \"sha256:\" followed by 64 lower-case hex digits")
+	}
+	return s
+}
+
+func (r *reader) timestamp(path string, v any) string {
+	s := r.text(path, v, 64)
+	if r.err != nil {
+		return ""
+	}
+	if _, err := time.Parse(time.RFC3339, s); err != nil {
+		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z")
+	}
+	return s
+}
+
+// nullable returns nil for JSON null and otherwise reads v with read.
+func (r *reader) nullable(path string, v any, read func(string, any) string) *string {
+	if r.err != nil || v == nil {
+		return nil
+	}
+	s := read(path, v)
+	return &s
+}
+
+func (r *reader) integer(path string, v any) int64 {
+	if r.err != nil {
+		return 0
+	}
+	f, ok := v.(float64)
+	if !ok {
+		r.fail(path, RuleType, ErrType, "must be a number, not %s", typeName(v))
+		return 0
+	}
+	if f != math.Trunc(f) || f < 0 || f > 1<<53 {
+		r.fail(path, RuleValue, ErrValue, "must be a whole number from 0 to 2^53")
+		return 0
+	}
+	return int64(f)
+}
+
+func (r *reader) array(path string, v any, minItems int) []any {
+	if r.err != nil {
+		return nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		r.fail(path, RuleType, ErrType, "must be an array, not %s", typeName(v))
+		return nil
+	}
+	if len(a) < minItems {
+		r.fail(path, RuleValue, ErrValue, "must hold at least %d item(s)", minItems)
+		return nil
+	}
+	return a
+}
+
+func (r *reader) schemaVersion(path string, m map[string]any, want string) {
+	r.constant(join(path, "schema_version"), m["schema_version"], want, RuleSchemaVersion, ErrSchemaVersion)
+}
+
+func (r *reader) candidate(path string, v any) *Candidate {
+	m := r.object(path, v, "schema_version", "candidate_id", "source", "kind", "summary", "speaker_ref", "evidence")
+	if m == nil {
+		return nil
+	}
+	r.schemaVersion(path, m, CandidateVersion)
+	c := &Candidate{SchemaVersion: CandidateVersion}
+	c.CandidateID = r.id(join(path, "candidate_id"), m["candidate_id"])
+	sp := join(path, "source")
+	if sm := r.object(sp, m["source"], "transcript_id", "version"); sm != nil {
+		c.Source.TranscriptID = r.id(join(sp, "transcript_id"), sm["transcript_id"])
+		c.Source.Version = r.id(join(sp, "version"), sm["version"])
+	}
+	c.Kind = r.id(join(path, "kind"), m["kind"])
+	c.Summary = r.text(join(path, "summary"), m["summary"], MaxTextBytes)
+	c.SpeakerRef = r.nullable(join(path, "speaker_ref"), m["speaker_ref"], r.id)
+	ep := join(path, "evidence")
+	for i, e := range r.array(ep, m["evidence"], 1) {
+		ip := fmt.Sprintf("%s[%d]", ep, i)
+		em := r.object(ip, e, "quote", "start_ms", "end_ms")
+		if em == nil {
+			break
+		}
+		ev := Evidence{
+			Quote:   r.text(join(ip, "quote"), em["quote"], MaxTextBytes),
+			StartMS: r.integer(join(ip, "start_ms"), em["start_ms"]),
+			EndMS:   r.integer(join(ip, "end_ms"), em["end_ms"]),
+		}
+		if r.err == nil && ev.EndMS < ev.StartMS {
+			r.fail(join(ip, "end_ms"), RuleValue, ErrValue, "must not be before start_ms")
+		}
+		c.Evidence = append(c.Evidence, ev)
+	}
+	if r.err != nil {
+		return nil
+	}
+	return c
+}
+
+func (r *reader) request(path string, v any) *Request {
+	m := r.object(path, v, "schema_version", "request_id", "intent_id", "operation", "provider", "candidate_ref", "task")
+	if m == nil {
+		return nil
+	}
+	r.schemaVersion(path, m, RequestVersion)
+	q := &Request{SchemaVersion: RequestVersion, Operation: OperationCreateTask, Provider: ProviderFake}
+	q.RequestID = r.id(join(path, "request_id"), m["request_id"])
+	q.IntentID = r.id(join(path, "intent_id"), m["intent_id"])
+	r.constant(join(path, "operation"), m["operation"], OperationCreateTask, RuleValue, ErrValue)
+	r.constant(join(path, "provider"), m["provider"], ProviderFake, RuleValue, ErrValue)
+	cp := join(path, "candidate_ref")
+	if cm := r.object(cp, m["candidate_ref"], "candidate_id", "candidate_digest", "source_version"); cm != nil {
+		q.CandidateRef.CandidateID = r.id(join(cp, "candidate_id"), cm["candidate_id"])
+		q.CandidateRef.CandidateDigest = r.digest(join(cp, "candidate_digest"), cm["candidate_digest"])
+		q.CandidateRef.SourceVersion = r.id(join(cp, "source_version"), cm["source_version"])
+	}
+	tp := join(path, "task")
+	if tm := r.object(tp, m["task"], "title", "assignee_person_ref", "due_at"); tm != nil {
+		q.Task.Title = r.text(join(tp, "title"), tm["title"], 1024)
+		q.Task.AssigneePersonRef = r.nullable(join(tp, "assignee_person_ref"), tm["assignee_person_ref"], r.id)
+		q.Task.DueAt = r.nullable(join(tp, "due_at"), tm["due_at"], r.timestamp)
+	}
+	if r.err != nil {
+		return nil
+	}
+	return q
+}
+
+func (r *reader) approval(path string, v any) *Approval {
+	m := r.object(path, v, "schema_version", "approval_id", "approved_by", "approved_at", "candidate", "request", "capabilities")
+	if m == nil {
+		return nil
+	}
+	r.schemaVersion(path, m, ApprovalVersion)
+	a := &Approval{SchemaVersion: ApprovalVersion}
+	a.ApprovalID = r.id(join(path, "approval_id"), m["approval_id"])
+	a.ApprovedBy = r.text(join(path, "approved_by"), m["approved_by"], MaxIDBytes)
+	a.ApprovedAt = r.timestamp(join(path, "approved_at"), m["approved_at"])
+	cp := join(path, "candidate")
+	if cm := r.object(cp, m["candidate"], "candidate_id", "digest", "source_version"); cm != nil {
+		a.Candidate.CandidateID = r.id(join(cp, "candidate_id"), cm["candidate_id"])
+		a.Candidate.Digest = r.digest(join(cp, "digest"), cm["digest"])
+		a.Candidate.SourceVersion = r.id(join(cp, "source_version"), cm["source_version"])
+	}
+	qp := join(path, "request")
+	if qm := r.object(qp, m["request"], "request_id", "digest"); qm != nil {
+		a.Request.RequestID = r.id(join(qp, "request_id"), qm["request_id"])
+		a.Request.Digest = r.digest(join(qp, "digest"), qm["digest"])
+	}
+	capp := join(path, "capabilities")
+	caps := r.array(capp, m["capabilities"], 0)
+	a.Capabilities = make([]string, 0, len(caps))
+	for i, c := range caps {
+		a.Capabilities = append(a.Capabilities, r.id(fmt.Sprintf("%s[%d]", capp, i), c))
+	}
+	if r.err != nil {
+		return nil
+	}
+	return a
+}
+
+// DecodeCandidate decodes a candidate from a value tree; path names its place
+// ("$" for a document of its own, "$.candidate" inside an envelope).
+func DecodeCandidate(path string, v any) (*Candidate, error) {
+	var r reader
+	c := r.candidate(path, v)
+	return c, r.result()
+}
+
+// DecodeRequest decodes a task request from a value tree.
+func DecodeRequest(path string, v any) (*Request, error) {
+	var r reader
+	q := r.request(path, v)
+	return q, r.result()
+}
+
+// DecodeApproval decodes an approval from a value tree.
+func DecodeApproval(path string, v any) (*Approval, error) {
+	var r reader
+	a := r.approval(path, v)
+	return a, r.result()
+}
+
+// Envelope member names.
+const (
+	MemberCandidate = "candidate"
+	MemberRequest   = "request"
+	MemberApproval  = "approval"
+)
+
+// EnvelopeParts is an envelope split into its members, each still a value
+// tree, so that the gate can check the approval separately from the rest.
+// Approval is nil when the member is missing or null.
+type EnvelopeParts struct {
+	Candidate, Request, Approval any
+}
+
+// SplitEnvelope parses data as strict JSON and checks the envelope's own
+// members: schema_version, candidate, request and an optional approval. It
+// does not look inside them.
+func SplitEnvelope(data []byte) (*EnvelopeParts, error) {
+	v, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	var r reader
+	m := r.object("$", v, "schema_version", MemberCandidate, MemberRequest, MemberApproval+"?")
+	if m == nil {
+		return nil, r.result()
+	}
+	r.schemaVersion("$", m, EnvelopeVersion)
+	if r.err != nil {
+		return nil, r.result()
+	}
+	return &EnvelopeParts{Candidate: m[MemberCandidate], Request: m[MemberRequest], Approval: m[MemberApproval]}, nil
+}
+
+// DecodeReceipt decodes a task-receipt.v1 document strictly.
+func DecodeReceipt(data []byte) (*Receipt, error) {
+	v, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	var r reader
+	m := r.object("$", v, "schema_version", "receipt_id", "outcome", "intent_id", "request_id", "approval_id",
+		"task_id", "rejection", "failure", "counts", "delivery", "issued_at")
+	if m == nil {
+		return nil, r.result()
+	}
+	r.schemaVersion("$", m, ReceiptVersion)
+	rc := &Receipt{SchemaVersion: ReceiptVersion}
+	rc.ReceiptID = r.id("$.receipt_id", m["receipt_id"])
+	rc.Outcome = r.id("$.outcome", m["outcome"])
+	if r.err == nil && !Terminal(rc.Outcome) {
+		r.fail("$.outcome", RuleValue, ErrValue, "must be one of created, replayed, idempotency_conflict, rejected, dead_lettered")
+	}
+	rc.IntentID = r.nullable("$.intent_id", m["intent_id"], func(p string, v any) string { return r.text(p, v, 4*MaxIDBytes) })
+	rc.RequestID = r.nullable("$.request_id", m["request_id"], func(p string, v any) string { return r.text(p, v, 4*MaxIDBytes) })
+	rc.ApprovalID = r.nullable("$.approval_id", m["approval_id"], func(p string, v any) string { return r.text(p, v, 4*MaxIDBytes) })
+	rc.TaskID = r.nullable("$.task_id", m["task_id"], r.id)
+	if m["rejection"] != nil {
+		if rm := r.object("$.rejection", m["rejection"], "check", "path", "reason"); rm != nil {
+			rc.Rejection = &Rejection{
+				Check:  r.id("$.rejection.check", rm["check"]),
+				Path:   r.text("$.rejection.path", rm["path"], MaxTextBytes),
+				Reason: r.text("$.rejection.reason", rm["reason"], MaxTextBytes),
+			}
+		}
+	}
+	if m["failure"] != nil {
+		if fm := r.object("$.failure", m["failure"], "reason", "attempts"); fm != nil {
+			rc.Failure = &Failure{
+				Reason:   r.text("$.failure.reason", fm["reason"], MaxTextBytes),
+				Attempts: r.integer("$.failure.attempts", fm["attempts"]),
+			}
+		}
+	}
+	if m["counts"] != nil {
+		if cm := r.object("$.counts", m["counts"], "requests_received", "creates_executed", "tasks_existing"); cm != nil {
+			rc.Counts = &Counts{
+				RequestsReceived: r.integer("$.counts.requests_received", cm["requests_received"]),
+				CreatesExecuted:  r.integer("$.counts.creates_executed", cm["creates_executed"]),
+				TasksExisting:    r.integer("$.counts.tasks_existing", cm["tasks_existing"]),
+			}
+		}
+	}
+	if dm := r.object("$.delivery", m["delivery"], "stream_seq", "delivered", "executor"); dm != nil {
+		rc.Delivery = Delivery{
+			StreamSeq: uint64(r.integer("$.delivery.stream_seq", dm["stream_seq"])),
+			Delivered: uint64(r.integer("$.delivery.delivered", dm["delivered"])),
+			Executor:  r.id("$.delivery.executor", dm["executor"]),
+		}
+	}
+	rc.IssuedAt = r.timestamp("$.issued_at", m["issued_at"])
+	if r.err != nil {
+		return nil, r.result()
+	}
+	return rc, nil
+}

@@ -1,0 +1,162 @@
+package document
+
+// Schema versions of the documents.
+const (
+	CandidateVersion = "action-candidate.v1"
+	RequestVersion   = "task-request.v1"
+	ApprovalVersion  = "task-approval.v1"
+	EnvelopeVersion  = "task-envelope.v1"
+	ReceiptVersion   = "task-receipt.v1"
+)
+
+// Fixed values of a task request.
+const (
+	OperationCreateTask = "create_task"
+	ProviderFake        = "fake-task-provider.v1"
+	// CapabilityCreateFakeTask is the one capability an approval may grant.
+	CapabilityCreateFakeTask = "create_fake_task"
+)
+
+// Receipt outcomes.
+const (
+	OutcomeCreated      = "created"
+	OutcomeReplayed     = "replayed"
+	OutcomeConflict     = "idempotency_conflict"
+	OutcomeRejected     = "rejected"
+	OutcomeDeadLettered = "dead_lettered"
+)
+
+// Candidate says "the transcript contains this, from this source version". It
+// is checked model output, never a permission.
+type Candidate struct {
+	SchemaVersion string     `json:"schema_version"`
+	CandidateID   string     `json:"candidate_id"`
+	Source        Source     `json:"source"`
+	Kind          string     `json:"kind"`
+	Summary       string     `json:"summary"`
+	SpeakerRef    *string    `json:"speaker_ref"`
+	Evidence      []Evidence `json:"evidence"`
+}
+
+// Source names the transcript and its version.
+type Source struct {
+	TranscriptID string `json:"transcript_id"`
+	Version      string `json:"version"`
+}
+
+// Evidence is a quote from the transcript with its time span.
+type Evidence struct {
+	Quote   string `json:"quote"`
+	StartMS int64  `json:"start_ms"`
+	EndMS   int64  `json:"end_ms"`
+}
+
+// Request says what to create, keyed by the caller's intent id.
+type Request struct {
+	SchemaVersion string       `json:"schema_version"`
+	RequestID     string       `json:"request_id"`
+	IntentID      string       `json:"intent_id"`
+	Operation     string       `json:"operation"`
+	Provider      string       `json:"provider"`
+	CandidateRef  CandidateRef `json:"candidate_ref"`
+	Task          Task         `json:"task"`
+}
+
+// CandidateRef points a request at the candidate it was proposed from.
+type CandidateRef struct {
+	CandidateID     string `json:"candidate_id"`
+	CandidateDigest string `json:"candidate_digest"`
+	SourceVersion   string `json:"source_version"`
+}
+
+// Task is the content to create. Unknown values stay null.
+type Task struct {
+	Title             string  `json:"title"`
+	AssigneePersonRef *string `json:"assignee_person_ref"`
+	DueAt             *string `json:"due_at"`
+}
+
+// Approval is a reviewer's permission decision over one candidate and one
+// request, with the capabilities granted.
+type Approval struct {
+	SchemaVersion string            `json:"schema_version"`
+	ApprovalID    string            `json:"approval_id"`
+	ApprovedBy    string            `json:"approved_by"`
+	ApprovedAt    string            `json:"approved_at"`
+	Candidate     ApprovedCandidate `json:"candidate"`
+	Request       ApprovedRequest   `json:"request"`
+	Capabilities  []string          `json:"capabilities"`
+}
+
+// ApprovedCandidate binds an approval to a candidate's id, digest and source version.
+type ApprovedCandidate struct {
+	CandidateID   string `json:"candidate_id"`
+	Digest        string `json:"digest"`
+	SourceVersion string `json:"source_version"`
+}
+
+// ApprovedRequest binds an approval to a request's id and digest.
+type ApprovedRequest struct {
+	RequestID string `json:"request_id"`
+	Digest    string `json:"digest"`
+}
+
+// Envelope is one approved request on the stream: three documents, never merged.
+type Envelope struct {
+	SchemaVersion string    `json:"schema_version"`
+	Candidate     Candidate `json:"candidate"`
+	Request       Request   `json:"request"`
+	Approval      Approval  `json:"approval"`
+}
+
+// Receipt is the executor's observation of what happened to one delivery.
+type Receipt struct {
+	SchemaVersion string     `json:"schema_version"`
+	ReceiptID     string     `json:"receipt_id"`
+	Outcome       string     `json:"outcome"`
+	IntentID      *string    `json:"intent_id"`
+	RequestID     *string    `json:"request_id"`
+	ApprovalID    *string    `json:"approval_id"`
+	TaskID        *string    `json:"task_id"`
+	Rejection     *Rejection `json:"rejection"`
+	Failure       *Failure   `json:"failure"`
+	Counts        *Counts    `json:"counts"`
+	Delivery      Delivery   `json:"delivery"`
+	IssuedAt      string     `json:"issued_at"`
+}
+
+// Rejection names the gate check that stopped a message.
+type Rejection struct {
+	Check  string `json:"check"`
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// Failure says why a message was dead-lettered.
+type Failure struct {
+	Reason   string `json:"reason"`
+	Attempts int64  `json:"attempts"`
+}
+
+// Counts are the task service's three counters as of the call.
+type Counts struct {
+	RequestsReceived int64 `json:"requests_received"`
+	CreatesExecuted  int64 `json:"creates_executed"`
+	TasksExisting    int64 `json:"tasks_existing"`
+}
+
+// Delivery says which delivery of which stream message a receipt is for.
+type Delivery struct {
+	StreamSeq uint64 `json:"stream_seq"`
+	Delivered uint64 `json:"delivered"`
+	Executor  string `json:"executor"`
+}
+
+// Terminal reports whether an outcome ends a message's life.
+func Terminal(outcome string) bool {
+	switch outcome {
+	case OutcomeCreated, OutcomeReplayed, OutcomeConflict, OutcomeRejected, OutcomeDeadLettered:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,96 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/provider"
+)
+
+// StackOptions configure a one-process deployment: a NATS server with
+// JetStream and the fake task service, both keeping their data under Dir.
+type StackOptions struct {
+	Dir         string
+	Host        string
+	Port        int
+	AllowFaults bool
+	Logger      *slog.Logger
+}
+
+// Stack is a running NATS server and task service. The service is reached
+// over NATS like any external system, also from within this process.
+type Stack struct {
+	opts    StackOptions
+	Server  *server.Server
+	Store   *provider.Store
+	Service *provider.Service
+	svcConn *nats.Conn
+}
+
+// StartStack starts the server and the service.
+func StartStack(o StackOptions) (*Stack, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s, err := Start(Options{Dir: o.Dir, Host: o.Host, Port: o.Port})
+	if err != nil {
+		return nil, err
+	}
+	st := &Stack{opts: o, Server: s}
+	if err := st.StartService(filepath.Join(o.Dir, "provider")); err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	return st, nil
+}
+
+// URL is the client URL of the server.
+func (st *Stack) URL() string { return st.Server.ClientURL() }
+
+// StartService opens the task service's store in dir and serves it.
+func (st *Stack) StartService(dir string) error {
+	if st.Service != nil {
+		return errors.New("embedded: the task service is already running")
+	}
+	nc, err := nats.Connect(st.URL(), nats.Name("fake-task-provider"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("embedded: connecting the task service: %w", err)
+	}
+	store, err := provider.Open(dir, provider.Options{Logger: st.opts.Logger})
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("embedded: opening the task service's store: %w", err)
+	}
+	svc, err := provider.Serve(nc, store, provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger})
+	if err != nil {
+		_ = store.Close()
+		nc.Close()
+		return fmt.Errorf("embedded: serving the task service: %w", err)
+	}
+	st.Store, st.Service, st.svcConn = store, svc, nc
+	return nil
+}
+
+// StopService stops the task service and closes its store; the NATS server
+// keeps running.
+func (st *Stack) StopService() error {
+	if st.Service == nil {
+		return nil
+	}
+	err := errors.Join(st.Service.Stop(), st.svcConn.Drain(), st.Store.Close())
+	st.Service, st.Store, st.svcConn = nil, nil, nil
+	return err
+}
+
+// Close stops the service and shuts the server down.
+func (st *Stack) Close() error {
+	err := st.StopService()
+	st.Server.Shutdown()
+	st.Server.WaitForShutdown()
+	return err
+}

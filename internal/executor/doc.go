@@ -1,0 +1,12 @@
+// Package executor consumes approved requests from the APPROVALS stream and,
+// for each delivery, in this order: parses it strictly and runs the gate,
+// calls the task service over NATS keyed by the request's intent id, publishes
+// a task-receipt.v1 and waits for the stream's ack, and only then acks the
+// message. A crash anywhere in that line leads to a redelivery, which the
+// service answers as replayed: never a second task.
+//
+// It must never call the task service for a message the gate refused, never
+// ack a message before its receipt is stored, never reach the service but over
+// NATS, and never drop a message silently: a message that keeps failing ends in
+// the dead-letter stream with a dead_lettered receipt.
+package executor

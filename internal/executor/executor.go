@@ -1,0 +1,429 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// Point names a place in the handling of one delivery where a fault can be
+// injected for tests.
+type Point string
+
+// Fault points, in the order a delivery passes them.
+const (
+	AfterCall    Point = "after-call"    // the service answered; no receipt yet
+	AfterReceipt Point = "after-receipt" // the receipt is stored; no ack yet
+	BeforeAck    Point = "before-ack"    // just before the ack
+)
+
+// Config configures one executor instance.
+type Config struct {
+	// ID names this instance in receipts; default host-pid.
+	ID string
+	// Concurrency is the number of deliveries handled at once; default 32.
+	Concurrency int
+	// CallTimeout bounds one call to the task service; default 5s.
+	CallTimeout time.Duration
+	// Topology must match the consumer's settings (MaxDeliver, delays).
+	Topology topology.Config
+	Logger   *slog.Logger
+	// Clock stamps receipts; default time.Now.
+	Clock func() time.Time
+	// Fault, when set, is called at each fault point; tests use it to crash
+	// or stall an instance at a chosen place. Off (nil) by default.
+	Fault func(p Point, seq, delivered uint64)
+}
+
+// Executor is one executor instance.
+type Executor struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	client *provider.Client
+	log    *slog.Logger
+
+	inflight sync.WaitGroup
+	stats    Stats
+}
+
+// Stats count what this instance did.
+type Stats struct {
+	mu         sync.Mutex
+	Handled    int64
+	ByOutcome  map[string]int64
+	Naks       int64
+	Redelivery int64
+}
+
+// Snapshot returns a copy of the counts.
+func (s *Stats) Snapshot() (handled int64, byOutcome map[string]int64, naks, redeliveries int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int64, len(s.ByOutcome))
+	for k, v := range s.ByOutcome {
+		m[k] = v
+	}
+	return s.Handled, m, s.Naks, s.Redelivery
+}
+
+func (s *Stats) count(outcome string, delivered uint64, nak bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ByOutcome == nil {
+		s.ByOutcome = map[string]int64{}
+	}
+	s.Handled++
+	if delivered > 1 {
+		s.Redelivery++
+	}
+	if nak {
+		s.Naks++
+	} else {
+		s.ByOutcome[outcome]++
+	}
+}
+
+// New returns an executor using the connection nc.
+func New(nc *nats.Conn, cfg Config) (*Executor, error) {
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 32
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	cfg.Topology = cfg.Topology.WithDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("executor: opening JetStream: %w", err)
+	}
+	c := provider.NewClient(nc)
+	c.Timeout = cfg.CallTimeout
+	return &Executor{cfg: cfg, nc: nc, js: js, client: c, log: cfg.Logger.With("executor", cfg.ID)}, nil
+}
+
+// ID returns the instance id.
+func (e *Executor) ID() string { return e.cfg.ID }
+
+// Stats returns the instance's counts.
+func (e *Executor) Stats() *Stats { return &e.stats }
+
+// Run ensures the topology, consumes until ctx is done, then stops pulling,
+// lets the deliveries already taken finish, and returns. The caller drains
+// the connection afterwards. ready, if not nil, is closed once consuming.
+func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
+	cons, err := topology.Ensure(ctx, e.js, e.cfg.Topology)
+	if err != nil {
+		return err
+	}
+	advisories, err := e.watchMaxDeliveries()
+	if err != nil {
+		return err
+	}
+	defer advisories.Unsubscribe()
+
+	sem := make(chan struct{}, e.cfg.Concurrency)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		sem <- struct{}{}
+		e.inflight.Add(1)
+		go func() {
+			defer func() { <-sem; e.inflight.Done() }()
+			e.Handle(msg)
+		}()
+	}, jetstream.PullMaxMessages(e.cfg.Concurrency), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			e.log.Warn("consuming", "err", err)
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("executor: consuming: %w", err)
+	}
+	e.log.Info("consuming", "stream", topology.ApprovalsStream, "consumer", topology.Consumer, "concurrency", e.cfg.Concurrency)
+	if ready != nil {
+		close(ready)
+	}
+	<-ctx.Done()
+	e.log.Info("draining: no new deliveries; finishing those in flight")
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(e.cfg.CallTimeout + 5*time.Second):
+	}
+	e.inflight.Wait()
+	e.log.Info("drained")
+	return nil
+}
+
+// delivery is one delivery of one stream message.
+type delivery struct {
+	msg       jetstream.Msg
+	seq       uint64
+	delivered uint64
+	id        document.Identity
+	start     time.Time
+}
+
+// Handle processes one delivery to its end: acked with a receipt, terminated
+// with a receipt, dead-lettered, or nak'ed for a later attempt.
+func (e *Executor) Handle(msg jetstream.Msg) {
+	d := &delivery{msg: msg, start: time.Now(), delivered: 1}
+	if meta, err := msg.Metadata(); err == nil {
+		d.seq, d.delivered = meta.Sequence.Stream, meta.NumDelivered
+	} else {
+		e.log.Error("a delivery without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	d.id = document.Identify(msg.Data())
+
+	v, err := gate.Check(msg.Data())
+	if err != nil {
+		var ge *gate.Error
+		if !errors.As(err, &ge) {
+			ge = &gate.Error{Check: gate.CheckEnvelope, Path: "$", Reason: err.Error()}
+		}
+		r := e.receipt(d, document.OutcomeRejected)
+		r.Rejection = &document.Rejection{Check: ge.Check, Path: ge.Path, Reason: ge.Reason}
+		e.finish(d, r, true)
+		return
+	}
+
+	resp, err := e.call(d, v)
+	if err != nil {
+		e.callFailed(d, err)
+		return
+	}
+	e.fault(AfterCall, d)
+	r := e.receipt(d, resp.Outcome)
+	r.TaskID = &resp.TaskID
+	r.Counts = &document.Counts{
+		RequestsReceived: resp.Counts.RequestsReceived,
+		CreatesExecuted:  resp.Counts.CreatesExecuted,
+		TasksExisting:    resp.Counts.TasksExisting,
+	}
+	e.finish(d, r, false)
+}
+
+// call asks the service to create the task, signalling progress to the
+// server while it waits so that the delivery is not handed to another
+// instance meanwhile.
+func (e *Executor) call(d *delivery, v *gate.Verdict) (provider.CreateResponse, error) {
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(max(e.cfg.Topology.AckWait/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = d.msg.InProgress()
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
+	defer cancel()
+	q := v.Request
+	return e.client.Create(ctx, provider.CreateRequest{
+		IntentID:      q.IntentID,
+		RequestDigest: v.RequestDigest,
+		RequestID:     q.RequestID,
+		Task:          provider.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt},
+	})
+}
+
+// callFailed retries a transient failure later, and dead-letters a message
+// that has used its deliveries or that the service refuses outright.
+func (e *Executor) callFailed(d *delivery, err error) {
+	if provider.IsTransient(err) && d.delivered < uint64(e.cfg.Topology.MaxDeliver) {
+		delay := topology.NakDelayAfter(e.cfg.Topology, d.delivered)
+		e.log.Warn("task service call failed; will retry", "intent_id", d.id.IntentID, "stream_seq", d.seq,
+			"delivered", d.delivered, "retry_in", delay, "err", err)
+		if nerr := d.msg.NakWithDelay(delay); nerr != nil {
+			e.log.Warn("nak failed; the delivery comes back after AckWait", "stream_seq", d.seq, "err", nerr)
+		}
+		e.stats.count("", d.delivered, true)
+		return
+	}
+	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
+	if !provider.IsTransient(err) {
+		reason = fmt.Sprintf("task service refused the call: %v", err)
+	}
+	e.deadLetter(d, reason)
+}
+
+// deadLetter stores the original payload in the dead-letter stream, then a
+// dead_lettered receipt, then terminates the message.
+func (e *Executor) deadLetter(d *delivery, reason string) {
+	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.id.IntentID))
+	m.Data = d.msg.Data()
+	m.Header.Set(topology.HeaderReason, reason)
+	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))
+	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
+	m.Header.Set(topology.HeaderExecutor, e.cfg.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID("dead-"+strconv.FormatUint(d.seq, 10)),
+		jetstream.WithExpectStream(topology.DeadLetterStream)); err != nil {
+		e.log.Error("storing the dead letter failed; the delivery comes back", "stream_seq", d.seq, "err", err)
+		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
+		return
+	}
+	r := e.receipt(d, document.OutcomeDeadLettered)
+	r.Failure = &document.Failure{Reason: reason, Attempts: int64(d.delivered)}
+	e.finish(d, r, true)
+}
+
+// receipt starts a receipt for this delivery.
+func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return &document.Receipt{
+		SchemaVersion: document.ReceiptVersion,
+		ReceiptID:     fmt.Sprintf("receipt-%d-%d", d.seq, d.delivered),
+		Outcome:       outcome,
+		IntentID:      opt(d.id.IntentID),
+		RequestID:     opt(d.id.RequestID),
+		ApprovalID:    opt(d.id.ApprovalID),
+		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Executor: e.cfg.ID},
+		IssuedAt:      e.cfg.Clock().UTC().Format(time.RFC3339Nano),
+	}
+}
+
+// finish publishes the receipt, waits for the stream's ack, and then acks
+// (or, for terminal refusals, terminates) the message. If the receipt
+// cannot be stored, the message is nak'ed so that it comes back.
+func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		e.log.Error("encoding a receipt", "err", err)
+		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
+		return
+	}
+	m := nats.NewMsg(topology.ReceiptSubject(d.id.IntentID))
+	m.Data = body
+	m.Header.Set(topology.HeaderOutcome, r.Outcome)
+	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))
+	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(r.ReceiptID), jetstream.WithExpectStream(topology.ReceiptsStream)); err != nil {
+		e.log.Warn("storing the receipt failed; the delivery comes back", "stream_seq", d.seq, "err", err)
+		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
+		e.stats.count("", d.delivered, true)
+		return
+	}
+	e.fault(AfterReceipt, d)
+	e.fault(BeforeAck, d)
+	if term {
+		err = d.msg.Term()
+	} else {
+		err = d.msg.Ack()
+	}
+	if err != nil {
+		e.log.Warn("ack failed; the delivery comes back and is answered as a replay", "stream_seq", d.seq, "err", err)
+	}
+	e.stats.count(r.Outcome, d.delivered, false)
+	attrs := []any{"outcome", r.Outcome, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
+		"took", time.Since(d.start).Round(time.Microsecond)}
+	if r.TaskID != nil {
+		attrs = append(attrs, "task_id", *r.TaskID)
+	}
+	if r.Rejection != nil {
+		attrs = append(attrs, "check", r.Rejection.Check, "path", r.Rejection.Path)
+	}
+	e.log.Info("receipt", attrs...)
+}
+
+func (e *Executor) fault(p Point, d *delivery) {
+	if e.cfg.Fault != nil {
+		e.cfg.Fault(p, d.seq, d.delivered)
+	}
+}
+
+// maxDeliveriesAdvisory is the server's advisory for a message that used
+// all its deliveries without an ack (executors that kept dying).
+const maxDeliveriesAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + topology.ApprovalsStream + "." + topology.Consumer
+
+// watchMaxDeliveries dead-letters messages whose deliveries ran out without
+// any executor finishing them, so that nothing is dropped silently. One
+// instance of the queue group handles each advisory.
+func (e *Executor) watchMaxDeliveries() (*nats.Subscription, error) {
+	sub, err := e.nc.QueueSubscribe(maxDeliveriesAdvisory, "executor-advisories", func(m *nats.Msg) {
+		var adv struct {
+			StreamSeq  uint64 `json:"stream_seq"`
+			Deliveries uint64 `json:"deliveries"`
+		}
+		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+			e.log.Warn("unreadable max-deliveries advisory", "err", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream, err := e.js.Stream(ctx, topology.ApprovalsStream)
+		if err != nil {
+			e.log.Error("reading a message that ran out of deliveries", "stream_seq", adv.StreamSeq, "err", err)
+			return
+		}
+		raw, err := stream.GetMsg(ctx, adv.StreamSeq)
+		if err != nil {
+			e.log.Error("reading a message that ran out of deliveries", "stream_seq", adv.StreamSeq, "err", err)
+			return
+		}
+		d := &delivery{msg: storedMsg{raw}, seq: adv.StreamSeq, delivered: adv.Deliveries, id: document.Identify(raw.Data), start: time.Now()}
+		e.log.Warn("a message ran out of deliveries without a receipt; dead-lettering it", "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
+		e.deadLetter(d, fmt.Sprintf("no executor finished the message in %d deliveries", adv.Deliveries))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("executor: subscribing to max-delivery advisories: %w", err)
+	}
+	return sub, nil
+}
+
+// storedMsg lets a message read back from the stream go through deadLetter
+// and finish; it is no longer deliverable, so acks are no-ops.
+type storedMsg struct{ raw *jetstream.RawStreamMsg }
+
+func (s storedMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return nil, errors.New("not a delivery")
+}
+func (s storedMsg) Data() []byte                     { return s.raw.Data }
+func (s storedMsg) Headers() nats.Header             { return s.raw.Header }
+func (s storedMsg) Subject() string                  { return s.raw.Subject }
+func (s storedMsg) Reply() string                    { return "" }
+func (s storedMsg) Ack() error                       { return nil }
+func (s storedMsg) DoubleAck(context.Context) error  { return nil }
+func (s storedMsg) Nak() error                       { return nil }
+func (s storedMsg) NakWithDelay(time.Duration) error { return nil }
+func (s storedMsg) InProgress() error                { return nil }
+func (s storedMsg) Term() error                      { return nil }
+func (s storedMsg) TermWithReason(string) error      { return nil }

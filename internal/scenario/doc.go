@@ -1,0 +1,10 @@
+// Package scenario builds the documents of the seed scenario — the candidate
+// from the meeting, the request to create 「補上通知設定的檢查項目」, its
+// approval, a changed request under the same intent id, a request with a new
+// intent id and the same content, and the tampered messages — and generates
+// further approved requests for demos and load.
+//
+// The files under testdata/ at the project root are this package's output,
+// kept current by its golden test (go test ./internal/scenario -update). It
+// must never be used to bypass the gate: it builds inputs, it decides nothing.
+package scenario

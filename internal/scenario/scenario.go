@@ -1,0 +1,198 @@
+package scenario
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/approve"
+	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
+)
+
+// Fixed facts of the seed scenario.
+const (
+	Title        = "補上通知設定的檢查項目"
+	ChangedTitle = "補上通知設定的檢查項目，並補測試"
+	Reviewer     = "reviewer-1"
+)
+
+// ApprovedAt is the fixed approval time of the seed scenario.
+var ApprovedAt = time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+
+// Approved is one approved request: three documents, as indented JSON.
+type Approved struct {
+	Candidate, Request, Approval []byte
+}
+
+// Envelope lays the three documents into one message.
+func (a Approved) Envelope() []byte {
+	b, err := document.BuildEnvelope(a.Candidate, a.Request, a.Approval)
+	if err != nil {
+		panic(err) // the documents are our own, marshalled above
+	}
+	return b
+}
+
+// Candidate returns the seed candidate: an anonymous speaker's commitment.
+func Candidate() []byte {
+	return mustJSON(document.Candidate{
+		SchemaVersion: document.CandidateVersion,
+		CandidateID:   "cand-0001",
+		Source:        document.Source{TranscriptID: "transcript-weekly-sync-2026-11-27", Version: "v3"},
+		Kind:          "commitment",
+		Summary:       "有人在會議中說會把通知設定缺少的檢查項目補上",
+		SpeakerRef:    nil,
+		Evidence:      []document.Evidence{{Quote: "通知設定那邊少了幾個檢查項目，我會補上", StartMS: 812000, EndMS: 816500}},
+	})
+}
+
+// Request returns a task request for the candidate, with the given ids and title.
+func Request(candidate []byte, requestID, intentID, title string) ([]byte, error) {
+	var c document.Candidate
+	if err := json.Unmarshal(candidate, &c); err != nil {
+		return nil, fmt.Errorf("scenario: reading the candidate: %w", err)
+	}
+	d, err := canon.Digest(candidate)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: digesting the candidate: %w", err)
+	}
+	return mustJSON(document.Request{
+		SchemaVersion: document.RequestVersion,
+		RequestID:     requestID,
+		IntentID:      intentID,
+		Operation:     document.OperationCreateTask,
+		Provider:      document.ProviderFake,
+		CandidateRef:  document.CandidateRef{CandidateID: c.CandidateID, CandidateDigest: d, SourceVersion: c.Source.Version},
+		Task:          document.Task{Title: title},
+	}), nil
+}
+
+// Approve builds a request for the candidate and approves it.
+func Approve(candidate []byte, requestID, intentID, title, approvalID string) (Approved, error) {
+	req, err := Request(candidate, requestID, intentID, title)
+	if err != nil {
+		return Approved{}, err
+	}
+	a, err := approve.Approve(candidate, req, approve.Options{By: Reviewer, At: ApprovedAt, ID: approvalID})
+	if err != nil {
+		return Approved{}, fmt.Errorf("scenario: approving %s: %w", requestID, err)
+	}
+	return Approved{Candidate: candidate, Request: req, Approval: mustJSON(a)}, nil
+}
+
+// Seed is the whole seed scenario.
+type Seed struct {
+	// Original: intent-0001, the seed title.
+	Original Approved
+	// Changed: intent-0001 again, a changed title, its own valid approval.
+	Changed Approved
+	// NewIntent: intent-0002, the same content as Original.
+	NewIntent Approved
+}
+
+// Build returns the seed scenario.
+func Build() (*Seed, error) {
+	c := Candidate()
+	var s Seed
+	var err error
+	if s.Original, err = Approve(c, "task-request-0001", "intent-0001", Title, "approval-0001"); err != nil {
+		return nil, err
+	}
+	if s.Changed, err = Approve(c, "task-request-0002", "intent-0001", ChangedTitle, "approval-0002"); err != nil {
+		return nil, err
+	}
+	if s.NewIntent, err = Approve(c, "task-request-0003", "intent-0002", Title, "approval-0003"); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Tampered is a message that the gate must stop at Check.
+type Tampered struct {
+	Name     string
+	Envelope []byte
+	Check    string
+}
+
+// TamperedCases returns the six tampered cases (the capability case twice:
+// publish substituted and publish added) built from the original approval.
+func (s *Seed) TamperedCases() []Tampered {
+	o := s.Original
+	edit := func(doc []byte, f func(m map[string]any)) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(doc, &m); err != nil {
+			panic(err)
+		}
+		f(m)
+		return mustJSON(m)
+	}
+	env := func(c, r, a []byte) []byte { return Approved{c, r, a}.Envelope() }
+	return []Tampered{
+		{"no-approval", env(o.Candidate, o.Request, nil), "approval_format"},
+		{"approval-of-another-kind", env(o.Candidate, o.Request, edit(o.Approval, func(m map[string]any) {
+			m["schema_version"] = "task-rejection.v1"
+		})), "approval_format"},
+		{"candidate-changed", env(edit(o.Candidate, func(m map[string]any) {
+			m["summary"] = "有人在會議中說會把通知設定整個重寫"
+		}), o.Request, o.Approval), "candidate_binding"},
+		{"source-version-changed", env(edit(o.Candidate, func(m map[string]any) {
+			m["source"].(map[string]any)["version"] = "v4"
+		}), o.Request, o.Approval), "candidate_binding"},
+		{"request-edited-after-approval", env(o.Candidate, edit(o.Request, func(m map[string]any) {
+			m["task"].(map[string]any)["title"] = "刪除通知設定"
+		}), o.Approval), "request_binding"},
+		{"capability-publish-substituted", env(o.Candidate, o.Request, edit(o.Approval, func(m map[string]any) {
+			m["capabilities"] = []string{"publish"}
+		})), "capability"},
+		{"capability-publish-added", env(o.Candidate, o.Request, edit(o.Approval, func(m map[string]any) {
+			m["capabilities"] = []string{document.CapabilityCreateFakeTask, "publish"}
+		})), "capability"},
+	}
+}
+
+// Files returns the fixture files of the seed scenario, by path under testdata/.
+func (s *Seed) Files() map[string][]byte {
+	f := map[string][]byte{
+		"seed/candidate.json":           s.Original.Candidate,
+		"seed/request.json":             s.Original.Request,
+		"seed/approval.json":            s.Original.Approval,
+		"seed/request-changed.json":     s.Changed.Request,
+		"seed/approval-changed.json":    s.Changed.Approval,
+		"seed/request-new-intent.json":  s.NewIntent.Request,
+		"seed/approval-new-intent.json": s.NewIntent.Approval,
+		"seed/envelope.json":            indent(s.Original.Envelope()),
+		"seed/envelope-changed.json":    indent(s.Changed.Envelope()),
+		"seed/envelope-new-intent.json": indent(s.NewIntent.Envelope()),
+	}
+	for _, t := range s.TamperedCases() {
+		f["tampered/"+t.Name+".json"] = indent(t.Envelope)
+	}
+	return f
+}
+
+// Generate returns the n-th generated approved request (n ≥ 1): its own
+// intent id and request id, a title numbered n, for demos and load.
+func Generate(candidate []byte, prefix string, n int) (Approved, error) {
+	return Approve(candidate,
+		fmt.Sprintf("task-request-%s-%06d", prefix, n),
+		fmt.Sprintf("intent-%s-%06d", prefix, n),
+		fmt.Sprintf("%s (#%d)", Title, n),
+		fmt.Sprintf("approval-%s-%06d", prefix, n))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return append(b, '\n')
+}
+
+func indent(b []byte) []byte {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		panic(err)
+	}
+	return mustJSON(v)
+}

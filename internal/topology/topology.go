@@ -1,0 +1,248 @@
+package topology
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of the streams, subjects and the consumer.
+const (
+	ApprovalsStream   = "APPROVALS"
+	ApprovalsSubjects = "approvals.>"
+	ReceiptsStream    = "RECEIPTS"
+	ReceiptsSubjects  = "receipts.>"
+	DeadLetterStream  = "DEADLETTERS"
+	DeadLetterSubject = "deadletters.>"
+	Consumer          = "executor"
+)
+
+// Headers on dead letters and receipts.
+const (
+	HeaderReason    = "Sendtwice-Reason"
+	HeaderStreamSeq = "Sendtwice-Stream-Seq"
+	HeaderDelivered = "Sendtwice-Delivered"
+	HeaderOutcome   = "Sendtwice-Outcome"
+	HeaderExecutor  = "Sendtwice-Executor"
+)
+
+// Config sizes the topology. Zero fields take the defaults of DefaultConfig.
+type Config struct {
+	Replicas int
+	// MaxAge bounds how long approvals, receipts and dead letters are kept.
+	MaxAge time.Duration
+	// DuplicateWindow is how long a Nats-Msg-Id is remembered: long enough
+	// for one publish call's own retries, no longer.
+	DuplicateWindow time.Duration
+	// AckWait is how long a delivery may go without an ack or a progress
+	// signal before it is delivered again; the consumer's back-off starts
+	// at AckWait and doubles for each further delivery.
+	AckWait    time.Duration
+	MaxDeliver int
+	// NakDelay is the first delay after a transient failure; it doubles on
+	// each further delivery, up to MaxNakDelay.
+	NakDelay      time.Duration
+	MaxNakDelay   time.Duration
+	MaxAckPending int
+}
+
+// DefaultConfig is what an embedded, single-node deployment uses.
+func DefaultConfig() Config {
+	return Config{
+		Replicas:        1,
+		MaxAge:          7 * 24 * time.Hour,
+		DuplicateWindow: 2 * time.Minute,
+		AckWait:         30 * time.Second,
+		MaxDeliver:      5,
+		NakDelay:        time.Second,
+		MaxNakDelay:     30 * time.Second,
+		MaxAckPending:   1024,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Replicas == 0 {
+		c.Replicas = d.Replicas
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = d.MaxAge
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = d.DuplicateWindow
+	}
+	if c.AckWait == 0 {
+		c.AckWait = d.AckWait
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = d.MaxDeliver
+	}
+	if c.NakDelay == 0 {
+		c.NakDelay = d.NakDelay
+	}
+	if c.MaxNakDelay == 0 {
+		c.MaxNakDelay = d.MaxNakDelay
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = d.MaxAckPending
+	}
+	return c
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+// backOff is the consumer's redelivery schedule for deliveries that were
+// neither acked nor nak'ed (an executor that died): AckWait, then doubling,
+// one entry per redelivery. The server takes BackOff[0] as the AckWait.
+func (c Config) backOff() []time.Duration {
+	n := c.MaxDeliver - 1
+	if n < 1 {
+		n = 1
+	}
+	b := make([]time.Duration, n)
+	d := c.AckWait
+	for i := range b {
+		b[i] = d
+		if d < 8*c.AckWait {
+			d *= 2
+		}
+	}
+	return b
+}
+
+// ApprovalsConfig is the APPROVALS stream: file storage, limits retention.
+func ApprovalsConfig(c Config) jetstream.StreamConfig {
+	c = c.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        ApprovalsStream,
+		Description: "approved task requests, one envelope a message",
+		Subjects:    []string{ApprovalsSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      c.MaxAge,
+		Duplicates:  c.DuplicateWindow,
+		Replicas:    c.Replicas,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// ReceiptsConfig is the RECEIPTS stream.
+func ReceiptsConfig(c Config) jetstream.StreamConfig {
+	c = c.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        ReceiptsStream,
+		Description: "task-receipt.v1 documents, receipts.<intent>",
+		Subjects:    []string{ReceiptsSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      c.MaxAge,
+		Duplicates:  c.DuplicateWindow,
+		Replicas:    c.Replicas,
+	}
+}
+
+// DeadLetterConfig is the dead-letter stream: the original payload, with
+// the reason and the delivery in headers.
+func DeadLetterConfig(c Config) jetstream.StreamConfig {
+	c = c.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        DeadLetterStream,
+		Description: "approvals that kept failing: original payload, reason in headers",
+		Subjects:    []string{DeadLetterSubject},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      c.MaxAge,
+		Duplicates:  c.DuplicateWindow,
+		Replicas:    c.Replicas,
+	}
+}
+
+// ConsumerConfig is the one durable pull consumer all executors share.
+func ConsumerConfig(c Config) jetstream.ConsumerConfig {
+	c = c.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       Consumer,
+		Description:   "executor instances: gate, call the task service, publish receipts",
+		FilterSubject: ApprovalsSubjects,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		BackOff:       c.backOff(),
+		MaxAckPending: c.MaxAckPending,
+		Replicas:      c.Replicas,
+	}
+}
+
+// Ensure creates or updates the three streams and the consumer, and returns
+// the consumer.
+func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
+	for _, sc := range []jetstream.StreamConfig{ApprovalsConfig(c), ReceiptsConfig(c), DeadLetterConfig(c)} {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return nil, fmt.Errorf("topology: creating stream %s: %w", sc.Name, err)
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, ApprovalsStream, ConsumerConfig(c))
+	if err != nil {
+		return nil, fmt.Errorf("topology: creating consumer %s: %w", Consumer, err)
+	}
+	return cons, nil
+}
+
+// NakDelayAfter is the delay before the next attempt after a transient
+// failure on the given delivery (1 for the first).
+func NakDelayAfter(c Config, delivered uint64) time.Duration {
+	c = c.withDefaults()
+	d := c.NakDelay
+	for i := uint64(1); i < delivered && d < c.MaxNakDelay; i++ {
+		d *= 2
+	}
+	return min(d, c.MaxNakDelay)
+}
+
+// token turns an id into one subject token: the id itself when it is made of
+// letters, digits, '-' and '_' only (and not too long), else "h-" and a hash.
+func token(id string) string {
+	ok := id != "" && len(id) <= 128
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "h-" + hex.EncodeToString(sum[:16])
+}
+
+// Unknown is the subject token used when a message's intent id is unknown.
+const Unknown = "_unknown"
+
+// ApprovalSubject is where an approved request for this intent is published.
+func ApprovalSubject(intentID string) string {
+	if intentID == "" {
+		return "approvals." + Unknown
+	}
+	return "approvals." + token(intentID)
+}
+
+// ReceiptSubject is where receipts for this intent are published.
+func ReceiptSubject(intentID string) string {
+	if intentID == "" {
+		return "receipts." + Unknown
+	}
+	return "receipts." + token(intentID)
+}
+
+// DeadLetterSubjectFor is where a dead letter for this intent is published.
+func DeadLetterSubjectFor(intentID string) string {
+	if intentID == "" {
+		return "deadletters." + Unknown
+	}
+	return "deadletters." + token(intentID)
+}
