@@ -1,0 +1,509 @@
+package canon
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Limits bound what Parse accepts. Zero fields mean "use the default".
+// Negative fields are treated like zero. MaxDepth is capped at 10,000.
+type Limits struct {
+	MaxBytes int // default 1 MiB
+	MaxDepth int // nesting of arrays/objects; default 64
+}
+
+// DefaultLimits are the limits used by Canonicalize and Digest.
+var DefaultLimits = Limits{MaxBytes: 1 << 20, MaxDepth: 64}
+
+// maxNesting is the hard ceiling on nesting for Parse and Encode. It keeps the
+// recursion of both far away from the goroutine stack limit.
+const maxNesting = 10000
+
+// Parse parses one strict JSON text (RFC 8259 + I-JSON, RFC 7493) into a value
+// tree: nil, bool, float64, string, []any, map[string]any. It refuses: empty
+// input, syntax errors, trailing data after the value (white space allowed),
+// duplicate member names (exact, after unescaping), invalid UTF-8 anywhere,
+// lone surrogates in \u escapes, numbers that overflow IEEE-754 double (e.g.
+// 1e400), input over MaxBytes, nesting over MaxDepth. Errors are *Error values
+// wrapping one of the sentinels. Parse never panics.
+func Parse(data []byte, lim Limits) (any, error) {
+	maxBytes := lim.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultLimits.MaxBytes
+	}
+	maxDepth := lim.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = DefaultLimits.MaxDepth
+	}
+	maxDepth = min(maxDepth, maxNesting)
+
+	p := parser{data: data, maxDepth: maxDepth}
+	if len(data) > maxBytes {
+		return nil, p.fail(maxBytes, ErrTooLarge,
+			fmt.Sprintf("input of %d bytes is over the limit of %d", len(data), maxBytes))
+	}
+	if len(data) == 0 {
+		return nil, p.fail(0, ErrEmpty, "empty input")
+	}
+	p.skipSpace()
+	if p.pos == len(data) {
+		return nil, p.fail(0, ErrEmpty, "input holds only white space")
+	}
+	v, err := p.value()
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos < len(data) {
+		if e := p.badUTF8(p.pos); e != nil {
+			return nil, e
+		}
+		return nil, p.fail(p.pos, ErrTrailingData,
+			"data after the JSON value: "+describeAt(data, p.pos))
+	}
+	return v, nil
+}
+
+type parser struct {
+	data     []byte
+	pos      int
+	depth    int
+	maxDepth int
+	path     []pathSeg
+}
+
+func (p *parser) fail(off int, sentinel error, reason string) *Error {
+	return &Error{Offset: off, Path: formatPath(p.path), Reason: reason, Err: sentinel}
+}
+
+// badUTF8 reports ErrInvalidUTF8 if the byte at off starts an invalid UTF-8
+// sequence, and nil otherwise.
+func (p *parser) badUTF8(off int) *Error {
+	if off >= len(p.data) || p.data[off] < utf8.RuneSelf {
+		return nil
+	}
+	if r, size := utf8.DecodeRune(p.data[off:]); r == utf8.RuneError && size <= 1 {
+		return p.fail(off, ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x", p.data[off]))
+	}
+	return nil
+}
+
+// unexpected reports the byte at p.pos (or the end of input) as a syntax error
+// while looking for want. Invalid UTF-8 there is reported as such.
+func (p *parser) unexpected(want string) *Error {
+	if p.pos >= len(p.data) {
+		return p.fail(p.pos, ErrSyntax, "unexpected end of input, expected "+want)
+	}
+	if e := p.badUTF8(p.pos); e != nil {
+		return e
+	}
+	if p.pos == 0 && len(p.data) >= 3 && p.data[0] == 0xEF && p.data[1] == 0xBB && p.data[2] == 0xBF {
+		return p.fail(0, ErrSyntax, "byte order mark is not allowed")
+	}
+	return p.fail(p.pos, ErrSyntax, "unexpected "+describeAt(p.data, p.pos)+", expected "+want)
+}
+
+// describeAt names the character at off for an error message.
+func describeAt(data []byte, off int) string {
+	c := data[off]
+	if c < utf8.RuneSelf {
+		if c < 0x20 || c == 0x7f {
+			return fmt.Sprintf("control character U+%04X", c)
+		}
+		return fmt.Sprintf("character %q", rune(c))
+	}
+	r, _ := utf8.DecodeRune(data[off:])
+	return fmt.Sprintf("character %q (U+%04X)", r, r)
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value parses the value starting at p.pos; white space before it has been
+// skipped.
+func (p *parser) value() (any, error) {
+	if p.pos >= len(p.data) {
+		return nil, p.unexpected("a value")
+	}
+	switch c := p.data[p.pos]; c {
+	case '{':
+		return p.object()
+	case '[':
+		return p.array()
+	case '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case 't':
+		return true, p.literal("true")
+	case 'f':
+		return false, p.literal("false")
+	case 'n':
+		return nil, p.literal("null")
+	case 'N':
+		if p.hasPrefix("NaN") {
+			return nil, p.fail(p.pos, ErrSyntax, "NaN is not a JSON value")
+		}
+	case 'I':
+		if p.hasPrefix("Infinity") {
+			return nil, p.fail(p.pos, ErrSyntax, "Infinity is not a JSON value")
+		}
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return p.number()
+		}
+	}
+	return nil, p.unexpected("a value")
+}
+
+func (p *parser) hasPrefix(s string) bool {
+	return len(p.data)-p.pos >= len(s) && string(p.data[p.pos:p.pos+len(s)]) == s
+}
+
+func (p *parser) literal(lit string) error {
+	if p.hasPrefix(lit) {
+		p.pos += len(lit)
+		return nil
+	}
+	return p.fail(p.pos, ErrSyntax, "invalid literal, expected "+lit)
+}
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > p.maxDepth {
+		return p.fail(p.pos, ErrTooDeep, fmt.Sprintf("nesting deeper than %d levels", p.maxDepth))
+	}
+	return nil
+}
+
+func (p *parser) object() (any, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	p.pos++ // '{'
+	m := make(map[string]any)
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.depth--
+		return m, nil
+	}
+	for {
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return nil, p.unexpected("a member name")
+		}
+		nameOff := p.pos
+		name, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[name]; dup {
+			return nil, p.fail(nameOff, ErrDuplicateName, fmt.Sprintf("duplicate member name %q", name))
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return nil, p.unexpected("':' after member name")
+		}
+		p.pos++
+		p.skipSpace()
+		p.path = append(p.path, pathSeg{name: name})
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		p.path = p.path[:len(p.path)-1]
+		m[name] = v
+		p.skipSpace()
+		if p.pos < len(p.data) {
+			switch p.data[p.pos] {
+			case ',':
+				p.pos++
+				p.skipSpace()
+				continue
+			case '}':
+				p.pos++
+				p.depth--
+				return m, nil
+			}
+		}
+		return nil, p.unexpected("',' or '}' in object")
+	}
+}
+
+func (p *parser) array() (any, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	p.pos++ // '['
+	a := make([]any, 0, 4)
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.depth--
+		return a, nil
+	}
+	p.path = append(p.path, pathSeg{isIndex: true})
+	seg := len(p.path) - 1
+	for {
+		p.path[seg].index = len(a)
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		p.skipSpace()
+		if p.pos < len(p.data) {
+			switch p.data[p.pos] {
+			case ',':
+				p.pos++
+				p.skipSpace()
+				continue
+			case ']':
+				p.pos++
+				p.depth--
+				p.path = p.path[:seg]
+				return a, nil
+			}
+		}
+		return nil, p.unexpected("',' or ']' in array")
+	}
+}
+
+// number parses a number per the RFC 8259 grammar:
+// -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+func (p *parser) number() (any, error) {
+	d := p.data
+	start := p.pos
+	i := start
+	if d[i] == '-' {
+		i++
+		if i < len(d) && d[i] == 'I' && len(d)-i >= 8 && string(d[i:i+8]) == "Infinity" {
+			return nil, p.fail(start, ErrSyntax, "-Infinity is not a JSON value")
+		}
+	}
+	if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		p.pos = i
+		return nil, p.unexpected("a digit in number")
+	}
+	simple := true
+	if d[i] == '0' {
+		i++
+		if i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			return nil, p.fail(start, ErrSyntax, "leading zero in number")
+		}
+	} else {
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && d[i] == '.' {
+		simple = false
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			p.pos = i
+			return nil, p.unexpected("a digit after the decimal point")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		simple = false
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			p.pos = i
+			return nil, p.unexpected("a digit in the exponent")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	p.pos = i
+	text := d[start:i]
+
+	// Integers of up to 15 digits are exact in a double: no need for strconv.
+	if simple {
+		digits := text
+		if digits[0] == '-' {
+			digits = digits[1:]
+		}
+		if len(digits) <= 15 {
+			var n int64
+			for _, c := range digits {
+				n = n*10 + int64(c-'0')
+			}
+			f := float64(n)
+			if text[0] == '-' {
+				f = -f
+			}
+			return f, nil
+		}
+	}
+	f, err := strconv.ParseFloat(string(text), 64)
+	if err != nil {
+		shown := string(text)
+		if len(shown) > 40 {
+			shown = shown[:37] + "..."
+		}
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return nil, p.fail(start, ErrNumberRange,
+				fmt.Sprintf("number %s is not a finite IEEE-754 double", shown))
+		}
+		return nil, p.fail(start, ErrSyntax, fmt.Sprintf("invalid number %s", shown))
+	}
+	return f, nil
+}
+
+// plainByte marks the bytes that a string can hold as they are: printable
+// ASCII other than '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str parses the string starting at the '"' at p.pos.
+func (p *parser) str() (string, error) {
+	d := p.data
+	start := p.pos + 1
+	i := start
+	for i < len(d) {
+		c := d[i]
+		if plainByte[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			p.pos = i + 1
+			return string(d[start:i]), nil
+		case c == '\\':
+			return p.strEscaped(start, i)
+		case c < 0x20:
+			return "", p.fail(i, ErrSyntax, fmt.Sprintf("unescaped control character U+%04X in string", c))
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return "", p.fail(i, ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", c))
+			}
+			i += size
+		}
+	}
+	return "", p.fail(p.pos, ErrSyntax, "unterminated string")
+}
+
+// strEscaped continues parsing a string whose content starts at start and
+// whose first backslash is at i.
+func (p *parser) strEscaped(start, i int) (string, error) {
+	d := p.data
+	buf := make([]byte, 0, i-start+16)
+	buf = append(buf, d[start:i]...)
+	for i < len(d) {
+		c := d[i]
+		if plainByte[c] {
+			buf = append(buf, c)
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			p.pos = i + 1
+			return string(buf), nil
+		case c == '\\':
+			if i+1 >= len(d) {
+				i++
+				continue // reported as unterminated below
+			}
+			switch e := d[i+1]; e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, ok := hex4(d, i+2)
+				if !ok {
+					return "", p.fail(i, ErrSyntax, "invalid \\u escape: expected 4 hexadecimal digits")
+				}
+				switch {
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return "", p.fail(i, ErrLoneSurrogate,
+						fmt.Sprintf("lone low surrogate \\u%04x in string", r))
+				case r >= 0xD800 && r <= 0xDBFF:
+					lo, ok := rune(0), false
+					if i+7 < len(d) && d[i+6] == '\\' && d[i+7] == 'u' {
+						lo, ok = hex4(d, i+8)
+					}
+					if !ok || lo < 0xDC00 || lo > 0xDFFF {
+						return "", p.fail(i, ErrLoneSurrogate,
+							fmt.Sprintf("lone high surrogate \\u%04x in string", r))
+					}
+					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+					i += 6
+				}
+				buf = utf8.AppendRune(buf, r)
+				i += 4
+			default:
+				if e < utf8.RuneSelf && e >= 0x20 {
+					return "", p.fail(i, ErrSyntax, fmt.Sprintf("invalid escape \\%c in string", e))
+				}
+				return "", p.fail(i, ErrSyntax, "invalid escape in string")
+			}
+			i += 2
+		case c < 0x20:
+			return "", p.fail(i, ErrSyntax, fmt.Sprintf("unescaped control character U+%04X in string", c))
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return "", p.fail(i, ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", c))
+			}
+			buf = append(buf, d[i:i+size]...)
+			i += size
+		}
+	}
+	return "", p.fail(p.pos, ErrSyntax, "unterminated string")
+}
+
+// hex4 decodes the four hexadecimal digits at d[i:i+4].
+func hex4(d []byte, i int) (rune, bool) {
+	if i+4 > len(d) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
