@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/provider"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logs of a running serve.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+// invoke runs one command line with NATS_URL set to url and returns its
+// standard output and error.
+func invoke(t *testing.T, url string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	env := func(k string) string {
+		if k == "NATS_URL" {
+			return url
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := newCLI(&stdout, &stderr, env).run(ctx, args)
+	return stdout.String(), stderr.String(), err
+}
+
+func request(intent, content string) provider.CreateRequest {
+	sum := sha256.Sum256([]byte(content))
+	return provider.CreateRequest{
+		IntentID:      intent,
+		RequestDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		Task:          provider.Task{Title: content},
+	}
+}
+
+func TestUsage(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr error // nil, flag.ErrHelp or errUsage
+		inOut   string
+		inErr   string
+	}{
+		{"help lists every subcommand", []string{"--help"}, nil, "provider records", ""},
+		{"no subcommand is a usage error", nil, errUsage, "", "Subcommands:"},
+		{"an unknown subcommand is a usage error", []string{"launch"}, errUsage, "", "Usage:"},
+		{"serve --help explains the data directory", []string{"serve", "--help"}, flag.ErrHelp, "", "Pebble database"},
+		{"serve without --data is a usage error", []string{"serve"}, errUsage, "", ""},
+		{"records without --kind is a usage error", []string{"records"}, errUsage, "", ""},
+		{"records with an unknown kind is a usage error", []string{"records", "--kind", "all"}, errUsage, "", ""},
+		{"fault without --drop-replies is a usage error", []string{"fault"}, errUsage, "", ""},
+		{"a stray argument is a usage error", []string{"stats", "extra"}, errUsage, "", ""},
+		{"an unknown log format is a usage error", []string{"stats", "--log-format", "xml"}, errUsage, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := invoke(t, "nats://127.0.0.1:1", tc.args...)
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if !strings.Contains(out, tc.inOut) || !strings.Contains(errOut, tc.inErr) {
+				t.Errorf("stdout %q, stderr %q; want %q and %q in them", out, errOut, tc.inOut, tc.inErr)
+			}
+		})
+	}
+}
+
+func TestServeStatsRecordsFault(t *testing.T) {
+	url := startNATS(t)
+	dir := t.TempDir()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serveLog := &syncBuffer{}
+	served := make(chan error, 1)
+	go func() {
+		served <- newCLI(&bytes.Buffer{}, serveLog, func(string) string { return "" }).
+			run(ctx, []string{"serve", "--server", url, "--data", dir, "--allow-faults", "--log-format", "json"})
+	}()
+
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	client := provider.NewClient(nc)
+	client.Timeout = time.Second
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := client.Stats(context.Background()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service did not come up; log:\n%s", serveLog.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	req := request("intent-cli", "check items")
+	for _, want := range []string{provider.OutcomeCreated, provider.OutcomeReplayed} {
+		resp, err := client.Create(context.Background(), req)
+		if err != nil || resp.Outcome != want {
+			t.Fatalf("create: %+v, %v; want %s", resp, err, want)
+		}
+	}
+
+	t.Run("stats prints the counters readably", func(t *testing.T) {
+		out, _, err := invoke(t, url, "stats")
+		if err != nil || out != "requests received 2, creates executed 1, tasks existing 1\n" {
+			t.Errorf("stats: %q, %v", out, err)
+		}
+	})
+	t.Run("stats --json prints the counters as JSON", func(t *testing.T) {
+		out, _, err := invoke(t, url, "stats", "--json")
+		if err != nil || out != `{"requests_received":2,"creates_executed":1,"tasks_existing":1}`+"\n" {
+			t.Errorf("stats --json: %q, %v", out, err)
+		}
+	})
+	t.Run("records prints one JSON line per request", func(t *testing.T) {
+		out, _, err := invoke(t, url, "records", "--kind", "requests", "--intent", "intent-cli")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("records: %q", out)
+		}
+		var second provider.RequestRecord
+		if err := json.Unmarshal([]byte(lines[1]), &second); err != nil || second.Outcome != provider.OutcomeReplayed || second.Seq != 2 {
+			t.Errorf("second record %+v, %v", second, err)
+		}
+	})
+	t.Run("records --after and --limit select a page", func(t *testing.T) {
+		out, _, err := invoke(t, url, "records", "--kind", "requests", "--after", "1", "--limit", "1")
+		if err != nil || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"seq":2`) {
+			t.Errorf("records: %q, %v", out, err)
+		}
+	})
+	t.Run("fault arms the switch and the next reply is withheld", func(t *testing.T) {
+		out, _, err := invoke(t, url, "fault", "--drop-replies", "1")
+		if err != nil || !strings.Contains(out, "next 1 create replies") {
+			t.Fatalf("fault: %q, %v", out, err)
+		}
+		_, err = client.Create(context.Background(), req)
+		if !provider.IsTransient(err) {
+			t.Errorf("create after arming: %v, want a timeout", err)
+		}
+		if !strings.Contains(serveLog.String(), "reply withheld") {
+			t.Errorf("serve log does not mention the withheld reply:\n%s", serveLog.String())
+		}
+	})
+
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("serve: %v\n%s", err, serveLog.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	t.Run("after shutdown the data directory holds the counters", func(t *testing.T) {
+		st, err := provider.Open(dir, provider.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if got, want := st.Stats(), (provider.Counts{RequestsReceived: 3, CreatesExecuted: 1, TasksExisting: 1}); got != want {
+			t.Errorf("counts %+v, want %+v", got, want)
+		}
+	})
+	t.Run("the serve log is JSON and warns that faults are allowed", func(t *testing.T) {
+		log := serveLog.String()
+		first, _, _ := strings.Cut(log, "\n")
+		if !json.Valid([]byte(first)) || !strings.Contains(log, `"level":"WARN"`) || !strings.Contains(log, "FAULTS ALLOWED") {
+			t.Errorf("serve log:\n%s", log)
+		}
+	})
+}
+
+func TestStatsWithoutAServerFails(t *testing.T) {
+	_, _, err := invoke(t, "nats://127.0.0.1:1", "stats")
+	if err == nil || errors.Is(err, errUsage) {
+		t.Errorf("error %v, want a connection failure", err)
+	}
+}

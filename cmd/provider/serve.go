@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/provider"
+)
+
+// drainTimeout bounds the wait for in-flight replies at shutdown.
+const drainTimeout = 10 * time.Second
+
+func (c *cli) serve(ctx context.Context, args []string) error {
+	fs := c.flagSet("serve", "[--server URL] --data DIR [--allow-faults]",
+		`Runs the fake task service on NATS, with its state in the Pebble database
+in DIR (created if missing), until SIGINT or SIGTERM. Then it stops taking
+calls, answers the calls it took, drains the NATS connection and closes the
+database. A second signal exits at once.
+
+Only one process may serve one DIR. With --allow-faults the service also has
+a "fault" endpoint that withholds create replies after commit; it is for
+tests and demonstrations and is logged as a warning.
+`)
+	cf := c.commonFlags(fs)
+	data := fs.String("data", "", "directory of the Pebble database (required)")
+	allowFaults := fs.Bool("allow-faults", false, "register the fault endpoint (tests and demos only)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *data == "" {
+		return usageErr("serve: --data is required")
+	}
+	log, err := cf.logger(c.stderr)
+	if err != nil {
+		return err
+	}
+
+	st, err := provider.Open(*data, provider.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	closed := make(chan struct{})
+	nc, err := nats.Connect(cf.server,
+		nats.Name(provider.ServiceName),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from NATS; reconnecting", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("reconnected to NATS", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	)
+	if err != nil {
+		return errors.Join(fmt.Errorf("connect to %s: %w", cf.server, err), st.Close())
+	}
+	svc, err := provider.Serve(nc, st, provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version})
+	if err != nil {
+		nc.Close()
+		return errors.Join(fmt.Errorf("serve: %w", err), st.Close())
+	}
+	counts := st.Stats()
+	log.Info("serving; stop with SIGINT or SIGTERM", "server", nc.ConnectedUrlRedacted(), "data", *data,
+		"requests_received", counts.RequestsReceived, "creates_executed", counts.CreatesExecuted,
+		"tasks_existing", counts.TasksExisting)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case <-closed:
+		runErr = errors.New("NATS connection closed")
+		log.Error("NATS connection closed; shutting down")
+	}
+	return errors.Join(runErr, shutdown(log, svc, nc, closed, st))
+}
+
+// shutdown stops the service, drains the connection so that every reply is
+// sent, and closes the store.
+func shutdown(log *slog.Logger, svc *provider.Service, nc *nats.Conn, closed <-chan struct{}, st *provider.Store) error {
+	var errs []error
+	if err := svc.Stop(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		errs = append(errs, fmt.Errorf("drain NATS connection: %w", err))
+	}
+	select {
+	case <-closed:
+	case <-time.After(drainTimeout):
+		log.Warn("NATS drain timed out; closing", "timeout", drainTimeout)
+		nc.Close()
+	}
+	if err := st.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close store: %w", err))
+	}
+	counts := st.Stats()
+	log.Info("stopped", "requests_received", counts.RequestsReceived,
+		"creates_executed", counts.CreatesExecuted, "tasks_existing", counts.TasksExisting)
+	return errors.Join(errs...)
+}

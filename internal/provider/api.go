@@ -1,0 +1,143 @@
+package provider
+
+// This file is the wire contract of the fake task service: the NATS subjects
+// and the JSON bodies of its micro endpoints. Callers (the executor, the
+// checker, the command line) use these types and the Client; nothing outside
+// this package reaches the store directly.
+
+// ServiceName is the micro service name; endpoints live under it as subjects.
+const ServiceName = "fake-task-provider"
+
+// Endpoint subjects.
+const (
+	SubjectCreate  = ServiceName + ".create"
+	SubjectStats   = ServiceName + ".stats"
+	SubjectRecords = ServiceName + ".records"
+	// SubjectFault exists only on a service started with faults allowed.
+	SubjectFault = ServiceName + ".fault"
+)
+
+// Outcomes of a create call, as in DESIGN.md's table.
+const (
+	OutcomeCreated  = "created"
+	OutcomeReplayed = "replayed"
+	OutcomeConflict = "idempotency_conflict"
+)
+
+// Counts are the service's three counters. The same names are used wherever
+// the counters are shown.
+type Counts struct {
+	RequestsReceived int64 `json:"requests_received"`
+	CreatesExecuted  int64 `json:"creates_executed"`
+	TasksExisting    int64 `json:"tasks_existing"`
+}
+
+// Task is the content of a task as the caller asks for it. Unknown values stay
+// null: nothing guesses a person or a date.
+type Task struct {
+	Title             string  `json:"title"`
+	AssigneePersonRef *string `json:"assignee_person_ref"`
+	DueAt             *string `json:"due_at"`
+}
+
+// CreateRequest asks for a task, keyed by the caller's intent id; the content
+// is compared by RequestDigest ("sha256:" + 64 lower-case hex).
+type CreateRequest struct {
+	IntentID      string `json:"intent_id"`
+	RequestDigest string `json:"request_digest"`
+	RequestID     string `json:"request_id,omitempty"`
+	Task          Task   `json:"task"`
+}
+
+// FirstResult is what the service stored for an intent id on its first call.
+type FirstResult struct {
+	IntentID      string `json:"intent_id"`
+	RequestDigest string `json:"request_digest"`
+	RequestID     string `json:"request_id,omitempty"`
+	TaskID        string `json:"task_id"`
+	CreatedAt     string `json:"created_at"`
+	// RequestSeq is the sequence of the request record that created it.
+	RequestSeq uint64 `json:"request_seq"`
+}
+
+// CreateResponse answers a create call. TaskID is the first result's task id
+// for created and replayed, and also for idempotency_conflict (the task that
+// the intent id already names; nothing new is created).
+type CreateResponse struct {
+	Outcome    string      `json:"outcome"`
+	TaskID     string      `json:"task_id"`
+	First      FirstResult `json:"first"`
+	Counts     Counts      `json:"counts"`
+	RequestSeq uint64      `json:"request_seq"`
+}
+
+// Record kinds for the records endpoint.
+const (
+	RecordRequests = "requests" // every request received
+	RecordCreates  = "creates"  // every create executed
+	RecordTasks    = "tasks"    // the tasks that exist
+	RecordIntents  = "intents"  // per intent id, the first digest and result
+)
+
+// RecordsRequest pages through one kind of audit record, by sequence
+// (AfterSeq, Limit) or for one intent id.
+type RecordsRequest struct {
+	Kind     string `json:"kind"`
+	IntentID string `json:"intent_id,omitempty"`
+	AfterSeq uint64 `json:"after_seq,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// RequestRecord is one request received, whatever its outcome.
+type RequestRecord struct {
+	Seq           uint64 `json:"seq"`
+	IntentID      string `json:"intent_id"`
+	RequestDigest string `json:"request_digest"`
+	RequestID     string `json:"request_id,omitempty"`
+	Outcome       string `json:"outcome"`
+	TaskID        string `json:"task_id"`
+	ReceivedAt    string `json:"received_at"`
+	// ReplyDropped is true when the fault switch withheld this request's reply.
+	ReplyDropped bool `json:"reply_dropped,omitempty"`
+}
+
+// CreateRecord is one create executed.
+type CreateRecord struct {
+	Seq           uint64 `json:"seq"`
+	IntentID      string `json:"intent_id"`
+	RequestDigest string `json:"request_digest"`
+	TaskID        string `json:"task_id"`
+	RequestSeq    uint64 `json:"request_seq"`
+	CreatedAt     string `json:"created_at"`
+}
+
+// TaskRecord is one task that exists.
+type TaskRecord struct {
+	Seq       uint64 `json:"seq"`
+	TaskID    string `json:"task_id"`
+	IntentID  string `json:"intent_id"`
+	Task      Task   `json:"task"`
+	CreatedAt string `json:"created_at"`
+}
+
+// RecordsResponse carries one page; exactly one slice is filled, by Kind.
+// NextSeq is the AfterSeq for the next page, 0 when there is none.
+type RecordsResponse struct {
+	Kind     string          `json:"kind"`
+	Requests []RequestRecord `json:"requests,omitempty"`
+	Creates  []CreateRecord  `json:"creates,omitempty"`
+	Tasks    []TaskRecord    `json:"tasks,omitempty"`
+	Intents  []FirstResult   `json:"intents,omitempty"`
+	NextSeq  uint64          `json:"next_seq"`
+}
+
+// FaultRequest arms the fault switch: the replies of the next DropReplies
+// creates are withheld after their effect is committed.
+type FaultRequest struct {
+	DropReplies int `json:"drop_replies"`
+}
+
+// FaultResponse says how many replies are still to be dropped.
+type FaultResponse struct {
+	DropRepliesPending int `json:"drop_replies_pending"`
+}

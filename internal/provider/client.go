@@ -1,0 +1,127 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// DefaultTimeout bounds one call of the Client when its context has no
+// earlier deadline.
+const DefaultTimeout = 5 * time.Second
+
+// Client calls the fake task service over NATS. It is the only way callers
+// outside this package reach the service.
+type Client struct {
+	nc *nats.Conn
+	// Timeout bounds each call; 0 means DefaultTimeout. A context deadline
+	// that is earlier wins.
+	Timeout time.Duration
+}
+
+// NewClient returns a Client on nc with the default timeout.
+func NewClient(nc *nats.Conn) *Client {
+	return &Client{nc: nc, Timeout: DefaultTimeout}
+}
+
+// ServiceError is an error reply of the service (micro's
+// Nats-Service-Error-Code and Nats-Service-Error headers).
+type ServiceError struct {
+	Code        string
+	Description string
+}
+
+func (e *ServiceError) Error() string {
+	return fmt.Sprintf("provider: service error %s: %s", e.Code, e.Description)
+}
+
+// IsTransient reports whether a call failed in a way that a later retry of
+// the same call may cure: a timeout, no responders, a deadline, a lost or
+// reconnecting connection, or a 5xx service error. A 4xx service error (the
+// call itself is wrong) is not transient.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if se, ok := errors.AsType[*ServiceError](err); ok {
+		return strings.HasPrefix(se.Code, "5")
+	}
+	return errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// Create asks the service to create a task for req.IntentID. The outcome
+// tells whether it did (created), had already done so (replayed), or refused
+// because the intent id is bound to different content (idempotency_conflict).
+func (c *Client) Create(ctx context.Context, req CreateRequest) (CreateResponse, error) {
+	var resp CreateResponse
+	if err := c.call(ctx, SubjectCreate, req, &resp); err != nil {
+		return CreateResponse{}, fmt.Errorf("create %q: %w", req.IntentID, err)
+	}
+	return resp, nil
+}
+
+// Stats returns the service's three counters.
+func (c *Client) Stats(ctx context.Context) (Counts, error) {
+	var counts Counts
+	if err := c.call(ctx, SubjectStats, nil, &counts); err != nil {
+		return Counts{}, fmt.Errorf("stats: %w", err)
+	}
+	return counts, nil
+}
+
+// Records returns one page of audit records.
+func (c *Client) Records(ctx context.Context, req RecordsRequest) (RecordsResponse, error) {
+	var resp RecordsResponse
+	if err := c.call(ctx, SubjectRecords, req, &resp); err != nil {
+		return RecordsResponse{}, fmt.Errorf("records %s: %w", req.Kind, err)
+	}
+	return resp, nil
+}
+
+// ArmFault arms the fault switch of a service started with faults allowed:
+// the replies of the next dropReplies creates are withheld after commit. A
+// service without the switch does not answer (no responders).
+func (c *Client) ArmFault(ctx context.Context, dropReplies int) (FaultResponse, error) {
+	var resp FaultResponse
+	if err := c.call(ctx, SubjectFault, FaultRequest{DropReplies: dropReplies}, &resp); err != nil {
+		return FaultResponse{}, fmt.Errorf("arm fault: %w", err)
+	}
+	return resp, nil
+}
+
+func (c *Client) call(ctx context.Context, subject string, body, out any) error {
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return err
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return &ServiceError{Code: code, Description: msg.Header.Get(micro.ErrorHeader)}
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("decode reply: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+// Package provider is the fake task service: a stand-in for an external task
+// system that makes retried calls safe to study. It is a NATS service (the
+// micro framework, service name "fake-task-provider") over a Pebble database,
+// and the package also holds the Client that callers use to reach it.
+//
+// # What it does
+//
+// A create call is keyed by the caller-supplied intent id; its content is
+// compared by the request digest:
+//
+//   - an intent id never seen before: one task is created, and the digest and
+//     the result are stored under the intent id (outcome "created");
+//   - an intent id seen before with the same digest: nothing is created and the
+//     first result, with the same task id, is returned ("replayed");
+//   - an intent id seen before with a different digest: nothing is created,
+//     nothing is overwritten, and the reply says so ("idempotency_conflict").
+//
+// A different intent id with the same content creates a second task: only the
+// caller knows whether it meant a retry or a second task.
+//
+// # What it keeps
+//
+// Four records, each in its own key space and each answering one audit
+// question: every request received (did the retry arrive?), every create
+// executed (was anything created again?), the tasks that exist (how many
+// now?), and per intent id the first digest and result (what did the replay
+// return?). Three counters, requests_received, creates_executed and
+// tasks_existing, are stored beside them and survive restarts. Task ids are
+// fake-task-0001, fake-task-0002, ... (four digits, wider past 9999) and are
+// never reused, across restarts too.
+//
+// # How it stays exact
+//
+// All writes go through one writer goroutine. It takes every create call
+// waiting at that moment (up to a bound), decides them in arrival order using
+// point reads of the intent records plus the intents decided earlier in the
+// same group, and commits all of their records and the counters as one Pebble
+// batch with pebble.Sync before any of them is answered. A batch is applied
+// whole or not at all, so a crash never leaves half of a request behind, and
+// because one goroutine decides every call, any number of concurrent calls
+// with one intent id yield exactly one "created". Each call costs point reads
+// only; nothing scans or rewrites the whole state.
+//
+// # What is a request received
+//
+// A call that is not a well-formed create request (bad JSON, unknown members,
+// a missing or malformed intent id, a request digest that is not "sha256:"
+// and 64 lower-case hex digits, an empty or oversized title) is refused with
+// a "400" error reply naming the field. It is not a request received: it is
+// not recorded, creates nothing and moves no counter, because it carries no
+// intent the service could act on, and counting it would let garbage on the
+// subject inflate the figure that audits compare with the number of sends.
+// Store failures are answered with "500"; nothing of such a call is
+// committed.
+//
+// # Faults
+//
+// A service started with faults allowed has a "fault" endpoint that withholds
+// the replies of the next n create calls after their effect is committed, so
+// that a caller sees the classic lost reply. Such requests are recorded with
+// reply_dropped set. Apart from that switch every call gets a reply.
+//
+// # What it must never do
+//
+//   - Be reached by a function call from the executor: the executor talks to
+//     it only over NATS through Client, as it would to an external system.
+//     The Store methods are for this package, the provider command and tests.
+//   - Create a second task for an intent id it has seen, or overwrite the
+//     first result of an intent id. (Options.UnsafeCreateEveryCall breaks this
+//     on purpose, for tests that must show the audit failing; it is logged
+//     loudly and never used by the commands.)
+//   - Answer a create before its effect is durable, or count a request whose
+//     effect was not committed.
+//   - Reuse a task id, or let a counter disagree with its records.
+//   - Guess a person or a date: unknown assignee and due date stay null.
+//
+// Run one service instance per data directory; Pebble's lock refuses a
+// second process on the same directory.
+package provider
