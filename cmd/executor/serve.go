@@ -39,6 +39,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	callTimeout := fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back")
 	maxDeliver := fs.Int("max-deliver", 5, "consumer MaxDeliver: deliveries before a message is dead-lettered")
+	var faults []executor.FaultSpec
+	fs.Func("fault", "inject a fault, for tests only: `POINT:ACTION[:PROBABILITY]`, POINT after-call, after-receipt or before-ack,\nACTION kill or stall=DURATION; without a probability it fires once (repeatable)", func(s string) error {
+		f, err := executor.ParseFault(s)
+		faults = append(faults, f)
+		return err
+	})
 	logFormat, logLevel := cli.LogFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -54,6 +60,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
+	if len(faults) > 0 {
+		log.Warn("FAULT INJECTION IS ON: this instance will crash or stall on purpose", "faults", len(faults))
+	}
 	url := *server
 	if *emb {
 		host, portStr, err := net.SplitHostPort(*listen)
@@ -87,6 +96,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		CallTimeout: *callTimeout,
 		Topology:    topology.Config{AckWait: *ackWait, MaxDeliver: *maxDeliver},
 		Logger:      log,
+		Fault:       executor.Faults(faults, log),
 	})
 	if err != nil {
 		nc.Close()

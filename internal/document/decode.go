@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
@@ -14,11 +16,16 @@ import (
 // Limits bound every document this package decodes.
 var Limits = canon.Limits{MaxBytes: 256 << 10, MaxDepth: 16}
 
-// Maximum lengths, in bytes, of identifiers and free text.
+// Maximum lengths, in bytes, of identifiers, titles and free text.
 const (
-	MaxIDBytes   = 256
-	MaxTextBytes = 4096
+	MaxIDBytes    = 256
+	MaxTitleBytes = 1024
+	MaxTextBytes  = 4096
 )
+
+// rfc3339 is the strict shape of a timestamp; time.Parse alone also takes
+// forms RFC 3339 does not (a comma before the fraction, offsets like +24:00).
+var rfc3339 = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
 
 // Sentinels for the rules a decoder can find broken. An *Error wraps one of
 // these, or a canon error for input that is not strict JSON.
@@ -176,19 +183,31 @@ func (r *reader) text(path string, v any, maxBytes int) string {
 	return s
 }
 
-// id is a non-empty identifier without control characters or spaces.
+// id is a non-empty identifier without spaces, control or format characters.
 func (r *reader) id(path string, v any) string {
 	s := r.text(path, v, MaxIDBytes)
 	if r.err != nil {
 		return ""
 	}
-	for _, c := range s {
-		if c <= ' ' || c == 0x7f {
-			r.fail(path, RuleValue, ErrValue, "must not contain spaces or control characters")
-			return ""
-		}
+	if !ValidID(s) {
+		r.fail(path, RuleValue, ErrValue, "must not contain spaces, control or format characters")
+		return ""
 	}
 	return s
+}
+
+// ValidID reports whether s is a plausible identifier: 1 to MaxIDBytes bytes
+// of valid UTF-8 with only graphic, non-space characters.
+func ValidID(s string) bool {
+	if s == "" || len(s) > MaxIDBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if !unicode.IsGraphic(c) || unicode.IsSpace(c) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *reader) constant(path string, v any, want, rule string, sentinel error) {
@@ -218,7 +237,7 @@ func (r *reader) timestamp(path string, v any) string {
 	if r.err != nil {
 		return ""
 	}
-	if _, err := time.Parse(time.RFC3339, s); err != nil {
+	if _, err := time.Parse(time.RFC3339, s); err != nil || !rfc3339.MatchString(s) {
 		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z")
 	}
 	return s
@@ -327,7 +346,7 @@ func (r *reader) request(path string, v any) *Request {
 	}
 	tp := join(path, "task")
 	if tm := r.object(tp, m["task"], "title", "assignee_person_ref", "due_at"); tm != nil {
-		q.Task.Title = r.text(join(tp, "title"), tm["title"], 1024)
+		q.Task.Title = r.text(join(tp, "title"), tm["title"], MaxTitleBytes)
 		q.Task.AssigneePersonRef = r.nullable(join(tp, "assignee_person_ref"), tm["assignee_person_ref"], r.id)
 		q.Task.DueAt = r.nullable(join(tp, "due_at"), tm["due_at"], r.timestamp)
 	}
@@ -445,9 +464,9 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 	if r.err == nil && !Terminal(rc.Outcome) {
 		r.fail("$.outcome", RuleValue, ErrValue, "must be one of created, replayed, idempotency_conflict, rejected, dead_lettered")
 	}
-	rc.IntentID = r.nullable("$.intent_id", m["intent_id"], func(p string, v any) string { return r.text(p, v, 4*MaxIDBytes) })
-	rc.RequestID = r.nullable("$.request_id", m["request_id"], func(p string, v any) string { return r.text(p, v, 4*MaxIDBytes) })
-	rc.ApprovalID = r.nullable("$.approval_id", m["approval_id"], func(p string, v any) string { return r.text(p, v, 4*MaxIDBytes) })
+	rc.IntentID = r.nullable("$.intent_id", m["intent_id"], r.id)
+	rc.RequestID = r.nullable("$.request_id", m["request_id"], r.id)
+	rc.ApprovalID = r.nullable("$.approval_id", m["approval_id"], r.id)
 	rc.TaskID = r.nullable("$.task_id", m["task_id"], r.id)
 	if m["rejection"] != nil {
 		if rm := r.object("$.rejection", m["rejection"], "check", "path", "reason"); rm != nil {
@@ -483,8 +502,28 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 		}
 	}
 	rc.IssuedAt = r.timestamp("$.issued_at", m["issued_at"])
+	if r.err == nil {
+		r.receiptRules(rc)
+	}
 	if r.err != nil {
 		return nil, r.result()
 	}
 	return rc, nil
+}
+
+// receiptRules ties the outcome to the members it implies: a service
+// outcome names its task and the counters; a rejection names its check; a
+// dead letter says why; and nothing names what did not happen.
+func (r *reader) receiptRules(rc *Receipt) {
+	service := rc.Outcome == OutcomeCreated || rc.Outcome == OutcomeReplayed || rc.Outcome == OutcomeConflict
+	switch {
+	case service && (rc.TaskID == nil || rc.Counts == nil):
+		r.fail("$.task_id", RuleValue, ErrValue, "a %s receipt must name the task and the service's counters", rc.Outcome)
+	case !service && rc.Counts != nil:
+		r.fail("$.counts", RuleValue, ErrValue, "a %s receipt must not carry counters: the service was not called", rc.Outcome)
+	case (rc.Outcome == OutcomeRejected) != (rc.Rejection != nil):
+		r.fail("$.rejection", RuleValue, ErrValue, "rejection must be set exactly when the outcome is rejected")
+	case (rc.Outcome == OutcomeDeadLettered) != (rc.Failure != nil):
+		r.fail("$.failure", RuleValue, ErrValue, "failure must be set exactly when the outcome is dead_lettered")
+	}
 }

@@ -1,9 +1,5 @@
 package document
 
-import (
-	"unicode/utf8"
-)
-
 // Identity holds the ids a message names, as far as they can be read.
 type Identity struct {
 	IntentID   string
@@ -13,8 +9,7 @@ type Identity struct {
 
 // Identify reads the intent, request and approval ids from an envelope on a
 // best-effort basis, for routing and receipts even when the gate refuses the
-// message. Ids that are not plausible strings (too long, not UTF-8, control
-// characters) are left empty. It never fails.
+// message. Ids that are not plausible (see ValidID) are left empty. It never fails.
 func Identify(envelope []byte) Identity {
 	parts, err := SplitEnvelope(envelope)
 	if err != nil {
@@ -25,16 +20,10 @@ func Identify(envelope []byte) Identity {
 		if !ok {
 			return ""
 		}
-		s, ok := m[name].(string)
-		if !ok || s == "" || len(s) > MaxIDBytes || !utf8.ValidString(s) {
-			return ""
+		if s, ok := m[name].(string); ok && ValidID(s) {
+			return s
 		}
-		for _, c := range s {
-			if c <= ' ' || c == 0x7f {
-				return ""
-			}
-		}
-		return s
+		return ""
 	}
 	return Identity{
 		IntentID:   get(parts.Request, "intent_id"),

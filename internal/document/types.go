@@ -106,7 +106,7 @@ type Envelope struct {
 	SchemaVersion string    `json:"schema_version"`
 	Candidate     Candidate `json:"candidate"`
 	Request       Request   `json:"request"`
-	Approval      Approval  `json:"approval"`
+	Approval      *Approval `json:"approval,omitempty"`
 }
 
 // Receipt is the executor's observation of what happened to one delivery.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -82,7 +83,22 @@ func (st *Stack) StopService() error {
 	if st.Service == nil {
 		return nil
 	}
-	err := errors.Join(st.Service.Stop(), st.svcConn.Drain(), st.Store.Close())
+	// Stop answers every call already taken; draining then delivers the
+	// replies of calls still in the subscription. Only once the connection
+	// is closed may the store close.
+	err := st.Service.Stop()
+	closed := make(chan struct{})
+	st.svcConn.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if derr := st.svcConn.Drain(); derr != nil {
+		st.svcConn.Close()
+	} else {
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			st.svcConn.Close()
+		}
+	}
+	err = errors.Join(err, st.Store.Close())
 	st.Service, st.Store, st.svcConn = nil, nil, nil
 	return err
 }

@@ -213,6 +213,9 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 	}
 
 	resp, err := e.call(d, v)
+	if err == nil && (resp.TaskID == "" || !serviceOutcome(resp.Outcome)) {
+		err = fmt.Errorf("executor: the task service answered outcome %q with task %q", resp.Outcome, resp.TaskID)
+	}
 	if err != nil {
 		e.callFailed(d, err)
 		return
@@ -226,6 +229,10 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 		TasksExisting:    resp.Counts.TasksExisting,
 	}
 	e.finish(d, r, false)
+}
+
+func serviceOutcome(o string) bool {
+	return o == document.OutcomeCreated || o == document.OutcomeReplayed || o == document.OutcomeConflict
 }
 
 // call asks the service to create the task, signalling progress to the

@@ -1,0 +1,221 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+func seed(t testing.TB) *scenario.Seed {
+	t.Helper()
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func send(t testing.TB, env *testenv.Env, envelope []byte) *document.Receipt {
+	t.Helper()
+	rc, err := demo.SendAndWait(context.Background(), env.JS, envelope, 30*time.Second)
+	if err != nil {
+		t.Fatalf("sending: %v", err)
+	}
+	return rc
+}
+
+func wantCounts(t testing.TB, got provider.Counts, requests, creates, tasks int64) {
+	t.Helper()
+	if got != (provider.Counts{RequestsReceived: requests, CreatesExecuted: creates, TasksExisting: tasks}) {
+		t.Fatalf("counters %+v, want %d, %d, %d", got, requests, creates, tasks)
+	}
+}
+
+func TestTheSameApprovalSentTwiceIsCreatedThenReplayed(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s := seed(t)
+	first := send(t, env, s.Original.Envelope())
+	second := send(t, env, s.Original.Envelope())
+	if first.Outcome != document.OutcomeCreated || second.Outcome != document.OutcomeReplayed {
+		t.Fatalf("outcomes %s then %s, want created then replayed", first.Outcome, second.Outcome)
+	}
+	if *first.TaskID != *second.TaskID {
+		t.Fatalf("task ids %s and %s differ", *first.TaskID, *second.TaskID)
+	}
+	if first.Delivery.StreamSeq == second.Delivery.StreamSeq {
+		t.Fatal("the second send was de-duplicated by the stream; it must reach the service")
+	}
+	if c := second.Counts; c == nil || *c != (document.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1}) {
+		t.Fatalf("receipt counts %+v, want 2, 1, 1", second.Counts)
+	}
+	wantCounts(t, env.Counts(), 2, 1, 1)
+}
+
+func TestAGateRejectionIsTerminatedAndNeverReachesTheService(t *testing.T) {
+	env := testenv.Start(t)
+	ex, _ := env.Executor(executor.Config{ID: "exec-1"})
+	s := seed(t)
+	for _, c := range s.TamperedCases() {
+		t.Run(c.Name+" is rejected at "+c.Check, func(t *testing.T) {
+			rc := send(t, env, c.Envelope)
+			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != c.Check {
+				t.Fatalf("receipt %+v, want rejected at %s", rc, c.Check)
+			}
+			if rc.Counts != nil || rc.TaskID != nil {
+				t.Fatalf("a rejected receipt names counts or a task: %+v", rc)
+			}
+		})
+	}
+	wantCounts(t, env.Counts(), 0, 0, 0)
+	// Wait past AckWait: a terminated message must not come back.
+	time.Sleep(testenv.Topology.AckWait + 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := audit.Consumer(ctx, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Redelivered != 0 || st.AckPending != 0 || st.Pending != 0 {
+		t.Fatalf("consumer %+v: a rejected message is pending or was redelivered", st)
+	}
+	_, byOutcome, _, redeliveries := ex.Stats().Snapshot()
+	if redeliveries != 0 || byOutcome[document.OutcomeRejected] != int64(len(s.TamperedCases())) {
+		t.Fatalf("executor saw %d redeliveries and %v", redeliveries, byOutcome)
+	}
+	wantCounts(t, env.Counts(), 0, 0, 0)
+}
+
+func TestADroppedReplyComesBackAsReplayed(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s := seed(t)
+	if _, err := env.Service.ArmFault(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	rc := send(t, env, s.Original.Envelope())
+	if rc.Outcome != document.OutcomeReplayed || rc.Delivery.Delivered < 2 {
+		t.Fatalf("receipt %s on delivery %d, want replayed on a redelivery", rc.Outcome, rc.Delivery.Delivered)
+	}
+	wantCounts(t, env.Counts(), 2, 1, 1)
+}
+
+func TestAReceiptStoredButItsAckLostComesBackAsReplayed(t *testing.T) {
+	env := testenv.Start(t)
+	var once sync.Once
+	lost, release := make(chan struct{}), make(chan struct{})
+	env.Executor(executor.Config{ID: "exec-1", Fault: func(p executor.Point, _, _ uint64) {
+		if p == executor.BeforeAck {
+			once.Do(func() {
+				// The receipt is stored; the ack never reaches the server.
+				close(lost)
+				<-release
+			})
+		}
+	}})
+	t.Cleanup(func() { close(release) })
+	s := seed(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := env.JS
+	sent := sendOnly(t, js, s.Original.Envelope())
+	<-lost
+	env.Executor(executor.Config{ID: "exec-2"})
+	// Two receipts for one stream message: created (ack lost), then replayed.
+	var outcomes []string
+	for len(outcomes) < 2 {
+		byseq, err := audit.ReceiptsBySeq(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcomes = outcomes[:0]
+		for _, r := range byseq[sent] {
+			outcomes = append(outcomes, r.Outcome)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("receipts for message %d: %v", sent, outcomes)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if outcomes[0] != document.OutcomeCreated || outcomes[1] != document.OutcomeReplayed {
+		t.Fatalf("receipts %v, want created then replayed", outcomes)
+	}
+	wantCounts(t, env.Counts(), 2, 1, 1)
+}
+
+func sendOnly(t testing.TB, js jetstream.JetStream, envelope []byte) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := envelope
+	id := document.Identify(m)
+	ack, err := js.Publish(ctx, topology.ApprovalSubject(id.IntentID), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1", CallTimeout: 200 * time.Millisecond})
+	if err := env.Stack.StopService(); err != nil {
+		t.Fatal(err)
+	}
+	s := seed(t)
+	rc := send(t, env, s.Original.Envelope())
+	if rc.Outcome != document.OutcomeDeadLettered || rc.Failure == nil {
+		t.Fatalf("receipt %+v, want dead_lettered with a reason", rc)
+	}
+	if rc.Failure.Attempts != int64(testenv.Topology.MaxDeliver) {
+		t.Fatalf("dead-lettered after %d attempts, want MaxDeliver = %d", rc.Failure.Attempts, testenv.Topology.MaxDeliver)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := dead[rc.Delivery.StreamSeq]; !ok || len(dead) != 1 {
+		t.Fatalf("dead letters %v, want one for message %d", dead, rc.Delivery.StreamSeq)
+	}
+	// The executor keeps serving once the service is back.
+	env.RestartService("provider")
+	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("after the service came back: %s, want created", rc.Outcome)
+	}
+}
+
+func TestAnUnknownMessageIsRejectedNotDropped(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	for name, body := range map[string][]byte{
+		"random bytes":   {0x8f, 0x00, 0xff, 0x13},
+		"truncated JSON": []byte(`{"schema_version":"task-envelope.v1","candidate":{`),
+	} {
+		t.Run(name+" gets a rejected receipt", func(t *testing.T) {
+			rc := send(t, env, body)
+			if rc.Outcome != document.OutcomeRejected || rc.Rejection.Check != "envelope" {
+				t.Fatalf("receipt %+v", rc)
+			}
+		})
+	}
+	if _, err := demo.SendAndWait(context.Background(), env.JS, nil, time.Second); errors.Is(err, nil) {
+		// An empty body is published too and answered; nothing to assert
+		// beyond not hanging the executor.
+		t.Log("empty body answered")
+	}
+}

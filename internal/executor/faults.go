@@ -1,0 +1,100 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrFaultSpec is returned for a fault specification that does not parse.
+var ErrFaultSpec = errors.New("executor: bad fault specification")
+
+// FaultSpec is one injected fault: at Point, either kill the process
+// (SIGKILL, as a crash would) or stall for Stall. With Probability 0 it
+// fires once, the first time the point is reached; otherwise each time with
+// that probability.
+type FaultSpec struct {
+	Point       Point
+	Kill        bool
+	Stall       time.Duration
+	Probability float64
+}
+
+// ParseFault reads POINT:ACTION[:PROBABILITY], where POINT is after-call,
+// after-receipt or before-ack, and ACTION is kill or stall=DURATION.
+// Examples: "after-call:kill", "before-ack:stall=5s:0.01".
+func ParseFault(spec string) (FaultSpec, error) {
+	parts := strings.Split(spec, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return FaultSpec{}, fmt.Errorf("%w %q: want POINT:ACTION[:PROBABILITY]", ErrFaultSpec, spec)
+	}
+	var f FaultSpec
+	switch p := Point(parts[0]); p {
+	case AfterCall, AfterReceipt, BeforeAck:
+		f.Point = p
+	default:
+		return FaultSpec{}, fmt.Errorf("%w %q: point must be after-call, after-receipt or before-ack", ErrFaultSpec, spec)
+	}
+	switch a := parts[1]; {
+	case a == "kill":
+		f.Kill = true
+	case strings.HasPrefix(a, "stall="):
+		d, err := time.ParseDuration(strings.TrimPrefix(a, "stall="))
+		if err != nil || d <= 0 {
+			return FaultSpec{}, fmt.Errorf("%w %q: stall needs a positive duration such as stall=5s", ErrFaultSpec, spec)
+		}
+		f.Stall = d
+	default:
+		return FaultSpec{}, fmt.Errorf("%w %q: action must be kill or stall=DURATION", ErrFaultSpec, spec)
+	}
+	if len(parts) == 3 {
+		p, err := strconv.ParseFloat(parts[2], 64)
+		if err != nil || p <= 0 || p > 1 {
+			return FaultSpec{}, fmt.Errorf("%w %q: probability must be in (0, 1]", ErrFaultSpec, spec)
+		}
+		f.Probability = p
+	}
+	return f, nil
+}
+
+// Faults returns a Config.Fault hook that injects the given faults, each
+// logged at error level as it fires.
+func Faults(specs []FaultSpec, log *slog.Logger) func(Point, uint64, uint64) {
+	if len(specs) == 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	fired := make([]bool, len(specs))
+	return func(p Point, seq, delivered uint64) {
+		for i, f := range specs {
+			if f.Point != p {
+				continue
+			}
+			mu.Lock()
+			fire := false
+			if f.Probability == 0 {
+				fire, fired[i] = !fired[i], true
+			} else {
+				fire = rand.Float64() < f.Probability
+			}
+			mu.Unlock()
+			if !fire {
+				continue
+			}
+			if f.Kill {
+				log.Error("FAULT INJECTED: killing this process", "point", p, "stream_seq", seq, "delivered", delivered)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal ends the process
+			}
+			log.Error("FAULT INJECTED: stalling", "point", p, "for", f.Stall, "stream_seq", seq, "delivered", delivered)
+			time.Sleep(f.Stall)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+// Package testenv starts, for tests, what the pipeline runs on: an embedded
+// NATS server with JetStream (random port, store in a test directory, fsync
+// before ack) and the fake task service over Pebble, plus executor instances
+// in this process. Everything is real; nothing is mocked. It is used only by
+// tests and must never be imported by a command.
+package testenv
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// Env is a running server and task service.
+type Env struct {
+	T       testing.TB
+	Dir     string
+	Stack   *embedded.Stack
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Service *provider.Client
+	Log     *slog.Logger
+}
+
+// Topology is the fast topology tests use: short AckWait and delays.
+var Topology = topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
+
+// Logger returns a logger for tests: silent unless SENDTWICE_TEST_LOG is set.
+func Logger() *slog.Logger {
+	if os.Getenv("SENDTWICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Start starts a server and the task service, with faults allowed, and
+// creates the topology. Everything stops when the test ends.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	log := Logger()
+	st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: -1, AllowFaults: true, Logger: log})
+	if err != nil {
+		t.Fatalf("starting the embedded stack: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	nc, err := nats.Connect(st.URL(), nats.Name("test"))
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := topology.Ensure(ctx, js, Topology); err != nil {
+		t.Fatalf("creating the topology: %v", err)
+	}
+	return &Env{T: t, Dir: dir, Stack: st, NC: nc, JS: js, Service: provider.NewClient(nc), Log: log}
+}
+
+// URL is the server's client URL.
+func (e *Env) URL() string { return e.Stack.URL() }
+
+// RestartService stops the task service and starts it on dir (relative to
+// the test directory; "provider" is the original store).
+func (e *Env) RestartService(dir string) {
+	e.T.Helper()
+	if err := e.Stack.StopService(); err != nil {
+		e.T.Fatalf("stopping the task service: %v", err)
+	}
+	if err := e.Stack.StartService(filepath.Join(e.Dir, dir)); err != nil {
+		e.T.Fatalf("starting the task service: %v", err)
+	}
+}
+
+// Executor runs an executor instance in this process until the test ends
+// (or stop is called) and returns it once it consumes.
+func (e *Env) Executor(cfg executor.Config) (ex *executor.Executor, stop func()) {
+	e.T.Helper()
+	nc, err := nats.Connect(e.URL(), nats.Name("test-executor"))
+	if err != nil {
+		e.T.Fatalf("connecting an executor: %v", err)
+	}
+	if cfg.Topology == (topology.Config{}) {
+		cfg.Topology = Topology
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = e.Log
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 500 * time.Millisecond
+	}
+	ex, err = executor.New(nc, cfg)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- ex.Run(ctx, ready) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		e.T.Fatalf("executor stopped at start: %v", err)
+	case <-time.After(10 * time.Second):
+		e.T.Fatal("executor did not start")
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+		nc.Close()
+	}
+	e.T.Cleanup(stop)
+	return ex, stop
+}
+
+// Counts reads the task service's counters.
+func (e *Env) Counts() provider.Counts {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := e.Service.Stats(ctx)
+	if err != nil {
+		e.T.Fatalf("reading the counters: %v", err)
+	}
+	return c
+}
