@@ -33,6 +33,7 @@ const usage = `executor: consume approved requests, gate them, call the task ser
 Usage:
   executor serve [--server URL | --embedded] [--data DIR] [--listen HOST:PORT] [--concurrency N]
   executor status [--server URL] [--json]
+  executor verify [--server URL] [--json]
   executor demo
 
 Run 'executor COMMAND --help' for a command's flags.
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return runVerify(ctx, args[1:], stdout, stderr)
 	case demoSendCommand:
 		return runDemoSend(ctx, args[1:], stdout)
 	case "-h", "-help", "--help", "help":

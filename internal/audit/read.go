@@ -108,6 +108,8 @@ type ConsumerState struct {
 	AckPending  int    `json:"ack_pending"`
 	Redelivered int    `json:"redelivered"`
 	Waiting     int    `json:"waiting"`
+	// Delivered counts every delivery the consumer made, first or again.
+	Delivered uint64 `json:"delivered"`
 }
 
 // Consumer reads the shared consumer's state.
@@ -120,5 +122,5 @@ func Consumer(ctx context.Context, js jetstream.JetStream) (ConsumerState, error
 	if err != nil {
 		return ConsumerState{}, fmt.Errorf("audit: reading consumer %s: %w", topology.Consumer, err)
 	}
-	return ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered, Waiting: info.NumWaiting}, nil
+	return ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered, Waiting: info.NumWaiting, Delivered: info.Delivered.Consumer}, nil
 }

@@ -20,7 +20,10 @@ type StackOptions struct {
 	Host        string
 	Port        int
 	AllowFaults bool
-	Logger      *slog.Logger
+	// UnsafeCreateEveryCall breaks the task service on purpose (it creates
+	// on every call), to show that the checker fails. Tests only.
+	UnsafeCreateEveryCall bool
+	Logger                *slog.Logger
 }
 
 // Stack is a running NATS server and task service. The service is reached
@@ -62,7 +65,7 @@ func (st *Stack) StartService(dir string) error {
 	if err != nil {
 		return fmt.Errorf("embedded: connecting the task service: %w", err)
 	}
-	store, err := provider.Open(dir, provider.Options{Logger: st.opts.Logger})
+	store, err := provider.Open(dir, provider.Options{Logger: st.opts.Logger, UnsafeCreateEveryCall: st.opts.UnsafeCreateEveryCall})
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("embedded: opening the task service's store: %w", err)

@@ -231,6 +231,12 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 	e.finish(d, r, false)
 }
 
+// CallRef names one delivery's call to the task service, as recorded by the
+// service: "APPROVALS:<stream_seq>:<delivery>".
+func CallRef(seq, delivered uint64) string {
+	return fmt.Sprintf("%s:%d:%d", topology.ApprovalsStream, seq, delivered)
+}
+
 func serviceOutcome(o string) bool {
 	return o == document.OutcomeCreated || o == document.OutcomeReplayed || o == document.OutcomeConflict
 }
@@ -261,6 +267,7 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (provider.CreateResponse, 
 		RequestDigest: v.RequestDigest,
 		RequestID:     q.RequestID,
 		Task:          provider.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt},
+		CallRef:       CallRef(d.seq, d.delivered),
 	})
 }
 

@@ -47,6 +47,10 @@ type CreateRequest struct {
 	RequestDigest string `json:"request_digest"`
 	RequestID     string `json:"request_id,omitempty"`
 	Task          Task   `json:"task"`
+	// CallRef names the caller's attempt (the executor sends
+	// "<stream>:<stream_seq>:<delivery>"); it is recorded with the request
+	// so that an audit can match every request to a receipt or explain it.
+	CallRef string `json:"call_ref,omitempty"`
 }
 
 // FirstResult is what the service stored for an intent id on its first call.
@@ -97,6 +101,7 @@ type RequestRecord struct {
 	Outcome       string `json:"outcome"`
 	TaskID        string `json:"task_id"`
 	ReceivedAt    string `json:"received_at"`
+	CallRef       string `json:"call_ref,omitempty"`
 	// ReplyDropped is true when the fault switch withheld this request's reply.
 	ReplyDropped bool `json:"reply_dropped,omitempty"`
 }

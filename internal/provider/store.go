@@ -341,6 +341,7 @@ func (s *Store) decide(w *batchWriter, m *metaRecord, op *createOp, first FirstR
 		IntentID:      req.IntentID,
 		RequestDigest: req.RequestDigest,
 		RequestID:     req.RequestID,
+		CallRef:       req.CallRef,
 		ReceivedAt:    now,
 		ReplyDropped:  op.dropReply,
 	}

@@ -106,6 +106,11 @@ func validateCreate(req CreateRequest) error {
 	if err := validateText("request_id", req.RequestID, MaxRequestIDBytes); err != nil {
 		return err
 	}
+	if req.CallRef != "" {
+		if err := validateText("call_ref", req.CallRef, MaxRefBytes); err != nil {
+			return err
+		}
+	}
 	if strings.TrimSpace(req.Task.Title) == "" {
 		return fieldErr("task.title", "missing or empty")
 	}

@@ -49,9 +49,17 @@ func Logger() *slog.Logger {
 // creates the topology. Everything stops when the test ends.
 func Start(t testing.TB) *Env {
 	t.Helper()
+	return StartWith(t, embedded.StackOptions{})
+}
+
+// StartWith is Start with stack options (Dir, Port and AllowFaults are set
+// here).
+func StartWith(t testing.TB, o embedded.StackOptions) *Env {
+	t.Helper()
 	dir := t.TempDir()
 	log := Logger()
-	st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: -1, AllowFaults: true, Logger: log})
+	o.Dir, o.Port, o.AllowFaults, o.Logger = dir, -1, true, log
+	st, err := embedded.StartStack(o)
 	if err != nil {
 		t.Fatalf("starting the embedded stack: %v", err)
 	}

@@ -1,0 +1,413 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// Input is everything the checker reads: the approval messages, receipts and
+// dead letters from JetStream, and the task service's counters and records.
+type Input struct {
+	Messages    map[uint64]document.Identity
+	Receipts    map[uint64][]*document.Receipt
+	DeadLetters map[uint64]string
+	Counts      provider.Counts
+	Requests    []provider.RequestRecord
+	Creates     []provider.CreateRecord
+	Tasks       []provider.TaskRecord
+	Intents     []provider.FirstResult
+	Consumer    ConsumerState
+}
+
+// Load reads the Input over the connection nc.
+func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	in := &Input{Messages: map[uint64]document.Identity{}}
+	err = ReadStream(ctx, js, topology.ApprovalsStream, false, func(m jetstream.Msg) error {
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		in.Messages[meta.Sequence.Stream] = document.Identify(m.Data())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if in.Receipts, err = ReceiptsBySeq(ctx, js); err != nil {
+		return nil, err
+	}
+	if in.DeadLetters, err = DeadLetterSeqs(ctx, js); err != nil {
+		return nil, err
+	}
+	if in.Consumer, err = Consumer(ctx, js); err != nil {
+		return nil, err
+	}
+	svc := provider.NewClient(nc)
+	if in.Counts, err = svc.Stats(ctx); err != nil {
+		return nil, fmt.Errorf("audit: reading the task service's counters: %w", err)
+	}
+	for _, kind := range []string{provider.RecordRequests, provider.RecordCreates, provider.RecordTasks, provider.RecordIntents} {
+		var after uint64
+		for {
+			page, err := svc.Records(ctx, provider.RecordsRequest{Kind: kind, AfterSeq: after, Limit: provider.MaxRecordsLimit})
+			if err != nil {
+				return nil, fmt.Errorf("audit: reading the task service's %s: %w", kind, err)
+			}
+			in.Requests = append(in.Requests, page.Requests...)
+			in.Creates = append(in.Creates, page.Creates...)
+			in.Tasks = append(in.Tasks, page.Tasks...)
+			in.Intents = append(in.Intents, page.Intents...)
+			if page.NextSeq == 0 || page.NextSeq == after {
+				break
+			}
+			after = page.NextSeq
+		}
+	}
+	return in, nil
+}
+
+// Figure is one named number a check reports.
+type Figure struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// Check is the result of one of the checker's rules.
+type Check struct {
+	N          int      `json:"n"`
+	Name       string   `json:"name"`
+	OK         bool     `json:"ok"`
+	Figures    []Figure `json:"figures"`
+	Violations []string `json:"violations,omitempty"`
+}
+
+// Report is the checker's verdict.
+type Report struct {
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
+
+// maxListed bounds the violations listed per check.
+const maxListed = 20
+
+func (c *Check) fig(name string, v int) { c.Figures = append(c.Figures, Figure{name, int64(v)}) }
+
+func (c *Check) violate(format string, args ...any) {
+	c.OK = false
+	if len(c.Violations) < maxListed {
+		c.Violations = append(c.Violations, fmt.Sprintf(format, args...))
+	} else if len(c.Violations) == maxListed {
+		c.Violations = append(c.Violations, "… (more not listed)")
+	}
+}
+
+// callSeq reads the stream sequence out of an executor's call reference.
+func callSeq(ref string) (seq, delivered uint64, ok bool) {
+	parts := strings.Split(ref, ":")
+	if len(parts) != 3 || parts[0] != topology.ApprovalsStream {
+		return 0, 0, false
+	}
+	s, err1 := strconv.ParseUint(parts[1], 10, 64)
+	d, err2 := strconv.ParseUint(parts[2], 10, 64)
+	return s, d, err1 == nil && err2 == nil
+}
+
+func serviceOutcome(o string) bool {
+	return o == document.OutcomeCreated || o == document.OutcomeReplayed || o == document.OutcomeConflict
+}
+
+// Verify applies the six rules to in.
+func Verify(in *Input) Report {
+	checks := []Check{
+		checkTerminal(in),
+		checkOneCreate(in),
+		checkCounters(in),
+		checkRequests(in),
+		checkFirstRecords(in),
+		checkRejected(in),
+	}
+	rep := Report{OK: true, Checks: checks}
+	for _, c := range checks {
+		rep.OK = rep.OK && c.OK
+	}
+	return rep
+}
+
+func sortedSeqs[V any](m map[uint64]V) []uint64 {
+	s := make([]uint64, 0, len(m))
+	for k := range m {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// 1. Every approval message has a terminal receipt or a dead letter.
+func checkTerminal(in *Input) Check {
+	c := Check{N: 1, Name: "every approval message has a terminal receipt or a dead letter", OK: true}
+	var withReceipt, dead int
+	for _, seq := range sortedSeqs(in.Messages) {
+		terminal := false
+		for _, r := range in.Receipts[seq] {
+			terminal = terminal || document.Terminal(r.Outcome)
+		}
+		_, isDead := in.DeadLetters[seq]
+		if terminal {
+			withReceipt++
+		}
+		if isDead {
+			dead++
+		}
+		if !terminal && !isDead {
+			c.violate("message %d (intent %q) has neither a receipt nor a dead letter", seq, in.Messages[seq].IntentID)
+		}
+	}
+	c.fig("messages", len(in.Messages))
+	c.fig("with a terminal receipt", withReceipt)
+	c.fig("dead-lettered", dead)
+	c.fig("consumer pending", int(in.Consumer.Pending))
+	c.fig("consumer ack pending", in.Consumer.AckPending)
+	return c
+}
+
+// 2. Per intent id at most one create, and every created/replayed receipt of
+// that intent names the same task id.
+func checkOneCreate(in *Input) Check {
+	c := Check{N: 2, Name: "at most one create per intent id; its created and replayed receipts name one task", OK: true}
+	creates := map[string]int{}
+	for _, cr := range in.Creates {
+		creates[cr.IntentID]++
+	}
+	var doubled []string
+	for intent, n := range creates {
+		if n > 1 {
+			doubled = append(doubled, intent)
+		}
+	}
+	slices.Sort(doubled)
+	for _, intent := range doubled {
+		c.violate("intent %q was created %d times", intent, creates[intent])
+	}
+	first := map[string]string{}
+	for _, f := range in.Intents {
+		first[f.IntentID] = f.TaskID
+	}
+	tasks := map[string]string{}
+	var checked int
+	for _, seq := range sortedSeqs(in.Receipts) {
+		for _, r := range in.Receipts[seq] {
+			if r.Outcome != document.OutcomeCreated && r.Outcome != document.OutcomeReplayed || r.IntentID == nil || r.TaskID == nil {
+				continue
+			}
+			checked++
+			intent, task := *r.IntentID, *r.TaskID
+			if prev, ok := tasks[intent]; ok && prev != task {
+				c.violate("intent %q: receipts name tasks %s and %s", intent, prev, task)
+			}
+			tasks[intent] = task
+			if f, ok := first[intent]; ok && f != task {
+				c.violate("intent %q: receipt of message %d names %s, the service's first result %s", intent, seq, task, f)
+			}
+		}
+	}
+	c.fig("intents with a create", len(creates))
+	c.fig("doubled intents", len(doubled))
+	c.fig("created and replayed receipts checked", checked)
+	return c
+}
+
+// 3. creates executed == tasks existing == intents with a create.
+func checkCounters(in *Input) Check {
+	c := Check{N: 3, Name: "creates executed = tasks existing = intents with a create", OK: true}
+	intents := map[string]bool{}
+	for _, cr := range in.Creates {
+		intents[cr.IntentID] = true
+	}
+	c.fig("creates executed", int(in.Counts.CreatesExecuted))
+	c.fig("tasks existing", int(in.Counts.TasksExisting))
+	c.fig("intents with a create", len(intents))
+	c.fig("create records", len(in.Creates))
+	c.fig("task records", len(in.Tasks))
+	c.fig("intent records", len(in.Intents))
+	n := in.Counts.CreatesExecuted
+	if in.Counts.TasksExisting != n || int64(len(intents)) != n || int64(len(in.Creates)) != n ||
+		int64(len(in.Tasks)) != n || int64(len(in.Intents)) != n {
+		c.violate("creates executed %d, tasks existing %d, intents with a create %d, records %d/%d/%d differ",
+			n, in.Counts.TasksExisting, len(intents), len(in.Creates), len(in.Tasks), len(in.Intents))
+	}
+	return c
+}
+
+// 4. Requests received equals the calls that reached the service: receipts
+// from the service plus calls whose reply was lost, within in-flight work.
+func checkRequests(in *Input) Check {
+	c := Check{N: 4, Name: "requests received = receipts from the service + calls whose reply was lost", OK: true}
+	byRef := map[string]*provider.RequestRecord{}
+	var external int
+	for i := range in.Requests {
+		r := &in.Requests[i]
+		if r.CallRef == "" {
+			external++
+			continue
+		}
+		if _, dup := byRef[r.CallRef]; dup {
+			c.violate("call %s reached the service twice", r.CallRef)
+		}
+		byRef[r.CallRef] = r
+	}
+	matched := map[string]bool{}
+	var receipts int
+	for _, seq := range sortedSeqs(in.Receipts) {
+		for _, r := range in.Receipts[seq] {
+			if !serviceOutcome(r.Outcome) {
+				continue
+			}
+			receipts++
+			ref := fmt.Sprintf("%s:%d:%d", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered)
+			req, ok := byRef[ref]
+			switch {
+			case !ok:
+				c.violate("receipt %s (%s) names a call the service never recorded", r.ReceiptID, r.Outcome)
+			case req.Outcome != r.Outcome || req.TaskID != deref(r.TaskID):
+				c.violate("receipt %s says %s %s; the service recorded %s %s", r.ReceiptID, r.Outcome, deref(r.TaskID), req.Outcome, req.TaskID)
+			}
+			matched[ref] = true
+		}
+	}
+	var lost, dropped, finishedLater, inFlight int
+	for ref, req := range byRef {
+		if matched[ref] {
+			continue
+		}
+		lost++
+		seq, _, _ := callSeq(ref)
+		finished := len(in.Receipts[seq]) > 0
+		if _, dead := in.DeadLetters[seq]; dead {
+			finished = true
+		}
+		switch {
+		case req.ReplyDropped:
+			dropped++
+		case finished:
+			finishedLater++
+		default:
+			inFlight++
+		}
+	}
+	c.fig("requests received", int(in.Counts.RequestsReceived))
+	c.fig("request records", len(in.Requests))
+	c.fig("receipts from the service", receipts)
+	c.fig("calls whose reply was lost", lost)
+	c.fig("of which replies dropped by the service", dropped)
+	c.fig("of which the message finished on another delivery", finishedLater)
+	c.fig("of which still in flight", inFlight)
+	c.fig("calls from outside the executors", external)
+	if in.Counts.RequestsReceived != int64(len(in.Requests)) {
+		c.violate("the counter says %d requests, the records hold %d", in.Counts.RequestsReceived, len(in.Requests))
+	}
+	if int64(receipts+lost+external) != in.Counts.RequestsReceived {
+		c.violate("%d receipts + %d lost + %d external ≠ %d requests received", receipts, lost, external, in.Counts.RequestsReceived)
+	}
+	if allowed := int(in.Consumer.Pending) + in.Consumer.AckPending; inFlight > allowed {
+		c.violate("%d calls have no receipt and their messages are unfinished, more than the %d messages in flight", inFlight, allowed)
+	}
+	return c
+}
+
+// 5. No conflict changed a first record.
+func checkFirstRecords(in *Input) Check {
+	c := Check{N: 5, Name: "no conflict changed a first record", OK: true}
+	bySeq := map[uint64]*provider.RequestRecord{}
+	for i := range in.Requests {
+		bySeq[in.Requests[i].Seq] = &in.Requests[i]
+	}
+	create := map[string]provider.CreateRecord{}
+	for _, cr := range in.Creates {
+		if _, ok := create[cr.IntentID]; !ok {
+			create[cr.IntentID] = cr
+		}
+	}
+	first := map[string]provider.FirstResult{}
+	for _, f := range in.Intents {
+		first[f.IntentID] = f
+		req, ok := bySeq[f.RequestSeq]
+		switch {
+		case !ok:
+			c.violate("intent %q: its first record points at request %d, which is not recorded", f.IntentID, f.RequestSeq)
+		case req.Outcome != document.OutcomeCreated || req.RequestDigest != f.RequestDigest || req.TaskID != f.TaskID:
+			c.violate("intent %q: first record (%s, %s) differs from the request that created it (%s, %s, %s)",
+				f.IntentID, f.RequestDigest, f.TaskID, req.Outcome, req.RequestDigest, req.TaskID)
+		}
+		if cr, ok := create[f.IntentID]; ok && (cr.RequestDigest != f.RequestDigest || cr.TaskID != f.TaskID) {
+			c.violate("intent %q: first record (%s, %s) differs from its create (%s, %s)", f.IntentID, f.RequestDigest, f.TaskID, cr.RequestDigest, cr.TaskID)
+		}
+	}
+	var conflicts, replays int
+	for _, r := range in.Requests {
+		f, ok := first[r.IntentID]
+		switch r.Outcome {
+		case document.OutcomeConflict:
+			conflicts++
+			if !ok || r.RequestDigest == f.RequestDigest || r.TaskID != f.TaskID {
+				c.violate("request %d: a conflict for intent %q that does not match its first record", r.Seq, r.IntentID)
+			}
+		case document.OutcomeReplayed:
+			replays++
+			if !ok || r.RequestDigest != f.RequestDigest || r.TaskID != f.TaskID {
+				c.violate("request %d: a replay for intent %q that does not match its first record", r.Seq, r.IntentID)
+			}
+		}
+	}
+	c.fig("first records", len(in.Intents))
+	c.fig("conflicts", conflicts)
+	c.fig("replays", replays)
+	return c
+}
+
+// 6. No rejected message reached the service.
+func checkRejected(in *Input) Check {
+	c := Check{N: 6, Name: "no rejected message reached the service", OK: true}
+	rejected := map[uint64]bool{}
+	for seq, rs := range in.Receipts {
+		for _, r := range rs {
+			if r.Outcome == document.OutcomeRejected {
+				rejected[seq] = true
+			}
+		}
+	}
+	for _, r := range in.Requests {
+		if seq, _, ok := callSeq(r.CallRef); ok && rejected[seq] {
+			c.violate("message %d was rejected, yet request %d (%s) reached the service", seq, r.Seq, r.CallRef)
+		}
+	}
+	for seq := range rejected {
+		for _, r := range in.Receipts[seq] {
+			if serviceOutcome(r.Outcome) {
+				c.violate("message %d has both a rejected and a %s receipt", seq, r.Outcome)
+			}
+		}
+	}
+	c.fig("rejected messages", len(rejected))
+	return c
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
