@@ -118,7 +118,7 @@ func (c *Check) violate(format string, args ...any) {
 // callSeq reads the stream sequence out of an executor's call reference.
 func callSeq(ref string) (seq, delivered uint64, ok bool) {
 	parts := strings.Split(ref, ":")
-	if len(parts) != 3 || parts[0] != topology.ApprovalsStream {
+	if len(parts) != 4 || parts[0] != topology.ApprovalsStream {
 		return 0, 0, false
 	}
 	s, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -277,7 +277,7 @@ func checkRequests(in *Input) Check {
 				continue
 			}
 			receipts++
-			ref := fmt.Sprintf("%s:%d:%d", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered)
+			ref := fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Attempt)
 			req, ok := byRef[ref]
 			switch {
 			case !ok:

@@ -494,10 +494,11 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 			}
 		}
 	}
-	if dm := r.object("$.delivery", m["delivery"], "stream_seq", "delivered", "executor"); dm != nil {
+	if dm := r.object("$.delivery", m["delivery"], "stream_seq", "delivered", "attempt", "executor"); dm != nil {
 		rc.Delivery = Delivery{
 			StreamSeq: uint64(r.integer("$.delivery.stream_seq", dm["stream_seq"])),
 			Delivered: uint64(r.integer("$.delivery.delivered", dm["delivered"])),
+			Attempt:   r.id("$.delivery.attempt", dm["attempt"]),
 			Executor:  r.id("$.delivery.executor", dm["executor"]),
 		}
 	}

@@ -149,7 +149,10 @@ type Counts struct {
 type Delivery struct {
 	StreamSeq uint64 `json:"stream_seq"`
 	Delivered uint64 `json:"delivered"`
-	Executor  string `json:"executor"`
+	// Attempt identifies this handling of the delivery; the call to the
+	// task service carries it too.
+	Attempt  string `json:"attempt"`
+	Executor string `json:"executor"`
 }
 
 // Terminal reports whether an outcome ends a message's life.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -183,6 +184,7 @@ type delivery struct {
 	msg       jetstream.Msg
 	seq       uint64
 	delivered uint64
+	attempt   string // unique id of this handling
 	id        document.Identity
 	start     time.Time
 }
@@ -190,7 +192,7 @@ type delivery struct {
 // Handle processes one delivery to its end: acked with a receipt, terminated
 // with a receipt, dead-lettered, or nak'ed for a later attempt.
 func (e *Executor) Handle(msg jetstream.Msg) {
-	d := &delivery{msg: msg, start: time.Now(), delivered: 1}
+	d := &delivery{msg: msg, start: time.Now(), delivered: 1, attempt: nuid.Next()}
 	if meta, err := msg.Metadata(); err == nil {
 		d.seq, d.delivered = meta.Sequence.Stream, meta.NumDelivered
 	} else {
@@ -231,10 +233,10 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 	e.finish(d, r, false)
 }
 
-// CallRef names one delivery's call to the task service, as recorded by the
-// service: "APPROVALS:<stream_seq>:<delivery>".
-func CallRef(seq, delivered uint64) string {
-	return fmt.Sprintf("%s:%d:%d", topology.ApprovalsStream, seq, delivered)
+// CallRef names one handling's call to the task service, as recorded by the
+// service: "APPROVALS:<stream_seq>:<delivery>:<attempt>".
+func CallRef(seq, delivered uint64, attempt string) string {
+	return fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, seq, delivered, attempt)
 }
 
 func serviceOutcome(o string) bool {
@@ -267,7 +269,7 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (provider.CreateResponse, 
 		RequestDigest: v.RequestDigest,
 		RequestID:     q.RequestID,
 		Task:          provider.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt},
-		CallRef:       CallRef(d.seq, d.delivered),
+		CallRef:       CallRef(d.seq, d.delivered, d.attempt),
 	})
 }
 
@@ -323,12 +325,12 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 	}
 	return &document.Receipt{
 		SchemaVersion: document.ReceiptVersion,
-		ReceiptID:     fmt.Sprintf("receipt-%d-%d", d.seq, d.delivered),
+		ReceiptID:     "receipt-" + d.attempt,
 		Outcome:       outcome,
 		IntentID:      opt(d.id.IntentID),
 		RequestID:     opt(d.id.RequestID),
 		ApprovalID:    opt(d.id.ApprovalID),
-		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Executor: e.cfg.ID},
+		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Attempt: d.attempt, Executor: e.cfg.ID},
 		IssuedAt:      e.cfg.Clock().UTC().Format(time.RFC3339Nano),
 	}
 }
@@ -413,7 +415,7 @@ func (e *Executor) watchMaxDeliveries() (*nats.Subscription, error) {
 			e.log.Error("reading a message that ran out of deliveries", "stream_seq", adv.StreamSeq, "err", err)
 			return
 		}
-		d := &delivery{msg: storedMsg{raw}, seq: adv.StreamSeq, delivered: adv.Deliveries, id: document.Identify(raw.Data), start: time.Now()}
+		d := &delivery{msg: storedMsg{raw}, seq: adv.StreamSeq, delivered: adv.Deliveries, attempt: nuid.Next(), id: document.Identify(raw.Data), start: time.Now()}
 		e.log.Warn("a message ran out of deliveries without a receipt; dead-lettering it", "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
 		e.deadLetter(d, fmt.Sprintf("no executor finished the message in %d deliveries", adv.Deliveries))
 	})
