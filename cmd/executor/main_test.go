@@ -27,6 +27,9 @@ import (
 const asMain = "SENDTWICE_EXECUTOR_MAIN"
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role))
+	}
 	if os.Getenv(asMain) == "1" {
 		main()
 	}

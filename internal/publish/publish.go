@@ -29,10 +29,21 @@ type Sent struct {
 }
 
 // Send publishes one envelope and waits for the stream's ack. The subject
-// is derived from the envelope's intent id.
+// is derived from the envelope's intent id; the message id is new, so this is
+// a real send even if the same envelope was sent before.
 func Send(ctx context.Context, js jetstream.JetStream, envelope []byte) (Sent, error) {
+	return SendWithID(ctx, js, envelope, NewMsgID())
+}
+
+// NewMsgID returns a message id for one send.
+func NewMsgID() string { return "send-" + nuid.Next() }
+
+// SendWithID is Send with the caller's message id. A caller that retries one
+// send (for example across a server restart) passes the same id each time,
+// so that the stream stores the message once.
+func SendWithID(ctx context.Context, js jetstream.JetStream, envelope []byte, msgID string) (Sent, error) {
 	id := document.Identify(envelope)
-	s := Sent{Subject: topology.ApprovalSubject(id.IntentID), MsgID: "send-" + nuid.Next(), IntentID: id.IntentID}
+	s := Sent{Subject: topology.ApprovalSubject(id.IntentID), MsgID: msgID, IntentID: id.IntentID}
 	m := nats.NewMsg(s.Subject)
 	m.Data = envelope
 	ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(s.MsgID), jetstream.WithExpectStream(topology.ApprovalsStream),

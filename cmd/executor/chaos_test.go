@@ -1,0 +1,509 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+var (
+	chaosApprovals = flag.Int("chaos.approvals", 5000, "approvals the chaos test publishes")
+	chaosExecutors = flag.Int("chaos.executors", 3, "executor processes in the chaos test")
+	chaosDuration  = flag.Duration("chaos.duration", 30*time.Second, "how long the publishers spread the approvals over, under faults")
+)
+
+// roleEnv makes the test binary run one part of the system as its own OS
+// process: "nats" (a NATS server with JetStream, fsync before ack) or
+// "service" (the fake task service).
+const roleEnv = "SENDTWICE_TEST_ROLE"
+
+func runRole(role string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	dir, url := os.Getenv("SENDTWICE_TEST_DIR"), os.Getenv("SENDTWICE_TEST_URL")
+	switch role {
+	case "nats":
+		port, _ := strconv.Atoi(os.Getenv("SENDTWICE_TEST_PORT"))
+		s, err := embedded.Start(embedded.Options{Dir: dir, Port: port})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		<-ctx.Done()
+		s.Shutdown()
+		s.WaitForShutdown()
+		return 0
+	case "service":
+		nc, err := nats.Connect(url, nats.Name("fake-task-provider"), nats.MaxReconnects(-1),
+			nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		st, err := provider.Open(dir, provider.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		svc, err := provider.Serve(nc, st, provider.ServiceConfig{AllowFaults: true})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		<-ctx.Done()
+		_ = svc.Stop()
+		_ = drain(nc)
+		_ = st.Close()
+		return 0
+	}
+	return 2
+}
+
+// supervised is a process the chaos test keeps running: when it ends it is
+// started again, until the test stops it.
+type supervised struct {
+	name  string
+	start func() *exec.Cmd
+	log   *syncBuffer
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	stopped  bool
+	paused   bool
+	restarts atomic.Int64
+	done     chan struct{}
+}
+
+func supervise(t *testing.T, name string, start func() *exec.Cmd) *supervised {
+	s := &supervised{name: name, start: start, log: &syncBuffer{}, done: make(chan struct{})}
+	s.launch(t)
+	go func() {
+		defer close(s.done)
+		for {
+			s.mu.Lock()
+			cmd := s.cmd
+			s.mu.Unlock()
+			_ = cmd.Wait()
+			s.mu.Lock()
+			if s.stopped {
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+			s.restarts.Add(1)
+			s.launch(t)
+		}
+	}()
+	t.Cleanup(func() { s.stop(syscall.SIGTERM) })
+	return s
+}
+
+func (s *supervised) launch(t *testing.T) {
+	cmd := s.start()
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	for i := 0; ; i++ {
+		if err := cmd.Start(); err == nil {
+			break
+		} else if i == 20 {
+			t.Errorf("starting %s: %v", s.name, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+		cmd = s.start()
+		cmd.Stdout, cmd.Stderr = s.log, s.log
+	}
+	s.mu.Lock()
+	s.cmd, s.paused = cmd, false
+	s.mu.Unlock()
+}
+
+func (s *supervised) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+		switch sig {
+		case syscall.SIGSTOP:
+			s.paused = true
+		case syscall.SIGCONT:
+			s.paused = false
+		}
+	}
+}
+
+func (s *supervised) isPaused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused
+}
+
+// stop ends the process for good.
+func (s *supervised) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	cmd := s.cmd
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func roleCmd(role, dir, url string, port int) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, "SENDTWICE_TEST_DIR="+dir, "SENDTWICE_TEST_URL="+url,
+		"SENDTWICE_TEST_PORT="+strconv.Itoa(port), "GORACE=atexit_sleep_ms=0")
+	return cmd
+}
+
+// workload is what the publishers send: distinct approvals, resends of
+// them, changed requests under the same intent ids, and poison messages.
+type workload struct {
+	envelopes [][]byte
+	distinct  int
+}
+
+func buildWorkload(t *testing.T, n int) workload {
+	cand := scenario.Candidate()
+	distinct := n * 70 / 100
+	resends := n * 20 / 100
+	conflicts := n * 8 / 100
+	poison := n - distinct - resends - conflicts
+	w := workload{distinct: distinct}
+	for i := 1; i <= distinct; i++ {
+		a, err := scenario.Generate(cand, "chaos", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.envelopes = append(w.envelopes, a.Envelope())
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < resends; i++ {
+		w.envelopes = append(w.envelopes, w.envelopes[r.IntN(distinct)])
+	}
+	for i := 1; i <= conflicts; i++ {
+		k := r.IntN(distinct) + 1
+		a, err := scenario.Approve(cand, fmt.Sprintf("task-request-chaos-changed-%06d", i),
+			fmt.Sprintf("intent-chaos-%06d", k), fmt.Sprintf("%s (changed #%d)", scenario.Title, i),
+			fmt.Sprintf("approval-chaos-changed-%06d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.envelopes = append(w.envelopes, a.Envelope())
+	}
+	valid := string(w.envelopes[0])
+	for i := 0; i < poison; i++ {
+		var p []byte
+		switch i % 4 {
+		case 0: // random bytes
+			p = make([]byte, 1+r.IntN(200))
+			for j := range p {
+				p[j] = byte(r.UintN(256))
+			}
+		case 1: // truncated JSON
+			p = []byte(valid[:1+r.IntN(len(valid)-1)])
+		case 2: // a payload over the limit
+			p = []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", 300<<10)+`"`, 1))
+		case 3: // a valid envelope with an absurd intent id
+			p = []byte(strings.Replace(valid, `"intent_id":"intent-chaos-000001"`, `"intent_id":"`+strings.Repeat("\u202e", 40)+strings.Repeat("../", 100)+`"`, 1))
+		}
+		w.envelopes = append(w.envelopes, p)
+	}
+	r.Shuffle(len(w.envelopes)-1, func(i, j int) {
+		// Keep the first envelope first so that the poison copies of it are
+		// meaningful; shuffle the rest.
+		w.envelopes[i+1], w.envelopes[j+1] = w.envelopes[j+1], w.envelopes[i+1]
+	})
+	return w
+}
+
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the chaos run takes a minute or more")
+	}
+	n := *chaosApprovals
+	dir := t.TempDir()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	faults := map[string]int{}
+	var fmu sync.Mutex
+	count := func(name string) { fmu.Lock(); faults[name]++; fmu.Unlock() }
+
+	natsProc := supervise(t, "nats", func() *exec.Cmd { return roleCmd("nats", filepath.Join(dir, "nats"), url, port) })
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := topology.Config{AckWait: 2 * time.Second, MaxDeliver: 20, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
+	waitFor(t, 20*time.Second, "the topology", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := topology.Ensure(ctx, js, topo)
+		return err == nil
+	})
+	service := supervise(t, "service", func() *exec.Cmd { return roleCmd("service", filepath.Join(dir, "service"), url, 0) })
+	var executors []*supervised
+	for i := 1; i <= *chaosExecutors; i++ {
+		id := fmt.Sprintf("exec-%d", i)
+		executors = append(executors, supervise(t, id, func() *exec.Cmd {
+			cmd := exec.Command(os.Args[0], "serve", "--server", url, "--id", id, "--ack-wait", "2s", "--max-deliver", "20",
+				"--call-timeout", "1s", "--concurrency", "64", "--log-level", "warn",
+				"--fault", "after-call:kill:0.0005", "--fault", "after-receipt:kill:0.0005",
+				"--fault", "before-ack:kill:0.0005", "--fault", "before-ack:stall=3s:0.001")
+			cmd.Env = append(os.Environ(), asMain+"=1", "GORACE=atexit_sleep_ms=0")
+			return cmd
+		}))
+	}
+
+	w := buildWorkload(t, n)
+	t.Logf("workload: %d messages, %d distinct intents", len(w.envelopes), w.distinct)
+	start := time.Now()
+
+	// Chaos, until the publishers are done and a little after.
+	chaosCtx, stopChaos := context.WithCancel(context.Background())
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		r := rand.New(rand.NewPCG(3, 4))
+		svc := provider.NewClient(nc)
+		tick := time.NewTicker(400 * time.Millisecond)
+		defer tick.Stop()
+		var natsRestarts int
+		for i := 0; ; i++ {
+			select {
+			case <-chaosCtx.Done():
+				return
+			case <-tick.C:
+			}
+			switch k := r.IntN(10); {
+			case k < 3:
+				executors[r.IntN(len(executors))].signal(syscall.SIGKILL)
+				count("executor killed (SIGKILL)")
+			case k == 3:
+				e := executors[r.IntN(len(executors))]
+				if !e.isPaused() {
+					e.signal(syscall.SIGSTOP)
+					count("executor stopped past AckWait (SIGSTOP, SIGCONT)")
+					time.AfterFunc(topo.AckWait+time.Second, func() { e.signal(syscall.SIGCONT) })
+				}
+			case k == 4:
+				sig := syscall.SIGTERM
+				if r.IntN(2) == 0 {
+					sig = syscall.SIGKILL
+				}
+				service.signal(sig)
+				count("service restarted")
+			case k == 5 && natsRestarts < 3 && i > 5:
+				natsRestarts++
+				natsProc.signal(syscall.SIGTERM)
+				count("NATS server restarted")
+				time.Sleep(time.Second)
+			default:
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				if _, err := svc.ArmFault(ctx, 1+r.IntN(3)); err == nil {
+					count("service replies dropped (armed)")
+				}
+				cancel()
+			}
+		}
+	}()
+
+	// Publish from 4 senders; each message is retried with its own id
+	// until the stream acknowledges it.
+	var published sync.Map
+	var wg sync.WaitGroup
+	pubCtx, cancelPub := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancelPub()
+	interval := *chaosDuration * 4 / time.Duration(len(w.envelopes)) // per sender
+	for p := 0; p < 4; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			next := time.Now()
+			for i := p; i < len(w.envelopes); i += 4 {
+				time.Sleep(time.Until(next))
+				next = next.Add(interval)
+				id := publish.NewMsgID()
+				for pubCtx.Err() == nil {
+					ctx, cancel := context.WithTimeout(pubCtx, 3*time.Second)
+					sent, err := publish.SendWithID(ctx, js, w.envelopes[i], id)
+					cancel()
+					if err == nil {
+						published.Store(sent.StreamSeq, sent.IntentID)
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+	publishTook := time.Since(start)
+	time.Sleep(2 * time.Second)
+	stopChaos()
+	<-chaosDone
+
+	// Heal: everything running and not paused, then drain.
+	for _, e := range append([]*supervised{service, natsProc}, executors...) {
+		e.signal(syscall.SIGCONT)
+	}
+	var seqs []uint64
+	published.Range(func(k, _ any) bool { seqs = append(seqs, k.(uint64)); return true })
+	if len(seqs) != len(w.envelopes) {
+		t.Fatalf("%d messages stored for %d sends", len(seqs), len(w.envelopes))
+	}
+	var in *audit.Input
+	waitFor(t, 4*time.Minute, "every message to be finished", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		in, err = audit.Load(ctx, nc)
+		if err != nil {
+			return false
+		}
+		for _, s := range seqs {
+			_, dead := in.DeadLetters[s]
+			if len(in.Receipts[s]) == 0 && !dead {
+				return false
+			}
+		}
+		return in.Consumer.Pending == 0 && in.Consumer.AckPending == 0
+	})
+	took := time.Since(start)
+
+	rep := audit.Verify(in)
+	outcomes := map[string]int{}
+	var receipts int
+	for _, rs := range in.Receipts {
+		for _, r := range rs {
+			outcomes[r.Outcome]++
+			receipts++
+		}
+	}
+	for _, e := range executors {
+		out := e.log.String()
+		for _, p := range []string{"after-call", "after-receipt", "before-ack"} {
+			faults["executor fault point "+p+" (kill or stall)"] += countFault(out, p)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos run: %d approvals published in %s, all finished in %s\n", len(seqs), publishTook.Round(time.Millisecond), took.Round(time.Millisecond))
+	var onRedelivery int
+	for _, r := range in.Requests {
+		if _, d, ok := callRefDelivery(r.CallRef); ok && d > 1 {
+			onRedelivery++
+		}
+	}
+	fmt.Fprintf(&b, "  deliveries %d (consumer count; beyond one per message: %d), service calls made on a redelivery %d\n",
+		in.Consumer.Delivered, int64(in.Consumer.Delivered)-int64(len(seqs)), onRedelivery)
+	fmt.Fprintf(&b, "  receipts %d by outcome %v\n", receipts, outcomes)
+	fmt.Fprintf(&b, "  dead letters %d\n", len(in.DeadLetters))
+	fmt.Fprintf(&b, "  service: requests received %d, creates executed %d, tasks existing %d (distinct intents %d)\n",
+		in.Counts.RequestsReceived, in.Counts.CreatesExecuted, in.Counts.TasksExisting, w.distinct)
+	for k, v := range faults {
+		fmt.Fprintf(&b, "  fault: %-52s %d\n", k, v)
+	}
+	fmt.Fprintf(&b, "  process restarts: nats %d, service %d", natsProc.restarts.Load(), service.restarts.Load())
+	for _, e := range executors {
+		fmt.Fprintf(&b, ", %s %d", e.name, e.restarts.Load())
+	}
+	t.Log(b.String())
+	var vb strings.Builder
+	printReport(&vb, rep)
+	t.Log("\n" + vb.String())
+	if !rep.OK {
+		t.Fatal("verify found violations after the chaos run")
+	}
+	if in.Counts.TasksExisting != int64(w.distinct) {
+		t.Fatalf("%d tasks for %d distinct intents", in.Counts.TasksExisting, w.distinct)
+	}
+	if os.Getenv("SENDTWICE_CHAOS_REPORT") != "" {
+		j, _ := json.MarshalIndent(map[string]any{"faults": faults, "outcomes": outcomes, "counts": in.Counts,
+			"deliveries": in.Consumer.Delivered, "calls_on_redelivery": onRedelivery, "published": len(seqs)}, "", "  ")
+		_ = os.WriteFile(os.Getenv("SENDTWICE_CHAOS_REPORT"), j, 0o644)
+	}
+	// The command line gives the same verdict.
+	var out, errOut strings.Builder
+	if err := run(context.Background(), []string{"verify", "--server", url}, &out, &errOut); err != nil {
+		t.Fatalf("executor verify: %v\n%s", err, out.String())
+	}
+}
+
+// callRefDelivery reads the delivery count out of an executor's call reference.
+func callRefDelivery(ref string) (seq, delivered uint64, ok bool) {
+	parts := strings.Split(ref, ":")
+	if len(parts) != 4 {
+		return 0, 0, false
+	}
+	s, err1 := strconv.ParseUint(parts[1], 10, 64)
+	d, err2 := strconv.ParseUint(parts[2], 10, 64)
+	return s, d, err1 == nil && err2 == nil
+}
+
+func countFault(out, point string) int {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "FAULT INJECTED") && strings.Contains(line, "point="+point) {
+			n++
+		}
+	}
+	return n
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
