@@ -281,3 +281,32 @@ func TestThreeExecutorProcessesShareOneConsumer(t *testing.T) {
 		t.Errorf("only %v handled messages; the consumer was not shared", executors)
 	}
 }
+
+func TestServeDrainsAndExitsCleanlyOnSIGTERM(t *testing.T) {
+	env := testenv.Start(t)
+	p := startExecutor(t, env.URL(), "exec-1")
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sent, err := publish.Send(ctx, env.JS, s.Original.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := receiptFor(t, env.JS, sent.IntentID, sent.StreamSeq); rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("receipt %s, want created", rc.Outcome)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			t.Fatalf("serve ended with %v after SIGTERM, want exit status 0:\n%s", p.err, p.out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not exit within 15 s of SIGTERM")
+	}
+}

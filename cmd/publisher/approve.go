@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/sendtwice/sendtwice/internal/approve"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
 )
 
 func runApprove(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("approve", "approve --candidate F --request F --by NAME [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. approved_by is a label for audits, not a proof of identity.", stderr)
+	fs := newFlagSet("approve", "approve --candidate F --request F --by NAME [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. approved_by is a label for audits, not a proof of identity.", stderr)
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
 	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by")
@@ -22,8 +26,13 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 0 {
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	if *by == "" {
+	switch {
+	case strings.TrimSpace(*by) == "":
 		return usageErr(fs, "--by NAME is required")
+	case len(*by) > document.MaxIDBytes || !utf8.ValidString(*by):
+		return usageErr(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
+	case *id != "" && !document.ValidID(*id):
+		return usageErr(fs, "--id %q: an approval id is 1 to %d bytes without spaces, control or format characters", *id, document.MaxIDBytes)
 	}
 	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req})
 	if err != nil {
@@ -38,6 +47,10 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("encoding the approval: %w", err)
 	}
 	b = append(b, '\n')
+	// Never hand out an approval the gate would refuse.
+	if _, err := gate.CheckDocuments(files["candidate"], files["request"], b); err != nil {
+		return fmt.Errorf("the approval would not pass the gate, so it was not written: %w", err)
+	}
 	if *out == "" {
 		_, err = stdout.Write(b)
 		return err

@@ -27,7 +27,7 @@ const usage = `publisher: make approvals and publish approved requests
 
 Usage:
   publisher digest [--canonical] FILE|-
-  publisher approve --candidate F --request F --by NAME [-o FILE]
+  publisher approve --candidate F --request F --by NAME [--id ID] [-o FILE]
   publisher check --candidate F --request F --approval F [--json]
   publisher send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
 

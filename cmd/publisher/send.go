@@ -86,8 +86,13 @@ func sendEnvelope(ctx context.Context, server string, env []byte, wait time.Dura
 	defer wcancel()
 	r, err := publish.WaitReceipt(wctx, js, sent.IntentID, sent.StreamSeq)
 	if err != nil {
-		if errors.Is(err, publish.ErrNoReceipt) {
-			return &exitError{exitNoAnswer, fmt.Errorf("published as stream message %d, but no receipt within %s; the executor may still be working on it (publisher send is safe to repeat)", sent.StreamSeq, wait)}
+		// The wait can also end while the receipts are still being opened.
+		if errors.Is(err, publish.ErrNoReceipt) || wctx.Err() != nil {
+			why := fmt.Sprintf("no receipt within %s", wait)
+			if ctx.Err() != nil {
+				why = "no receipt before the wait was interrupted"
+			}
+			return &exitError{exitNoAnswer, fmt.Errorf("published as stream message %d, but %s; the executor may still be working on it (publisher send is safe to repeat)", sent.StreamSeq, why)}
 		}
 		return err
 	}

@@ -1,9 +1,13 @@
 package approve
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -25,7 +29,7 @@ type Options struct {
 // Approve reads a candidate and a request (JSON bytes), checks them strictly,
 // and returns the approval binding both.
 func Approve(candidate, request []byte, opts Options) (*document.Approval, error) {
-	if opts.By == "" {
+	if strings.TrimSpace(opts.By) == "" {
 		return nil, errors.New("approve: the approver's name (--by) is required")
 	}
 	cv, err := document.Parse(candidate)
@@ -68,9 +72,9 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 	at = at.UTC().Truncate(time.Second)
 	id := opts.ID
 	if id == "" {
-		id = fmt.Sprintf("approval-%s-%s", reqDigest[len("sha256:"):len("sha256:")+12], at.Format("20060102T150405Z"))
+		id = fmt.Sprintf("approval-%s-%s-%s", reqDigest[len("sha256:"):len("sha256:")+12], at.Format("20060102T150405Z"), nuid.Next()[:8])
 	}
-	return &document.Approval{
+	a := &document.Approval{
 		SchemaVersion: document.ApprovalVersion,
 		ApprovalID:    id,
 		ApprovedBy:    opts.By,
@@ -78,5 +82,18 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 		Candidate:     document.ApprovedCandidate{CandidateID: cand.CandidateID, Digest: candDigest, SourceVersion: cand.Source.Version},
 		Request:       document.ApprovedRequest{RequestID: req.RequestID, Digest: reqDigest},
 		Capabilities:  []string{document.CapabilityCreateFakeTask},
-	}, nil
+	}
+	// What we write must pass the strict decoder the gate uses.
+	b, err := json.Marshal(a)
+	if err != nil {
+		return nil, fmt.Errorf("approve: encoding the approval: %w", err)
+	}
+	v, err := document.Parse(b)
+	if err == nil {
+		_, err = document.DecodeApproval("$", v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("approve: the approval would not pass the gate: %w", err)
+	}
+	return a, nil
 }

@@ -48,6 +48,14 @@ type Config struct {
 	// Fault, when set, is called at each fault point; tests use it to crash
 	// or stall an instance at a chosen place. Off (nil) by default.
 	Fault func(p Point, seq, delivered uint64)
+	// Gate checks each message; nil runs the gate's default checks.
+	Gate *gate.Checker
+	// OnReceipt, when set, is called after each receipt is stored and its
+	// message acked or terminated, with the time the delivery took.
+	OnReceipt func(r *document.Receipt, took time.Duration)
+	// OnRetry, when set, is called when a delivery is given back for a
+	// later attempt.
+	OnRetry func(delivered uint64, reason error)
 }
 
 // Executor is one executor instance.
@@ -202,7 +210,7 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 	}
 	d.id = document.Identify(msg.Data())
 
-	v, err := gate.Check(msg.Data())
+	v, err := e.cfg.Gate.Check(msg.Data())
 	if err != nil {
 		var ge *gate.Error
 		if !errors.As(err, &ge) {
@@ -283,7 +291,7 @@ func (e *Executor) callFailed(d *delivery, err error) {
 		if nerr := d.msg.NakWithDelay(delay); nerr != nil {
 			e.log.Warn("nak failed; the delivery comes back after AckWait", "stream_seq", d.seq, "err", nerr)
 		}
-		e.stats.count("", d.delivered, true)
+		e.retried(d, err)
 		return
 	}
 	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
@@ -355,7 +363,7 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 	if _, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(r.ReceiptID), jetstream.WithExpectStream(topology.ReceiptsStream)); err != nil {
 		e.log.Warn("storing the receipt failed; the delivery comes back", "stream_seq", d.seq, "err", err)
 		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
-		e.stats.count("", d.delivered, true)
+		e.retried(d, err)
 		return
 	}
 	e.fault(AfterReceipt, d)
@@ -369,6 +377,9 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 		e.log.Warn("ack failed; the delivery comes back and is answered as a replay", "stream_seq", d.seq, "err", err)
 	}
 	e.stats.count(r.Outcome, d.delivered, false)
+	if e.cfg.OnReceipt != nil {
+		e.cfg.OnReceipt(r, time.Since(d.start))
+	}
 	attrs := []any{"outcome", r.Outcome, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
 		"took", time.Since(d.start).Round(time.Microsecond)}
 	if r.TaskID != nil {
@@ -378,6 +389,13 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 		attrs = append(attrs, "check", r.Rejection.Check, "path", r.Rejection.Path)
 	}
 	e.log.Info("receipt", attrs...)
+}
+
+func (e *Executor) retried(d *delivery, reason error) {
+	e.stats.count("", d.delivered, true)
+	if e.cfg.OnRetry != nil {
+		e.cfg.OnRetry(d.delivered, reason)
+	}
 }
 
 func (e *Executor) fault(p Point, d *delivery) {

@@ -2,7 +2,7 @@ package executor_test
 
 import (
 	"context"
-	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,23 +199,33 @@ func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
 	}
 }
 
-func TestAnUnknownMessageIsRejectedNotDropped(t *testing.T) {
+func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	for name, body := range map[string][]byte{
-		"random bytes":   {0x8f, 0x00, 0xff, 0x13},
-		"truncated JSON": []byte(`{"schema_version":"task-envelope.v1","candidate":{`),
+	s := seed(t)
+	valid := string(s.Original.Envelope())
+	for _, c := range []struct {
+		name, path string
+		body       []byte
+	}{
+		{"random bytes", "$", []byte{0x8f, 0x00, 0xff, 0x13}},
+		{"truncated JSON", "$", []byte(valid[:len(valid)/2])},
+		{"a payload over the limit", "$", []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", 300<<10)+`"`, 1))},
+		{"an absurd intent id", "$.request.intent_id", []byte(strings.Replace(valid, `"intent_id":"intent-0001"`, `"intent_id":"`+strings.Repeat("\u202e../", 60)+`"`, 1))},
+		{"an empty message", "$", []byte{}},
 	} {
-		t.Run(name+" gets a rejected receipt", func(t *testing.T) {
-			rc := send(t, env, body)
-			if rc.Outcome != document.OutcomeRejected || rc.Rejection.Check != "envelope" {
-				t.Fatalf("receipt %+v", rc)
+		t.Run(c.name+" is rejected at the envelope check with a reason", func(t *testing.T) {
+			rc := send(t, env, c.body)
+			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != "envelope" {
+				t.Fatalf("receipt %+v, want rejected at envelope", rc)
+			}
+			if rc.Rejection.Reason == "" || !strings.HasPrefix(rc.Rejection.Path, c.path) {
+				t.Fatalf("rejection %+v, want a reason and a path under %s", rc.Rejection, c.path)
 			}
 		})
 	}
-	if _, err := demo.SendAndWait(context.Background(), env.JS, nil, time.Second); errors.Is(err, nil) {
-		// An empty body is published too and answered; nothing to assert
-		// beyond not hanging the executor.
-		t.Log("empty body answered")
+	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("after the poison messages: %s, want created", rc.Outcome)
 	}
+	wantCounts(t, env.Counts(), 1, 1, 1)
 }

@@ -22,6 +22,7 @@ func Example() {
 	}
 	fmt.Printf("original: pass, intent %s, request %s\n", v.Request.IntentID, v.Request.RequestID)
 
+	var edited error
 	for _, tc := range s.TamperedCases() {
 		_, err := gate.Check(tc.Envelope)
 		var ge *gate.Error
@@ -29,15 +30,13 @@ func Example() {
 			panic(fmt.Sprintf("%s: the gate let it through", tc.Name))
 		}
 		fmt.Printf("%s: stopped at %s (%s)\n", tc.Name, ge.Check, ge.Path)
-	}
-
-	// The refusal also matches its check's sentinel.
-	for _, tc := range s.TamperedCases() {
 		if tc.Name == "request-edited-after-approval" {
-			_, err := gate.Check(tc.Envelope)
-			fmt.Println("request_binding sentinel:", errors.Is(err, gate.ErrRequestBinding))
+			edited = err
 		}
 	}
+
+	// A refusal also matches its check's sentinel.
+	fmt.Println("edited request is ErrRequestBinding:", errors.Is(edited, gate.ErrRequestBinding))
 
 	// Output:
 	// original: pass, intent intent-0001, request task-request-0001
@@ -48,5 +47,5 @@ func Example() {
 	// request-edited-after-approval: stopped at request_binding ($.request)
 	// capability-publish-substituted: stopped at capability ($.approval.capabilities)
 	// capability-publish-added: stopped at capability ($.approval.capabilities)
-	// request_binding sentinel: true
+	// edited request is ErrRequestBinding: true
 }

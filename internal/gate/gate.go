@@ -82,6 +82,15 @@ type Verdict struct {
 	RequestDigest   string
 }
 
+// Checker runs the gate with its settings. A nil or zero Checker runs the
+// checks every message must pass.
+type Checker struct{}
+
+// Check runs the checker's checks on one envelope message.
+func (c *Checker) Check(envelope []byte) (*Verdict, error) {
+	return Check(envelope)
+}
+
 // Check runs every check on one envelope message, in order, and stops at the
 // first failure. The error, when there is one, is an *Error.
 func Check(envelope []byte) (*Verdict, error) {
