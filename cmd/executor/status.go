@@ -24,12 +24,12 @@ type statusReport struct {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", "status [--server URL] [--json]\n\nPrints the task service's three counters, the shared consumer's state and the receipts by outcome.", stderr)
-	server := cli.ServerFlag(fs)
+	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	nc, err := cli.Connect(*server, "executor-status", nil)
+	nc, err := conn.Connect("executor-status", nil)
 	if err != nil {
 		return err
 	}

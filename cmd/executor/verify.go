@@ -26,13 +26,13 @@ It only reads; running it changes nothing. Run it once the executors have draine
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("verify", verifyHelp, stderr)
-	server := cli.ServerFlag(fs)
+	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up reading after this long")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	nc, err := cli.Connect(*server, "executor-verify", nil)
+	nc, err := conn.Connect("executor-verify", nil)
 	if err != nil {
 		return err
 	}

@@ -11,15 +11,18 @@ import (
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
 func runApprove(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("approve", "approve --candidate F --request F --by NAME [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. approved_by is a label for audits, not a proof of identity.", stderr)
+	fs := newFlagSet("approve", "approve --candidate F --request F --by NAME [--key FILE [--valid-for DURATION]] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets not_after; executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity.", stderr)
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
 	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by")
 	id := fs.String("id", "", "the approval `ID` (default: derived from the request digest and the time)")
 	out := fs.String("o", "", "write the approval to `FILE` instead of standard output")
+	keyFile := fs.String("key", "", "sign with the private key in `FILE` (made by publisher keygen)")
+	validFor := fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime: not_after = now + `DURATION`")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -38,7 +41,17 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := approve.Approve(files["candidate"], files["request"], approve.Options{By: *by, ID: *id})
+	opts := approve.Options{By: *by, ID: *id}
+	if *keyFile != "" {
+		if *validFor <= 0 || *validFor > gate.DefaultMaxLifetime {
+			return usageErr(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
+		}
+		if opts.Key, err = sign.LoadKey(*keyFile); err != nil {
+			return err
+		}
+		opts.Lifetime = *validFor
+	}
+	a, err := approve.Approve(files["candidate"], files["request"], opts)
 	if err != nil {
 		return err
 	}

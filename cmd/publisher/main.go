@@ -92,6 +92,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCheck(args[1:], stdout, stderr)
 	case "send":
 		return runSend(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		return runKeygen(args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
+	case "console":
+		return runConsole(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

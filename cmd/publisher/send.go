@@ -31,7 +31,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
 	appr := fs.String("approval", "", "the task-approval.v1 `FILE`")
-	server := cli.ServerFlag(fs)
+	conn := cli.ConnFlags(fs)
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` for this message's receipt (e.g. 30s); 0 does not wait")
 	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
 	noCheck := fs.Bool("no-check", false, "skip the local gate, to send a bad message on purpose")
@@ -54,12 +54,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("nothing published: %w", err)
 	}
-	return sendEnvelope(ctx, *server, env, *wait, *asJSON, stdout)
+	return sendEnvelope(ctx, conn, env, *wait, *asJSON, stdout)
 }
 
 // sendEnvelope publishes env and, with a wait, prints its receipt.
-func sendEnvelope(ctx context.Context, server string, env []byte, wait time.Duration, asJSON bool, stdout io.Writer) error {
-	nc, err := cli.Connect(server, "publisher", nil)
+func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env []byte, wait time.Duration, asJSON bool, stdout io.Writer) error {
+	nc, err := conn.Connect("publisher", nil)
 	if err != nil {
 		return err
 	}

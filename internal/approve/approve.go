@@ -11,6 +11,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
 // ErrMismatch is returned when the request does not point at the candidate.
@@ -24,7 +25,16 @@ type Options struct {
 	// ID is the approval id; empty means one derived from the request digest
 	// and the time, so that two approvals of one request differ.
 	ID string
+	// Key, when set, signs the approval, valid until NotAfter.
+	Key *sign.Key
+	// NotAfter ends a signed approval's validity; zero means At + Lifetime.
+	NotAfter time.Time
+	// Lifetime is used when NotAfter is zero; zero means DefaultLifetime.
+	Lifetime time.Duration
 }
+
+// DefaultLifetime is how long a signed approval is valid by default.
+const DefaultLifetime = 7 * 24 * time.Hour
 
 // Approve reads a candidate and a request (JSON bytes), checks them strictly,
 // and returns the approval binding both.
@@ -83,6 +93,19 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 		Request:       document.ApprovedRequest{RequestID: req.RequestID, Digest: reqDigest},
 		Capabilities:  []string{document.CapabilityCreateFakeTask},
 	}
+	if opts.Key != nil {
+		notAfter := opts.NotAfter
+		if notAfter.IsZero() {
+			life := opts.Lifetime
+			if life == 0 {
+				life = DefaultLifetime
+			}
+			notAfter = at.Add(life)
+		}
+		if err := Sign(a, opts.Key, notAfter); err != nil {
+			return nil, err
+		}
+	}
 	// What we write must pass the strict decoder the gate uses.
 	b, err := json.Marshal(a)
 	if err != nil {
@@ -96,4 +119,29 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 		return nil, fmt.Errorf("approve: the approval would not pass the gate: %w", err)
 	}
 	return a, nil
+}
+
+// Sign signs an approval with key, valid until notAfter: it sets key_id and
+// not_after, then the signature over the canonical digest of the approval
+// without its signature member.
+func Sign(a *document.Approval, key *sign.Key, notAfter time.Time) error {
+	a.KeyID = key.ID
+	a.NotAfter = notAfter.UTC().Truncate(time.Second).Format(time.RFC3339)
+	a.Signature = ""
+	b, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("approve: encoding the approval: %w", err)
+	}
+	v, err := document.Parse(b)
+	if err != nil {
+		return fmt.Errorf("approve: reading the approval back: %w", err)
+	}
+	d, err := sign.UnsignedDigest(v.(map[string]any))
+	if err != nil {
+		return fmt.Errorf("approve: digesting the approval: %w", err)
+	}
+	if a.Signature, err = key.Sign(d); err != nil {
+		return err
+	}
+	return nil
 }

@@ -46,9 +46,15 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// Connect connects to url with a client name, retrying the first connect
-// briefly and reconnecting without limit afterwards.
+// Connect connects to url with a client name, without authentication; see
+// ConnConfig for the full set of options.
 func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	return connect(url, name, log)
+}
+
+// connect connects to url, reconnecting without limit after the first
+// connection.
+func connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -66,9 +72,9 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to NATS", "url", c.ConnectedUrlRedacted()) }),
 		)
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", RedactURL(url), err)
 	}
 	return nc, nil
 }

@@ -357,7 +357,8 @@ func (r *reader) request(path string, v any) *Request {
 }
 
 func (r *reader) approval(path string, v any) *Approval {
-	m := r.object(path, v, "schema_version", "approval_id", "approved_by", "approved_at", "candidate", "request", "capabilities")
+	m := r.object(path, v, "schema_version", "approval_id", "approved_by", "approved_at", "candidate", "request", "capabilities",
+		"key_id?", "not_after?", "signature?")
 	if m == nil {
 		return nil
 	}
@@ -382,6 +383,28 @@ func (r *reader) approval(path string, v any) *Approval {
 	a.Capabilities = make([]string, 0, len(caps))
 	for i, c := range caps {
 		a.Capabilities = append(a.Capabilities, r.id(fmt.Sprintf("%s[%d]", capp, i), c))
+	}
+	_, hasKey := m["key_id"]
+	_, hasNotAfter := m["not_after"]
+	_, hasSig := m["signature"]
+	switch {
+	case r.err != nil:
+	case hasKey && hasNotAfter && hasSig:
+		a.KeyID = r.id(join(path, "key_id"), m["key_id"])
+		a.NotAfter = r.timestamp(join(path, "not_after"), m["not_after"])
+		a.Signature = r.id(join(path, "signature"), m["signature"])
+	case hasKey || hasNotAfter || hasSig:
+		missing := "key_id"
+		if !hasNotAfter {
+			missing = "not_after"
+		} else if !hasSig {
+			missing = "signature"
+		}
+		if hasKey && !hasNotAfter {
+			missing = "not_after"
+		}
+		r.fail(join(path, missing), RuleMissingMember, ErrMissingMember,
+			"a signed approval carries key_id, not_after and signature together; %q is missing", missing)
 	}
 	if r.err != nil {
 		return nil

@@ -86,7 +86,16 @@ type Approval struct {
 	Candidate     ApprovedCandidate `json:"candidate"`
 	Request       ApprovedRequest   `json:"request"`
 	Capabilities  []string          `json:"capabilities"`
+	// KeyID, NotAfter and Signature are present together on a signed
+	// approval and absent on an unsigned one. Signature is Ed25519ctx over
+	// the canonical digest of the approval without its signature member.
+	KeyID     string `json:"key_id,omitempty"`
+	NotAfter  string `json:"not_after,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
+
+// Signed reports whether the approval carries a signature.
+func (a *Approval) Signed() bool { return a.Signature != "" }
 
 // ApprovedCandidate binds an approval to a candidate's id, digest and source version.
 type ApprovedCandidate struct {

@@ -50,6 +50,10 @@ type Config struct {
 	Fault func(p Point, seq, delivered uint64)
 	// Gate checks each message; nil runs the gate's default checks.
 	Gate *gate.Checker
+	// NoProvision binds to the existing consumer instead of creating the
+	// streams and the consumer, for deployments where only a provisioning
+	// role may manage JetStream.
+	NoProvision bool
 	// OnReceipt, when set, is called after each receipt is stored and its
 	// message acked or terminated, with the time the delivery took.
 	OnReceipt func(r *document.Receipt, took time.Duration)
@@ -145,7 +149,16 @@ func (e *Executor) Stats() *Stats { return &e.stats }
 // lets the deliveries already taken finish, and returns. The caller drains
 // the connection afterwards. ready, if not nil, is closed once consuming.
 func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
-	cons, err := topology.Ensure(ctx, e.js, e.cfg.Topology)
+	var cons jetstream.Consumer
+	var err error
+	if e.cfg.NoProvision {
+		cons, err = e.js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+		if err != nil {
+			err = fmt.Errorf("executor: binding to consumer %s on %s (created by provisioning): %w", topology.Consumer, topology.ApprovalsStream, err)
+		}
+	} else {
+		cons, err = topology.Ensure(ctx, e.js, e.cfg.Topology)
+	}
 	if err != nil {
 		return err
 	}

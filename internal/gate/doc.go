@@ -1,12 +1,15 @@
 // Package gate decides whether an approved request may be sent to the task
 // service at all. It recomputes digests and checks, in a fixed order, that the
-// message is a strict envelope, that it carries a task-approval.v1, that the
-// approval binds exactly this candidate and this request, and that it grants
-// exactly the create_fake_task capability. It stops at the first failure with
-// an *Error naming the check, the field path and a reason.
+// message is a strict envelope (envelope), that it carries a task-approval.v1
+// (approval_format), that a trusted reviewer signed exactly this approval
+// (signature) and that it has not expired (expiry), that the approval binds
+// exactly this candidate and this request (candidate_binding,
+// request_binding), and that it grants exactly the create_fake_task
+// capability (capability). It stops at the first failure with an *Error
+// naming the check, the field path and a reason.
 //
-// The gate is pure: it reads documents and returns a verdict. It must never
-// call the task service, read a clock or the network, or let a message through
+// The gate is pure: it reads documents and returns a verdict; its clock is
+// injected. It must never call the task service or the network, or let a message through
 // that the strict decoder refused. It answers "may this call be made"; it does
 // not answer "was this already done", which is the task service's job.
 package gate

@@ -3,9 +3,11 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
 // Check names, in the order the gate runs them. They are stable: receipts,
@@ -13,18 +15,22 @@ import (
 const (
 	CheckEnvelope         = "envelope"
 	CheckApprovalFormat   = "approval_format"
+	CheckSignature        = "signature"
+	CheckExpiry           = "expiry"
 	CheckCandidateBinding = "candidate_binding"
 	CheckRequestBinding   = "request_binding"
 	CheckCapability       = "capability"
 )
 
 // Checks lists the check names in order.
-var Checks = []string{CheckEnvelope, CheckApprovalFormat, CheckCandidateBinding, CheckRequestBinding, CheckCapability}
+var Checks = []string{CheckEnvelope, CheckApprovalFormat, CheckSignature, CheckExpiry, CheckCandidateBinding, CheckRequestBinding, CheckCapability}
 
 // Sentinels, one per check; an *Error unwraps to one of them.
 var (
 	ErrEnvelope         = errors.New("gate: envelope refused")
 	ErrApprovalFormat   = errors.New("gate: not a task approval")
+	ErrSignature        = errors.New("gate: approval signature not valid")
+	ErrExpiry           = errors.New("gate: approval expired")
 	ErrCandidateBinding = errors.New("gate: candidate does not match the approval")
 	ErrRequestBinding   = errors.New("gate: request does not match the approval")
 	ErrCapability       = errors.New("gate: capability not allowed")
@@ -33,6 +39,8 @@ var (
 var sentinels = map[string]error{
 	CheckEnvelope:         ErrEnvelope,
 	CheckApprovalFormat:   ErrApprovalFormat,
+	CheckSignature:        ErrSignature,
+	CheckExpiry:           ErrExpiry,
 	CheckCandidateBinding: ErrCandidateBinding,
 	CheckRequestBinding:   ErrRequestBinding,
 	CheckCapability:       ErrCapability,
@@ -80,31 +88,71 @@ type Verdict struct {
 	Approval        *document.Approval
 	CandidateDigest string
 	RequestDigest   string
+	// SignedBy names the trusted approver whose signature was verified;
+	// empty for an unsigned approval.
+	SignedBy string
 }
 
-// Checker runs the gate with its settings. A nil or zero Checker runs the
-// checks every message must pass.
-type Checker struct{}
+// DefaultMaxLifetime bounds not_after - approved_at of a signed approval.
+const DefaultMaxLifetime = 30 * 24 * time.Hour
 
-// Check runs the checker's checks on one envelope message.
+// clockSkew is how far in the future approved_at may lie.
+const clockSkew = 5 * time.Minute
+
+// Checker is the gate with its trust settings: the executor's policy. With
+// Keys it verifies signed approvals (checks signature and expiry); unsigned
+// approvals are refused at signature unless AllowUnsigned is set, an
+// insecure mode for demos and tests. A nil *Checker runs only the checks that
+// need no keys, as Check does.
+type Checker struct {
+	Keys          *sign.Keyring
+	AllowUnsigned bool
+	// Now is the clock for expiry; nil means time.Now.
+	Now func() time.Time
+	// MaxLifetime bounds an approval's lifetime; zero means DefaultMaxLifetime.
+	MaxLifetime time.Duration
+}
+
+// Check runs the checker's checks on one envelope message, in order.
 func (c *Checker) Check(envelope []byte) (*Verdict, error) {
-	return Check(envelope)
-}
-
-// Check runs every check on one envelope message, in order, and stops at the
-// first failure. The error, when there is one, is an *Error.
-func Check(envelope []byte) (*Verdict, error) {
 	parts, err := document.SplitEnvelope(envelope)
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
-	return checkParts(parts)
+	return checkParts(parts, c)
+}
+
+// CheckDocuments is CheckDocuments under the checker's policy.
+func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
+	parts, err := splitDocuments(candidate, request, approval)
+	if err != nil {
+		return nil, err
+	}
+	return checkParts(parts, c)
+}
+
+// Check runs the checks that need no keys on one envelope message, in order,
+// and stops at the first failure: envelope, approval_format,
+// candidate_binding, request_binding, capability. Signature and expiry are
+// the executor's, through a Checker. The error, when there is one, is an
+// *Error.
+func Check(envelope []byte) (*Verdict, error) {
+	var c *Checker
+	return c.Check(envelope)
 }
 
 // CheckDocuments runs the gate on three separate documents, as if they were
 // one envelope. A nil approval means there is none. Paths are given as inside
 // an envelope ($.candidate..., $.request..., $.approval...).
 func CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
+	parts, err := splitDocuments(candidate, request, approval)
+	if err != nil {
+		return nil, err
+	}
+	return checkParts(parts, nil)
+}
+
+func splitDocuments(candidate, request, approval []byte) (*document.EnvelopeParts, error) {
 	var parts document.EnvelopeParts
 	var err error
 	if parts.Candidate, err = document.Parse(candidate); err != nil {
@@ -118,7 +166,50 @@ func CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
 			return nil, fromDecoder(CheckApprovalFormat, prefix(err, "$.approval"))
 		}
 	}
-	return checkParts(&parts)
+	return &parts, nil
+}
+
+// checkSignature runs the signature and expiry checks.
+func (c *Checker) checkSignature(tree map[string]any, a *document.Approval) (signedBy string, _ error) {
+	if !a.Signed() {
+		if c.AllowUnsigned {
+			return "", nil
+		}
+		return "", refuse(CheckSignature, "$.approval.signature",
+			"the approval is not signed; sign it with publisher approve --key, or run the executor with --insecure-allow-unsigned")
+	}
+	approver, err := c.Keys.VerifyApproval(tree, a.KeyID, a.Signature)
+	switch {
+	case errors.Is(err, sign.ErrUnknownKey):
+		return "", refuse(CheckSignature, "$.approval.key_id", "the approval is signed by key %q, which is not among the trusted approvers", a.KeyID)
+	case err != nil:
+		return "", refuse(CheckSignature, "$.approval.signature",
+			"the signature does not match this approval's content under key %q: the approval was changed after signing, or the signature belongs to another approval", a.KeyID)
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	maxLife := c.MaxLifetime
+	if maxLife == 0 {
+		maxLife = DefaultMaxLifetime
+	}
+	at, _ := time.Parse(time.RFC3339, a.ApprovedAt)
+	notAfter, _ := time.Parse(time.RFC3339, a.NotAfter)
+	t := now()
+	switch {
+	case !notAfter.After(at):
+		return "", refuse(CheckExpiry, "$.approval.not_after", "not_after (%s) is not after approved_at (%s)", a.NotAfter, a.ApprovedAt)
+	case notAfter.Sub(at) > maxLife:
+		return "", refuse(CheckExpiry, "$.approval.not_after",
+			"the approval is valid for %s, longer than the %s this executor accepts (the task service must keep intent records longer than any approval can be delivered)",
+			notAfter.Sub(at).Round(time.Second), maxLife)
+	case at.After(t.Add(clockSkew)):
+		return "", refuse(CheckExpiry, "$.approval.approved_at", "approved_at (%s) lies in the future; check the approver's clock", a.ApprovedAt)
+	case t.After(notAfter):
+		return "", refuse(CheckExpiry, "$.approval.not_after", "the approval expired at %s; ask the reviewer to approve again", a.NotAfter)
+	}
+	return approver.Name, nil
 }
 
 // prefix moves a decoder error's root path under the given member.
@@ -132,7 +223,7 @@ func prefix(err error, member string) error {
 	return err
 }
 
-func checkParts(p *document.EnvelopeParts) (*Verdict, error) {
+func checkParts(p *document.EnvelopeParts, c *Checker) (*Verdict, error) {
 	cand, err := document.DecodeCandidate("$.candidate", p.Candidate)
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
@@ -154,6 +245,12 @@ func checkParts(p *document.EnvelopeParts) (*Verdict, error) {
 	appr, err := document.DecodeApproval("$.approval", p.Approval)
 	if err != nil {
 		return nil, fromDecoder(CheckApprovalFormat, err)
+	}
+	var signedBy string
+	if c != nil {
+		if signedBy, err = c.checkSignature(p.Approval.(map[string]any), appr); err != nil {
+			return nil, err
+		}
 	}
 
 	candDigest, err := canon.DigestTree(p.Candidate)
@@ -200,5 +297,5 @@ func checkParts(p *document.EnvelopeParts) (*Verdict, error) {
 			"the capabilities must be exactly [%q], not %q", document.CapabilityCreateFakeTask, appr.Capabilities)
 	}
 
-	return &Verdict{Candidate: cand, Request: req, Approval: appr, CandidateDigest: candDigest, RequestDigest: reqDigest}, nil
+	return &Verdict{Candidate: cand, Request: req, Approval: appr, CandidateDigest: candDigest, RequestDigest: reqDigest, SignedBy: signedBy}, nil
 }

@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
 // Fixed facts of the seed scenario.
@@ -68,13 +71,25 @@ func Request(candidate []byte, requestID, intentID, title string) ([]byte, error
 	}), nil
 }
 
-// Approve builds a request for the candidate and approves it.
+// Approve builds a request for the candidate and approves it (unsigned).
 func Approve(candidate []byte, requestID, intentID, title, approvalID string) (Approved, error) {
+	return ApproveWith(candidate, requestID, intentID, title, approve.Options{By: Reviewer, At: ApprovedAt, ID: approvalID})
+}
+
+// ApproveWith is Approve with the caller's approval options (a signing key,
+// times). By and ID default to the scenario's.
+func ApproveWith(candidate []byte, requestID, intentID, title string, opts approve.Options) (Approved, error) {
 	req, err := Request(candidate, requestID, intentID, title)
 	if err != nil {
 		return Approved{}, err
 	}
-	a, err := approve.Approve(candidate, req, approve.Options{By: Reviewer, At: ApprovedAt, ID: approvalID})
+	if opts.By == "" {
+		opts.By = Reviewer
+	}
+	if opts.At.IsZero() {
+		opts.At = ApprovedAt
+	}
+	a, err := approve.Approve(candidate, req, opts)
 	if err != nil {
 		return Approved{}, fmt.Errorf("scenario: approving %s: %w", requestID, err)
 	}
@@ -89,23 +104,44 @@ type Seed struct {
 	Changed Approved
 	// NewIntent: intent-0002, the same content as Original.
 	NewIntent Approved
+
+	key  *sign.Key
+	opts approve.Options
 }
 
-// Build returns the seed scenario.
-func Build() (*Seed, error) {
+// Build returns the seed scenario with unsigned approvals.
+func Build() (*Seed, error) { return build(approve.Options{}) }
+
+// BuildSigned returns the seed scenario with approvals signed by key, made
+// at approvedAt and valid for lifetime.
+func BuildSigned(key *sign.Key, approvedAt time.Time, lifetime time.Duration) (*Seed, error) {
+	return build(approve.Options{Key: key, At: approvedAt, Lifetime: lifetime})
+}
+
+func build(o approve.Options) (*Seed, error) {
 	c := Candidate()
 	var s Seed
 	var err error
-	if s.Original, err = Approve(c, "task-request-0001", "intent-0001", Title, "approval-0001"); err != nil {
+	s.key, s.opts = o.Key, o
+	with := func(id string) approve.Options { o.ID = id; return o }
+	if s.Original, err = ApproveWith(c, "task-request-0001", "intent-0001", Title, with("approval-0001")); err != nil {
 		return nil, err
 	}
-	if s.Changed, err = Approve(c, "task-request-0002", "intent-0001", ChangedTitle, "approval-0002"); err != nil {
+	if s.Changed, err = ApproveWith(c, "task-request-0002", "intent-0001", ChangedTitle, with("approval-0002")); err != nil {
 		return nil, err
 	}
-	if s.NewIntent, err = Approve(c, "task-request-0003", "intent-0002", Title, "approval-0003"); err != nil {
+	if s.NewIntent, err = ApproveWith(c, "task-request-0003", "intent-0002", Title, with("approval-0003")); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// TestKey is the fixed reviewer key of the signed fixtures. Its private half
+// is derived from a public phrase: it proves nothing and must never be
+// trusted outside tests.
+func TestKey() *sign.Key {
+	seed := sha256.Sum256([]byte("sendtwice test reviewer-1, never to be trusted"))
+	return sign.NewKey(ed25519.NewKeyFromSeed(seed[:]))
 }
 
 // Tampered is a message that the gate must stop at Check.
@@ -142,13 +178,34 @@ func (s *Seed) TamperedCases() []Tampered {
 		{"request-edited-after-approval", env(o.Candidate, edit(o.Request, func(m map[string]any) {
 			m["task"].(map[string]any)["title"] = "刪除通知設定"
 		}), o.Approval), "request_binding"},
-		{"capability-publish-substituted", env(o.Candidate, o.Request, edit(o.Approval, func(m map[string]any) {
+		{"capability-publish-substituted", env(o.Candidate, o.Request, s.resign(edit(o.Approval, func(m map[string]any) {
 			m["capabilities"] = []string{"publish"}
-		})), "capability"},
-		{"capability-publish-added", env(o.Candidate, o.Request, edit(o.Approval, func(m map[string]any) {
+		}))), "capability"},
+		{"capability-publish-added", env(o.Candidate, o.Request, s.resign(edit(o.Approval, func(m map[string]any) {
 			m["capabilities"] = []string{document.CapabilityCreateFakeTask, "publish"}
-		})), "capability"},
+		}))), "capability"},
 	}
+}
+
+// resign signs an edited approval again when the seed is signed: a trusted
+// reviewer who signed a wrong capability is the capability check's case (an
+// approval edited after signing is the signature check's).
+func (s *Seed) resign(approval []byte) []byte {
+	if s.key == nil {
+		return approval
+	}
+	var a document.Approval
+	if err := json.Unmarshal(approval, &a); err != nil {
+		panic(err)
+	}
+	notAfter, err := time.Parse(time.RFC3339, a.NotAfter)
+	if err != nil {
+		panic(err)
+	}
+	if err := approve.Sign(&a, s.key, notAfter); err != nil {
+		panic(err)
+	}
+	return mustJSON(a)
 }
 
 // Files returns the fixture files of the seed scenario, by path under testdata/.
@@ -195,4 +252,30 @@ func indent(b []byte) []byte {
 		panic(err)
 	}
 	return mustJSON(v)
+}
+
+// SignedLifetime is the lifetime of the signed fixtures' approvals.
+const SignedLifetime = 7 * 24 * time.Hour
+
+// SignedFiles returns the signed fixtures, by path under testdata/: the seed
+// approvals signed by TestKey, the tampered messages built from them, and a
+// trusted-approvers file naming the test key.
+func SignedFiles() (map[string][]byte, error) {
+	k := TestKey()
+	s, err := BuildSigned(k, ApprovedAt, SignedLifetime)
+	if err != nil {
+		return nil, err
+	}
+	f := map[string][]byte{
+		"signed/approval.json":            s.Original.Approval,
+		"signed/approval-changed.json":    s.Changed.Approval,
+		"signed/approval-new-intent.json": s.NewIntent.Approval,
+		"signed/trusted-approvers.json": mustJSON(map[string]any{
+			"approvers": []sign.Approver{sign.ApproverFor(Reviewer, k.Public())},
+		}),
+	}
+	for _, t := range s.TamperedCases() {
+		f["signed/tampered/"+t.Name+".json"] = indent(t.Envelope)
+	}
+	return f, nil
 }

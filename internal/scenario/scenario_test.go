@@ -24,6 +24,13 @@ func TestFixtureFilesAreCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := s.Files()
+	signed, err := scenario.SignedFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, b := range signed {
+		files[n] = b
+	}
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)

@@ -1,0 +1,180 @@
+package gate_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/sign"
+)
+
+// signedSeed is the seed scenario signed by the test key, and a checker that
+// trusts that key with its clock an hour after the approvals were made.
+func signedSeed(t testing.TB) (*scenario.Seed, *gate.Checker) {
+	t.Helper()
+	k := scenario.TestKey()
+	s, err := scenario.BuildSigned(k, scenario.ApprovedAt, scenario.SignedLifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, k.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &gate.Checker{Keys: kr, Now: func() time.Time { return scenario.ApprovedAt.Add(time.Hour) }}
+}
+
+func editApproval(t testing.TB, a scenario.Approved, f func(m map[string]any)) scenario.Approved {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(a.Approval, &m); err != nil {
+		t.Fatal(err)
+	}
+	f(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Approval = b
+	return a
+}
+
+func wantCheck(t *testing.T, v *gate.Verdict, err error, check string) {
+	t.Helper()
+	var ge *gate.Error
+	if !errors.As(err, &ge) {
+		t.Fatalf("want a refusal at %s, got verdict %+v, err %v", check, v, err)
+	}
+	if ge.Check != check {
+		t.Fatalf("stopped at %s (%v), want %s", ge.Check, err, check)
+	}
+}
+
+func TestSignedApprovals(t *testing.T) {
+	s, c := signedSeed(t)
+	o := s.Original
+
+	t.Run("a signed approval from a trusted key passes and names its approver", func(t *testing.T) {
+		v, err := c.Check(o.Envelope())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.SignedBy != scenario.Reviewer {
+			t.Fatalf("signed by %q, want %q", v.SignedBy, scenario.Reviewer)
+		}
+	})
+
+	t.Run("an approval signed by an unknown key stops at signature", func(t *testing.T) {
+		other, err := sign.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, err := scenario.BuildSigned(other, scenario.ApprovedAt, scenario.SignedLifetime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.Check(s2.Original.Envelope())
+		wantCheck(t, v, err, gate.CheckSignature)
+	})
+
+	t.Run("a valid signature copied onto different content stops at signature", func(t *testing.T) {
+		var orig map[string]any
+		if err := json.Unmarshal(o.Approval, &orig); err != nil {
+			t.Fatal(err)
+		}
+		moved := editApproval(t, s.Changed, func(m map[string]any) { m["signature"] = orig["signature"] })
+		v, err := c.Check(moved.Envelope())
+		wantCheck(t, v, err, gate.CheckSignature)
+	})
+
+	t.Run("an approval edited after signing stops at signature", func(t *testing.T) {
+		for name, f := range map[string]func(m map[string]any){
+			"approved_by changed":  func(m map[string]any) { m["approved_by"] = "someone-else" },
+			"not_after extended":   func(m map[string]any) { m["not_after"] = "2026-12-31T00:00:00Z" },
+			"capabilities widened": func(m map[string]any) { m["capabilities"] = []string{"create_fake_task", "publish"} },
+			"the request digest replaced": func(m map[string]any) {
+				m["request"].(map[string]any)["digest"] = "sha256:" + "0000000000000000000000000000000000000000000000000000000000000000"
+			},
+			"the signature bytes tampered": func(m map[string]any) { m["signature"] = "ed25519:" + "A" + m["signature"].(string)[9:] },
+		} {
+			t.Run(name, func(t *testing.T) {
+				v, err := c.Check(editApproval(t, o, f).Envelope())
+				wantCheck(t, v, err, gate.CheckSignature)
+			})
+		}
+	})
+
+	t.Run("an unsigned approval stops at signature unless unsigned ones are allowed", func(t *testing.T) {
+		u, err := scenario.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.Check(u.Original.Envelope())
+		wantCheck(t, v, err, gate.CheckSignature)
+		insecure := *c
+		insecure.AllowUnsigned = true
+		if _, err := insecure.Check(u.Original.Envelope()); err != nil {
+			t.Fatalf("insecure checker refused an unsigned approval: %v", err)
+		}
+		if _, err := insecure.Check(editApproval(t, o, func(m map[string]any) { m["approved_by"] = "x" }).Envelope()); err == nil {
+			t.Fatal("allowing unsigned approvals let a broken signature through")
+		}
+	})
+
+	t.Run("a signed approval that names only some signature members stops at approval_format", func(t *testing.T) {
+		v, err := c.Check(editApproval(t, o, func(m map[string]any) { delete(m, "not_after") }).Envelope())
+		wantCheck(t, v, err, gate.CheckApprovalFormat)
+	})
+}
+
+func TestApprovalExpiry(t *testing.T) {
+	s, c := signedSeed(t)
+	var a document.Approval
+	if err := json.Unmarshal(s.Original.Approval, &a); err != nil {
+		t.Fatal(err)
+	}
+	notAfter, err := time.Parse(time.RFC3339, a.NotAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(tm time.Time) *gate.Checker {
+		cc := *c
+		cc.Now = func() time.Time { return tm }
+		return &cc
+	}
+	t.Run("an approval at its not_after still passes", func(t *testing.T) {
+		if _, err := at(notAfter).Check(s.Original.Envelope()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an approval one second past its not_after stops at expiry", func(t *testing.T) {
+		v, err := at(notAfter.Add(time.Second)).Check(s.Original.Envelope())
+		wantCheck(t, v, err, gate.CheckExpiry)
+	})
+	t.Run("an approval made in the future stops at expiry", func(t *testing.T) {
+		v, err := at(scenario.ApprovedAt.Add(-time.Hour)).Check(s.Original.Envelope())
+		wantCheck(t, v, err, gate.CheckExpiry)
+	})
+	t.Run("an approval valid for longer than the executor accepts stops at expiry", func(t *testing.T) {
+		long, err := scenario.BuildSigned(scenario.TestKey(), scenario.ApprovedAt, gate.DefaultMaxLifetime+time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.Check(long.Original.Envelope())
+		wantCheck(t, v, err, gate.CheckExpiry)
+	})
+}
+
+func TestSignedTamperedMessagesStopAtTheirCheck(t *testing.T) {
+	s, c := signedSeed(t)
+	for _, tc := range s.TamperedCases() {
+		t.Run(tc.Name+" stops at "+tc.Check, func(t *testing.T) {
+			v, err := c.Check(tc.Envelope)
+			wantCheck(t, v, err, tc.Check)
+		})
+	}
+}
