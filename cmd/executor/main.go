@@ -34,6 +34,7 @@ Usage:
   executor serve [--server URL | --embedded] [--data DIR] [--listen HOST:PORT] [--concurrency N]
   executor status [--server URL] [--json]
   executor verify [--server URL] [--json]
+  executor provision [--server URL] [--replicas N]
   executor demo
 
 Run 'executor COMMAND --help' for a command's flags.
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return runVerify(ctx, args[1:], stdout, stderr)
+	case "provision":
+		return runProvision(ctx, args[1:], stdout, stderr)
 	case demoSendCommand:
 		return runDemoSend(ctx, args[1:], stdout)
 	case "-h", "-help", "--help", "help":

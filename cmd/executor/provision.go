@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+const provisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N]
+
+Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the shared consumer
+"executor", then exits. For deployments where only a provisioning user may manage JetStream
+and executors run with --no-provision. Safe to run again: it creates what is missing and
+updates what differs; it never deletes. Use the same --ack-wait and --max-deliver as the
+executors.`
+
+func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("provision", provisionHelp, stderr)
+	conn := cli.ConnFlags(fs)
+	replicas := fs.Int("replicas", 1, "stream and consumer replicas (3 on a cluster)")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait")
+	maxDeliver := fs.Int("max-deliver", 5, "consumer MaxDeliver")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *replicas < 1 || *replicas > 5 {
+		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
+	}
+	nc, err := conn.Connect("executor-provision", nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cfg := topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver}
+	if _, err := topology.Ensure(ctx, js, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d)\n",
+		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, *replicas)
+	return nil
+}

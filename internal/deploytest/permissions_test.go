@@ -1,0 +1,304 @@
+package deploytest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+var roles = []string{"provisioning", "publisher", "executor", "service"}
+
+// authServer starts a server from deploy/auth/nats-auth.conf with random
+// passwords, on a random port and a test directory.
+func authServer(t *testing.T) (url string, passwords map[string]string) {
+	t.Helper()
+	passwords = map[string]string{}
+	for _, r := range roles {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		passwords[r] = hex.EncodeToString(b)
+		t.Setenv("SENDTWICE_"+strings.ToUpper(r)+"_PASSWORD", passwords[r])
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "auth", "nats-auth.conf"))
+	if err != nil {
+		t.Fatalf("reading deploy/auth/nats-auth.conf: %v", err)
+	}
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", -1, 0
+	opts.StoreDir = t.TempDir()
+	opts.NoSigs = true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	if !opts.JetStream || !s.JetStreamEnabled() {
+		t.Fatal("the deploy configuration does not enable JetStream")
+	}
+	t.Cleanup(s.Shutdown)
+	return s.ClientURL(), passwords
+}
+
+// conn connects as a role and collects asynchronous errors such as
+// permission violations.
+type conn struct {
+	*nats.Conn
+	mu   sync.Mutex
+	errs []string
+}
+
+func connectAs(t *testing.T, url, role, password string) *conn {
+	t.Helper()
+	c := &conn{}
+	nc, err := nats.Connect(url, nats.UserInfo(role, password), nats.Name(role),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.mu.Lock()
+			c.errs = append(c.errs, err.Error())
+			c.mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatalf("connecting as %s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	c.Conn = nc
+	return c
+}
+
+// refused waits for a permission violation naming subject.
+func (c *conn) refused(t *testing.T, what, subject string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for _, e := range c.errs {
+			if strings.Contains(e, "Permissions Violation") && strings.Contains(e, subject) {
+				c.mu.Unlock()
+				return
+			}
+		}
+		c.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: no permission violation for %s (errors seen: %v)", what, subject, c.errs)
+}
+
+func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
+	url, pw := authServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	// Provisioning creates the streams and the consumer.
+	prov := connectAs(t, url, "provisioning", pw["provisioning"])
+	pjs, _ := jetstream.New(prov.Conn)
+	if _, err := topology.Ensure(ctx, pjs, topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}); err != nil {
+		t.Fatalf("provisioning could not create the topology: %v", err)
+	}
+
+	// The service answers its endpoints.
+	svcConn := connectAs(t, url, "service", pw["service"])
+	store, err := provider.Open(t.TempDir(), provider.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	svc, err := provider.Serve(svcConn.Conn, store, provider.ServiceConfig{Logger: log})
+	if err != nil {
+		t.Fatalf("the service could not serve: %v", err)
+	}
+	defer svc.Stop()
+
+	// The executor pulls its consumer (without provisioning), calls the
+	// service, stores receipts and acks; signed approvals only.
+	key := scenario.TestKey()
+	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exConn := connectAs(t, url, "executor", pw["executor"])
+	ex, err := executor.New(exConn.Conn, executor.Config{ID: "exec-1", NoProvision: true, Logger: log,
+		Gate: &gate.Checker{Keys: kr}, Topology: topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exCtx, stopEx := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- ex.Run(exCtx, ready) }()
+	defer func() { stopEx(); <-done }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the executor could not start under its permissions: %v", err)
+	}
+
+	// The publisher sends an approval twice and reads its receipts.
+	pub := connectAs(t, url, "publisher", pw["publisher"])
+	js, _ := jetstream.New(pub.Conn)
+	now := time.Now().UTC().Truncate(time.Second)
+	s, err := scenario.BuildSigned(key, now.Add(-time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var receipts [][]byte
+	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
+		sent, err := publish.Send(ctx, js, s.Original.Envelope())
+		if err != nil {
+			t.Fatalf("the publisher could not publish: %v", err)
+		}
+		rc, err := publish.WaitReceipt(ctx, js, sent.IntentID, sent.StreamSeq)
+		if err != nil {
+			t.Fatalf("the publisher could not read its receipt: %v", err)
+		}
+		if rc.Outcome != want {
+			t.Fatalf("send %d: %s, want %s", i+1, rc.Outcome, want)
+		}
+		receipts = append(receipts, rc.Raw)
+	}
+
+	approvalsBefore := streamMsgs(t, pjs, topology.ApprovalsStream)
+	receiptsBefore := streamMsgs(t, pjs, topology.ReceiptsStream)
+
+	t.Run("the publisher cannot publish receipts", func(t *testing.T) {
+		_ = pub.Publish("receipts.intent-0001", []byte(`{}`))
+		_ = pub.Flush()
+		pub.refused(t, "publisher publishing a receipt", "receipts.intent-0001")
+	})
+	t.Run("the publisher cannot pull the executors' consumer", func(t *testing.T) {
+		_, err := pub.Request("$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor", []byte(`{"batch":1}`), time.Second)
+		if err == nil {
+			t.Fatal("the publisher pulled from the executors' consumer")
+		}
+		pub.refused(t, "publisher pulling the consumer", "$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor")
+	})
+	t.Run("the executor cannot publish approvals", func(t *testing.T) {
+		_ = exConn.Publish("approvals.intent-0001", s.Original.Envelope())
+		_ = exConn.Flush()
+		exConn.refused(t, "executor publishing an approval", "approvals.intent-0001")
+	})
+	t.Run("the service cannot read approvals", func(t *testing.T) {
+		if _, err := svcConn.SubscribeSync("approvals.>"); err == nil {
+			_ = svcConn.Flush()
+		}
+		svcConn.refused(t, "service subscribing to approvals", "approvals.>")
+		if _, err := svcConn.Request("$JS.API.STREAM.MSG.GET.APPROVALS", []byte(`{"seq":1}`), time.Second); err == nil {
+			t.Fatal("the service read a message of the APPROVALS stream")
+		}
+		svcConn.refused(t, "service reading the stream", "$JS.API.STREAM.MSG.GET.APPROVALS")
+	})
+	t.Run("the refused publishes stored nothing", func(t *testing.T) {
+		if got := streamMsgs(t, pjs, topology.ApprovalsStream); got != approvalsBefore {
+			t.Fatalf("APPROVALS holds %d messages, had %d", got, approvalsBefore)
+		}
+		if got := streamMsgs(t, pjs, topology.ReceiptsStream); got != receiptsBefore {
+			t.Fatalf("RECEIPTS holds %d messages, had %d", got, receiptsBefore)
+		}
+	})
+
+	t.Run("no password or key material appears in logs, receipts or errors", func(t *testing.T) {
+		// Errors that involve secrets: a wrong password, a URL with a
+		// password, a key file readable by others.
+		cfg := &cli.ConnConfig{Server: strings.Replace(url, "nats://", "nats://publisher:"+pw["service"]+"@", 1)}
+		_, err1 := cfg.Connect("wrong", nil)
+		cfg = &cli.ConnConfig{Server: url, User: "publisher", Password: pw["executor"]}
+		_, err2 := cfg.Connect("wrong", nil)
+		dir := t.TempDir()
+		k, err := sign.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sign.WriteKeyPair(dir, "leaky", k); err != nil {
+			t.Fatal(err)
+		}
+		keyPath := filepath.Join(dir, "leaky.key")
+		pem, _ := os.ReadFile(keyPath)
+		_ = os.Chmod(keyPath, 0o644)
+		_, err3 := sign.LoadKey(keyPath)
+		if err1 == nil || err2 == nil || err3 == nil {
+			t.Fatalf("expected errors, got %v, %v, %v", err1, err2, err3)
+		}
+		logMu.Lock()
+		haystack := logs.String()
+		logMu.Unlock()
+		for _, r := range receipts {
+			haystack += string(r)
+		}
+		haystack += err1.Error() + err2.Error() + err3.Error() + k.String() + fmt.Sprintf("%v %#v", k, k)
+		secrets := map[string]string{"the private key file": strings.TrimSpace(string(pem))}
+		for r, p := range pw {
+			secrets[r+"'s password"] = p
+		}
+		der := keyDER(t, pem)
+		secrets["the private key (base64)"] = base64.StdEncoding.EncodeToString(der)
+		secrets["the test key's seed (base64url)"] = base64.RawURLEncoding.EncodeToString(der[len(der)-32:])
+		for what, secret := range secrets {
+			if strings.Contains(haystack, secret) {
+				t.Errorf("%s appears in logs, receipts or errors", what)
+			}
+		}
+		if len(haystack) < 200 {
+			t.Fatalf("the logs and receipts are nearly empty (%d bytes); the check would prove nothing", len(haystack))
+		}
+	})
+}
+
+func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func keyDER(t *testing.T, pemBytes []byte) []byte {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(pemBytes)), "\n")
+	der, err := base64.StdEncoding.DecodeString(strings.Join(lines[1:len(lines)-1], ""))
+	if err != nil {
+		t.Fatal(errors.New("unreadable PEM"))
+	}
+	return der
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
