@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,12 +16,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -60,6 +64,7 @@ type run struct {
 	svc   *provider.Client
 	dir   string
 	rows  []Row
+	key   *sign.Key
 }
 
 // Run plays the story and prints the table. It returns the rows and
@@ -103,7 +108,18 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		return nil, fmt.Errorf("demo: connecting the executor: %w", err)
 	}
 	defer exConn.Close()
+	// The reviewer signs with a throwaway key that only this run trusts.
+	key, err := sign.Generate()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
+	if err != nil {
+		return nil, err
+	}
+	r.key = key
 	ex, err := executor.New(exConn, executor.Config{
+		Gate:        &gate.Checker{Keys: keys},
 		ID:          "exec-1",
 		Concurrency: 4,
 		CallTimeout: time.Second,
@@ -138,11 +154,13 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 }
 
 func (r *run) story(ctx context.Context) error {
-	seed, err := scenario.Build()
+	now := time.Now().UTC().Truncate(time.Second)
+	seed, err := scenario.BuildSigned(r.key, now, time.Hour)
 	if err != nil {
 		return err
 	}
-	c, err := scenario.Approve(seed.Original.Candidate, "task-request-0004", "intent-0003", scenario.Title, "approval-0004")
+	c, err := scenario.ApproveWith(seed.Original.Candidate, "task-request-0004", "intent-0003", scenario.Title,
+		approve.Options{ID: "approval-0004", Key: r.key, At: now, Lifetime: time.Hour})
 	if err != nil {
 		return err
 	}
@@ -202,7 +220,12 @@ func (r *run) story(ctx context.Context) error {
 	}
 	var checks []string
 	ok := true
-	for _, t := range seed.TamperedCases() {
+	tampered := append(seed.TamperedCases(), scenario.Tampered{
+		Name: "approval-edited-after-signing", Check: gate.CheckSignature,
+		Envelope: scenario.Approved{Candidate: seed.Original.Candidate, Request: seed.Original.Request,
+			Approval: bytes.Replace(seed.Original.Approval, []byte(`"approved_by": "`+scenario.Reviewer+`"`), []byte(`"approved_by": "someone-else"`), 1)}.Envelope(),
+	})
+	for _, t := range tampered {
 		rc, err := r.sendHere(ctx, r.stack.URL(), t.Envelope)
 		if err != nil {
 			return fmt.Errorf("demo: tampered %s: %w", t.Name, err)
