@@ -3,9 +3,121 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/console"
+	"github.com/sendtwice/sendtwice/internal/document"
 )
 
+const consoleHelp = `console [--listen HOST:PORT] [--candidates DIR] [--server URL] [--by NAME] [--wait DURATION]
+
+Serves the approval console: a list of the candidates awaiting review, a review page with each
+candidate beside the task request proposed from it (both digests shown), and an Approve button
+that makes the approval, publishes it, and shows its receipt as it arrives. Pressing again
+publishes the same approval again; the receipt then says replayed, with the first task.
+
+The candidates folder holds pairs of files with one NAME: NAME.candidate.json (an
+action-candidate.v1) and NAME.request.json (the task-request.v1 proposed from it). Approvals
+are kept in memory while the console runs; nothing is written to the folder.
+
+Needs a running NATS server with the streams, and an executor: go run ./cmd/executor serve --embedded`
+
 func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("console: not built yet")
+	fs := newFlagSet("console", consoleHelp, stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "`HOST:PORT` to serve the console on")
+	dir := fs.String("candidates", "testdata/console", "the candidates `DIR`: NAME.candidate.json + NAME.request.json pairs")
+	conn := cli.ConnFlags(fs)
+	by := fs.String("by", os.Getenv("USER"), "the approver `NAME` the form starts with, recorded as approved_by (default $USER)")
+	wait := fs.Duration("wait", 30*time.Second, "how long to wait for each receipt")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	*by = strings.TrimSpace(*by)
+	switch {
+	case *wait <= 0:
+		return usageErr(fs, "--wait must be positive")
+	case len(*by) > document.MaxIDBytes || !utf8.ValidString(*by):
+		return usageErr(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
+	}
+	host, _, err := net.SplitHostPort(*listen)
+	if err != nil {
+		return usageErr(fs, "--listen %q: %v", *listen, err)
+	}
+	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return usageErr(fs, "--candidates %s: not a folder; point it at a folder of NAME.candidate.json + NAME.request.json pairs", *dir)
+	}
+
+	log, err := cli.NewLogger(stderr, "text", "info")
+	if err != nil {
+		return err
+	}
+	if !isLoopback(host) {
+		log.Warn("the console has no login: anyone who can reach this address can approve and send", "listen", *listen)
+	}
+	nc, err := conn.Connect("publisher-console", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	c, err := console.New(console.Config{
+		Dir:          *dir,
+		JetStream:    js,
+		By:           *by,
+		Wait:         *wait,
+		Server:       cli.RedactURL(conn.Server),
+		LoopbackOnly: isLoopback(host),
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Event streams end when the console closes, so that Shutdown can finish.
+	srv.RegisterOnShutdown(c.Close)
+	fmt.Fprintf(stdout, "approval console on http://%s/ (candidates in %s)\n", ln.Addr(), *dir)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// isLoopback reports whether a listen host only accepts local connections.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

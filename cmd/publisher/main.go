@@ -30,6 +30,9 @@ Usage:
   publisher approve --candidate F --request F --by NAME [--id ID] [-o FILE]
   publisher check --candidate F --request F --approval F [--json]
   publisher send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
+  publisher keygen --name NAME [--dir DIR] [--trusted FILE]
+  publisher console [--listen HOST:PORT] [--candidates DIR] [--server URL] [--by NAME] [--wait DURATION]
+  publisher bench [--server URL | --embedded] ...
 
 Run 'publisher COMMAND --help' for a command's flags.
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.

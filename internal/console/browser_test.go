@@ -1,0 +1,298 @@
+package console_test
+
+import (
+	"context"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/sendtwice/sendtwice/internal/console"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+)
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/console.png (shown in the README) from the browser test")
+
+// chromiumPath is Debian's chromium package, which .ci/run installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// The screenshot the README shows.
+const readmeScreenshot = "../../docs/console.png"
+
+// browser starts a headless Chromium for the test and returns its tab. It
+// skips the test when Chromium is not installed, except in CI (CI=true),
+// where that is a failure.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the browser test needs %s (Debian's chromium package; .ci/run installs it): %v", chromiumPath, err)
+		}
+		t.Skipf("skipping the browser test: %s is not installed (apt-get install chromium); with CI=true this fails instead", chromiumPath)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox, // root in CI containers
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancel)
+	// The first action starts the browser; it must not run under a timeout.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab runs browser steps with a timeout each.
+type tab struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+	n     int
+}
+
+func newTab(t *testing.T, ctx context.Context) *tab {
+	dir := os.Getenv("SENDTWICE_ARTIFACTS")
+	if dir != "" {
+		dir = filepath.Join(dir, "console", t.Name())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		dir = t.ArtifactDir()
+	}
+	t.Logf("screenshots in %s", dir)
+	return &tab{t: t, ctx: ctx, shots: dir}
+}
+
+func (b *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.screenshot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func run[T any](b *tab, what string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// text returns the visible text of the first element the selector finds.
+func (b *tab) text(sel string) string {
+	b.t.Helper()
+	return strings.Join(strings.Fields(run(b, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))), " ")
+}
+
+// screenshot saves the whole page as NN-name.png and returns its path.
+func (b *tab) screenshot(name string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return ""
+	}
+	b.n++
+	path := filepath.Join(b.shots, strings.Join([]string{twoDigits(b.n), name}, "-")+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	return path
+}
+
+func twoDigits(n int) string { return string([]byte{byte('0' + n/10%10), byte('0' + n%10)}) }
+
+func expectCounts(t *testing.T, env *testenv.Env, want provider.Counts) {
+	t.Helper()
+	if got := env.Counts(); got != want {
+		t.Fatalf("the task service counts %+v, want %+v", got, want)
+	}
+}
+
+// TestBrowserApproveTwice: in Chromium, open a candidate, press Approve (the
+// receipt arrives live), press again (replayed, the same task, 2, 1, 1),
+// reload, then change the candidate on disk and see the gate refuse it.
+func TestBrowserApproveTwice(t *testing.T) {
+	ctx := browser(t)
+	env := testenv.Start(t)
+	s := startConsole(t, env, copyFixtures(t), nil)
+	b := newTab(t, ctx)
+
+	b.do("opening the list", chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`a[href="/c/notify-checks"]`)))
+	b.screenshot("list")
+	b.do("opening the candidate", chromedp.Click(chromedp.CSS(`a[href="/c/notify-checks"]`)), chromedp.WaitVisible(chromedp.ID("send")))
+	if got := b.text("#assignee .unknown") + ", " + b.text("#due .unknown"); got != "unknown, unknown" {
+		t.Errorf("assignee and due date show %q, want unknown, unknown", got)
+	}
+	if got := b.text("#candidate-digest"); got != seedCandidateDigest {
+		t.Errorf("candidate digest %q", got)
+	}
+	if got := b.text("#request-digest"); got != seedRequestDigest {
+		t.Errorf("request digest %q", got)
+	}
+	if got := run(b, "reading the name", chromedp.Value(chromedp.ID("by"))); got != "reviewer-1" {
+		t.Errorf("the name field holds %q", got)
+	}
+	// The keyboard reaches the links, the name and the button in reading
+	// order.
+	var order []string
+	for range 7 {
+		b.do("pressing Tab", chromedp.KeyEvent("\t"))
+		order = append(order, run(b, "reading the focus", chromedp.Evaluate[string](
+			`(e => e.id || e.getAttribute('href') || e.tagName)(document.activeElement)`)))
+	}
+	if got, want := strings.Join(order, " "), "#main / / /c/notify-checks/candidate.json /c/notify-checks/request.json by send"; got != want {
+		t.Errorf("focus order %q, want %q", got, want)
+	}
+	b.screenshot("review")
+
+	// No executor runs yet: the page waits, and the receipt must arrive
+	// through the event stream, without a reload.
+	b.do("pressing Approve", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="pending"]`)))
+	b.do("marking the page", chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`))
+	b.screenshot("pending")
+	env.Executor(executor.Config{ID: "exec-1"})
+	b.do("waiting for the receipt", chromedp.WaitVisible(chromedp.CSS(`#result[data-state="created"]`)))
+	if !run(b, "checking for a reload", chromedp.Evaluate[bool](`window.sameDocument === true`)) {
+		t.Error("the page was reloaded; the receipt should have come through the event stream")
+	}
+	if got := b.text("#result .outcome"); got != "created: task fake-task-0001" {
+		t.Errorf("after the first press: %q", got)
+	}
+	if got := b.text("#send-1 .counts"); got != "1, 1, 1" {
+		t.Errorf("the first send's row shows counts %q (updated live)", got)
+	}
+	b.screenshot("created")
+
+	b.do("pressing again", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="replayed"]`)))
+	if got := b.text("#result .outcome"); got != "replayed: the same task fake-task-0001" {
+		t.Errorf("after the second press: %q", got)
+	}
+	counts := b.text("#result td.requests_received") + ", " + b.text("#result td.creates_executed") + ", " + b.text("#result td.tasks_existing")
+	if counts != "2, 1, 1" {
+		t.Errorf("the receipt's counters read %s, want 2, 1, 1", counts)
+	}
+	for n, want := range map[string]string{"#send-1": "fake-task-0001 1, 1, 1", "#send-2": "fake-task-0001 2, 1, 1"} {
+		row := b.text(n+" td:nth-child(5)") + " " + b.text(n+" td:nth-child(6)")
+		if row != want {
+			t.Errorf("row %s: %q, want %q", n, row, want)
+		}
+	}
+	shot := b.screenshot("replayed")
+	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
+	if *updateScreenshot {
+		png, err := os.ReadFile(shot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(readmeScreenshot, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", readmeScreenshot)
+	}
+
+	// Reloading shows the same send again and sends nothing.
+	b.do("reloading", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="replayed"]`)))
+	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
+
+	// The candidate changes on disk after the approval.
+	editJSON(t, filepath.Join(s.Dir, "notify-checks"+console.CandidateSuffix), func(m map[string]any) {
+		m["summary"] = "有人在會議中說會把通知設定整個重寫"
+	})
+	b.do("reviewing again", chromedp.Navigate(s.URL+"/c/notify-checks"), chromedp.WaitVisible(chromedp.ID("changed")))
+	b.screenshot("changed")
+	b.do("pressing send again", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="refused"]`)))
+	if got, want := b.text("#result .outcome"), "rejected at candidate_binding: the candidate changed after it was approved."; got != want {
+		t.Errorf("the changed candidate shows %q, want %q", got, want)
+	}
+	if got := b.text("#result .outcome + p"); !strings.HasPrefix(got, "Nothing was sent.") {
+		t.Errorf("the refusal says %q", got)
+	}
+	b.screenshot("rejected")
+	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
+}
+
+// TestBrowserWithoutJavaScript: with scripts off, approving still shows the
+// receipt (the page refreshes to a variant that waits on the server), and
+// pressing again shows replayed.
+func TestBrowserWithoutJavaScript(t *testing.T) {
+	ctx := browser(t)
+	env := testenv.Start(t)
+	// waiting is told when the browser asks for the page that waits for a
+	// receipt on the server.
+	waiting := make(chan struct{}, 1)
+	s := startConsoleWith(t, env, copyFixtures(t), nil, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Has("wait") {
+				select {
+				case waiting <- struct{}{}:
+				default:
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	b := newTab(t, ctx)
+	b.do("turning scripts off", chromedp.Func(func(ctx context.Context, tt *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tt, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	}))
+	b.do("opening the list", chromedp.Navigate(s.URL+"/"), chromedp.Click(chromedp.CSS(`a[href="/c/release-notes"]`)),
+		chromedp.WaitVisible(chromedp.ID("send")))
+	// No executor runs yet: the page says it waits, and refreshes to the
+	// variant that waits on the server.
+	b.do("pressing Approve", chromedp.Click(chromedp.ID("send")))
+	select {
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		b.screenshot("no-refresh")
+		t.Fatal("the browser did not follow the page's refresh to the waiting variant")
+	}
+	env.Executor(executor.Config{ID: "exec-1"})
+	b.do("waiting for the receipt", chromedp.WaitVisible(chromedp.CSS(`#result[data-state="created"]`)))
+	if loc := run(b, "reading the address", chromedp.Location()); !strings.Contains(loc, "?wait=1") {
+		t.Errorf("the receipt page is %s; without scripts it should be the waiting variant (?wait=1)", loc)
+	}
+	if got := b.text("#result .outcome"); got != "created: task fake-task-0001" {
+		t.Errorf("after the first press: %q", got)
+	}
+	b.do("pressing again", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="replayed"]`)))
+	if got := b.text("#result .outcome"); got != "replayed: the same task fake-task-0001" {
+		t.Errorf("after the second press: %q", got)
+	}
+	if got := b.text("#send-2 .counts"); got != "2, 1, 1" {
+		t.Errorf("the second send's counters %q", got)
+	}
+	b.screenshot("replayed-without-javascript")
+	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
+}

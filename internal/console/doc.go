@@ -1,0 +1,41 @@
+// Package console is the approval console: a small web application in which
+// a reviewer reads a candidate beside the task request proposed from it,
+// approves the request, and watches the receipt of every send.
+//
+// # The candidates folder
+//
+// The console reads one folder. Each review item is a pair of files with a
+// common NAME:
+//
+//	NAME.candidate.json   an action-candidate.v1
+//	NAME.request.json     the task-request.v1 proposed from it
+//
+// The folder is read again on every page, so a changed file shows at once.
+// Other files are ignored; a NAME with only one of the two files is listed
+// with what is missing. Nothing is ever written to the folder.
+//
+// # Approving and sending
+//
+// Pressing Approve makes a task-approval.v1 (approve.Approve, approved_by
+// from the form) over the two documents exactly as the page showed them,
+// keeps it for the item, and publishes the three documents as one envelope
+// (publish.Send, a new Nats-Msg-Id). Pressing again publishes the kept
+// approval again: a real resend, which the task service answers as replayed
+// with the first task. Each press is one send with a page of its own, which
+// shows the receipt for that send's stream message (publish.WaitReceipt).
+//
+// Every send runs the gate locally first, with the files as they are on disk
+// at that moment. When a file changed after the approval, the gate refuses,
+// nothing is published, and the page says which check failed and why.
+//
+// Approvals are kept in memory: a restarted console approves afresh, and the
+// task service still answers a new approval of the same intent as replayed.
+//
+// # Without JavaScript
+//
+// Every view is plain HTML with forms. A send redirects to its page; while
+// its receipt is pending, that page refreshes once (noscript) to a variant
+// that waits for the receipt on the server. With JavaScript, the page instead
+// subscribes to server-sent events and shows the receipt as soon as the
+// executor stores it in the RECEIPTS stream.
+package console

@@ -1,0 +1,309 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/approve"
+	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/publish"
+)
+
+// kept is the approval the console made for one item, kept for the sends
+// that follow it.
+type kept struct {
+	Approval *document.Approval
+	Raw      []byte
+}
+
+// buildApproval makes the approval of one candidate and one request, as the
+// reviewer by approves them, and checks that the gate would accept the three
+// documents together. It is the one place where the console makes an
+// approval.
+func buildApproval(candidate, request []byte, by string, at time.Time) (*kept, error) {
+	a, err := approve.Approve(candidate, request, approve.Options{By: by, At: at})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.MarshalIndent(a, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the approval: %w", err)
+	}
+	raw = append(raw, '\n')
+	// Never keep an approval the gate would refuse.
+	if _, err := gate.CheckDocuments(candidate, request, raw); err != nil {
+		return nil, fmt.Errorf("the approval would not pass the gate, so it was not made: %w", err)
+	}
+	return &kept{Approval: a, Raw: raw}, nil
+}
+
+// Send is one press of the button: the kept approval sent with the files as
+// they were at that moment. Exactly one of Refused, Unsendable, Failed and
+// Sent says how it went; a published send then waits for its receipt. The
+// fields are set before the send is listed; only the receipt state changes
+// afterwards, under mu.
+type Send struct {
+	N          int
+	Item       string
+	At         time.Time
+	ApprovalID string
+	// The digests the approval names, and those of the documents sent.
+	ApprovedCandidate, ApprovedRequest string
+	SentCandidate, SentRequest         string
+
+	// Refused is the local gate's refusal: nothing was published.
+	Refused *gate.Error
+	// Unsendable says why the files could not be sent at all (a file is
+	// missing or unreadable): nothing was published.
+	Unsendable string
+	// Failed says why publishing failed.
+	Failed string
+	// Sent is the published message.
+	Sent publish.Sent
+
+	mu      sync.Mutex
+	receipt *publish.Receipt
+	waitErr string
+	waiting chan struct{}
+}
+
+// Published reports whether the send reached the APPROVALS stream.
+func (s *Send) Published() bool { return s.Sent.StreamSeq != 0 }
+
+// status is a consistent view of a send's receipt state.
+type status struct {
+	Receipt *publish.Receipt
+	// Waiting is true while a wait for the receipt runs.
+	Waiting bool
+	// WaitErr says why the last wait ended without a receipt.
+	WaitErr string
+}
+
+func (s *Send) status() status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return status{Receipt: s.receipt, Waiting: s.waiting != nil, WaitErr: s.waitErr}
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// watch makes sure that a published send without a receipt has a wait
+// running, and returns a channel that is closed when that wait ends (at once
+// when there is nothing to wait for).
+func (c *Console) watch(s *Send) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.receipt != nil || !s.Published() {
+		return closedChan
+	}
+	if s.waiting != nil {
+		return s.waiting
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return closedChan
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	ch := make(chan struct{})
+	s.waiting = ch
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Wait)
+		defer cancel()
+		r, err := publish.WaitReceipt(ctx, c.cfg.JetStream, s.Sent.IntentID, s.Sent.StreamSeq)
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			s.receipt, s.waitErr = r, ""
+			c.log.Info("receipt", "item", s.Item, "send", s.N, "stream_seq", s.Sent.StreamSeq, "outcome", r.Outcome)
+		case errors.Is(err, publish.ErrNoReceipt) || ctx.Err() != nil:
+			s.waitErr = fmt.Sprintf("no receipt within %s", c.cfg.Wait)
+			if c.ctx.Err() != nil {
+				s.waitErr = "the console stopped waiting"
+			}
+		default:
+			s.waitErr = err.Error()
+		}
+		s.waiting = nil
+		s.mu.Unlock()
+		close(ch)
+	}()
+	return ch
+}
+
+// errNeedName is the form error when no approver name is given.
+var errNeedName = errors.New("enter your name: it is recorded in the approval as approved_by")
+
+// errChangedWhileReviewing is the form error when a file changed between the
+// page that was reviewed and the press.
+type errChangedWhileReviewing struct{ what string }
+
+func (e errChangedWhileReviewing) Error() string {
+	return fmt.Sprintf("the %s changed on disk while you were reviewing it; nothing was approved. Review it again below.", e.what)
+}
+
+// send makes the item's approval if there is none yet (by the reviewer by,
+// over the documents whose digests the reviewed page showed), then sends the
+// kept approval with the files as they are now. A returned error is the
+// reviewer's to fix (the form is shown again); everything else, including a
+// refusal by the gate or a failed publish, is a Send.
+func (c *Console) send(name, by, sawCandidate, sawRequest string) (*Send, error) {
+	it, err := findItem(c.cfg.Dir, name)
+	if err != nil {
+		return nil, err
+	}
+	k, err := c.approval(it, by, sawCandidate, sawRequest)
+	if err != nil {
+		return nil, err
+	}
+	s := &Send{
+		Item:              name,
+		At:                c.cfg.Clock(),
+		ApprovalID:        k.Approval.ApprovalID,
+		ApprovedCandidate: k.Approval.Candidate.Digest,
+		ApprovedRequest:   k.Approval.Request.Digest,
+	}
+	c.attempt(s, it, k)
+	c.mu.Lock()
+	c.sends = append(c.sends, s)
+	s.N = len(c.sends)
+	c.mu.Unlock()
+	switch {
+	case s.Refused != nil:
+		c.log.Info("not sent: the gate refused", "item", name, "send", s.N, "check", s.Refused.Check, "path", s.Refused.Path)
+	case s.Unsendable != "" || s.Failed != "":
+		c.log.Warn("not sent", "item", name, "send", s.N, "err", firstNonEmpty(s.Unsendable, s.Failed))
+	default:
+		c.log.Info("published", "item", name, "send", s.N, "stream_seq", s.Sent.StreamSeq, "msg_id", s.Sent.MsgID, "intent_id", s.Sent.IntentID)
+		c.watch(s)
+	}
+	return s, nil
+}
+
+// approval returns the item's kept approval, making it first when there is
+// none.
+func (c *Console) approval(it *Item, by, sawCandidate, sawRequest string) (*kept, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k := c.approvals[it.Name]; k != nil {
+		return k, nil
+	}
+	switch {
+	case !it.Approvable():
+		return nil, fmt.Errorf("this request cannot be approved: %s", firstNonEmpty(it.Err, it.Mismatch))
+	case by == "":
+		return nil, errNeedName
+	case !validLabel(by):
+		return nil, fmt.Errorf("the name must be at most %d bytes of text", document.MaxIDBytes)
+	case sawCandidate != it.CandidateDigest:
+		return nil, errChangedWhileReviewing{"candidate"}
+	case sawRequest != it.RequestDigest:
+		return nil, errChangedWhileReviewing{"request"}
+	}
+	k, err := buildApproval(it.CandidateRaw, it.RequestRaw, by, c.cfg.Clock())
+	if err != nil {
+		return nil, err
+	}
+	c.approvals[it.Name] = k
+	c.log.Info("approved", "item", it.Name, "approval_id", k.Approval.ApprovalID, "approved_by", by)
+	return k, nil
+}
+
+// attempt runs the gate on the kept approval with the item's files and, if
+// it passes, publishes them; it fills in how that went.
+func (c *Console) attempt(s *Send, it *Item, k *kept) {
+	if !it.Sendable() {
+		s.Unsendable = it.Err
+		return
+	}
+	s.SentCandidate, _ = canon.Digest(it.CandidateRaw)
+	s.SentRequest, _ = canon.Digest(it.RequestRaw)
+	if _, err := gate.CheckDocuments(it.CandidateRaw, it.RequestRaw, k.Raw); err != nil {
+		var ge *gate.Error
+		if !errors.As(err, &ge) {
+			ge = &gate.Error{Check: gate.CheckEnvelope, Path: "$", Reason: err.Error()}
+		}
+		s.Refused = ge
+		return
+	}
+	env, err := document.BuildEnvelope(it.CandidateRaw, it.RequestRaw, k.Raw)
+	if err != nil {
+		s.Unsendable = err.Error()
+		return
+	}
+	// The publish belongs to the console, not to the browser's request: it
+	// completes even if the browser goes away.
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.PublishTimeout)
+	defer cancel()
+	sent, err := publish.Send(ctx, c.cfg.JetStream, env)
+	if err != nil {
+		s.Failed = err.Error()
+		return
+	}
+	s.Sent = sent
+}
+
+// validLabel reports whether by is an acceptable approved_by: valid UTF-8 of
+// at most MaxIDBytes bytes without control characters.
+func validLabel(by string) bool {
+	if len(by) > document.MaxIDBytes {
+		return false
+	}
+	for _, r := range by {
+		if r < 0x20 || r == 0x7f || r == 0xfffd {
+			return false
+		}
+	}
+	return true
+}
+
+// discard forgets the item's kept approval, so that it can be reviewed and
+// approved afresh. Its sends stay listed.
+func (c *Console) discard(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k := c.approvals[name]; k != nil {
+		c.log.Info("approval discarded", "item", name, "approval_id", k.Approval.ApprovalID)
+	}
+	delete(c.approvals, name)
+}
+
+// itemState returns the item's kept approval and its sends, newest first.
+func (c *Console) itemState(name string) (*kept, []*Send) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Send
+	for i := len(c.sends) - 1; i >= 0; i-- {
+		if c.sends[i].Item == name {
+			out = append(out, c.sends[i])
+		}
+	}
+	return c.approvals[name], out
+}
+
+// sendByN returns send n of the item.
+func (c *Console) sendByN(name string, n int) *Send {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < 1 || n > len(c.sends) || c.sends[n-1].Item != name {
+		return nil
+	}
+	return c.sends[n-1]
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

@@ -1,0 +1,97 @@
+package console
+
+import (
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// TestContrast holds the stylesheet's colour pairs to WCAG 2.2: 4.5:1 for
+// text (1.4.3), 3:1 for the focus ring and borders of controls (1.4.11).
+func TestContrast(t *testing.T) {
+	css, err := os.ReadFile("static/console.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, m := range regexp.MustCompile(`--([a-z-]+):\s*(#[0-9a-fA-F]{6});`).FindAllStringSubmatch(string(css), -1) {
+		vars[m[1]] = m[2]
+	}
+	for _, p := range []struct {
+		fg, bg string
+		min    float64
+	}{
+		{"fg", "bg", 4.5}, {"fg", "panel", 4.5}, {"muted", "bg", 4.5}, {"muted", "panel", 4.5},
+		{"link", "bg", 4.5}, {"link", "panel", 4.5}, {"button-fg", "button-bg", 4.5}, {"secondary-fg", "bg", 4.5},
+		{"ok-fg", "ok-bg", 4.5}, {"bad-fg", "bad-bg", 4.5}, {"warn-fg", "warn-bg", 4.5},
+		{"pending-fg", "pending-bg", 4.5}, {"unknown-fg", "unknown-bg", 4.5},
+		{"ok-fg", "bg", 4.5}, {"bad-fg", "bg", 4.5}, {"warn-fg", "bg", 4.5},
+		{"focus", "bg", 3}, {"focus", "panel", 3}, {"line", "bg", 3},
+	} {
+		fg, bg := vars[p.fg], vars[p.bg]
+		if fg == "" || bg == "" {
+			t.Errorf("--%s or --%s is not defined as #rrggbb", p.fg, p.bg)
+			continue
+		}
+		if r := contrast(fg, bg); r < p.min {
+			t.Errorf("--%s %s on --%s %s: contrast %.2f:1, want at least %.1f:1", p.fg, fg, p.bg, bg, r, p.min)
+		}
+	}
+}
+
+// contrast is the WCAG contrast ratio of two sRGB colours.
+func contrast(a, b string) float64 {
+	la, lb := luminance(a), luminance(b)
+	if la < lb {
+		la, lb = lb, la
+	}
+	return (la + 0.05) / (lb + 0.05)
+}
+
+func luminance(hex string) float64 {
+	ch := func(i int) float64 {
+		v, _ := strconv.ParseUint(hex[i:i+2], 16, 8)
+		c := float64(v) / 255
+		if c <= 0.04045 {
+			return c / 12.92
+		}
+		return math.Pow((c+0.055)/1.055, 2.4)
+	}
+	return 0.2126*ch(1) + 0.7152*ch(3) + 0.0722*ch(5)
+}
+
+func TestTextLang(t *testing.T) {
+	for in, want := range map[string]string{
+		"補上通知設定的檢查項目":    "zh",
+		"通知設定のチェック項目":    "ja",
+		"알림 설정":          "ko",
+		"add the checks": "",
+		"":               "",
+	} {
+		if got := textLang(in); got != want {
+			t.Errorf("textLang(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSpan(t *testing.T) {
+	if got := span(812000, 816500); got != "13:32.0–13:36.5" {
+		t.Errorf("span = %q", got)
+	}
+	if got := span(0, 59999); got != "0:00.0–1:00.0" {
+		t.Errorf("span = %q", got)
+	}
+}
+
+func TestLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:8080": true, "LOCALHOST": true, "[::1]:8080": true, "127.1.2.3": true,
+		"evil.example:8080": false, "10.0.0.1:8080": false, "": false, "localhost.evil.example": false,
+	} {
+		if got := loopbackHost(host); got != want {
+			t.Errorf("loopbackHost(%q) = %v", host, got)
+		}
+	}
+}
