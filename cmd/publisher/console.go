@@ -14,12 +14,15 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/console"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-const consoleHelp = `console [--listen HOST:PORT] [--candidates DIR] [--server URL] [--by NAME] [--wait DURATION]
+const consoleHelp = `console [--listen HOST:PORT] [--candidates DIR] [--key FILE [--valid-for D]] [--server URL] [--by NAME] [--wait DURATION]
 
 Serves the approval console: a list of the candidates awaiting review, a review page with each
 candidate beside the task request proposed from it (both digests shown), and an Approve button
@@ -39,6 +42,8 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	conn := cli.ConnFlags(fs)
 	by := fs.String("by", os.Getenv("USER"), "the approver `NAME` the form starts with, recorded as approved_by (default $USER)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for each receipt")
+	keyFile := fs.String("key", "", "sign approvals with the private key in `FILE` (made by publisher keygen)")
+	validFor := fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -51,6 +56,16 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageErr(fs, "--wait must be positive")
 	case len(*by) > document.MaxIDBytes || !utf8.ValidString(*by):
 		return usageErr(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
+	}
+	var key *sign.Key
+	if *keyFile != "" {
+		if *validFor <= 0 || *validFor > gate.DefaultMaxLifetime {
+			return usageErr(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
+		}
+		var err error
+		if key, err = sign.LoadKey(*keyFile); err != nil {
+			return err
+		}
 	}
 	host, _, err := net.SplitHostPort(*listen)
 	if err != nil {
@@ -83,6 +98,8 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Wait:         *wait,
 		Server:       cli.RedactURL(conn.Server),
 		LoopbackOnly: isLoopback(host),
+		Key:          key,
+		Lifetime:     *validFor,
 		Logger:       log,
 	})
 	if err != nil {

@@ -31,7 +31,7 @@ Usage:
   publisher check --candidate F --request F --approval F [--json]
   publisher send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
   publisher keygen --name NAME [--dir DIR] [--trusted FILE]
-  publisher console [--listen HOST:PORT] [--candidates DIR] [--server URL] [--by NAME] [--wait DURATION]
+  publisher console [--listen HOST:PORT] [--candidates DIR] [--key FILE] [--server URL] [--by NAME]
   publisher bench [--server URL | --embedded] ...
 
 Run 'publisher COMMAND --help' for a command's flags.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
 //go:embed templates/*.html
@@ -45,6 +46,10 @@ type Config struct {
 	// loopback address, so that a web page cannot reach a console listening
 	// on a loopback address through DNS rebinding.
 	LoopbackOnly bool
+	// Key, when set, signs the approvals the console makes, valid for
+	// Lifetime (default approve.DefaultLifetime).
+	Key      *sign.Key
+	Lifetime time.Duration
 	// Clock stamps approvals and sends; default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger

@@ -13,6 +13,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
 // kept is the approval the console made for one item, kept for the sends
@@ -26,8 +27,8 @@ type kept struct {
 // reviewer by approves them, and checks that the gate would accept the three
 // documents together. It is the one place where the console makes an
 // approval.
-func buildApproval(candidate, request []byte, by string, at time.Time) (*kept, error) {
-	a, err := approve.Approve(candidate, request, approve.Options{By: by, At: at})
+func buildApproval(candidate, request []byte, by string, at time.Time, key *sign.Key, lifetime time.Duration) (*kept, error) {
+	a, err := approve.Approve(candidate, request, approve.Options{By: by, At: at, Key: key, Lifetime: lifetime})
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +209,7 @@ func (c *Console) approval(it *Item, by, sawCandidate, sawRequest string) (*kept
 	case sawRequest != it.RequestDigest:
 		return nil, errChangedWhileReviewing{"request"}
 	}
-	k, err := buildApproval(it.CandidateRaw, it.RequestRaw, by, c.cfg.Clock())
+	k, err := buildApproval(it.CandidateRaw, it.RequestRaw, by, c.cfg.Clock(), c.cfg.Key, c.cfg.Lifetime)
 	if err != nil {
 		return nil, err
 	}
