@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/metrics"
+	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -16,11 +19,17 @@ import (
 const drainTimeout = 10 * time.Second
 
 func (c *cli) serve(ctx context.Context, args []string) error {
-	fs := c.flagSet("serve", "[--server URL] --data DIR [--allow-faults]",
+	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT]",
 		`Runs the fake task service on NATS, with its state in the Pebble database
 in DIR (created if missing), until SIGINT or SIGTERM. Then it stops taking
 calls, answers the calls it took, drains the NATS connection and closes the
-database. A second signal exits at once.
+database. A second signal exits at once. On a cluster, give every node's
+URL, comma-separated.
+
+With --http it serves /metrics (Prometheus: the three counters as the
+gauges sendtwice_requests_received, sendtwice_creates_executed and
+sendtwice_tasks_existing), /healthz (liveness) and /readyz (ready when
+connected to NATS, the service is registered and the store is open).
 
 Only one process may serve one DIR. With --allow-faults the service also has
 a "fault" endpoint that withholds create replies after commit; it is for
@@ -29,6 +38,7 @@ tests and demonstrations and is logged as a warning.
 	cf := c.commonFlags(fs)
 	data := fs.String("data", "", "directory of the Pebble database (required)")
 	allowFaults := fs.Bool("allow-faults", false, "register the fault endpoint (tests and demos only)")
+	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -40,9 +50,29 @@ tests and demonstrations and is logged as a warning.
 		return err
 	}
 
+	reg := metrics.NewRegistry()
+	var storeOpen, serving atomic.Bool
+	var srv *ops.Server
+	if *httpAddr != "" {
+		if srv, err = ops.Listen(*httpAddr, reg, log); err != nil {
+			return err
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Close(cctx)
+		}()
+		stop := context.AfterFunc(ctx, srv.Drain)
+		defer stop()
+	}
+
 	st, err := provider.Open(*data, provider.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
+	}
+	storeOpen.Store(true)
+	if err := metrics.RegisterService(reg, func() (provider.Counts, bool) { return st.Stats(), true }); err != nil {
+		return errors.Join(err, st.Close())
 	}
 	closed := make(chan struct{})
 	nc, err := nats.Connect(cf.server,
@@ -66,6 +96,27 @@ tests and demonstrations and is logged as a warning.
 		nc.Close()
 		return errors.Join(fmt.Errorf("serve: %w", err), st.Close())
 	}
+	serving.Store(true)
+	if srv != nil {
+		srv.AddCheck("nats", func(context.Context) error {
+			if s := nc.Status(); s != nats.CONNECTED {
+				return fmt.Errorf("NATS connection %s", s)
+			}
+			return nil
+		})
+		srv.AddCheck("service", func(context.Context) error {
+			if !serving.Load() {
+				return errors.New("the service is stopped")
+			}
+			return nil
+		})
+		srv.AddCheck("store", func(context.Context) error {
+			if !storeOpen.Load() {
+				return errors.New("the store is closed")
+			}
+			return nil
+		})
+	}
 	counts := st.Stats()
 	log.Info("serving; stop with SIGINT or SIGTERM", "server", nc.ConnectedUrlRedacted(), "data", *data,
 		"requests_received", counts.RequestsReceived, "creates_executed", counts.CreatesExecuted,
@@ -79,7 +130,10 @@ tests and demonstrations and is logged as a warning.
 		runErr = errors.New("NATS connection closed")
 		log.Error("NATS connection closed; shutting down")
 	}
-	return errors.Join(runErr, shutdown(log, svc, nc, closed, st))
+	serving.Store(false)
+	err = shutdown(log, svc, nc, closed, st)
+	storeOpen.Store(false)
+	return errors.Join(runErr, err)
 }
 
 // shutdown stops the service, drains the connection so that every reply is

@@ -1,0 +1,263 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// Metric names.
+const (
+	RequestsReceived = "sendtwice_requests_received"
+	CreatesExecuted  = "sendtwice_creates_executed"
+	TasksExisting    = "sendtwice_tasks_existing"
+	Receipts         = "sendtwice_receipts_total"
+	GateRejections   = "sendtwice_gate_rejections_total"
+	Redeliveries     = "sendtwice_redeliveries_total"
+	Retries          = "sendtwice_retries_total"
+	Processing       = "sendtwice_processing_seconds"
+	ConsumerLag      = "sendtwice_consumer_lag"
+)
+
+// Outcomes are the receipt outcomes, each exported from the start so that a
+// dashboard shows 0 rather than no data.
+var Outcomes = []string{
+	document.OutcomeCreated, document.OutcomeReplayed, document.OutcomeConflict,
+	document.OutcomeRejected, document.OutcomeDeadLettered,
+}
+
+// ProcessingBuckets are the bounds of the processing histogram, in seconds:
+// from a millisecond (a replay on one machine) to half a minute (a call
+// retried through a cluster fail-over).
+var ProcessingBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// NewRegistry returns a registry holding the Go runtime and process
+// collectors; the callers add theirs.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Executor holds one executor instance's metrics. Its methods fit the
+// executor's OnReceipt and OnRetry hooks.
+type Executor struct {
+	receipts     *prometheus.CounterVec
+	rejections   *prometheus.CounterVec
+	redeliveries prometheus.Counter
+	retries      prometheus.Counter
+	processing   prometheus.Histogram
+}
+
+// NewExecutor registers an executor's metrics with reg.
+func NewExecutor(reg prometheus.Registerer) (*Executor, error) {
+	m := &Executor{
+		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: Receipts,
+			Help: "Receipts this executor stored, by outcome.",
+		}, []string{"outcome"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: GateRejections,
+			Help: "Messages this executor refused at the gate, by the check that failed; the task service never heard of them.",
+		}, []string{"check"}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: Redeliveries,
+			Help: "Handlings of a message that had been delivered before (an executor died, an ack or a reply was lost, or a retry).",
+		}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: Retries,
+			Help: "Deliveries given back for a later attempt after a transient failure.",
+		}),
+		processing: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    Processing,
+			Help:    "Seconds from a delivery's arrival to its receipt being stored and the message acked or terminated.",
+			Buckets: ProcessingBuckets,
+		}),
+	}
+	for _, o := range Outcomes {
+		m.receipts.WithLabelValues(o)
+	}
+	for _, c := range gate.Checks {
+		m.rejections.WithLabelValues(c)
+	}
+	for _, c := range []prometheus.Collector{m.receipts, m.rejections, m.redeliveries, m.retries, m.processing} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: registering the executor's metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// ObserveReceipt counts one stored receipt; it is the executor's OnReceipt.
+func (m *Executor) ObserveReceipt(r *document.Receipt, took time.Duration) {
+	m.receipts.WithLabelValues(r.Outcome).Inc()
+	if r.Rejection != nil {
+		m.rejections.WithLabelValues(r.Rejection.Check).Inc()
+	}
+	if r.Delivery.Delivered > 1 {
+		m.redeliveries.Inc()
+	}
+	m.processing.Observe(took.Seconds())
+}
+
+// ObserveRetry counts a delivery given back for later; it is the executor's
+// OnRetry.
+func (m *Executor) ObserveRetry(delivered uint64, _ error) {
+	m.retries.Inc()
+	if delivered > 1 {
+		m.redeliveries.Inc()
+	}
+}
+
+// serviceCollector exports the task service's three counters, read at each
+// scrape.
+type serviceCollector struct {
+	stats               func() (provider.Counts, bool)
+	req, creates, tasks *prometheus.Desc
+}
+
+// RegisterService registers the task service's counters with reg as the
+// gauges sendtwice_requests_received, sendtwice_creates_executed and
+// sendtwice_tasks_existing. stats is called at each scrape; when it reports
+// false (no store open), the gauges are left out of that scrape.
+func RegisterService(reg prometheus.Registerer, stats func() (provider.Counts, bool)) error {
+	c := &serviceCollector{
+		stats:   stats,
+		req:     prometheus.NewDesc(RequestsReceived, "Requests the task service received: every well-formed create call, replays and conflicts included. Exact; survives restarts; never decreases.", nil, nil),
+		creates: prometheus.NewDesc(CreatesExecuted, "Tasks the task service created. Exact; survives restarts; never decreases.", nil, nil),
+		tasks:   prometheus.NewDesc(TasksExisting, "Tasks that exist in the task service.", nil, nil),
+	}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("metrics: registering the service's counters: %w", err)
+	}
+	return nil
+}
+
+func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.req
+	ch <- c.creates
+	ch <- c.tasks
+}
+
+func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	n, ok := c.stats()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.req, prometheus.GaugeValue, float64(n.RequestsReceived))
+	ch <- prometheus.MustNewConstMetric(c.creates, prometheus.GaugeValue, float64(n.CreatesExecuted))
+	ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n.TasksExisting))
+}
+
+// ErrNotRead is the consumer state's error before its first read.
+var ErrNotRead = errors.New("metrics: the consumer has not been read yet")
+
+// Consumer follows the shared consumer's lag (pending plus ack-pending
+// messages) and exports it as sendtwice_consumer_lag. Every executor
+// instance reports the same consumer, so a dashboard takes the max over
+// instances. The gauge is left out until the first successful read.
+type Consumer struct {
+	desc *prometheus.Desc
+
+	mu    sync.Mutex
+	known bool
+	lag   uint64
+	err   error
+}
+
+// NewConsumer registers the consumer lag gauge with reg.
+func NewConsumer(reg prometheus.Registerer) (*Consumer, error) {
+	c := &Consumer{
+		desc: prometheus.NewDesc(ConsumerLag,
+			"Messages of the shared consumer not yet finished: pending (not yet delivered) plus ack pending (delivered, not yet acked).", nil, nil),
+		err: ErrNotRead,
+	}
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("metrics: registering the consumer lag: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Consumer) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *Consumer) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	known, lag := c.known, c.lag
+	c.mu.Unlock()
+	if known {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(lag))
+	}
+}
+
+// Read reads the consumer's state once.
+func (c *Consumer) Read(ctx context.Context, js jetstream.JetStream) error {
+	info, err := readConsumer(ctx, js)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+	if err == nil {
+		c.known, c.lag = true, info.NumPending+uint64(max(info.NumAckPending, 0))
+	}
+	return err
+}
+
+func readConsumer(ctx context.Context, js jetstream.JetStream) (*jetstream.ConsumerInfo, error) {
+	cons, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		return nil, fmt.Errorf("reading consumer %s on %s: %w", topology.Consumer, topology.ApprovalsStream, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading consumer %s on %s: %w", topology.Consumer, topology.ApprovalsStream, err)
+	}
+	return info, nil
+}
+
+// Watch reads the consumer's state every interval until ctx is done, each
+// read bounded by the interval (at most 5 s).
+func (c *Consumer) Watch(ctx context.Context, js jetstream.JetStream, interval time.Duration) {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, min(interval, 5*time.Second))
+		_ = c.Read(rctx, js)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Err returns the last read's error: nil after a successful read,
+// ErrNotRead before the first.
+func (c *Consumer) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Lag returns the last lag read and whether one was read.
+func (c *Consumer) Lag() (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lag, c.known
+}
