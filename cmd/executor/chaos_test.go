@@ -293,7 +293,7 @@ func TestChaos(t *testing.T) {
 	for i := 1; i <= *chaosExecutors; i++ {
 		id := fmt.Sprintf("exec-%d", i)
 		executors = append(executors, supervise(t, id, func() *exec.Cmd {
-			cmd := exec.Command(os.Args[0], "serve", "--server", url, "--id", id, "--ack-wait", "2s", "--max-deliver", "20",
+			cmd := exec.Command(os.Args[0], "serve", "--server", url, "--insecure-allow-unsigned", "--id", id, "--ack-wait", "2s", "--max-deliver", "20",
 				"--call-timeout", "1s", "--concurrency", "64", "--log-level", "warn",
 				"--fault", "after-call:kill:0.0005", "--fault", "after-receipt:kill:0.0005",
 				"--fault", "before-ack:kill:0.0005", "--fault", "before-ack:stall=3s:0.001")

@@ -66,7 +66,7 @@ type process struct {
 // the fast topology of the tests.
 func startExecutor(t *testing.T, url, id string, extra ...string) *process {
 	t.Helper()
-	args := []string{"serve", "--server", url, "--id", id, "--ack-wait", "2s", "--max-deliver", "4",
+	args := []string{"serve", "--server", url, "--insecure-allow-unsigned", "--id", id, "--ack-wait", "2s", "--max-deliver", "4",
 		"--call-timeout", "1s", "--log-level", "warn"}
 	cmd := exec.Command(os.Args[0], append(args, extra...)...)
 	cmd.Env = append(os.Environ(), asMain+"=1")

@@ -79,7 +79,7 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 	url := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	addr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 
-	cmd := exec.Command(os.Args[0], "serve", "--embedded", "--data", filepath.Join(dir, "data"),
+	cmd := exec.Command(os.Args[0], "serve", "--embedded", "--insecure-allow-unsigned", "--data", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--http", addr, "--id", "exec-metrics",
 		"--log-format", "json")
 	cmd.Env = append(os.Environ(), asMain+"=1")
@@ -213,9 +213,9 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 
 func TestServeRefusesReplicasItCannotHave(t *testing.T) {
 	for _, args := range [][]string{
-		{"serve", "--embedded", "--replicas", "3"},
-		{"serve", "--server", "nats://127.0.0.1:1", "--replicas", "0"},
-		{"serve", "--server", "nats://127.0.0.1:1", "--replicas", "7"},
+		{"serve", "--embedded", "--insecure-allow-unsigned", "--replicas", "3"},
+		{"serve", "--server", "nats://127.0.0.1:1", "--insecure-allow-unsigned", "--replicas", "0"},
+		{"serve", "--server", "nats://127.0.0.1:1", "--insecure-allow-unsigned", "--replicas", "7"},
 	} {
 		var errOut bytes.Buffer
 		err := run(context.Background(), args, io.Discard, &errOut)

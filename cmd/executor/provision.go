@@ -23,13 +23,13 @@ executors.`
 func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("provision", provisionHelp, stderr)
 	conn := cli.ConnFlags(fs)
-	replicas := fs.Int("replicas", 1, "stream and consumer replicas (3 on a cluster)")
+	replicas := fs.Int("replicas", 0, "stream and consumer replicas, 1 to 5: 3 on a cluster (default: as the existing streams have it, else 1)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait")
 	maxDeliver := fs.Int("max-deliver", 5, "consumer MaxDeliver")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *replicas < 1 || *replicas > 5 {
+	if *replicas < 0 || *replicas > 5 {
 		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
 	}
 	nc, err := conn.Connect("executor-provision", nil)
@@ -43,11 +43,12 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cfg := topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver}
-	if _, err := topology.Ensure(ctx, js, cfg); err != nil {
+	log, _ := cli.NewLogger(stderr, "text", "warn")
+	cfg, err := setUp(ctx, js, topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver}, false, *replicas != 0, log)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d)\n",
-		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, *replicas)
+		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas)
 	return nil
 }

@@ -18,14 +18,19 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-const serveHelp = `serve [--server URLS | --embedded] [--data DIR] [--listen HOST:PORT] [--concurrency N]
-      [--replicas N] [--http HOST:PORT]
+const serveHelp = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
+      [--data DIR] [--listen HOST:PORT] [--concurrency N] [--replicas N] [--http HOST:PORT]
+
+Approvals must be signed by a reviewer named in --trusted-approvers (checks signature and
+expiry); --insecure-allow-unsigned also accepts unsigned ones and says so loudly in the log.
 
 Consumes the APPROVALS stream through the shared durable consumer "executor". For each
 delivery: strict parse and gate, call the task service (keyed by intent id), store the
@@ -66,6 +71,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	noProvision := fs.Bool("no-provision", false, "bind to the existing consumer; never create or change streams (for a user without JetStream admin rights)")
 	waitJS := fs.Duration("wait-jetstream", 2*time.Minute, "at start, keep trying this long to reach JetStream and set up or find the streams")
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
+	trusted := fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
+	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
+	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
 	var faults []executor.FaultSpec
 	fs.Func("fault", "inject a fault, for tests only: `POINT:ACTION[:PROBABILITY]`, POINT after-call, after-receipt or before-ack,\nACTION kill or stall=DURATION; without a probability it fires once (repeatable)", func(s string) error {
 		f, err := executor.ParseFault(s)
@@ -110,6 +118,23 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 
 	if len(faults) > 0 {
 		log.Warn("FAULT INJECTION IS ON: this instance will crash or stall on purpose", "faults", len(faults))
+	}
+	if *trusted == "" && !*insecure {
+		fs.Usage()
+		return fmt.Errorf("%w: give --trusted-approvers FILE (from publisher keygen --trusted), or --insecure-allow-unsigned to accept unsigned approvals", errUsage)
+	}
+	if *maxLifetime <= 0 {
+		return fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+	}
+	checker := &gate.Checker{AllowUnsigned: *insecure, MaxLifetime: *maxLifetime}
+	if *trusted != "" {
+		if checker.Keys, err = sign.LoadTrusted(*trusted); err != nil {
+			return err
+		}
+		log.Info("signed approvals accepted from trusted approvers", "file", *trusted, "approvers", checker.Keys.Len())
+	}
+	if *insecure {
+		log.Warn("INSECURE: unsigned approvals are accepted; anyone allowed to publish approvals can approve (--insecure-allow-unsigned)")
 	}
 
 	reg := metrics.NewRegistry()
@@ -196,6 +221,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		Logger:      log,
 		Fault:       executor.Faults(faults, log),
 		NoProvision: *noProvision,
+		Gate:        checker,
 		OnReceipt:   em.ObserveReceipt,
 		OnRetry:     em.ObserveRetry,
 	})
