@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	sharedcli "github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -51,7 +52,8 @@ Subcommands:
   records  print audit records as JSON lines
   fault    arm the fault switch of a service started with --allow-faults
 
-The NATS server defaults to $NATS_URL, else ` + defaultServer + `.
+The NATS server defaults to $NATS_URL, else ` + defaultServer + `. Every command also takes
+--creds, --nkey, --user/--password ($NATS_PASSWORD) and --tls-cert/--tls-key/--tls-ca.
 Run "provider <subcommand> --help" for its flags.
 `
 
@@ -119,6 +121,7 @@ type common struct {
 	server    string
 	logFormat string
 	logLevel  string
+	auth      *sharedcli.ConnConfig
 }
 
 func (c *cli) commonFlags(fs *flag.FlagSet) *common {
@@ -130,7 +133,17 @@ func (c *cli) commonFlags(fs *flag.FlagSet) *common {
 	fs.StringVar(&cf.server, "server", server, "NATS server URL; taken from $NATS_URL when set")
 	fs.StringVar(&cf.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&cf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cf.auth = sharedcli.AuthFlags(fs)
 	return cf
+}
+
+// natsOptions are the authentication and TLS options from the flags.
+func (cf *common) natsOptions() ([]nats.Option, error) {
+	opts, err := cf.auth.Options()
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return opts, nil
 }
 
 func (cf *common) logger(w io.Writer) (*slog.Logger, error) {
@@ -166,9 +179,13 @@ func (cf *clientFlags) dial(name string) (*nats.Conn, *provider.Client, error) {
 	if _, err := cf.logger(io.Discard); err != nil {
 		return nil, nil, err
 	}
-	nc, err := nats.Connect(cf.server, nats.Name("provider "+name))
+	auth, err := cf.natsOptions()
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", cf.server, err)
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(cf.server, append(auth, nats.Name("provider "+name))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", sharedcli.RedactURL(cf.server), err)
 	}
 	client := provider.NewClient(nc)
 	client.Timeout = cf.timeout

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	sharedcli "github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -75,7 +76,11 @@ tests and demonstrations and is logged as a warning.
 		return errors.Join(err, st.Close())
 	}
 	closed := make(chan struct{})
-	nc, err := nats.Connect(cf.server,
+	auth, err := cf.natsOptions()
+	if err != nil {
+		return errors.Join(err, st.Close())
+	}
+	nc, err := nats.Connect(cf.server, append(auth,
 		nats.Name(provider.ServiceName),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -87,9 +92,9 @@ tests and demonstrations and is logged as a warning.
 			log.Info("reconnected to NATS", "server", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	)
+	)...)
 	if err != nil {
-		return errors.Join(fmt.Errorf("connect to %s: %w", cf.server, err), st.Close())
+		return errors.Join(fmt.Errorf("connect to %s: %w", sharedcli.RedactURL(cf.server), err), st.Close())
 	}
 	svc, err := provider.Serve(nc, st, provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version})
 	if err != nil {

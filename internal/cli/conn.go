@@ -30,12 +30,19 @@ type ConnConfig struct {
 // ConnFlags adds --server and the authentication and TLS flags to fs.
 // Passwords may come from $NATS_PASSWORD so they stay off command lines.
 func ConnFlags(fs *flag.FlagSet) *ConnConfig {
-	c := &ConnConfig{}
 	def := os.Getenv("NATS_URL")
 	if def == "" {
 		def = DefaultServer
 	}
+	c := AuthFlags(fs)
 	fs.StringVar(&c.Server, "server", def, "NATS server `URL`s, comma-separated (default from $NATS_URL)")
+	return c
+}
+
+// AuthFlags adds only the authentication and TLS flags to fs, for commands
+// that define --server themselves.
+func AuthFlags(fs *flag.FlagSet) *ConnConfig {
+	c := &ConnConfig{}
 	fs.StringVar(&c.Creds, "creds", os.Getenv("NATS_CREDS"), "user credentials `FILE` (JWT and nkey seed; default $NATS_CREDS)")
 	fs.StringVar(&c.NKey, "nkey", os.Getenv("NATS_NKEY"), "nkey seed `FILE` (default $NATS_NKEY)")
 	fs.StringVar(&c.User, "user", os.Getenv("NATS_USER"), "user `NAME` (default $NATS_USER)")
