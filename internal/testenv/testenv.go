@@ -19,6 +19,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -112,6 +113,10 @@ func (e *Env) Executor(cfg executor.Config) (ex *executor.Executor, stop func())
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 500 * time.Millisecond
+	}
+	if cfg.Gate == nil {
+		// Tests send unsigned seed approvals unless they test signing.
+		cfg.Gate = &gate.Checker{AllowUnsigned: true}
 	}
 	ex, err = executor.New(nc, cfg)
 	if err != nil {
