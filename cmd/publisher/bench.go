@@ -2,10 +2,202 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/bench"
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
+const benchHelp = `bench [backlog|live] [--embedded | --server URL] [flags]
+
+Measures durable end-to-end throughput (backlog) or publish→receipt latency (live), with
+the references measured in the same run: naive JetStream (consume, publish one receipt-sized
+message alone, ack; no gate, no service) and Pebble alone (the service's batch per request,
+synced, by as many writers as the executors have handlers). Prints the figures and their
+ratios to the references, the time per stage, and a check that every approval has its
+receipt and that creates executed equal the distinct intents; exits 1 if anything was lost
+or doubled.
+
+backlog: --approvals approvals are stored first (atomic batches of --publish-batch), then
+  --executors instances are started; the figure is the time until every message is acked
+  (each only once its receipt is stored). A list (--executors 1,2,3) measures each on a fresh
+  backlog; --preload 0,1000000 measures each on a fresh store preloaded with that many
+  intents (--embedded only).
+live: --publishers publishers offer approvals at each --rate (approvals/s, or "half": half of
+  the maximum, measured first by a backlog drain) for --duration.
+
+With --embedded, a NATS server (fsync before every ack) runs in this process and the task
+service in its own process (so that its memory can be read), keeping their data in --data
+(default: a temporary directory, removed at the end). Executors always run in this process.`
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("bench: not built yet")
+	if len(args) > 0 && args[0] == "serve-provider" {
+		return runBenchProvider(ctx, args[1:], stdout, stderr)
+	}
+	o := bench.Options{Mode: bench.Backlog}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		o.Mode, args = args[0], args[1:]
+	}
+	fs := newFlagSet("bench", benchHelp, stderr)
+	server := cli.ServerFlag(fs)
+	fs.BoolVar(&o.Embedded, "embedded", false, "run a NATS server and the task service here instead of using --server")
+	data := fs.String("data", "", "`DIR` for the embedded server's and service's data (default: a temporary directory, removed at the end)")
+	fs.IntVar(&o.Approvals, "approvals", 20000, "approvals in each backlog `N`")
+	executors := fs.String("executors", "1", "executor instances, a `LIST` such as 1,2,3: one measurement each")
+	fs.IntVar(&o.Concurrency, "concurrency", 128, "deliveries each executor handles at once (checked and sent to the service)")
+	fs.IntVar(&o.ReceiptBatch, "receipt-batch", 1000, "receipts per atomic batch at most (1: each alone)")
+	preload := fs.String("preload", "0", "intents stored in the service before measuring, a `LIST` such as 0,1000000 (--embedded)")
+	fs.Float64Var(&o.Resend, "resend", 0.10, "share of approvals sent again")
+	fs.Float64Var(&o.Conflict, "conflict", 0.05, "share of changed requests under an intent id already sent")
+	fs.IntVar(&o.Payload, "payload", 0, "envelope size in `BYTES` (0: the natural size, about 1.5 KB)")
+	fs.IntVar(&o.PublishBatch, "publish-batch", 500, "approvals per atomic batch when storing a backlog")
+	fs.BoolVar(&o.Unsigned, "unsigned", false, "send unsigned approvals (the gate skips the signature and expiry checks)")
+	fs.IntVar(&o.Publishers, "publishers", 4, "live: concurrent publishers")
+	rates := fs.String("rate", "100", "live: offered rates, a `LIST` of approvals/s or \"half\" (of the maximum), such as 100,half")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "live: how long each rate is offered")
+	fs.BoolVar(&o.NoReferences, "no-references", false, "skip the reference measurements")
+	fs.IntVar(&o.RefApprovals, "ref-approvals", 0, "messages in each reference measurement (default: --approvals)")
+	inproc := fs.Bool("service-in-process", false, "--embedded: run the task service in this process instead of its own")
+	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound for one measurement")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to `FILE` (and of the service process to FILE.service)")
+	logFormat, logLevel := cli.LogFlags(fs)
+	if err := fs.Set("log-level", "warn"); err != nil {
+		return err
+	}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	if o.Mode != bench.Backlog && o.Mode != bench.Live {
+		return usageErr(fs, "mode %q: want backlog or live", o.Mode)
+	}
+	var err error
+	if o.Executors, err = intList(*executors); err != nil {
+		return usageErr(fs, "--executors: %v", err)
+	}
+	if o.Preload, err = intList(*preload); err != nil {
+		return usageErr(fs, "--preload: %v", err)
+	}
+	for _, r := range strings.Split(*rates, ",") {
+		r = strings.TrimSpace(r)
+		if r == "half" {
+			o.Rates = append(o.Rates, bench.Rate{HalfOfMax: true})
+			continue
+		}
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || v <= 0 {
+			return usageErr(fs, "--rate %q: want approvals per second or \"half\"", r)
+		}
+		o.Rates = append(o.Rates, bench.Rate{PerSecond: v})
+	}
+	log, err := cli.NewLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return usageErr(fs, "%v", err)
+	}
+	o.Log, o.Status, o.Server = log, stderr, *server
+	if f, ok := stderr.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			o.Terminal = true
+		}
+	}
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
+	if o.Embedded {
+		o.Dir = *data
+		if o.Dir == "" {
+			dir, err := os.MkdirTemp("", "sendtwice-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			o.Dir = dir
+		}
+		if !*inproc {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.ServiceProcess = func(url, dir string) *exec.Cmd {
+				cmd := exec.Command(exe, "bench", "serve-provider", "--server", url, "--data", dir, "--log-level", *logLevel)
+				if *cpuProfile != "" {
+					cmd.Args = append(cmd.Args, "--cpuprofile", *cpuProfile+".service")
+				}
+				// SENDTWICE_PUBLISHER_MAIN lets a test binary play this command.
+				cmd.Env = append(os.Environ(), "SENDTWICE_PUBLISHER_MAIN=1")
+				return cmd
+			}
+		}
+	}
+	return bench.Run(ctx, o, stdout)
+}
+
+// runBenchProvider is the task service process of an embedded bench run.
+func runBenchProvider(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench serve-provider", "bench serve-provider --server URL --data DIR", stderr)
+	server := cli.ServerFlag(fs)
+	data := fs.String("data", "", "the store's `DIR`")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `FILE`")
+	logFormat, logLevel := cli.LogFlags(fs)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
+	if *data == "" {
+		return usageErr(fs, "--data DIR is required")
+	}
+	log, err := cli.NewLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return usageErr(fs, "%v", err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return bench.ServeProvider(ctx, *server, *data, stdout, log)
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function
+// is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -27,16 +27,31 @@ type Point string
 
 // Fault points, in the order a delivery passes them.
 const (
-	AfterCall    Point = "after-call"    // the service answered; no receipt yet
-	AfterReceipt Point = "after-receipt" // the receipt is stored; no ack yet
-	BeforeAck    Point = "before-ack"    // just before the ack
+	AfterCall Point = "after-call" // the service answered; no receipt yet
+	// AfterReceipt: the receipt is stored (for a receipt stored in a batch,
+	// the batch's commit is acknowledged); no ack yet.
+	AfterReceipt Point = "after-receipt"
+	BeforeAck    Point = "before-ack" // just before the ack
+)
+
+// Fault points of a receipt batch, passed once per batch (with the first
+// delivery of the batch) between AfterCall and AfterReceipt.
+const (
+	// BatchStaged: the batch's messages before its commit are published;
+	// the commit is not.
+	BatchStaged Point = "batch-staged"
+	// BatchCommitSent: the commit is published too; its ack has not
+	// arrived, so nothing of the batch is acked.
+	BatchCommitSent Point = "batch-commit-sent"
 )
 
 // Config configures one executor instance.
 type Config struct {
 	// ID names this instance in receipts; default host-pid.
 	ID string
-	// Concurrency is the number of deliveries handled at once; default 32.
+	// Concurrency is the number of deliveries handled at once (checked by
+	// the gate and sent to the task service); default 32. Deliveries whose
+	// receipts wait for their batch's commit do not count against it.
 	Concurrency int
 	// CallTimeout bounds one call to the task service; default 5s.
 	CallTimeout time.Duration
@@ -60,6 +75,13 @@ type Config struct {
 	// OnRetry, when set, is called when a delivery is given back for a
 	// later attempt.
 	OnRetry func(delivered uint64, reason error)
+	// ReceiptBatch is the most receipts stored together as one atomic batch
+	// on the RECEIPTS stream (one sync for all of them); default 1000, at
+	// most 1000 (the server's limit). 1 stores every receipt alone.
+	ReceiptBatch int
+	// ReceiptBatchesInFlight is how many receipt batches may wait for their
+	// commit at once; default 2.
+	ReceiptBatchesInFlight int
 }
 
 // Executor is one executor instance.
@@ -70,7 +92,10 @@ type Executor struct {
 	client *provider.Client
 	log    *slog.Logger
 
-	inflight sync.WaitGroup
+	// receipts stores receipts, in batches while Run is consuming.
+	receipts *batcher
+
+	inflight sync.WaitGroup // deliveries taken and not yet finished
 	stats    Stats
 }
 
@@ -111,8 +136,14 @@ func (s *Stats) count(outcome string, delivered uint64, nak bool) {
 	}
 }
 
+// maxReceiptBatch is the server's default bound on an atomic batch.
+const maxReceiptBatch = 1000
+
 // New returns an executor using the connection nc.
 func New(nc *nats.Conn, cfg Config) (*Executor, error) {
+	if cfg.Gate == nil {
+		return nil, errors.New("executor: no gate policy: set Config.Gate (trusted approvers, or unsigned approvals allowed explicitly)")
+	}
 	if cfg.ID == "" {
 		host, _ := os.Hostname()
 		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -129,6 +160,13 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.ReceiptBatch <= 0 {
+		cfg.ReceiptBatch = maxReceiptBatch
+	}
+	cfg.ReceiptBatch = min(cfg.ReceiptBatch, maxReceiptBatch)
+	if cfg.ReceiptBatchesInFlight <= 0 {
+		cfg.ReceiptBatchesInFlight = 2
+	}
 	cfg.Topology = cfg.Topology.WithDefaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -136,7 +174,9 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	}
 	c := provider.NewClient(nc)
 	c.Timeout = cfg.CallTimeout
-	return &Executor{cfg: cfg, nc: nc, js: js, client: c, log: cfg.Logger.With("executor", cfg.ID)}, nil
+	e := &Executor{cfg: cfg, nc: nc, js: js, client: c, log: cfg.Logger.With("executor", cfg.ID)}
+	e.receipts = newBatcher(e)
+	return e, nil
 }
 
 // ID returns the instance id.
@@ -146,8 +186,15 @@ func (e *Executor) ID() string { return e.cfg.ID }
 func (e *Executor) Stats() *Stats { return &e.stats }
 
 // Run ensures the topology, consumes until ctx is done, then stops pulling,
-// lets the deliveries already taken finish, and returns. The caller drains
-// the connection afterwards. ready, if not nil, is closed once consuming.
+// lets the deliveries already taken finish (their receipts stored and their
+// messages acked), and returns. The caller drains the connection afterwards.
+// ready, if not nil, is closed once consuming.
+//
+// A delivery holds one of Concurrency slots while it is checked and the task
+// service is called; its receipt then joins the next receipt batch and the
+// slot goes to the next delivery. A batch's messages are acked only after
+// the stream has acknowledged the batch's commit, which it does once every
+// receipt of the batch is stored and synced.
 func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	var cons jetstream.Consumer
 	var err error
@@ -162,6 +209,10 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
+	if err := e.receipts.start(); err != nil {
+		return err
+	}
+	defer e.receipts.stop()
 	advisories, err := e.watchMaxDeliveries()
 	if err != nil {
 		return err
@@ -169,22 +220,29 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	defer advisories.Unsubscribe()
 
 	sem := make(chan struct{}, e.cfg.Concurrency)
+	var handlers sync.WaitGroup
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		sem <- struct{}{}
 		e.inflight.Add(1)
+		handlers.Add(1)
 		go func() {
-			defer func() { <-sem; e.inflight.Done() }()
-			e.Handle(msg)
+			defer handlers.Done()
+			e.handle(msg, func() { <-sem }, e.inflight.Done)
 		}()
-	}, jetstream.PullMaxMessages(e.cfg.Concurrency), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-			e.log.Warn("consuming", "err", err)
-		}
-	}))
+	}, jetstream.PullMaxMessages(2*e.cfg.Concurrency),
+		// Notice a lost pull (a server node gone) within seconds, not the
+		// default 30 s expiry.
+		jetstream.PullExpiry(10*time.Second), jetstream.PullHeartbeat(2*time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				e.log.Warn("consuming", "err", err)
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("executor: consuming: %w", err)
 	}
-	e.log.Info("consuming", "stream", topology.ApprovalsStream, "consumer", topology.Consumer, "concurrency", e.cfg.Concurrency)
+	e.log.Info("consuming", "stream", topology.ApprovalsStream, "consumer", topology.Consumer,
+		"concurrency", e.cfg.Concurrency, "receipt_batch", e.cfg.ReceiptBatch)
 	if ready != nil {
 		close(ready)
 	}
@@ -195,6 +253,7 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	case <-cc.Closed():
 	case <-time.After(e.cfg.CallTimeout + 5*time.Second):
 	}
+	handlers.Wait()
 	e.inflight.Wait()
 	e.log.Info("drained")
 	return nil
@@ -208,20 +267,53 @@ type delivery struct {
 	attempt   string // unique id of this handling
 	id        document.Identity
 	start     time.Time
+	// released, when set, is called once the delivery no longer needs its
+	// handler slot (its receipt waits for a batch, or it is finished).
+	released func()
+	// finished, when set, is called once the delivery is acked, terminated
+	// or given back.
+	finished func()
+}
+
+// release gives the handler slot back, once.
+func (d *delivery) release() {
+	if d.released != nil {
+		d.released()
+		d.released = nil
+	}
+}
+
+// done marks the delivery finished.
+func (d *delivery) done() {
+	d.release()
+	if d.finished != nil {
+		d.finished()
+		d.finished = nil
+	}
 }
 
 // Handle processes one delivery to its end: acked with a receipt, terminated
-// with a receipt, dead-lettered, or nak'ed for a later attempt.
+// with a receipt, dead-lettered, or nak'ed for a later attempt. While Run is
+// consuming, the receipt joins the running batches; otherwise it is stored
+// alone.
 func (e *Executor) Handle(msg jetstream.Msg) {
-	d := &delivery{msg: msg, start: time.Now(), delivered: 1, attempt: nuid.Next()}
+	finished := make(chan struct{})
+	e.handle(msg, nil, func() { close(finished) })
+	<-finished
+}
+
+// handle processes one delivery. released is called when the handler slot is
+// no longer needed, finished when the delivery is finished; each exactly once.
+func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
+	d := &delivery{msg: msg, start: time.Now(), delivered: 1, attempt: nuid.Next(), released: released, finished: finished}
 	if meta, err := msg.Metadata(); err == nil {
 		d.seq, d.delivered = meta.Sequence.Stream, meta.NumDelivered
 	} else {
 		e.log.Error("a delivery without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
+		d.done()
 		return
 	}
-	d.id = document.Identify(msg.Data())
 
 	v, err := e.cfg.Gate.Check(msg.Data())
 	if err != nil {
@@ -229,11 +321,14 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 		if !errors.As(err, &ge) {
 			ge = &gate.Error{Check: gate.CheckEnvelope, Path: "$", Reason: err.Error()}
 		}
+		// The ids of a refused message, as far as they can be read.
+		d.id = document.Identify(msg.Data())
 		r := e.receipt(d, document.OutcomeRejected)
 		r.Rejection = &document.Rejection{Check: ge.Check, Path: ge.Path, Reason: ge.Reason}
 		e.finish(d, r, true)
 		return
 	}
+	d.id = document.Identity{IntentID: v.Request.IntentID, RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID}
 
 	resp, err := e.call(d, v)
 	if err == nil && (resp.TaskID == "" || !serviceOutcome(resp.Outcome)) {
@@ -257,7 +352,7 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 // CallRef names one handling's call to the task service, as recorded by the
 // service: "APPROVALS:<stream_seq>:<delivery>:<attempt>".
 func CallRef(seq, delivered uint64, attempt string) string {
-	return fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, seq, delivered, attempt)
+	return topology.ApprovalsStream + ":" + strconv.FormatUint(seq, 10) + ":" + strconv.FormatUint(delivered, 10) + ":" + attempt
 }
 
 func serviceOutcome(o string) bool {
@@ -268,20 +363,7 @@ func serviceOutcome(o string) bool {
 // server while it waits so that the delivery is not handed to another
 // instance meanwhile.
 func (e *Executor) call(d *delivery, v *gate.Verdict) (provider.CreateResponse, error) {
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		t := time.NewTicker(max(e.cfg.Topology.AckWait/3, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = d.msg.InProgress()
-			}
-		}
-	}()
+	defer e.progress(d.msg)()
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
 	defer cancel()
 	q := v.Request
@@ -292,6 +374,32 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (provider.CreateResponse, 
 		Task:          provider.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt},
 		CallRef:       CallRef(d.seq, d.delivered, d.attempt),
 	})
+}
+
+// progress sends a progress signal for msg every third of AckWait until the
+// returned function is called. It costs one timer, no goroutine, per call.
+func (e *Executor) progress(msg jetstream.Msg) (stop func()) {
+	every := max(e.cfg.Topology.AckWait/3, 10*time.Millisecond)
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		_ = msg.InProgress()
+		t.Reset(every)
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
 }
 
 // callFailed retries a transient failure later, and dead-letters a message
@@ -305,6 +413,7 @@ func (e *Executor) callFailed(d *delivery, err error) {
 			e.log.Warn("nak failed; the delivery comes back after AckWait", "stream_seq", d.seq, "err", nerr)
 		}
 		e.retried(d, err)
+		d.done()
 		return
 	}
 	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
@@ -329,6 +438,7 @@ func (e *Executor) deadLetter(d *delivery, reason string) {
 		jetstream.WithExpectStream(topology.DeadLetterStream)); err != nil {
 		e.log.Error("storing the dead letter failed; the delivery comes back", "stream_seq", d.seq, "err", err)
 		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
+		d.done()
 		return
 	}
 	r := e.receipt(d, document.OutcomeDeadLettered)
@@ -356,14 +466,16 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 	}
 }
 
-// finish publishes the receipt, waits for the stream's ack, and then acks
-// (or, for terminal refusals, terminates) the message. If the receipt
-// cannot be stored, the message is nak'ed so that it comes back.
+// finish stores the receipt and then acks (or, for terminal refusals,
+// terminates) the message; a message whose receipt cannot be stored is
+// nak'ed so that it comes back. The receipt joins a batch when batches are
+// running; the delivery's handler slot is released as soon as it waits.
 func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		e.log.Error("encoding a receipt", "err", err)
 		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
+		d.done()
 		return
 	}
 	m := nats.NewMsg(topology.ReceiptSubject(d.id.IntentID))
@@ -371,17 +483,19 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 	m.Header.Set(topology.HeaderOutcome, r.Outcome)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))
 	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID(r.ReceiptID), jetstream.WithExpectStream(topology.ReceiptsStream)); err != nil {
-		e.log.Warn("storing the receipt failed; the delivery comes back", "stream_seq", d.seq, "err", err)
-		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
-		e.retried(d, err)
-		return
-	}
+	m.Header.Set(jetstream.MsgIDHeader, r.ReceiptID)
+	m.Header.Set(jetstream.ExpectedStreamHeader, topology.ReceiptsStream)
+	e.receipts.add(&pending{d: d, r: r, m: m, term: term})
+}
+
+// stored finishes a delivery whose receipt is stored: the fault points, the
+// ack (or termination), the counts and the hooks.
+func (e *Executor) stored(p *pending) {
+	d, r := p.d, p.r
 	e.fault(AfterReceipt, d)
 	e.fault(BeforeAck, d)
-	if term {
+	var err error
+	if p.term {
 		err = d.msg.Term()
 	} else {
 		err = d.msg.Ack()
@@ -390,18 +504,32 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 		e.log.Warn("ack failed; the delivery comes back and is answered as a replay", "stream_seq", d.seq, "err", err)
 	}
 	e.stats.count(r.Outcome, d.delivered, false)
+	took := time.Since(d.start)
 	if e.cfg.OnReceipt != nil {
-		e.cfg.OnReceipt(r, time.Since(d.start))
+		e.cfg.OnReceipt(r, took)
 	}
-	attrs := []any{"outcome", r.Outcome, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
-		"took", time.Since(d.start).Round(time.Microsecond)}
-	if r.TaskID != nil {
-		attrs = append(attrs, "task_id", *r.TaskID)
+	if e.log.Enabled(context.Background(), slog.LevelInfo) {
+		attrs := []any{"outcome", r.Outcome, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
+			"took", took.Round(time.Microsecond)}
+		if r.TaskID != nil {
+			attrs = append(attrs, "task_id", *r.TaskID)
+		}
+		if r.Rejection != nil {
+			attrs = append(attrs, "check", r.Rejection.Check, "path", r.Rejection.Path)
+		}
+		e.log.Info("receipt", attrs...)
 	}
-	if r.Rejection != nil {
-		attrs = append(attrs, "check", r.Rejection.Check, "path", r.Rejection.Path)
-	}
-	e.log.Info("receipt", attrs...)
+	d.done()
+}
+
+// notStored gives a delivery whose receipt could not be stored back for a
+// later attempt.
+func (e *Executor) notStored(p *pending, err error) {
+	d := p.d
+	e.log.Warn("storing the receipt failed; the delivery comes back", "stream_seq", d.seq, "err", err)
+	_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
+	e.retried(d, err)
+	d.done()
 }
 
 func (e *Executor) retried(d *delivery, reason error) {

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 var benchCallers = []int{1, 8, 64}
@@ -151,51 +149,6 @@ func benchNamed(s string) bool {
 	return f != nil && strings.Contains(f.Value.String(), s)
 }
 
-func preloadIntent(i int) string { return fmt.Sprintf("stored-intent-%08d", i) }
+func preloadIntent(i int) string { return PreloadIntent(i) }
 
-// preload writes n created intents (all four records, the index and the
-// counters) into a new store in dir through the same code path as Create,
-// in large unsynced batches without a WAL, and flushes them.
-func preload(dir string, n int) error {
-	opts := pebbleOptions(nil, quietLogger())
-	opts.DisableWAL = true
-	db, err := pebble.Open(dir, opts)
-	if err != nil {
-		return err
-	}
-	s := &Store{db: db, clock: time.Now, log: quietLogger()}
-	m, err := loadMeta(db)
-	if err != nil {
-		return err
-	}
-	const per = 20_000
-	for lo := 0; lo < n; lo += per {
-		b := db.NewBatch()
-		w := batchWriter{b: b}
-		decided := map[string]FirstResult{}
-		for i := lo; i < min(lo+per, n); i++ {
-			id := preloadIntent(i)
-			s.decide(&w, &m, &createOp{req: newRequest(id, id)}, FirstResult{}, false, decided)
-		}
-		w.putJSON([]byte{prefixMeta}, m)
-		if w.err == nil {
-			w.err = b.Commit(pebble.NoSync)
-		}
-		_ = b.Close()
-		if w.err != nil {
-			_ = db.Close()
-			return w.err
-		}
-	}
-	if err := db.Flush(); err != nil {
-		_ = db.Close()
-		return err
-	}
-	// Leave the tree settled, as a long-running store would be, so that the
-	// benchmark does not pay for the load's compactions.
-	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
-		_ = db.Close()
-		return err
-	}
-	return db.Close()
-}
+func preload(dir string, n int) error { return Preload(dir, n) }

@@ -154,9 +154,10 @@ const blockCacheBytes = 64 << 20
 // "created" path) cheap however many intents are stored.
 func pebbleOptions(fs vfs.FS, log *slog.Logger) *pebble.Options {
 	o := &pebble.Options{
-		FS:        fs,
-		Logger:    pebbleLogger{log: log},
-		CacheSize: blockCacheBytes,
+		FS:           fs,
+		Logger:       pebbleLogger{log: log},
+		CacheSize:    blockCacheBytes,
+		MemTableSize: 32 << 20,
 	}
 	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	return o

@@ -60,7 +60,7 @@ func DefaultConfig() Config {
 		MaxDeliver:      5,
 		NakDelay:        time.Second,
 		MaxNakDelay:     30 * time.Second,
-		MaxAckPending:   1024,
+		MaxAckPending:   4096,
 	}
 }
 
@@ -128,21 +128,27 @@ func ApprovalsConfig(c Config) jetstream.StreamConfig {
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
 		Discard:     jetstream.DiscardOld,
+		// Publishers with many approvals at hand store them as atomic
+		// batches: one sync for the batch instead of one per message.
+		AllowAtomicPublish: true,
 	}
 }
 
-// ReceiptsConfig is the RECEIPTS stream.
+// ReceiptsConfig is the RECEIPTS stream. Executors store receipts in atomic
+// batches: the stream stores a batch whole or not at all, with one sync, and
+// acknowledges its commit only once all of it is synced.
 func ReceiptsConfig(c Config) jetstream.StreamConfig {
 	c = c.withDefaults()
 	return jetstream.StreamConfig{
-		Name:        ReceiptsStream,
-		Description: "task-receipt.v1 documents, receipts.<intent>",
-		Subjects:    []string{ReceiptsSubjects},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      c.MaxAge,
-		Duplicates:  c.DuplicateWindow,
-		Replicas:    c.Replicas,
+		Name:               ReceiptsStream,
+		Description:        "task-receipt.v1 documents, receipts.<intent>",
+		Subjects:           []string{ReceiptsSubjects},
+		Storage:            jetstream.FileStorage,
+		Retention:          jetstream.LimitsPolicy,
+		MaxAge:             c.MaxAge,
+		Duplicates:         c.DuplicateWindow,
+		Replicas:           c.Replicas,
+		AllowAtomicPublish: true,
 	}
 }
 

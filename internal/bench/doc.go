@@ -1,0 +1,31 @@
+// Package bench is the load generator behind "publisher bench": it measures
+// the pipeline's durable end-to-end throughput and latency against an
+// embedded or a running deployment, and, in the same run, the references the
+// figures are compared with.
+//
+// Two modes:
+//
+//   - backlog: N approvals are stored on the APPROVALS stream first (in atomic
+//     batches), then executors are started; the figure is the time until every
+//     message is acked, which an executor does only once its receipt is
+//     stored. Optionally with a store preloaded with many intents, and with
+//     1, 2, 3, ... executor instances, each on a fresh backlog.
+//   - live: K publishers offer approvals at a given rate; the figure is the
+//     latency from each message's scheduled publish time to its receipt
+//     being readable from the RECEIPTS stream (p50, p95, p99, max).
+//
+// The references, measured with the same server (so the same sync setting),
+// the same message size and the same concurrency:
+//
+//   - naive JetStream: consume, publish one receipt-sized message per
+//     approval alone (waiting for its ack), ack; no gate, no service. The
+//     ceiling of the straightforward design: about one message per fsync.
+//   - Pebble alone: the service's records for one create call, committed as
+//     one synced batch per request by as many writers as the executors have
+//     handlers.
+//
+// Every run ends with a check that nothing was lost or doubled: every
+// approval has a terminal receipt, creates executed = tasks existing =
+// distinct intents, one created receipt per intent, and all receipts of an
+// intent name one task. A run that fails the check fails.
+package bench

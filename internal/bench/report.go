@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// memoryFigure is the task service process's resident memory after the
+// measurements on one store.
+type memoryFigure struct {
+	preload   int
+	after     string // the measurements the service had served
+	now, peak int64
+}
+
+// report collects a run's figures and prints them.
+type report struct {
+	o       *Options
+	started time.Time
+	naive   *reference
+	pebble  *reference
+	drains  []*drainResult
+	lives   []*liveResult
+	memory  []memoryFigure
+	stages  []stageTime
+}
+
+func (r *report) ok() bool {
+	for _, d := range r.drains {
+		if d.check == nil || !d.check.ok() {
+			return false
+		}
+	}
+	for _, l := range r.lives {
+		if l.check == nil || !l.check.ok() {
+			return false
+		}
+	}
+	return true
+}
+
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func (r *report) write(w io.Writer) {
+	o := r.o
+	where := "server " + o.Server
+	if o.Embedded {
+		where = "embedded NATS server (JetStream file storage, fsync before every ack) and task service"
+		if o.ServiceProcess != nil {
+			where += " (in its own process)"
+		}
+	}
+	signed := "signed (Ed25519, checked by the gate)"
+	if o.Unsigned {
+		signed = "unsigned"
+	}
+	fmt.Fprintf(w, "sendtwice bench %s — %s\n", o.Mode, r.started.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "machine:   %s\n", machine())
+	fmt.Fprintf(w, "against:   %s\n", where)
+	fmt.Fprintf(w, "workload:  resend %.0f%%, conflict %.0f%%, approvals %s, backlog stored in atomic batches of %d\n",
+		o.Resend*100, o.Conflict*100, signed, o.PublishBatch)
+	batch := o.ReceiptBatch
+	if batch <= 0 {
+		batch = 1000
+	}
+	fmt.Fprintf(w, "executors: %d handlers each, receipts in atomic batches of up to %d\n", o.Concurrency, batch)
+
+	if r.naive != nil || r.pebble != nil {
+		fmt.Fprintln(w, "\nreferences (this run, this server, same message size and concurrency):")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, ref := range []*reference{r.naive, r.pebble} {
+			if ref == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%d in %s\t%s %s\t%s\n", ref.name, ref.n, ref.took.Round(time.Millisecond), thousands(ref.rate()), ref.unit, ref.what)
+		}
+		tw.Flush()
+	}
+
+	if len(r.drains) > 0 {
+		fmt.Fprintln(w, "\nbacklog drains (executors started → every message acked, so every receipt stored):")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  stored intents\texecutors\tapprovals\tenvelope\tdrain\tapprovals/s\t× naive\t× Pebble\t× 1st row\tCPU/approval\treceipts/batch\tcheck")
+		var first float64
+		for i, d := range r.drains {
+			if i == 0 {
+				first = d.rate()
+			}
+			fmt.Fprintf(tw, "  %d\t%d\t%d\t%d B\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.preload, d.executors, d.n, d.envelope,
+				d.took.Round(time.Millisecond), thousands(d.rate()), ratio(d.rate(), r.naive.rate()), ratio(d.rate(), r.pebble.rate()),
+				ratio(d.rate(), first), cpuString(d), batchString(d), d.check.summary())
+		}
+		tw.Flush()
+	}
+
+	if len(r.lives) > 0 {
+		fmt.Fprintln(w, "\nlive (latency from each approval's scheduled publish to its receipt read from RECEIPTS):")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  offered\tachieved\texecutors\tapprovals\tp50\tp95\tp99\tmax\tp99/p50\tcheck")
+		for _, l := range r.lives {
+			offered := thousands(l.offered) + "/s"
+			if l.rate.HalfOfMax {
+				offered += " (half of max)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s/s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", offered, thousands(l.achieved), l.executors, l.n,
+				ms(l.pct(0.50)), ms(l.pct(0.95)), ms(l.pct(0.99)), ms(l.pct(1)),
+				ratio(float64(l.pct(0.99)), float64(l.pct(0.50))), l.check.summary())
+		}
+		tw.Flush()
+	}
+
+	if len(r.memory) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, m := range r.memory {
+		fmt.Fprintf(w, "task service process (store with %d intents preloaded, after %s): resident memory %s, peak %s\n", m.preload, m.after, mib(m.now), mib(m.peak))
+	}
+
+	for _, d := range r.drains {
+		if d.check != nil && !d.check.ok() {
+			fmt.Fprintf(w, "\nCHECK FAILED (%d stored intents, %d executors):\n  %s\n", d.preload, d.executors, strings.Join(d.check.problems, "\n  "))
+		}
+	}
+	for _, l := range r.lives {
+		if l.check != nil && !l.check.ok() {
+			fmt.Fprintf(w, "\nCHECK FAILED (live at %s/s):\n  %s\n", thousands(l.offered), strings.Join(l.check.problems, "\n  "))
+		}
+	}
+	if len(r.stages) > 0 {
+		fmt.Fprintln(w, "\ntime per stage:")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, s := range r.stages {
+			fmt.Fprintf(tw, "  %s\t%s\n", s.name, s.took.Round(time.Millisecond))
+		}
+		tw.Flush()
+	}
+}
+
+// summary is the check in one cell.
+func (c *checkResult) summary() string {
+	if c == nil {
+		return "not checked"
+	}
+	verdict := "ok"
+	if !c.ok() {
+		verdict = "FAILED"
+	}
+	return fmt.Sprintf("%s: %d/%d with receipt; creates %d = distinct intents %d; requests %d; %s",
+		verdict, c.withReceipt, c.messages, c.delta.CreatesExecuted, c.distinct, c.delta.RequestsReceived, outcomesString(c.outcomes))
+}
+
+func outcomesString(m map[string]int) string {
+	var parts []string
+	for _, k := range []string{"created", "replayed", "idempotency_conflict", "rejected", "dead_lettered"} {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cpuString is the CPU time per approval, split between this process and
+// the service process when it runs on its own.
+func cpuString(d *drainResult) string {
+	n := time.Duration(d.n)
+	if n == 0 {
+		return "-"
+	}
+	us := func(t time.Duration) string { return fmt.Sprintf("%.0f µs", float64(t/n)/float64(time.Microsecond)) }
+	if d.serviceCPU > 0 {
+		return us(d.cpu+d.serviceCPU) + " (service " + us(d.serviceCPU) + ")"
+	}
+	return us(d.cpu)
+}
+
+// batchString is the mean size of the receipt batches and the share of
+// receipts that were stored in batches.
+func batchString(d *drainResult) string {
+	if d.batches == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f (%.0f%% batched)", float64(d.batched)/float64(d.batches), 100*float64(d.batched)/float64(max(d.n, 1)))
+}

@@ -1,0 +1,321 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// Headers of JetStream's atomic batch publish: every message of a batch
+// carries the batch id and its position; the last one also the commit. The
+// server stages the messages and stores all of them, or none, when the
+// commit arrives, and acknowledges the commit once all are synced.
+const (
+	headerBatchID     = "Nats-Batch-Id"
+	headerBatchSeq    = "Nats-Batch-Sequence"
+	headerBatchCommit = "Nats-Batch-Commit"
+)
+
+// Error codes of the server's answer to a batch commit that matter here.
+const (
+	errCodeAtomicDisabled = 10174 // the stream does not allow atomic publish
+	errCodeBatchTooLarge  = 10199 // more messages than the server allows in one batch
+)
+
+// commitTimeout bounds the wait for a batch commit's ack, and for a receipt
+// stored alone.
+const commitTimeout = 10 * time.Second
+
+// pending is a receipt waiting to be stored, with the delivery it is for.
+type pending struct {
+	d    *delivery
+	r    *document.Receipt
+	m    *nats.Msg
+	term bool
+}
+
+// batcher stores receipts on the RECEIPTS stream. While running, a receipt
+// waits in a queue; a sender takes everything queued (up to the batch size)
+// as soon as one of the batch slots is free, so batches are as large as the
+// load makes them: one receipt alone when the executor is idle, many while
+// earlier batches are being synced. Each batch is one atomic batch publish
+// whose commit is a request; only when the stream's ack of the commit
+// arrives, which the server sends once every receipt of the batch is stored
+// and synced, are the batch's messages acked. If a batch fails, each of its
+// receipts is stored alone (its message id makes a receipt that the batch did
+// store a duplicate, which the stream reports as such), and a receipt that
+// cannot be stored gets its message nak'ed.
+type batcher struct {
+	e   *Executor
+	max atomic.Int64 // the most receipts in one batch
+
+	batches, batched atomic.Int64 // batches stored, and the receipts in them
+	alone            atomic.Bool  // the stream refuses atomic batches: store receipts alone
+
+	mu      sync.RWMutex // guards running and sending on queue
+	running bool
+	queue   chan *pending
+	slots   chan struct{}
+	sending sync.WaitGroup // batches being stored
+	done    chan struct{}  // closed when the sender loop has ended
+
+	// Replies to batch commits arrive on one subscription, routed by the
+	// last token of the reply subject.
+	inbox   string
+	sub     *nats.Subscription
+	replyMu sync.Mutex
+	waiting map[string]chan *nats.Msg
+}
+
+func newBatcher(e *Executor) *batcher {
+	b := &batcher{e: e}
+	b.max.Store(int64(e.cfg.ReceiptBatch))
+	return b
+}
+
+// start starts the sender loop and the reply subscription.
+func (b *batcher) start() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.running {
+		return errors.New("executor: already running")
+	}
+	if b.e.cfg.ReceiptBatch > 1 {
+		b.inbox = b.e.nc.NewInbox()
+		sub, err := b.e.nc.Subscribe(b.inbox+".*", b.reply)
+		if err != nil {
+			return fmt.Errorf("executor: subscribing to batch commit replies: %w", err)
+		}
+		b.sub = sub
+		b.waiting = map[string]chan *nats.Msg{}
+	}
+	b.queue = make(chan *pending, 4*b.e.cfg.ReceiptBatch)
+	b.slots = make(chan struct{}, b.e.cfg.ReceiptBatchesInFlight)
+	b.done = make(chan struct{})
+	b.running = true
+	go b.loop(b.queue, b.done)
+	return nil
+}
+
+// stop lets every queued receipt be stored and its message finished, then
+// ends the sender loop. Receipts that arrive later are stored alone.
+func (b *batcher) stop() {
+	b.mu.Lock()
+	if !b.running {
+		b.mu.Unlock()
+		return
+	}
+	b.running = false
+	close(b.queue)
+	done := b.done
+	b.mu.Unlock()
+	<-done
+	b.sending.Wait()
+	if b.sub != nil {
+		_ = b.sub.Unsubscribe()
+		b.sub = nil
+	}
+}
+
+// add hands a receipt over. While the batcher runs, the receipt is queued and
+// the delivery's handler slot released; otherwise it is stored here and now.
+func (b *batcher) add(p *pending) {
+	b.mu.RLock()
+	if b.running {
+		// The slot is given back once the receipt is queued (a full queue
+		// holds the slot: back-pressure on the handlers), and by this
+		// goroutine: the delivery belongs to the sender loop from now on.
+		release := p.d.released
+		p.d.released = nil
+		b.queue <- p
+		b.mu.RUnlock()
+		if release != nil {
+			release()
+		}
+		return
+	}
+	b.mu.RUnlock()
+	b.storeAlone([]*pending{p})
+}
+
+// loop takes the queued receipts in batches.
+func (b *batcher) loop(queue chan *pending, done chan struct{}) {
+	defer close(done)
+	for first := range queue {
+		// Wait for a free slot; receipts queue up meanwhile.
+		b.slots <- struct{}{}
+		max := int(b.max.Load())
+		batch := make([]*pending, 1, min(max, len(queue)+1))
+		batch[0] = first
+	fill:
+		for len(batch) < max {
+			select {
+			case p, ok := <-queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, p)
+			default:
+				break fill
+			}
+		}
+		b.sending.Add(1)
+		go func() {
+			defer func() { <-b.slots; b.sending.Done() }()
+			b.store(batch)
+		}()
+	}
+}
+
+// store stores one batch of receipts and finishes their deliveries.
+func (b *batcher) store(batch []*pending) {
+	if len(batch) == 1 || b.alone.Load() || b.sub == nil {
+		b.storeAlone(batch)
+		return
+	}
+	err := b.publishBatch(batch)
+	if err == nil {
+		b.batches.Add(1)
+		b.batched.Add(int64(len(batch)))
+		for _, p := range batch {
+			b.e.stored(p)
+		}
+		return
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeAtomicDisabled:
+			if !b.alone.Swap(true) {
+				b.e.log.Warn("the receipts stream does not allow atomic batches; storing every receipt alone (update the topology to allow them)",
+					"stream", topology.ReceiptsStream)
+			}
+		case errCodeBatchTooLarge:
+			if n := b.max.Load(); n > 1 {
+				b.max.CompareAndSwap(n, max(n/2, 1))
+				b.e.log.Warn("the server refused a receipt batch as too large; halving the batch size", "batch", len(batch), "now", max(n/2, 1))
+			}
+		}
+	}
+	b.e.log.Warn("storing a receipt batch failed; storing its receipts one by one", "receipts", len(batch), "err", err)
+	for _, p := range batch {
+		p.m.Header.Del(headerBatchID)
+		p.m.Header.Del(headerBatchSeq)
+		p.m.Header.Del(headerBatchCommit)
+		p.m.Reply = ""
+	}
+	b.storeAlone(batch)
+}
+
+// storeAlone stores each receipt with its own publish, waiting for the
+// stream's ack, and finishes its delivery.
+func (b *batcher) storeAlone(batch []*pending) {
+	for _, p := range batch {
+		ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+		_, err := b.e.js.PublishMsg(ctx, p.m)
+		cancel()
+		if err != nil {
+			b.e.notStored(p, err)
+			continue
+		}
+		b.e.stored(p)
+	}
+}
+
+// ReceiptBatches returns how many receipt batches this instance stored as
+// atomic batches, and how many receipts they held.
+func (e *Executor) ReceiptBatches() (batches, receipts int64) {
+	return e.receipts.batches.Load(), e.receipts.batched.Load()
+}
+
+// batchAck is the stream's answer to a batch commit.
+type batchAck struct {
+	Stream string              `json:"stream"`
+	Seq    uint64              `json:"seq"`
+	Batch  string              `json:"batch"`
+	Count  int                 `json:"count"`
+	Error  *jetstream.APIError `json:"error,omitempty"`
+}
+
+// publishBatch publishes the receipts as one atomic batch and waits for the
+// ack of its commit. It returns nil only when the stream says it stored the
+// whole batch.
+func (b *batcher) publishBatch(batch []*pending) error {
+	id := nuid.Next()
+	token := id
+	replies := make(chan *nats.Msg, 1)
+	b.replyMu.Lock()
+	b.waiting[token] = replies
+	b.replyMu.Unlock()
+	defer func() {
+		b.replyMu.Lock()
+		delete(b.waiting, token)
+		b.replyMu.Unlock()
+	}()
+	nc := b.e.nc
+	last := len(batch) - 1
+	for i, p := range batch {
+		m := p.m
+		m.Header.Set(headerBatchID, id)
+		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
+		if i == last {
+			b.e.fault(BatchStaged, batch[0].d)
+			m.Header.Set(headerBatchCommit, "1")
+			m.Reply = b.inbox + "." + token
+		}
+		if err := nc.PublishMsg(m); err != nil {
+			return fmt.Errorf("publishing receipt %d of a batch of %d: %w", i+1, len(batch), err)
+		}
+	}
+	b.e.fault(BatchCommitSent, batch[0].d)
+	t := time.NewTimer(commitTimeout)
+	defer t.Stop()
+	var reply *nats.Msg
+	select {
+	case reply = <-replies:
+	case <-t.C:
+		return fmt.Errorf("no ack for the commit of a batch of %d receipts within %s: %w", len(batch), commitTimeout, nats.ErrTimeout)
+	}
+	if len(reply.Data) == 0 && reply.Header.Get("Status") == "503" {
+		return fmt.Errorf("committing a batch of %d receipts: %w", len(batch), nats.ErrNoResponders)
+	}
+	var ack batchAck
+	if err := json.Unmarshal(reply.Data, &ack); err != nil {
+		return fmt.Errorf("reading the ack of a batch commit: %w", err)
+	}
+	if ack.Error != nil {
+		return ack.Error
+	}
+	if ack.Stream != topology.ReceiptsStream || ack.Batch != id || ack.Count != len(batch) {
+		return fmt.Errorf("the ack of a batch commit says stream %q, batch %q, %d messages; want %q, %q, %d",
+			ack.Stream, ack.Batch, ack.Count, topology.ReceiptsStream, id, len(batch))
+	}
+	return nil
+}
+
+// reply routes a commit's ack to the batch waiting for it.
+func (b *batcher) reply(m *nats.Msg) {
+	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	b.replyMu.Lock()
+	ch := b.waiting[token]
+	b.replyMu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+}

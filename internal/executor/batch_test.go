@@ -1,0 +1,335 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// roleEnv makes the test binary run one executor process (see TestMain).
+const roleEnv = "EXECUTOR_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "executor" {
+		os.Exit(runExecutorProcess())
+	}
+	os.Exit(m.Run())
+}
+
+// runExecutorProcess is an executor that kills itself (SIGKILL, as a crash
+// would) the n-th time a receipt batch reaches the fault point named in
+// EXECUTOR_TEST_KILL_AT, after flushing what it has published so that the
+// server has the batch.
+func runExecutorProcess() int {
+	nc, err := nats.Connect(os.Getenv("EXECUTOR_TEST_URL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	point := executor.Point(os.Getenv("EXECUTOR_TEST_KILL_AT"))
+	nth, _ := strconv.Atoi(os.Getenv("EXECUTOR_TEST_KILL_NTH"))
+	var mu sync.Mutex
+	seen := 0
+	ex, err := executor.New(nc, executor.Config{
+		Gate:        &gate.Checker{AllowUnsigned: true},
+		ID:          "exec-killed",
+		Concurrency: 32,
+		CallTimeout: 2 * time.Second,
+		Topology:    testenv.Topology,
+		Logger:      testenv.Logger(),
+		Fault: func(p executor.Point, seq, _ uint64) {
+			if p != point {
+				return
+			}
+			mu.Lock()
+			seen++
+			fire := seen == nth
+			mu.Unlock()
+			if fire {
+				_ = nc.Flush()
+				fmt.Printf("killed at %s, batch starting with message %d\n", p, seq)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = ex.Run(context.Background(), nil)
+	return 0
+}
+
+// ackSpy records the stream sequence of every ack or termination that any
+// executor sends for the approvals consumer.
+type ackSpy struct {
+	mu    sync.Mutex
+	acked map[uint64]string
+}
+
+func spyOnAcks(t *testing.T, nc *nats.Conn) *ackSpy {
+	t.Helper()
+	s := &ackSpy{acked: map[uint64]string{}}
+	_, err := nc.Subscribe("$JS.ACK."+topology.ApprovalsStream+"."+topology.Consumer+".>", func(m *nats.Msg) {
+		body := string(m.Data)
+		if body != "" && body != "+ACK" && !strings.HasPrefix(body, "+TERM") {
+			return // progress signals and naks finish nothing
+		}
+		if body == "" {
+			body = "+ACK"
+		}
+		tok := strings.Split(m.Subject, ".")
+		// $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>
+		// or, with domain and account hash, two tokens more before the stream.
+		i := 5
+		if len(tok) >= 12 {
+			i = 7
+		}
+		seq, err := strconv.ParseUint(tok[i], 10, 64)
+		if err != nil {
+			t.Errorf("ack subject %q: %v", m.Subject, err)
+			return
+		}
+		s.mu.Lock()
+		s.acked[seq] = body
+		s.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *ackSpy) snapshot() map[uint64]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[uint64]string, len(s.acked))
+	for k, v := range s.acked {
+		out[k] = v
+	}
+	return out
+}
+
+// publishApprovals stores n distinct approvals and returns their stream
+// sequences.
+func publishApprovals(t *testing.T, js jetstream.JetStream, prefix string, n int) []uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cand := scenario.Candidate()
+	futures := make([]jetstream.PubAckFuture, 0, n)
+	for i := 1; i <= n; i++ {
+		a, err := scenario.Generate(cand, prefix, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := a.Envelope()
+		f, err := js.PublishAsync(topology.ApprovalSubject(document.Identify(env).IntentID), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	seqs := make([]uint64, 0, n)
+	for _, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			seqs = append(seqs, ack.Sequence)
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatal("publishing the approvals timed out")
+		}
+	}
+	return seqs
+}
+
+// TestAKilledReceiptBatchLeavesNoMessageAckedWithoutItsReceipt kills an
+// executor process while a receipt batch is published but not yet
+// acknowledged: once after the batch's first messages are published and
+// before its commit (the stream abandons the batch: none of it is stored),
+// once after the commit is published and before its ack arrives (the stream
+// may have stored it; the executor never learns). Every ack any executor
+// sent is watched on the wire. At the moment of the kill, and after a second
+// executor has finished the work, every acked message has its receipt
+// stored; the killed batch's messages were not acked and come back; each
+// intent is created once.
+func TestAKilledReceiptBatchLeavesNoMessageAckedWithoutItsReceipt(t *testing.T) {
+	for _, point := range []executor.Point{executor.BatchStaged, executor.BatchCommitSent} {
+		t.Run(string(point), func(t *testing.T) {
+			env := testenv.Start(t)
+			spy := spyOnAcks(t, env.NC)
+			const n = 400
+			seqs := publishApprovals(t, env.JS, "killed-batch", n)
+
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), roleEnv+"=executor", "EXECUTOR_TEST_URL="+env.URL(),
+				"EXECUTOR_TEST_KILL_AT="+string(point), "EXECUTOR_TEST_KILL_NTH=3")
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+				if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+					t.Fatalf("the executor process ended without being killed (%v):\n%s", err, out.String())
+				}
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("the executor process never reached %s three times:\n%s", point, out.String())
+			}
+			t.Logf("%s", strings.TrimSpace(out.String()))
+
+			// Whatever the dead process sent has arrived once a round trip
+			// through the server completes.
+			if err := env.NC.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			acked := spy.snapshot()
+			stored, err := audit.ReceiptsBySeq(ctx, env.JS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(acked) == 0 || len(acked) >= n {
+				t.Fatalf("%d of %d messages acked at the kill; want some, from the batches before the killed one, and not all", len(acked), n)
+			}
+			for seq := range acked {
+				if len(stored[seq]) == 0 {
+					t.Errorf("message %d was acked, but no receipt for it is stored", seq)
+				}
+			}
+			var waiting int
+			for _, seq := range seqs {
+				if _, ok := acked[seq]; !ok {
+					waiting++
+				}
+			}
+			if t.Failed() {
+				t.FailNow()
+			}
+			t.Logf("at the kill: %d messages acked, each with its receipt stored; %d not acked; %d with a stored receipt",
+				len(acked), waiting, len(stored))
+
+			// A second executor finishes everything.
+			env.Executor(executor.Config{ID: "exec-after"})
+			var in *audit.Input
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				in, err = audit.Load(ctx, env.NC)
+				if err != nil {
+					t.Fatal(err)
+				}
+				finished := 0
+				for _, seq := range seqs {
+					if len(in.Receipts[seq]) > 0 {
+						finished++
+					}
+				}
+				if finished == n && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after the kill, %d of %d messages have a receipt (consumer %+v)", finished, n, in.Consumer)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			acked = spy.snapshot()
+			for _, seq := range seqs {
+				if _, ok := acked[seq]; !ok {
+					t.Errorf("message %d has a receipt but was never acked", seq)
+				}
+			}
+			for seq := range acked {
+				if len(in.Receipts[seq]) == 0 {
+					t.Errorf("message %d was acked, but no receipt for it is stored", seq)
+				}
+			}
+			if rep := audit.Verify(in); !rep.OK {
+				for _, c := range rep.Checks {
+					if !c.OK {
+						t.Errorf("verify: %s: %v", c.Name, c.Violations)
+					}
+				}
+			}
+			if in.Counts.CreatesExecuted != n || in.Counts.TasksExisting != n {
+				t.Fatalf("counters %+v, want %d creates and tasks for %d intents", in.Counts, n, n)
+			}
+		})
+	}
+}
+
+// On a RECEIPTS stream made without atomic batches (an older deployment,
+// provisioned before they were used), the executor stores every receipt
+// alone and loses nothing.
+func TestWithoutAtomicBatchesOnTheStreamEveryReceiptIsStoredAlone(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := env.JS.DeleteStream(ctx, topology.ReceiptsStream); err != nil {
+		t.Fatal(err)
+	}
+	old := topology.ReceiptsConfig(testenv.Topology)
+	old.AllowAtomicPublish = false
+	if _, err := env.JS.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	const n = 120
+	seqs := publishApprovals(t, env.JS, "no-atomic", n)
+	ex, _ := env.Executor(executor.Config{ID: "exec-1", NoProvision: true})
+	for {
+		in, err := audit.Load(ctx, env.NC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finished := 0
+		for _, seq := range seqs {
+			if len(in.Receipts[seq]) > 0 {
+				finished++
+			}
+		}
+		if finished == n && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0 {
+			if rep := audit.Verify(in); !rep.OK {
+				t.Fatalf("verify failed: %+v", rep)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d messages have a receipt", finished, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if batches, _ := ex.ReceiptBatches(); batches != 0 {
+		t.Fatalf("%d receipt batches stored on a stream that refuses them", batches)
+	}
+	if got := env.Counts(); got.CreatesExecuted != n {
+		t.Fatalf("counters %+v, want %d creates", got, n)
+	}
+}

@@ -1,0 +1,95 @@
+package gate_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/sign"
+)
+
+// BenchmarkGate runs the whole gate on one envelope, as the executor does
+// for every delivery: unsigned (the keyless checks) and signed (with the
+// signature and expiry checks), at the seed's size and padded to 4 KiB and
+// 16 KiB with more evidence quotes.
+func BenchmarkGate(b *testing.B) {
+	key := scenario.TestKey()
+	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, size := range []int{0, 4 << 10, 16 << 10} {
+		for _, signed := range []bool{false, true} {
+			var s *scenario.Seed
+			var checker *gate.Checker
+			if signed {
+				s, err = scenario.BuildSigned(key, now.Add(-time.Minute), time.Hour)
+				checker = &gate.Checker{Keys: kr}
+			} else {
+				s, err = scenario.Build()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			env := padded(b, s, size, key, signed, now)
+			name := fmt.Sprintf("signed=%t/bytes=%d", signed, len(env))
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(env)))
+				for b.Loop() {
+					if _, err := checker.Check(env); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRequestDigest is the canonical digest of the seed request, which
+// the gate recomputes for every delivery.
+func BenchmarkRequestDigest(b *testing.B) {
+	s, err := scenario.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(s.Original.Request)))
+	for b.Loop() {
+		if _, err := canon.Digest(s.Original.Request); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// padded returns the seed's original envelope, with the candidate's evidence
+// grown until the envelope is about size bytes (0 keeps it as it is), and
+// the request and approval made again for the new candidate.
+func padded(b *testing.B, s *scenario.Seed, size int, key *sign.Key, signed bool, now time.Time) []byte {
+	b.Helper()
+	env := s.Original.Envelope()
+	if size <= len(env) {
+		return env
+	}
+	var c document.Candidate
+	if err := jsonUnmarshal(s.Original.Candidate, &c); err != nil {
+		b.Fatal(err)
+	}
+	quote := strings.Repeat("x", 1000)
+	for n := len(env); n < size; n += len(quote) + 40 {
+		c.Evidence = append(c.Evidence, document.Evidence{Quote: quote, StartMS: 1, EndMS: 2})
+	}
+	cand := jsonMarshal(b, c)
+	opts := approveOptions(key, signed, now)
+	a, err := scenario.ApproveWith(cand, "task-request-0001", "intent-0001", scenario.Title, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a.Envelope()
+}
