@@ -10,7 +10,6 @@ import (
 	"flag"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +17,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
-// syncBuffer is a bytes.Buffer safe for the logs of a running serve.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a child process's output.
+type syncBuffer = testenv.Buffer
 
 func startNATS(t *testing.T) string {
 	t.Helper()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net/http"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,23 +49,8 @@ func TestConsoleUsage(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer two goroutines may use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a child process's output.
+type syncBuffer = testenv.Buffer
 
 var consoleURL = regexp.MustCompile(`^approval console on (http://127\.0\.0\.1:[0-9]+/) \(candidates in `)
 
