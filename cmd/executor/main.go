@@ -31,7 +31,8 @@ func main() {
 const usage = `executor: consume approved requests, gate them, call the task service, publish receipts
 
 Usage:
-  executor serve [--server URL | --embedded] [--data DIR] [--listen HOST:PORT] [--concurrency N]
+  executor serve [--server URL | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
+                 [--data DIR] [--listen HOST:PORT] [--concurrency N]
   executor status [--server URL] [--json]
   executor verify [--server URL] [--json]
   executor provision [--server URL] [--replicas N]

@@ -29,6 +29,12 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if *maxDeliver < 2 {
+		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *maxDeliver)
+	}
+	if *ackWait <= 0 {
+		return fmt.Errorf("%w: --ack-wait must be positive", errUsage)
+	}
 	if *replicas < 0 || *replicas > 5 {
 		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
 	}

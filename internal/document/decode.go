@@ -183,6 +183,21 @@ func (r *reader) text(path string, v any, maxBytes int) string {
 	return s
 }
 
+// line is free text on one line: no control characters (line breaks, tabs).
+func (r *reader) line(path string, v any, maxBytes int) string {
+	s := r.text(path, v, maxBytes)
+	if r.err != nil {
+		return ""
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			r.fail(path, RuleValue, ErrValue, "must be one line without control characters (found %U)", c)
+			return ""
+		}
+	}
+	return s
+}
+
 // id is a non-empty identifier without spaces, control or format characters.
 func (r *reader) id(path string, v any) string {
 	s := r.text(path, v, MaxIDBytes)
@@ -346,7 +361,7 @@ func (r *reader) request(path string, v any) *Request {
 	}
 	tp := join(path, "task")
 	if tm := r.object(tp, m["task"], "title", "assignee_person_ref", "due_at"); tm != nil {
-		q.Task.Title = r.text(join(tp, "title"), tm["title"], MaxTitleBytes)
+		q.Task.Title = r.line(join(tp, "title"), tm["title"], MaxTitleBytes)
 		q.Task.AssigneePersonRef = r.nullable(join(tp, "assignee_person_ref"), tm["assignee_person_ref"], r.id)
 		q.Task.DueAt = r.nullable(join(tp, "due_at"), tm["due_at"], r.timestamp)
 	}

@@ -890,6 +890,10 @@ var refusals = []struct {
 		set("approval", "approval-0001"), document.ErrType, "$.approval"},
 
 	// The receipt.
+	{"a title with a line break is refused by both", kindRequest, "seed/request.json",
+		set("task.title", "line one\nline two"), document.ErrValue, "$.task.title"},
+	{"a title with a tab is refused by both", kindRequest, "seed/request.json",
+		set("task.title", "a\tb"), document.ErrValue, "$.task.title"},
 	{"a receipt intent_id with a space is refused by both", kindReceipt, "receipts/rejected.json",
 		set("intent_id", "intent 0001"), document.ErrValue, "$.intent_id"},
 	{"an outcome outside the five is refused by both", kindReceipt, "receipts/created.json",

@@ -202,6 +202,10 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 		cons, err = e.js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
 		if err != nil {
 			err = fmt.Errorf("executor: binding to consumer %s on %s (created by provisioning): %w", topology.Consumer, topology.ApprovalsStream, err)
+		} else if info := cons.CachedInfo(); info != nil {
+			// Decide dead letters and progress signals by the consumer as
+			// provisioned, not by this instance's flags.
+			e.cfg.Topology.AckWait, e.cfg.Topology.MaxDeliver = info.Config.AckWait, info.Config.MaxDeliver
 		}
 	} else {
 		cons, err = topology.Ensure(ctx, e.js, e.cfg.Topology)
@@ -267,6 +271,7 @@ type delivery struct {
 	attempt   string // unique id of this handling
 	id        document.Identity
 	start     time.Time
+	stored    time.Time // when the stream stored the message
 	// released, when set, is called once the delivery no longer needs its
 	// handler slot (its receipt waits for a batch, or it is finished).
 	released func()
@@ -307,7 +312,7 @@ func (e *Executor) Handle(msg jetstream.Msg) {
 func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	d := &delivery{msg: msg, start: time.Now(), delivered: 1, attempt: nuid.Next(), released: released, finished: finished}
 	if meta, err := msg.Metadata(); err == nil {
-		d.seq, d.delivered = meta.Sequence.Stream, meta.NumDelivered
+		d.seq, d.delivered, d.stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
 	} else {
 		e.log.Error("a delivery without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
@@ -315,7 +320,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		return
 	}
 
-	v, err := e.cfg.Gate.Check(msg.Data())
+	v, err := e.cfg.Gate.CheckAt(msg.Data(), d.stored)
 	if err != nil {
 		var ge *gate.Error
 		if !errors.As(err, &ge) {

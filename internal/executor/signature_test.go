@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -80,4 +81,29 @@ func TestForgedOrExpiredApprovalsNeverReachTheService(t *testing.T) {
 		t.Fatalf("a valid signed approval: %s, want created", rc.Outcome)
 	}
 	wantCounts(t, env.Counts(), 1, 1, 1)
+}
+
+func TestAnApprovalThatExpiresBetweenDeliveriesIsStillReplayed(t *testing.T) {
+	env := testenv.Start(t)
+	key := scenario.TestKey()
+	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The call takes longer than the approval has left: the first delivery's
+	// reply is dropped, and the redelivery comes after not_after.
+	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}, CallTimeout: 2 * time.Second})
+	now := time.Now().UTC().Truncate(time.Second)
+	s, err := scenario.BuildSigned(key, now.Add(-time.Minute), time.Minute+time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Service.ArmFault(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	rc := send(t, env, s.Original.Envelope())
+	if rc.Outcome != document.OutcomeReplayed || rc.Delivery.Delivered < 2 {
+		t.Fatalf("receipt %s on delivery %d (%+v), want replayed on a redelivery", rc.Outcome, rc.Delivery.Delivered, rc.Rejection)
+	}
+	wantCounts(t, env.Counts(), 2, 1, 1)
 }

@@ -122,6 +122,20 @@ func (c *Checker) Check(envelope []byte) (*Verdict, error) {
 	return checkParts(parts, c)
 }
 
+// CheckAt is Check with expiry judged at the given time. The executor
+// passes the time the message was stored in the stream, so that every
+// delivery of one message reaches the same verdict: an approval that was
+// valid when it was sent is not refused on a redelivery after its not_after
+// (its first delivery may already have reached the task service).
+func (c *Checker) CheckAt(envelope []byte, at time.Time) (*Verdict, error) {
+	if c == nil {
+		return Check(envelope)
+	}
+	cc := *c
+	cc.Now = func() time.Time { return at }
+	return cc.Check(envelope)
+}
+
 // CheckDocuments is CheckDocuments under the checker's policy.
 func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
 	parts, err := splitDocuments(candidate, request, approval)
@@ -185,6 +199,10 @@ func (c *Checker) checkSignature(tree map[string]any, a *document.Approval) (sig
 	case err != nil:
 		return "", refuse(CheckSignature, "$.approval.signature",
 			"the signature does not match this approval's content under key %q: the approval was changed after signing, or the signature belongs to another approval", a.KeyID)
+	}
+	if a.ApprovedBy != approver.Name {
+		return "", refuse(CheckSignature, "$.approval.approved_by",
+			"approved_by says %q, but the signature is by trusted approver %q (key %s): a signed approval names its signer", a.ApprovedBy, approver.Name, a.KeyID)
 	}
 	now := time.Now
 	if c.Now != nil {

@@ -177,6 +177,7 @@ func badEnvelopes(t testing.TB) []struct {
 		{"a case-variant member name", "$.request.task.Title", rep(`"title":`, `"Title":`)},
 		{"an unknown member", "$.request.priority", rep(`"request":{`, `"request":{"priority":"high",`)},
 		{"a wrong type", "$.request.intent_id", rep(`"intent_id":"intent-0001"`, `"intent_id":1`)},
+		{"a title with a line break (the task service takes one line)", "$.request.task.title", rep(`"title":"`+scenario.Title+`"`, `"title":"line one\nline two"`)},
 		{"trailing data", "$", append([]byte(good), []byte(` {}`)...)},
 		{"invalid UTF-8", "$", rep(`"v3"`, "\"v\xff3\"")},
 		{"an oversized document", "$", rep(`"kind":"commitment"`, `"kind":"`+strings.Repeat("x", 300<<10)+`"`)},

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
@@ -176,5 +177,28 @@ func TestSignedTamperedMessagesStopAtTheirCheck(t *testing.T) {
 			v, err := c.Check(tc.Envelope)
 			wantCheck(t, v, err, tc.Check)
 		})
+	}
+}
+
+func TestASignedApprovalNamesItsSigner(t *testing.T) {
+	_, c := signedSeed(t)
+	other, err := scenario.ApproveWith(scenario.Candidate(), "task-request-0001", "intent-0001", scenario.Title,
+		approve.Options{By: "someone-else", Key: scenario.TestKey(), At: scenario.ApprovedAt, Lifetime: time.Hour, ID: "approval-x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Check(other.Envelope())
+	wantCheck(t, v, err, gate.CheckSignature)
+}
+
+func TestExpiryIsJudgedAtTheGivenTime(t *testing.T) {
+	s, c := signedSeed(t)
+	late := *c
+	late.Now = func() time.Time { return scenario.ApprovedAt.Add(30 * 24 * time.Hour) }
+	if _, err := late.Check(s.Original.Envelope()); err == nil {
+		t.Fatal("an approval weeks past its not_after passed")
+	}
+	if _, err := late.CheckAt(s.Original.Envelope(), scenario.ApprovedAt.Add(time.Hour)); err != nil {
+		t.Fatalf("a message stored while its approval was valid was refused: %v", err)
 	}
 }
