@@ -46,12 +46,6 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// Connect connects to url with a client name, without authentication; see
-// ConnConfig for the full set of options.
-func Connect(url, name string, log *slog.Logger) (*nats.Conn, error) {
-	return connect(url, name, log)
-}
-
 // connect connects to url, reconnecting without limit after the first
 // connection.
 func connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
