@@ -146,19 +146,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var srv *ops.Server
-	if *httpAddr != "" {
-		if srv, err = ops.Listen(*httpAddr, reg, log); err != nil {
-			return err
-		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Close(cctx)
-		}()
-		stop := context.AfterFunc(ctx, srv.Drain)
-		defer stop()
+	srv, closeOps, err := ops.Start(ctx, *httpAddr, reg, log)
+	if err != nil {
+		return err
 	}
+	defer closeOps()
 	var checks []ops.Check
 
 	if *emb {

@@ -53,19 +53,11 @@ tests and demonstrations and is logged as a warning.
 
 	reg := metrics.NewRegistry()
 	var storeOpen, serving atomic.Bool
-	var srv *ops.Server
-	if *httpAddr != "" {
-		if srv, err = ops.Listen(*httpAddr, reg, log); err != nil {
-			return err
-		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Close(cctx)
-		}()
-		stop := context.AfterFunc(ctx, srv.Drain)
-		defer stop()
+	srv, closeOps, err := ops.Start(ctx, *httpAddr, reg, log)
+	if err != nil {
+		return err
 	}
+	defer closeOps()
 
 	st, err := provider.Open(*data, provider.Options{Logger: log})
 	if err != nil {

@@ -189,3 +189,23 @@ type slogPrintln struct{ log *slog.Logger }
 func (l slogPrintln) Println(v ...any) {
 	l.log.Warn("serving metrics", "err", strings.TrimSpace(fmt.Sprintln(v...)))
 }
+
+// Start listens on addr when it is not empty and turns not ready (Drain)
+// as soon as ctx ends. It returns the server (nil when addr is empty) and a
+// function that closes it, to defer.
+func Start(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) (*Server, func(), error) {
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	srv, err := Listen(addr, g, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, srv.Drain)
+	return srv, func() {
+		stop()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(cctx)
+	}, nil
+}
