@@ -15,6 +15,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/oasisprotocol/curve25519-voi/curve"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
 	"github.com/sendtwice/sendtwice/internal/canon"
 )
 
@@ -75,20 +78,64 @@ func (k *Key) Sign(digest string) (string, error) {
 	return SignaturePrefix + base64.RawURLEncoding.EncodeToString(sig), nil
 }
 
-// Verify checks an encoded signature over digest with pub.
+// Verify checks an encoded signature over digest with pub, using the
+// standard library.
 func Verify(pub ed25519.PublicKey, digest, signature string) error {
-	raw, ok := strings.CutPrefix(signature, SignaturePrefix)
-	if !ok {
-		return fmt.Errorf("%w: it does not start with %q", ErrBadSignature, SignaturePrefix)
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return fmt.Errorf("%w: it is not a base64url Ed25519 signature", ErrBadSignature)
+	sig, err := decodeSignature(signature)
+	if err != nil {
+		return err
 	}
 	if err := ed25519.VerifyWithOptions(pub, []byte(digest), sig, &ed25519.Options{Context: Context}); err != nil {
 		return ErrBadSignature
 	}
 	return nil
+}
+
+// verifyOptions make the expanded-key check accept exactly what the standard
+// library's ed25519.VerifyWithOptions accepts (cofactorless, non-canonical
+// and small-order public keys as it has them), with the approval context.
+var verifyOptions = &voi.Options{Context: Context, Verify: voi.VerifyOptionsStdLib}
+
+// verifyExpanded is Verify with a public key expanded once: the same answer
+// (TestExpandedVerifyAgreesWithTheStandardLibrary, FuzzVerifyAgreement) at
+// about half the cost, which matters because every delivery of a signed
+// approval is checked.
+func verifyExpanded(pub *voi.ExpandedPublicKey, digest, signature string) error {
+	sig, err := decodeSignature(signature)
+	if err != nil {
+		return err
+	}
+	if !voi.VerifyExpandedWithOptions(pub, []byte(digest), sig, verifyOptions) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// smallOrder reports whether a public key (already known to decode) is a
+// point of small order: such a key is nobody's, and cofactorless verification
+// accepts signatures for it that nobody made.
+func smallOrder(pub []byte) bool {
+	var c curve.CompressedEdwardsY
+	var p curve.EdwardsPoint
+	if _, err := c.SetBytes(pub); err != nil {
+		return true
+	}
+	if _, err := p.SetCompressedY(&c); err != nil {
+		return true
+	}
+	return p.IsSmallOrder()
+}
+
+func decodeSignature(signature string) ([]byte, error) {
+	raw, ok := strings.CutPrefix(signature, SignaturePrefix)
+	if !ok {
+		return nil, fmt.Errorf("%w: it does not start with %q", ErrBadSignature, SignaturePrefix)
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return nil, fmt.Errorf("%w: it is not a base64url Ed25519 signature", ErrBadSignature)
+	}
+	return sig, nil
 }
 
 // UnsignedDigest is the digest an approval's signature covers: the canonical
@@ -109,6 +156,7 @@ type Approver struct {
 	KeyID     string `json:"key_id"`
 	PublicKey string `json:"public_key"` // base64url, 32 bytes
 	key       ed25519.PublicKey
+	expanded  *voi.ExpandedPublicKey
 }
 
 // Keyring holds the trusted approvers by key id.
@@ -123,6 +171,12 @@ func NewKeyring(approvers ...Approver) (*Keyring, error) {
 			return nil, fmt.Errorf("%w: approvers[%d].public_key is not a base64url Ed25519 public key", ErrKeyFile, i)
 		}
 		a.key = raw
+		if a.expanded, err = voi.NewExpandedPublicKey(voi.PublicKey(raw)); err != nil {
+			return nil, fmt.Errorf("%w: approvers[%d].public_key is not a point on the curve", ErrKeyFile, i)
+		}
+		if smallOrder(raw) {
+			return nil, fmt.Errorf("%w: approvers[%d].public_key is a small-order point, for which signatures can be forged", ErrKeyFile, i)
+		}
 		if want := KeyID(a.key); a.KeyID != want {
 			return nil, fmt.Errorf("%w: approvers[%d].key_id is %q, but its public key's id is %q", ErrKeyFile, i, a.KeyID, want)
 		}
@@ -160,7 +214,7 @@ func (kr *Keyring) VerifyApproval(approval map[string]any, keyID, signature stri
 	if err != nil {
 		return Approver{}, err
 	}
-	if err := Verify(a.key, d, signature); err != nil {
+	if err := verifyExpanded(a.expanded, d, signature); err != nil {
 		return Approver{}, err
 	}
 	return a, nil
