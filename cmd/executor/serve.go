@@ -62,7 +62,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	data := fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store and the task service's Pebble store")
 	listen := fs.String("listen", "127.0.0.1:4222", "`HOST:PORT` the embedded NATS server listens on")
 	allowFaults := fs.Bool("allow-faults", false, "embedded task service: accept fault-switch calls (tests and demos only)")
-	conc := fs.Int("concurrency", 128, "deliveries handled at once by this instance")
+	conc := fs.Int("concurrency", 512, "deliveries handled at once by this instance")
 	id := fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
 	callTimeout := fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back")

@@ -53,7 +53,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	data := fs.String("data", "", "`DIR` for the embedded server's and service's data (default: a temporary directory, removed at the end)")
 	fs.IntVar(&o.Approvals, "approvals", 20000, "approvals in each backlog `N`")
 	executors := fs.String("executors", "1", "executor instances, a `LIST` such as 1,2,3: one measurement each")
-	fs.IntVar(&o.Concurrency, "concurrency", 128, "deliveries each executor handles at once (checked and sent to the service)")
+	fs.IntVar(&o.Concurrency, "concurrency", 512, "deliveries each executor handles at once (checked and sent to the service)")
 	fs.IntVar(&o.ReceiptBatch, "receipt-batch", 1000, "receipts per atomic batch at most (1: each alone)")
 	preload := fs.String("preload", "0", "intents stored in the service before measuring, a `LIST` such as 0,1000000 (--embedded)")
 	fs.Float64Var(&o.Resend, "resend", 0.10, "share of approvals sent again")
