@@ -21,7 +21,9 @@ const benchHelp = `bench [backlog|live] [--embedded | --server URL] [flags]
 
 Measures durable end-to-end throughput (backlog) or publish→receipt latency (live), with
 the references measured in the same run: naive JetStream (consume, publish one receipt-sized
-message alone, ack; no gate, no service) and Pebble alone (the service's batch per request,
+message alone, ack; no gate, no service), batched JetStream (the same with the receipt-sized
+messages stored in atomic batches, each message acked after its batch's commit ack: the
+JetStream part of the executor alone) and Pebble alone (the service's batch per request,
 synced, by as many writers as the executors have handlers). Prints the figures and their
 ratios to the references, the time per stage, and a check that every approval has its
 receipt and that creates executed equal the distinct intents; exits 1 if anything was lost

@@ -7,7 +7,7 @@ import (
 )
 
 // A small backlog run as its own process, with the task service in a
-// process of its own: the references are measured and printed, the drains
+// process of its own: the three references are measured and printed, the drains
 // with one and two executors pass the check, and the service's memory is
 // reported.
 func TestBenchBacklogMeasuresAndChecks(t *testing.T) {
@@ -15,7 +15,8 @@ func TestBenchBacklogMeasuresAndChecks(t *testing.T) {
 		"--concurrency", "16", "--resend", "0.2", "--conflict", "0.1")
 	r.expect(t, 0)
 	for _, want := range []string{
-		"naive JetStream  200 in",
+		"naive JetStream    200 in",
+		"batched JetStream  200 in",
 		"Pebble alone",
 		"backlog drains",
 		"task service process (store with 0 intents preloaded, after the drains): resident memory",

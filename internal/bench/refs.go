@@ -57,12 +57,20 @@ func measureReferences(ctx context.Context, s *stack, st *stages, rep *report) e
 	receipt := sampleReceipt()
 
 	end := st.begin("reference: naive JetStream")
-	naive, err := s.naiveJetStream(ctx, o.RefApprovals, k, o.Concurrency, len(env), receipt)
+	naive, err := s.naiveJetStream(ctx, o.RefApprovals, k, o.Concurrency, len(env), receipt, false)
 	if err != nil {
 		return fmt.Errorf("bench: the naive JetStream reference: %w", err)
 	}
 	end()
 	rep.naive = naive
+
+	end = st.begin("reference: batched JetStream")
+	batched, err := s.naiveJetStream(ctx, o.RefApprovals, k, o.Concurrency, len(env), receipt, true)
+	if err != nil {
+		return fmt.Errorf("bench: the batched JetStream reference: %w", err)
+	}
+	end()
+	rep.batched = batched
 
 	end = st.begin("reference: Pebble alone")
 	dir := filepath.Join(os.TempDir(), "sendtwice-bench-pebble-"+nuid.Next())
@@ -103,7 +111,13 @@ func sampleReceipt() []byte {
 // and for each publish one receipt-sized message to a second stream alone,
 // wait for its ack, then ack. No gate, no service. Both streams are made for
 // the measurement and deleted after it.
-func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, receipt []byte) (*reference, error) {
+//
+// batched measures instead the JetStream part of the executor's design, and
+// so the most any design that stores one receipt per approval can reach on
+// this server: the receipt-sized messages gathered into atomic batches (as
+// many as have queued, up to 1000, two batches in flight), each message acked
+// once its batch's commit is acknowledged. Still no gate, no service.
+func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, receipt []byte, batched bool) (*reference, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	topo := s.topo
@@ -117,7 +131,7 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 		{Name: naiveIn, Subjects: []string{"bench.naive.in.>"}, Storage: jetstream.FileStorage, Replicas: replicas,
 			Duplicates: topo.DuplicateWindow, AllowAtomicPublish: true},
 		{Name: naiveOut, Subjects: []string{"bench.naive.out.>"}, Storage: jetstream.FileStorage, Replicas: replicas,
-			Duplicates: topo.DuplicateWindow},
+			Duplicates: topo.DuplicateWindow, AllowAtomicPublish: true},
 	} {
 		_ = s.js.DeleteStream(ctx, sc.Name)
 		if _, err := s.js.CreateStream(ctx, sc); err != nil {
@@ -181,24 +195,76 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 			nc.Close()
 			return nil, err
 		}
+		fail := func(err error) {
+			failMu.Lock()
+			failure = errors.Join(failure, err)
+			failMu.Unlock()
+		}
+		receiptMsg := func(msg jetstream.Msg) *nats.Msg {
+			m := nats.NewMsg("bench.naive.out." + strconv.Itoa(int(msg.Data()[0])))
+			m.Data = receipt
+			m.Header.Set(topology.HeaderOutcome, document.OutcomeCreated)
+			m.Header.Set(topology.HeaderStreamSeq, "100000")
+			m.Header.Set(topology.HeaderDelivered, "1")
+			return m
+		}
+		var queue chan jetstream.Msg
+		var senders sync.WaitGroup
+		if batched {
+			queue = make(chan jetstream.Msg, 4*c)
+			for range 2 {
+				senders.Go(func() {
+					for first := range queue {
+						taken := []jetstream.Msg{first}
+					fill:
+						for len(taken) < 1000 {
+							select {
+							case m, ok := <-queue:
+								if !ok {
+									break fill
+								}
+								taken = append(taken, m)
+							default:
+								break fill
+							}
+						}
+						msgs := make([]*nats.Msg, len(taken))
+						for i, m := range taken {
+							msgs[i] = receiptMsg(m)
+						}
+						pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+						_, err := publishAtomicSeqs(pctx, nc, naiveOut, msgs)
+						pcancel()
+						for _, m := range taken {
+							if err != nil {
+								_ = m.Nak()
+							} else {
+								_ = m.Ack()
+							}
+						}
+						if err != nil {
+							fail(err)
+						}
+					}
+				})
+			}
+		}
 		sem := make(chan struct{}, c)
 		var wg sync.WaitGroup
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				m := nats.NewMsg("bench.naive.out." + strconv.Itoa(int(msg.Data()[0])))
-				m.Data = receipt
-				m.Header.Set(topology.HeaderOutcome, document.OutcomeCreated)
-				m.Header.Set(topology.HeaderStreamSeq, "100000")
-				m.Header.Set(topology.HeaderDelivered, "1")
+				if batched {
+					queue <- msg
+					return
+				}
+				m := receiptMsg(msg)
 				pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 				_, err := js.PublishMsg(pctx, m, jetstream.WithMsgID("naive-"+nuid.Next()), jetstream.WithExpectStream(naiveOut))
 				pcancel()
 				if err != nil {
-					failMu.Lock()
-					failure = errors.Join(failure, err)
-					failMu.Unlock()
+					fail(err)
 					_ = msg.Nak()
 					return
 				}
@@ -206,12 +272,28 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 			})
 		}, jetstream.PullMaxMessages(2*c))
 		if err != nil {
+			if queue != nil {
+				close(queue)
+				senders.Wait()
+			}
 			nc.Close()
 			return nil, err
 		}
-		stops = append(stops, func() { cc.Stop(); wg.Wait(); nc.Close() })
+		stops = append(stops, func() {
+			cc.Stop()
+			wg.Wait()
+			if queue != nil {
+				close(queue)
+				senders.Wait()
+			}
+			nc.Close()
+		})
 	}
-	bar.begin(fmt.Sprintf("naive: %d×%d handlers", k, c), n)
+	name := "naive"
+	if batched {
+		name = "batched"
+	}
+	bar.begin(fmt.Sprintf("%s: %d×%d handlers", name, k, c), n)
 	for {
 		l, err := left()
 		if err != nil {
@@ -233,6 +315,10 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 	}
 	took := time.Since(start)
 	bar.end()
+	if batched {
+		return &reference{name: "batched JetStream", n: n, took: took, unit: "messages/s",
+			what: fmt.Sprintf("%d×%d handlers; consume, store %d-byte messages in atomic batches (up to 1000, 2 in flight), ack each after its batch's commit ack", k, c, len(receipt))}, nil
+	}
 	return &reference{name: "naive JetStream", n: n, took: took, unit: "messages/s",
 		what: fmt.Sprintf("%d×%d handlers; consume, publish one %d-byte message alone and wait for its ack, ack", k, c, len(receipt))}, nil
 }
