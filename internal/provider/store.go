@@ -146,8 +146,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// blockCacheBytes sizes Pebble's block cache.
-const blockCacheBytes = 64 << 20
+// blockCacheBytes sizes Pebble's block cache. Every create call reads its
+// intent id, and Pebble reads each file's index and bloom filter blocks
+// through this cache: once a store's data outgrows the cache, those blocks
+// are evicted and read again from the files, and a lookup cost grew from
+// about 6 to 17 µs over six drains of 30,000 approvals with 64 MiB. 256 MiB
+// holds the index and filter blocks of a store of several million intents.
+// The service's memory stays bounded by it plus two memtables (MemTableSize)
+// and a small Go heap.
+const blockCacheBytes = 256 << 20
 
 // pebbleOptions are the Pebble settings of a store. Bloom filters on every
 // level keep the point read of an intent id that was never seen (the
