@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,7 +40,13 @@ live: --publishers publishers offer approvals at each --rate (approvals/s, or "h
 
 With --embedded, a NATS server (fsync before every ack) runs in this process and the task
 service in its own process (so that its memory can be read), keeping their data in --data
-(default: a temporary directory, removed at the end). Executors always run in this process.`
+(default: a temporary directory, removed at the end). Executors always run in this process.
+
+With --server (default $NATS_URL), the deployment's task service must be running; the bench
+provisions the streams if they are missing, creates and deletes the references' streams, and
+connects with --creds, --nkey or --user/--password ($NATS_PASSWORD) and the --tls-* files.
+That account needs to publish approvals, consume, store receipts, manage streams and call the
+service: an operator's account, not one of the least-privilege roles in deploy/auth.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "serve-provider" {
@@ -50,7 +57,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		o.Mode, args = args[0], args[1:]
 	}
 	fs := newFlagSet("bench", benchHelp, stderr)
-	server := cli.ServerFlag(fs)
+	conn := cli.ConnFlags(fs)
 	fs.BoolVar(&o.Embedded, "embedded", false, "run a NATS server and the task service here instead of using --server")
 	data := fs.String("data", "", "`DIR` for the embedded server's and service's data (default: a temporary directory, removed at the end)")
 	fs.IntVar(&o.Approvals, "approvals", 20000, "approvals in each backlog `N`")
@@ -107,7 +114,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageErr(fs, "%v", err)
 	}
-	o.Log, o.Status, o.Server = log, stderr, *server
+	o.Log, o.Status, o.Server = log, stderr, conn.Server
+	if o.Embedded {
+		var given []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "creds", "nkey", "user", "password", "tls-cert", "tls-key", "tls-ca", "tls-first":
+				given = append(given, "--"+f.Name)
+			}
+		})
+		if len(given) > 0 {
+			return usageErr(fs, "%s: for --server; the embedded server has no authentication or TLS", strings.Join(given, ", "))
+		}
+	} else if o.ConnOptions, err = conn.Options(); err != nil {
+		return usageErr(fs, "%v", err)
+	}
 	if f, ok := stderr.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			o.Terminal = true

@@ -4,6 +4,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 // A small backlog run as its own process, with the task service in a
@@ -57,4 +64,77 @@ func TestBenchRefusesBadUsage(t *testing.T) {
 	}
 	// Preloading needs the store in hand.
 	publisher(t, nil, "bench", "--server", "nats://127.0.0.1:1", "--preload", "10").expect(t, 1)
+}
+
+// Against a server that requires a user and password, with the task service
+// running there: the bench connects every one of its connections with the
+// credentials given, the run passes its check, and the password appears
+// nowhere in what it prints, even when it was part of the server URL. A
+// wrong password is refused with the server's reason.
+func TestBenchAgainstAServerThatRequiresAPassword(t *testing.T) {
+	const user, password = "bench", "s3cret-bench-passw0rd"
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true,
+		Users: []*server.User{{Username: user, Password: password}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the server did not start")
+	}
+	url := srv.ClientURL()
+
+	nc, err := nats.Connect(url, nats.UserInfo(user, password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := provider.Open(t.TempDir(), provider.Options{Logger: testenv.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := provider.Serve(nc, st, provider.ServiceConfig{Logger: testenv.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(); _ = st.Close() })
+
+	if _, err := nats.Connect(url); err == nil {
+		t.Fatal("the server let a client in without credentials; the test would prove nothing")
+	}
+	noLeak := func(r result) {
+		t.Helper()
+		if strings.Contains(r.stdout+r.stderr, password) {
+			t.Errorf("the password appears in the output:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		}
+	}
+
+	t.Setenv("NATS_PASSWORD", password)
+	r := publisher(t, nil, "bench", "--server", url, "--user", user, "--approvals", "60", "--ref-approvals", "30", "--concurrency", "8")
+	r.expect(t, 0)
+	noLeak(r)
+	if !strings.Contains(r.stdout, "ok: 60/60 with receipt") || !strings.Contains(r.stdout, "naive JetStream    30 in") {
+		t.Errorf("no checked drain or no references:\n%s", r.stdout)
+	}
+
+	// The password inside the URL: used, and redacted in the report.
+	t.Setenv("NATS_PASSWORD", "")
+	withPass := strings.Replace(url, "nats://", "nats://"+user+":"+password+"@", 1)
+	r = publisher(t, nil, "bench", "--server", withPass, "--approvals", "20", "--no-references", "--concurrency", "8")
+	r.expect(t, 0)
+	noLeak(r)
+	if !strings.Contains(r.stdout, "against:   server nats://"+user+":REDACTED@") {
+		t.Errorf("the report does not name the server with the password redacted:\n%s", r.stdout)
+	}
+
+	t.Setenv("NATS_PASSWORD", "wrong-"+password)
+	r = publisher(t, nil, "bench", "--server", url, "--user", user, "--approvals", "20", "--no-references")
+	r.expect(t, 1)
+	noLeak(r)
+	if !strings.Contains(r.stderr, "Authorization Violation") {
+		t.Errorf("a wrong password is not refused with the server's reason:\n%s", r.stderr)
+	}
 }

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -46,8 +48,10 @@ func (r Rate) String() string {
 type Options struct {
 	Mode string
 	// Server is the URL of a running deployment (server, task service);
-	// ignored with Embedded.
-	Server string
+	// ignored with Embedded. ConnOptions (authentication, TLS) go with every
+	// connection the bench makes to it.
+	Server      string
+	ConnOptions []nats.Option
 	// Embedded runs a NATS server (fsync before every ack) and the task
 	// service here, with their data under Dir.
 	Embedded bool
@@ -96,6 +100,9 @@ type Options struct {
 
 	key     *sign.Key
 	checker *gate.Checker
+	// run starts every id the run generates, so that a second run against
+	// the same deployment does not meet the first run's intents.
+	run string
 }
 
 func (o *Options) topology() topology.Config { return topology.DefaultConfig() }
@@ -109,6 +116,12 @@ func (o *Options) defaults() error {
 	}
 	if !o.Embedded && o.Server == "" {
 		return errors.New("bench: name a server (--server) or run one here (--embedded)")
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	o.run = "b" + hex.EncodeToString(r[:])
+	if o.Embedded && len(o.ConnOptions) > 0 {
+		return errors.New("bench: authentication and TLS options are for --server; the embedded server has neither")
 	}
 	if o.Approvals <= 0 {
 		o.Approvals = 20_000
@@ -239,7 +252,7 @@ func runBacklog(ctx context.Context, o *Options, st *stages, rep *report) error 
 			for i, k := range o.Executors {
 				// Intent ids of their own for every drain: a drain of ids
 				// already created would only replay.
-				d, err := s.drain(ctx, k, fmt.Sprintf("s%d-%d-e%d", pi, i, k), st)
+				d, err := s.drain(ctx, k, fmt.Sprintf("%s-s%d-%d-e%d", o.run, pi, i, k), st)
 				if d != nil {
 					rep.drains = append(rep.drains, d)
 				}

@@ -82,7 +82,7 @@ func runLive(ctx context.Context, o *Options, st *stages, rep *report) error {
 				if err := fresh(); err != nil {
 					return err
 				}
-				d, err := s.drain(ctx, k, fmt.Sprintf("max-e%d", k), st)
+				d, err := s.drain(ctx, k, fmt.Sprintf("%s-max-e%d", o.run, k), st)
 				if d != nil {
 					rep.drains = append(rep.drains, d)
 				}
@@ -97,7 +97,7 @@ func runLive(ctx context.Context, o *Options, st *stages, rep *report) error {
 		if err := fresh(); err != nil {
 			return err
 		}
-		l, err := s.live(ctx, k, r, rate, fmt.Sprintf("live%d-e%d", i, k), st)
+		l, err := s.live(ctx, k, r, rate, fmt.Sprintf("%s-live%d-e%d", o.run, i, k), st)
 		after = "live at " + thousands(rate) + "/s"
 		if l != nil {
 			rep.lives = append(rep.lives, l)

@@ -186,7 +186,7 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 	var failMu sync.Mutex
 	var failure error
 	for i := range k {
-		nc, err := nats.Connect(s.url, nats.Name("bench-naive-"+strconv.Itoa(i)))
+		nc, err := s.connect("bench-naive-" + strconv.Itoa(i))
 		if err != nil {
 			return nil, err
 		}

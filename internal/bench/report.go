@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 // memoryFigure is the task service process's resident memory after the
@@ -56,7 +58,7 @@ func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 func (r *report) write(w io.Writer) {
 	o := r.o
-	where := "server " + o.Server
+	where := "server " + cli.RedactURL(o.Server)
 	if o.Embedded {
 		where = "embedded NATS server (JetStream file storage, fsync before every ack) and task service"
 		if o.ServiceProcess != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -104,10 +105,10 @@ func startStack(ctx context.Context, o *Options, preload int, st *stages) (*stac
 	} else {
 		s.url = o.Server
 	}
-	nc, err := nats.Connect(s.url, nats.Name("bench"), nats.MaxReconnects(-1))
+	nc, err := s.connect("bench", nats.MaxReconnects(-1))
 	if err != nil {
 		s.close()
-		return nil, fmt.Errorf("bench: connecting to %s: %w", s.url, err)
+		return nil, fmt.Errorf("bench: connecting to %s: %w", cli.RedactURL(s.url), err)
 	}
 	s.nc = nc
 	if s.js, err = jetstream.New(nc); err != nil {
@@ -221,7 +222,7 @@ func (s *stack) executors(k int) (stop func(), err error) {
 		}
 	}
 	for i := 1; i <= k; i++ {
-		nc, err := nats.Connect(s.url, nats.Name("bench-executor-"+strconv.Itoa(i)), nats.MaxReconnects(-1))
+		nc, err := s.connect("bench-executor-"+strconv.Itoa(i), nats.MaxReconnects(-1))
 		if err != nil {
 			stop()
 			return nil, err
@@ -371,4 +372,11 @@ func (s *stack) childCPU() time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * (time.Second / 100)
+}
+
+// connect opens a connection to the server under test, with the run's
+// authentication and TLS options.
+func (s *stack) connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{nats.Name(name)}, opts...)
+	return nats.Connect(s.url, append(all, s.o.ConnOptions...)...)
 }
