@@ -44,8 +44,8 @@ const (
 	naiveConsumer = "naive"
 )
 
-// measureReferences measures both references on s, with the concurrency of
-// the first executor count measured.
+// measureReferences measures the three references on s, with the
+// concurrency of the first executor count measured.
 func measureReferences(ctx context.Context, s *stack, st *stages, rep *report) error {
 	o := s.o
 	k := o.Executors[0]
@@ -112,12 +112,18 @@ func sampleReceipt() []byte {
 // wait for its ack, then ack. No gate, no service. Both streams are made for
 // the measurement and deleted after it.
 //
-// batched measures instead the JetStream part of the executor's design, and
-// so the most any design that stores one receipt per approval can reach on
-// this server: the receipt-sized messages gathered into atomic batches (as
-// many as have queued, up to 1000, two batches in flight), each message acked
-// once its batch's commit is acknowledged. Still no gate, no service.
+// batched measures instead the JetStream part of the executor's design alone:
+// the receipt-sized messages gathered into atomic batches as the executor
+// gathers its receipts (as many as have queued, up to the run's receipt batch
+// size, two batches in flight), each message acked once its batch's commit is
+// acknowledged. Still no gate, no service: JetStream's own cost of storing one
+// receipt per approval this way, which the pipeline cannot beat.
 func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, receipt []byte, batched bool) (*reference, error) {
+	batchMax := s.o.ReceiptBatch
+	if batchMax <= 0 || batchMax > 1000 {
+		batchMax = 1000 // the executor's default and the server's limit
+	}
+	const receiptBatchesInFlight = 2 // the executor's default
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	topo := s.topo
@@ -208,16 +214,22 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 			m.Header.Set(topology.HeaderDelivered, "1")
 			return m
 		}
+		// done tells handlers to give up at the end (what they hold is
+		// redelivered, and the streams are deleted anyway); stopped, under
+		// mu, keeps a handler from starting once the end has begun.
+		done := make(chan struct{})
+		var mu sync.Mutex
+		stopped := false
 		var queue chan jetstream.Msg
 		var senders sync.WaitGroup
 		if batched {
-			queue = make(chan jetstream.Msg, 4*c)
-			for range 2 {
+			queue = make(chan jetstream.Msg, 4*batchMax)
+			for range receiptBatchesInFlight {
 				senders.Go(func() {
 					for first := range queue {
 						taken := []jetstream.Msg{first}
 					fill:
-						for len(taken) < 1000 {
+						for len(taken) < batchMax {
 							select {
 							case m, ok := <-queue:
 								if !ok {
@@ -252,11 +264,27 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 		sem := make(chan struct{}, c)
 		var wg sync.WaitGroup
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			sem <- struct{}{}
-			wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-done:
+				return
+			}
+			mu.Lock()
+			if stopped {
+				mu.Unlock()
+				<-sem
+				return
+			}
+			wg.Add(1)
+			mu.Unlock()
+			go func() {
+				defer wg.Done()
 				defer func() { <-sem }()
 				if batched {
-					queue <- msg
+					select {
+					case queue <- msg:
+					case <-done:
+					}
 					return
 				}
 				m := receiptMsg(msg)
@@ -269,7 +297,7 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 					return
 				}
 				_ = msg.Ack()
-			})
+			}()
 		}, jetstream.PullMaxMessages(2*c))
 		if err != nil {
 			if queue != nil {
@@ -280,8 +308,12 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 			return nil, err
 		}
 		stops = append(stops, func() {
+			close(done)
 			cc.Stop()
-			wg.Wait()
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
+			wg.Wait() // no handler starts after this, so none sends on queue
 			if queue != nil {
 				close(queue)
 				senders.Wait()
@@ -317,7 +349,7 @@ func (s *stack) naiveJetStream(ctx context.Context, n, k, c, envBytes int, recei
 	bar.end()
 	if batched {
 		return &reference{name: "batched JetStream", n: n, took: took, unit: "messages/s",
-			what: fmt.Sprintf("%d×%d handlers; consume, store %d-byte messages in atomic batches (up to 1000, 2 in flight), ack each after its batch's commit ack", k, c, len(receipt))}, nil
+			what: fmt.Sprintf("%d×%d handlers; consume, store %d-byte messages in atomic batches (up to %d, %d in flight), ack each after its batch's commit ack", k, c, len(receipt), batchMax, receiptBatchesInFlight)}, nil
 	}
 	return &reference{name: "naive JetStream", n: n, took: took, unit: "messages/s",
 		what: fmt.Sprintf("%d×%d handlers; consume, publish one %d-byte message alone and wait for its ack, ack", k, c, len(receipt))}, nil

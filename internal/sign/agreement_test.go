@@ -2,13 +2,18 @@ package sign
 
 import (
 	"crypto/ed25519"
+	crand "crypto/rand"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/big"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/oasisprotocol/curve25519-voi/curve"
+	"github.com/oasisprotocol/curve25519-voi/curve/scalar"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
@@ -105,6 +110,95 @@ func TestSmallOrderKeysAreRefusedWhenTheKeyringIsLoaded(t *testing.T) {
 	if _, err := NewKeyring(a); !errors.Is(err, ErrKeyFile) {
 		t.Fatalf("NewKeyring with the neutral element: err = %v, want %v", err, ErrKeyFile)
 	}
+}
+
+// TestMixedOrderPublicKeysGetTheSameAnswers uses a public key with a
+// small-order component, A' = aB + T with T of order 2. It is not of small
+// order, so a keyring takes it. A signature its holder makes (R = rB,
+// S = r + k·a with k the challenge over A') satisfies the cofactorless
+// equation only when k is even; each signature must get the same answer from
+// both checks, and both answers must occur.
+func TestMixedOrderPublicKeysGetTheSameAnswers(t *testing.T) {
+	seed := make([]byte, 32)
+	seed[0] = 9
+	h := sha512.Sum512(seed)
+	h[0] &= 248
+	h[31] &= 127
+	h[31] |= 64
+	a, err := scalar.NewFromBytesModOrder(h[:32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var A curve.EdwardsPoint
+	A.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, a)
+	A.Add(&A, orderTwoPoint(t))
+	var ac curve.CompressedEdwardsY
+	ac.SetEdwardsPoint(&A)
+	pub := ac[:]
+	if smallOrder(pub) {
+		t.Fatal("aB + T reported as small order")
+	}
+	if _, err := NewKeyring(Approver{Name: "mixed", KeyID: KeyID(pub), PublicKey: base64.RawURLEncoding.EncodeToString(pub)}); err != nil {
+		t.Fatalf("a keyring refused a mixed-order key: %v", err)
+	}
+
+	accepted := 0
+	const n = 40
+	for i := range n {
+		digest := fmt.Sprintf("sha256:mixed-%d", i)
+		r, err := scalar.New().SetRandom(crand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var R curve.EdwardsPoint
+		R.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, r)
+		var rc curve.CompressedEdwardsY
+		rc.SetEdwardsPoint(&R)
+		hash := sha512.New()
+		hash.Write([]byte("SigEd25519 no Ed25519 collisions"))
+		hash.Write([]byte{0, byte(len(Context))})
+		hash.Write([]byte(Context))
+		hash.Write(rc[:])
+		hash.Write(pub)
+		hash.Write([]byte(digest))
+		k, err := scalar.NewFromBytesModOrderWide(hash.Sum(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		S := scalar.New().Mul(k, a)
+		S.Add(S, r)
+		sig := make([]byte, 64)
+		copy(sig, rc[:])
+		if err := S.ToBytes(sig[32:]); err != nil {
+			t.Fatal(err)
+		}
+		if agree(t, pub, digest, sig) {
+			accepted++
+		}
+	}
+	if accepted == 0 || accepted == n {
+		t.Fatalf("%d of %d signatures accepted by both; expected some of each (the challenge's parity decides)", accepted, n)
+	}
+}
+
+// orderTwoPoint is (0, -1), the point of order 2.
+func orderTwoPoint(t *testing.T) *curve.EdwardsPoint {
+	t.Helper()
+	var enc [32]byte // y = p - 1, little-endian
+	enc[0] = 0xec
+	for i := 1; i < 31; i++ {
+		enc[i] = 0xff
+	}
+	enc[31] = 0x7f
+	var c curve.CompressedEdwardsY
+	var p curve.EdwardsPoint
+	if _, err := c.SetBytes(enc[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SetCompressedY(&c); err != nil {
+		t.Fatal(err)
+	}
+	return &p
 }
 
 // FuzzVerifyAgreement feeds arbitrary public keys, digests and signatures to
