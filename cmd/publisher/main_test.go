@@ -115,21 +115,6 @@ func decodeApproval(t *testing.T, b []byte) *document.Approval {
 	return a
 }
 
-// edit returns doc with f applied to its decoded members.
-func edit(t *testing.T, doc []byte, f func(m map[string]any)) []byte {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(doc, &m); err != nil {
-		t.Fatal(err)
-	}
-	f(m)
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // files are the three documents of one message, written to disk.
 type files struct{ candidate, request, approval string }
 
@@ -322,13 +307,13 @@ func TestApprove(t *testing.T) {
 
 	cand := readFile(t, seedFile("candidate.json"))
 	dir := t.TempDir()
-	editedVersion := writeFile(t, dir, "candidate-v4.json", edit(t, cand, func(m map[string]any) {
+	editedVersion := writeFile(t, dir, "candidate-v4.json", scenario.Edit(cand, func(m map[string]any) {
 		m["source"].(map[string]any)["version"] = "v4"
 	}))
-	editedSummary := writeFile(t, dir, "candidate-edited.json", edit(t, cand, func(m map[string]any) {
+	editedSummary := writeFile(t, dir, "candidate-edited.json", scenario.Edit(cand, func(m map[string]any) {
 		m["summary"] = "有人說會把通知設定整個重寫"
 	}))
-	otherCandidate := writeFile(t, dir, "request-other.json", edit(t, readFile(t, seedFile("request.json")), func(m map[string]any) {
+	otherCandidate := writeFile(t, dir, "request-other.json", scenario.Edit(readFile(t, seedFile("request.json")), func(m map[string]any) {
 		m["candidate_ref"].(map[string]any)["candidate_id"] = "cand-0002"
 	}))
 	notStrict := writeFile(t, dir, "candidate-dup.json", []byte(strings.Replace(string(cand), `"kind":`, `"kind": "x", "kind":`, 1)))

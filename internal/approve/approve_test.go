@@ -27,21 +27,6 @@ func readSeed(t *testing.T, name string) []byte {
 	return b
 }
 
-// edit returns doc with f applied to its decoded members.
-func edit(t *testing.T, doc []byte, f func(m map[string]any)) []byte {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(doc, &m); err != nil {
-		t.Fatal(err)
-	}
-	f(m)
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func marshal(t *testing.T, a *document.Approval) []byte {
 	t.Helper()
 	b, err := json.Marshal(a)
@@ -137,7 +122,7 @@ func TestApprovingTheSeedWithItsFixedFactsReproducesTheFixture(t *testing.T) {
 func TestApproveRefusesARequestThatPointsAtAnotherCandidate(t *testing.T) {
 	cand, req := readSeed(t, "candidate.json"), readSeed(t, "request.json")
 	ref := func(member, value string) []byte {
-		return edit(t, req, func(m map[string]any) { m["candidate_ref"].(map[string]any)[member] = value })
+		return scenario.Edit(req, func(m map[string]any) { m["candidate_ref"].(map[string]any)[member] = value })
 	}
 	otherDigest := "sha256:" + strings.Repeat("0", 64)
 	for _, c := range []struct {
@@ -151,10 +136,10 @@ func TestApproveRefusesARequestThatPointsAtAnotherCandidate(t *testing.T) {
 			[]string{`source version "v2"`, `"v3"`}},
 		{"a request naming another candidate digest", cand, ref("candidate_digest", otherDigest),
 			[]string{otherDigest, digest(t, cand)}},
-		{"a candidate whose source version was edited", edit(t, cand, func(m map[string]any) {
+		{"a candidate whose source version was edited", scenario.Edit(cand, func(m map[string]any) {
 			m["source"].(map[string]any)["version"] = "v4"
 		}), readSeed(t, "request-changed.json"), []string{`source version "v3"`, `"v4"`}},
-		{"a candidate whose summary was edited", edit(t, cand, func(m map[string]any) {
+		{"a candidate whose summary was edited", scenario.Edit(cand, func(m map[string]any) {
 			m["summary"] = "有人說會把通知設定整個重寫"
 		}), req, []string{"candidate digest " + digest(t, cand)}},
 	} {
@@ -193,7 +178,7 @@ func TestApproveRefusesInputItCannotReadStrictly(t *testing.T) {
 			"the candidate", "$", canon.ErrTrailingData},
 		{"an empty candidate", nil, req, "the candidate", "$", canon.ErrEmpty},
 		{"a request with a duplicate title", cand, dupTitle, "the request", "$.task", canon.ErrDuplicateName},
-		{"a request with an unknown member", cand, edit(t, req, func(m map[string]any) {
+		{"a request with an unknown member", cand, scenario.Edit(req, func(m map[string]any) {
 			m["task"].(map[string]any)["priority"] = "high"
 		}), "the request", "$.task.priority", document.ErrUnknownMember},
 		{"a request given as the candidate", req, req, "the candidate", "$.", nil},

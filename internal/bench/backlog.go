@@ -24,15 +24,6 @@ type drainResult struct {
 	batches, batched int64
 }
 
-// cpuPerApproval is the CPU time the drain took per approval.
-func (d *drainResult) cpuPerApproval() time.Duration {
-	n := d.n
-	if n == 0 {
-		return 0
-	}
-	return (d.cpu + d.serviceCPU) / time.Duration(n)
-}
-
 func (d *drainResult) rate() float64 {
 	if d.took <= 0 {
 		return 0

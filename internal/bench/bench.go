@@ -37,13 +37,6 @@ type Rate struct {
 	HalfOfMax bool
 }
 
-func (r Rate) String() string {
-	if r.HalfOfMax {
-		return "half of the maximum"
-	}
-	return thousands(r.PerSecond) + "/s"
-}
-
 // Options configure a run.
 type Options struct {
 	Mode string

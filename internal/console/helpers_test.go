@@ -121,12 +121,7 @@ func editJSON(t testing.TB, path string, f func(m map[string]any)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	f(m)
-	if err := os.WriteFile(path, indent(t, m), 0o644); err != nil {
+	if err := os.WriteFile(path, scenario.Edit(b, f), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -179,9 +179,6 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	return e, nil
 }
 
-// ID returns the instance id.
-func (e *Executor) ID() string { return e.cfg.ID }
-
 // Stats returns the instance's counts.
 func (e *Executor) Stats() *Stats { return &e.stats }
 
@@ -295,16 +292,6 @@ func (d *delivery) done() {
 		d.finished()
 		d.finished = nil
 	}
-}
-
-// Handle processes one delivery to its end: acked with a receipt, terminated
-// with a receipt, dead-lettered, or nak'ed for a later attempt. While Run is
-// consuming, the receipt joins the running batches; otherwise it is stored
-// alone.
-func (e *Executor) Handle(msg jetstream.Msg) {
-	finished := make(chan struct{})
-	e.handle(msg, nil, func() { close(finished) })
-	<-finished
 }
 
 // handle processes one delivery. released is called when the handler slot is

@@ -136,15 +136,6 @@ func (c *Checker) CheckAt(envelope []byte, at time.Time) (*Verdict, error) {
 	return cc.Check(envelope)
 }
 
-// CheckDocuments is CheckDocuments under the checker's policy.
-func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
-	parts, err := splitDocuments(candidate, request, approval)
-	if err != nil {
-		return nil, err
-	}
-	return checkParts(parts, c)
-}
-
 // Check runs the checks that need no keys on one envelope message, in order,
 // and stops at the first failure: envelope, approval_format,
 // candidate_binding, request_binding, capability. Signature and expiry are

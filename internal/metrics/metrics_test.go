@@ -62,7 +62,7 @@ func TestExecutorMetricsCountReceiptsRejectionsRedeliveriesAndLatency(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, types := gathered(t, reg)
+	got, _ := gathered(t, reg)
 	for _, o := range metrics.Outcomes {
 		if v, ok := got[metrics.Receipts+`{outcome="`+o+`"}`]; !ok || v != 0 {
 			t.Errorf("outcome %s not exported as 0 before any receipt: %v, %v", o, v, ok)
@@ -82,7 +82,7 @@ func TestExecutorMetricsCountReceiptsRejectionsRedeliveriesAndLatency(t *testing
 	m.ObserveRetry(1, errors.New("timeout"))
 	m.ObserveRetry(2, errors.New("timeout"))
 
-	got, types = gathered(t, reg)
+	got, types := gathered(t, reg)
 	want := map[string]float64{
 		metrics.Receipts + `{outcome="created"}`:               1,
 		metrics.Receipts + `{outcome="replayed"}`:              1,

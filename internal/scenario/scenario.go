@@ -155,33 +155,25 @@ type Tampered struct {
 // publish substituted and publish added) built from the original approval.
 func (s *Seed) TamperedCases() []Tampered {
 	o := s.Original
-	edit := func(doc []byte, f func(m map[string]any)) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(doc, &m); err != nil {
-			panic(err)
-		}
-		f(m)
-		return mustJSON(m)
-	}
 	env := func(c, r, a []byte) []byte { return Approved{c, r, a}.Envelope() }
 	return []Tampered{
 		{"no-approval", env(o.Candidate, o.Request, nil), "approval_format"},
-		{"approval-of-another-kind", env(o.Candidate, o.Request, edit(o.Approval, func(m map[string]any) {
+		{"approval-of-another-kind", env(o.Candidate, o.Request, Edit(o.Approval, func(m map[string]any) {
 			m["schema_version"] = "task-rejection.v1"
 		})), "approval_format"},
-		{"candidate-changed", env(edit(o.Candidate, func(m map[string]any) {
+		{"candidate-changed", env(Edit(o.Candidate, func(m map[string]any) {
 			m["summary"] = "有人在會議中說會把通知設定整個重寫"
 		}), o.Request, o.Approval), "candidate_binding"},
-		{"source-version-changed", env(edit(o.Candidate, func(m map[string]any) {
+		{"source-version-changed", env(Edit(o.Candidate, func(m map[string]any) {
 			m["source"].(map[string]any)["version"] = "v4"
 		}), o.Request, o.Approval), "candidate_binding"},
-		{"request-edited-after-approval", env(o.Candidate, edit(o.Request, func(m map[string]any) {
+		{"request-edited-after-approval", env(o.Candidate, Edit(o.Request, func(m map[string]any) {
 			m["task"].(map[string]any)["title"] = "刪除通知設定"
 		}), o.Approval), "request_binding"},
-		{"capability-publish-substituted", env(o.Candidate, o.Request, s.resign(edit(o.Approval, func(m map[string]any) {
+		{"capability-publish-substituted", env(o.Candidate, o.Request, s.resign(Edit(o.Approval, func(m map[string]any) {
 			m["capabilities"] = []string{"publish"}
 		}))), "capability"},
-		{"capability-publish-added", env(o.Candidate, o.Request, s.resign(edit(o.Approval, func(m map[string]any) {
+		{"capability-publish-added", env(o.Candidate, o.Request, s.resign(Edit(o.Approval, func(m map[string]any) {
 			m["capabilities"] = []string{document.CapabilityCreateFakeTask, "publish"}
 		}))), "capability"},
 	}
@@ -236,6 +228,18 @@ func Generate(candidate []byte, prefix string, n int) (Approved, error) {
 		fmt.Sprintf("intent-%s-%06d", prefix, n),
 		fmt.Sprintf("%s (#%d)", Title, n),
 		fmt.Sprintf("approval-%s-%06d", prefix, n))
+}
+
+// Edit returns the JSON object doc with f applied to its members, indented.
+// It is for fixtures and tests, which build their documents, so it panics if
+// doc is not a JSON object.
+func Edit(doc []byte, f func(m map[string]any)) []byte {
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		panic(err)
+	}
+	f(m)
+	return mustJSON(m)
 }
 
 func mustJSON(v any) []byte {
