@@ -33,7 +33,7 @@ const usage = `executor: consume approved requests, gate them, call the task ser
 Usage:
   executor serve [--server URL | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
                  [--data DIR] [--listen HOST:PORT] [--concurrency N]
-  executor status [--server URL] [--json]
+  executor status [--server URL] [--json] [--service-timeout DURATION]
   executor verify [--server URL] [--json]
   executor provision [--server URL] [--replicas N]
   executor demo

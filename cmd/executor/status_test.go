@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+)
+
+// stackWithOneCreatedReceipt starts a stack, has an executor carry out the
+// seed approval once and stops the executor.
+func stackWithOneCreatedReceipt(t *testing.T) *testenv.Env {
+	t.Helper()
+	env := testenv.Start(t)
+	_, stop := env.Executor(executor.Config{ID: "exec-1"})
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sent, err := publish.Send(ctx, env.JS, s.Original.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := receiptFor(t, env.JS, sent.IntentID, sent.StreamSeq); rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("receipt %s, want created", rc.Outcome)
+	}
+	stop()
+	return env
+}
+
+func TestStatusPrintsTheCountersTheConsumerAndTheReceipts(t *testing.T) {
+	env := stackWithOneCreatedReceipt(t)
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"status", "--server", env.URL()}, &out, &errOut); err != nil {
+		t.Fatalf("status: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	for _, want := range []string{
+		"task service: requests received 1, creates executed 1, tasks existing 1",
+		"consumer:     pending 0, ack pending 0",
+		"receipts:     created 1 replayed 0",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestStatusWithTheTaskServiceDownStillShowsTheStreamAndConsumerFigures(t *testing.T) {
+	env := stackWithOneCreatedReceipt(t)
+	if err := env.Stack.StopService(); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("as text, and the exit status is 1", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		start := time.Now()
+		err := run(context.Background(), []string{"status", "--server", env.URL()}, &out, &errOut)
+		if exitCode(err) != 1 || !errors.Is(err, errSilent) {
+			t.Fatalf("status ended with %v (exit %d), want exit 1 with the explanation already printed", err, exitCode(err))
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("status took %s with the service down", took)
+		}
+		for _, want := range []string{
+			"task service: did not answer (",
+			"its counters are unknown",
+			"consumer:     pending 0, ack pending 0",
+			"receipts:     created 1 replayed 0",
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("status lacks %q:\n%s", want, out.String())
+			}
+		}
+	})
+	t.Run("as JSON, the counters are null and the service error says why", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), []string{"status", "--server", env.URL(), "--json"}, &out, &errOut)
+		if exitCode(err) != 1 {
+			t.Fatalf("status --json ended with %v, want exit 1", err)
+		}
+		var rep map[string]json.RawMessage
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("status --json printed %q: %v", out.String(), err)
+		}
+		if string(rep["counts"]) != "null" {
+			t.Errorf("counts = %s, want null", rep["counts"])
+		}
+		var why string
+		if err := json.Unmarshal(rep["service_error"], &why); err != nil || why == "" {
+			t.Errorf("service_error = %s, want the reason", rep["service_error"])
+		}
+		var consumer struct {
+			Pending    *uint64 `json:"pending"`
+			AckPending *int    `json:"ack_pending"`
+		}
+		if err := json.Unmarshal(rep["consumer"], &consumer); err != nil || consumer.Pending == nil || consumer.AckPending == nil {
+			t.Errorf("consumer = %s, want its figures", rep["consumer"])
+		}
+		var receipts map[string]int64
+		if err := json.Unmarshal(rep["receipts"], &receipts); err != nil || receipts[document.OutcomeCreated] != 1 {
+			t.Errorf("receipts = %s, want one created", rep["receipts"])
+		}
+	})
+}
+
+func TestStatusRefusesANonPositiveServiceTimeout(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"status", "--server", "nats://127.0.0.1:1", "--service-timeout", "0s"}, &out, &errOut)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--service-timeout must be positive") {
+		t.Fatalf("status --service-timeout 0s: %v, want a usage error naming the flag", err)
+	}
+}
+
+func TestStatusGivesUpOnATaskServiceThatTakesTheCallButNeverAnswers(t *testing.T) {
+	env := stackWithOneCreatedReceipt(t)
+	if err := env.Stack.StopService(); err != nil {
+		t.Fatal(err)
+	}
+	// Something takes the stats call and never answers.
+	sub, err := env.NC.Subscribe(provider.SubjectStats, func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	err = run(context.Background(), []string{"status", "--server", env.URL(), "--service-timeout", "300ms"}, &out, &errOut)
+	took := time.Since(start)
+	if exitCode(err) != 1 || !strings.Contains(out.String(), "task service: did not answer") {
+		t.Fatalf("status ended with %v:\n%s", err, out.String())
+	}
+	if took > 5*time.Second {
+		t.Errorf("status took %s; --service-timeout 300ms should bound the wait", took)
+	}
+	if !strings.Contains(out.String(), "receipts:     created 1") {
+		t.Errorf("status lacks the receipts:\n%s", out.String())
+	}
+}
