@@ -24,7 +24,8 @@ With --wait, waits for the receipt of this invocation's own message and prints i
 (readable, or the task-receipt.v1 document with --json).
 
 Exit status: 0 created or replayed (or published, without --wait); 1 error or local gate
-failure; 2 usage; 3 idempotency_conflict; 4 rejected; 5 dead_lettered; 6 no receipt in time.`
+failure; 2 usage; 3 idempotency_conflict; 4 rejected; 5 dead_lettered (whether the task was
+created is unknown; sending again is safe and will say); 6 no receipt in time.`
 
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("send", sendHelp, stderr)
@@ -113,6 +114,13 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env []byte, wait ti
 	}
 }
 
+// deadLetteredAdvice tells what a dead_lettered receipt means for the
+// sender: an attempt may have reached the task service before its reply was
+// lost, so the outcome is unknown; a resend is keyed by the same intent id
+// and answers created or replayed, never a second task.
+const deadLetteredAdvice = "whether the task was created is unknown; sending the same approval again is safe and will say: " +
+	"created, or replayed if an earlier attempt reached the task service (nothing is created twice)"
+
 func deref(s *string, unknown string) string {
 	if s == nil {
 		return unknown
@@ -134,6 +142,7 @@ func printReceipt(w io.Writer, r *document.Receipt) {
 		fmt.Fprintf(w, "rejected at %s (%s): %s\n", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
 	case document.OutcomeDeadLettered:
 		fmt.Fprintf(w, "dead_lettered after %d attempt(s): %s\n", r.Failure.Attempts, r.Failure.Reason)
+		fmt.Fprintf(w, "  %s\n", deadLetteredAdvice)
 	}
 	if r.Counts != nil {
 		fmt.Fprintf(w, "  requests received %d, creates executed %d, tasks existing %d\n",
