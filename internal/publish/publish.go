@@ -42,9 +42,25 @@ func NewMsgID() string { return "send-" + nuid.Next() }
 // send (for example across a server restart) passes the same id each time,
 // so that the stream stores the message once.
 func SendWithID(ctx context.Context, js jetstream.JetStream, envelope []byte, msgID string) (Sent, error) {
+	return SendWithHeaders(ctx, js, envelope, msgID, nil)
+}
+
+// SendWithHeaders is SendWithID with headers of the caller's on the message,
+// for a send that must say where it comes from (a redrive of a dead letter
+// names the dead letter). The subject and the message id are set as by
+// SendWithID; header must not carry a message id of its own.
+func SendWithHeaders(ctx context.Context, js jetstream.JetStream, envelope []byte, msgID string, header nats.Header) (Sent, error) {
 	id := document.Identify(envelope)
 	s := Sent{Subject: topology.ApprovalSubject(id.IntentID), MsgID: msgID, IntentID: id.IntentID}
+	if header.Get(jetstream.MsgIDHeader) != "" {
+		return s, errors.New("publish: the message id is the msgID argument, not a header")
+	}
 	m := nats.NewMsg(s.Subject)
+	for k, vs := range header {
+		for _, v := range vs {
+			m.Header.Add(k, v)
+		}
+	}
 	m.Data = envelope
 	ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(s.MsgID), jetstream.WithExpectStream(topology.ApprovalsStream),
 		jetstream.WithRetryAttempts(5))
