@@ -35,6 +35,7 @@ Usage:
                  [--data DIR] [--listen HOST:PORT] [--concurrency N]
   executor status [--server URL] [--json] [--service-timeout DURATION]
   executor verify [--server URL] [--json]
+  executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
   executor demo
 
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return runVerify(ctx, args[1:], stdout, stderr)
+	case "redrive":
+		return runRedrive(ctx, args[1:], stdout, stderr)
 	case "provision":
 		return runProvision(ctx, args[1:], stdout, stderr)
 	case demoSendCommand:

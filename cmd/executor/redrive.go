@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/redrive"
+)
+
+const redriveHelp = `redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
+
+Republishes dead-lettered approvals so that they are carried out after all, for example once
+the task service is back after an outage. Each dead letter's payload (the original envelope,
+unchanged) is published as a new message on the APPROVALS subject of its intent, with a new
+message id and the header Sendtwice-Redrive-Of naming the dead letter's sequence. The task
+service is keyed by the intent id, so a redriven approval comes back created when no earlier
+attempt reached the service and replayed when one did; it never creates a second task.
+
+--seq N takes the dead letter at sequence N of the DEADLETTERS stream; --all takes every dead
+letter stored when the command starts, each once. A dead letter already redriven (an APPROVALS
+message names it) is not republished again: --seq refuses it and --all skips it, unless
+--force is given. Dead letters are only read, never removed. --dry-run prints what would be
+republished and publishes nothing. With --wait, waits for the receipt of each republished
+message and prints its outcome.
+
+Exit status: 0 every dead letter taken was republished or skipped as already redriven (and,
+with --wait, each came back created or replayed); 1 an error, a dead letter that is not there
+or already redriven (nothing published), or with --wait another outcome or no receipt in time;
+2 usage.`
+
+// redriveItem is one dead letter in redrive's report.
+type redriveItem struct {
+	DeadLetterSeq  uint64   `json:"dead_letter_seq"`
+	ApprovalSeq    uint64   `json:"approval_seq"`
+	IntentID       string   `json:"intent_id"`
+	Reason         string   `json:"reason"`
+	Action         string   `json:"action"` // redriven, skipped or would_redrive
+	NewApprovalSeq uint64   `json:"new_approval_seq,omitempty"`
+	RedrivenAs     []uint64 `json:"redriven_as,omitempty"`
+	Outcome        string   `json:"outcome,omitempty"`
+	TaskID         *string  `json:"task_id,omitempty"`
+	WaitError      string   `json:"wait_error,omitempty"`
+}
+
+// redriveReport is redrive's --json output.
+type redriveReport struct {
+	Items []*redriveItem `json:"dead_letters"`
+	Error string         `json:"error,omitempty"`
+}
+
+func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("redrive", redriveHelp, stderr)
+	conn := cli.ConnFlags(fs)
+	seq := fs.Uint64("seq", 0, "redrive the dead letter at sequence `N` of the DEADLETTERS stream")
+	all := fs.Bool("all", false, "redrive every dead letter not yet redriven")
+	wait := fs.Duration("wait", 0, "wait up to `DURATION` in all for the receipts of the republished messages; 0 does not wait")
+	force := fs.Bool("force", false, "republish also a dead letter that was already redriven")
+	dryRun := fs.Bool("dry-run", false, "print what would be republished; publish nothing")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up reading and publishing after `DURATION` (the wait for receipts is bounded by --wait alone)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	seqGiven := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "seq" {
+			seqGiven = true
+		}
+	})
+	switch {
+	case seqGiven && *all:
+		return redriveUsage(fs, "give --seq N or --all, not both")
+	case !seqGiven && !*all:
+		return redriveUsage(fs, "give --seq N (one dead letter) or --all (every dead letter)")
+	case seqGiven && *seq == 0:
+		return redriveUsage(fs, "--seq must be a dead letter's sequence, 1 or more")
+	case *wait < 0:
+		return redriveUsage(fs, "--wait must not be negative")
+	case *timeout <= 0:
+		return redriveUsage(fs, "--timeout must be positive")
+	case *dryRun && *wait > 0:
+		return redriveUsage(fs, "--dry-run publishes nothing, so there is nothing to --wait for")
+	}
+	nc, err := conn.Connect("executor-redrive", nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	r := &redriver{js: js, force: *force, dryRun: *dryRun, out: stdout, quiet: *asJSON}
+	var dls []*redrive.DeadLetter
+	if *all {
+		dls, err = redrive.List(rctx, js)
+	} else {
+		var dl *redrive.DeadLetter
+		if dl, err = redrive.Get(rctx, js, *seq); err == nil {
+			dls = []*redrive.DeadLetter{dl}
+		}
+	}
+	if err == nil {
+		err = r.redrive(rctx, dls, !*all)
+	}
+	if err == nil && *wait > 0 {
+		wctx, wcancel := context.WithTimeout(ctx, *wait)
+		err = r.waitReceipts(wctx, *wait)
+		wcancel()
+	}
+	if *asJSON {
+		rep := redriveReport{Items: r.items}
+		if rep.Items == nil {
+			rep.Items = []*redriveItem{}
+		}
+		if err != nil && !errors.Is(err, errSilent) {
+			rep.Error = err.Error()
+		}
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else if err == nil && len(dls) == 0 {
+		fmt.Fprintln(stdout, "no dead letters to redrive")
+	}
+	return err
+}
+
+func redriveUsage(fs *flag.FlagSet, format string, args ...any) error {
+	fs.Usage()
+	return fmt.Errorf("%w: %s; nothing published", errUsage, fmt.Sprintf(format, args...))
+}
+
+// redriver republishes dead letters and reports on each.
+type redriver struct {
+	js     jetstream.JetStream
+	force  bool
+	dryRun bool
+	out    io.Writer
+	quiet  bool // the report is printed as JSON at the end
+	items  []*redriveItem
+	sent   []*redriveItem // the republished ones, with their intents
+}
+
+func (r *redriver) printf(format string, args ...any) {
+	if !r.quiet {
+		fmt.Fprintf(r.out, format, args...)
+	}
+}
+
+func describe(dl *redrive.DeadLetter) string {
+	intent := dl.IntentID
+	if intent == "" {
+		intent = "(none)"
+	}
+	orig := "?"
+	if dl.ApprovalSeq != 0 {
+		orig = fmt.Sprint(dl.ApprovalSeq)
+	}
+	return fmt.Sprintf("dead letter %d (approvals message %s, intent %s)", dl.Seq, orig, intent)
+}
+
+func seqList(seqs []uint64) string {
+	s := make([]string, len(seqs))
+	for i, q := range seqs {
+		s[i] = fmt.Sprint(q)
+	}
+	return strings.Join(s, ", ")
+}
+
+// redrive republishes each dead letter in dls once. A dead letter already
+// redriven is refused when one was asked for by sequence (refuse), skipped
+// otherwise, unless forced. Nothing is published when one asked for by
+// sequence is refused.
+func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refuse bool) error {
+	done, err := redrive.Redriven(ctx, r.js)
+	if err != nil {
+		return err
+	}
+	for _, dl := range dls {
+		it := &redriveItem{DeadLetterSeq: dl.Seq, ApprovalSeq: dl.ApprovalSeq, IntentID: dl.IntentID, Reason: dl.Reason, RedrivenAs: done[dl.Seq]}
+		if prior := done[dl.Seq]; len(prior) > 0 && !r.force {
+			if refuse {
+				return fmt.Errorf("%s was already redriven as approvals message %s; nothing published (--force republishes it again)", describe(dl), seqList(prior))
+			}
+			it.Action = "skipped"
+			r.items = append(r.items, it)
+			r.printf("skipped: %s was already redriven as approvals message %s\n", describe(dl), seqList(prior))
+			continue
+		}
+		if r.dryRun {
+			it.Action = "would_redrive"
+			r.items = append(r.items, it)
+			r.printf("would redrive: %s, dead-lettered for: %s\n", describe(dl), dl.Reason)
+			continue
+		}
+		sent, err := redrive.Redrive(ctx, r.js, dl, r.force)
+		if err != nil {
+			if len(r.sent) > 0 {
+				return fmt.Errorf("%w; the ones printed above were republished, and a second run skips them", err)
+			}
+			return err
+		}
+		if sent.Duplicate {
+			// Another redrive of this dead letter within the duplicate
+			// window already stored it.
+			it.Action, it.RedrivenAs = "skipped", append(it.RedrivenAs, sent.StreamSeq)
+			r.items = append(r.items, it)
+			r.printf("skipped: %s was just redriven by another run as approvals message %d\n", describe(dl), sent.StreamSeq)
+			continue
+		}
+		it.Action, it.NewApprovalSeq = "redriven", sent.StreamSeq
+		r.items = append(r.items, it)
+		r.sent = append(r.sent, it)
+		r.printf("redriven: %s as approvals message %d\n", describe(dl), sent.StreamSeq)
+	}
+	return nil
+}
+
+// waitReceipts waits for the receipt of each republished message and prints
+// its outcome; it fails (errSilent) unless each came back created or replayed.
+func (r *redriver) waitReceipts(ctx context.Context, wait time.Duration) error {
+	bad := 0
+	for _, it := range r.sent {
+		rc, err := publish.WaitReceipt(ctx, r.js, it.IntentID, it.NewApprovalSeq)
+		if err != nil {
+			bad++
+			it.WaitError = err.Error()
+			if errors.Is(err, publish.ErrNoReceipt) || ctx.Err() != nil {
+				it.WaitError = fmt.Sprintf("no receipt within %s", wait)
+			}
+			r.printf("no receipt: approvals message %d (dead letter %d): %s; the executors may still be working on it\n",
+				it.NewApprovalSeq, it.DeadLetterSeq, it.WaitError)
+			continue
+		}
+		it.Outcome, it.TaskID = rc.Outcome, rc.TaskID
+		task := ""
+		if rc.TaskID != nil {
+			task = ", task " + *rc.TaskID
+		}
+		r.printf("receipt: approvals message %d (dead letter %d): %s%s\n", it.NewApprovalSeq, it.DeadLetterSeq, rc.Outcome, task)
+		if rc.Outcome != document.OutcomeCreated && rc.Outcome != document.OutcomeReplayed {
+			bad++
+		}
+	}
+	if bad > 0 {
+		r.printf("%d of %d redriven messages did not come back created or replayed\n", bad, len(r.sent))
+		return errSilent
+	}
+	return nil
+}

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/redrive"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// deadLetter publishes each envelope and waits until it is dead-lettered;
+// the caller has made the task service fail. It returns the sends.
+func deadLetter(t *testing.T, env *testenv.Env, envelopes ...[]byte) []publish.Sent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var sends []publish.Sent
+	for _, e := range envelopes {
+		sent, err := publish.Send(ctx, env.JS, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends = append(sends, sent)
+	}
+	for _, sent := range sends {
+		if rc := receiptFor(t, env.JS, sent.IntentID, sent.StreamSeq); rc.Outcome != document.OutcomeDeadLettered {
+			t.Fatalf("message %d: receipt %s, want dead_lettered", sent.StreamSeq, rc.Outcome)
+		}
+	}
+	return sends
+}
+
+// outageStack starts a stack and an executor, dead-letters the given
+// envelopes while the task service is down, and brings the service back.
+func outageStack(t *testing.T, envelopes ...[]byte) (*testenv.Env, []publish.Sent) {
+	t.Helper()
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1", CallTimeout: 200 * time.Millisecond})
+	if err := env.Stack.StopService(); err != nil {
+		t.Fatal(err)
+	}
+	sends := deadLetter(t, env, envelopes...)
+	env.RestartService("provider")
+	return env, sends
+}
+
+func seedScenario(t *testing.T) *scenario.Seed {
+	t.Helper()
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// redriveCmd runs "executor redrive" with args against env.
+func redriveCmd(env *testenv.Env, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), append([]string{"redrive", "--server", env.URL()}, args...), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func approvalsLastSeq(t *testing.T, env *testenv.Env) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+func approvalMsg(t *testing.T, env *testenv.Env, seq uint64) *jetstream.RawStreamMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatalf("reading approvals message %d: %v", seq, err)
+	}
+	return m
+}
+
+func TestARedrivenDeadLetterComesBackCreatedOnceTheServiceIsBack(t *testing.T) {
+	t.Parallel() // each waits some seconds for its dead letters
+	s := seedScenario(t)
+	env, sends := outageStack(t, s.Original.Envelope())
+	orig := approvalMsg(t, env, sends[0].StreamSeq)
+
+	out, errOut, err := redriveCmd(env, "--seq", "1", "--wait", "30s")
+	if err != nil {
+		t.Fatalf("redrive: %v\n%s%s", err, out, errOut)
+	}
+	newSeq := approvalsLastSeq(t, env)
+	for _, want := range []string{
+		fmt.Sprintf("redriven: dead letter 1 (approvals message %d, intent intent-0001) as approvals message %d", sends[0].StreamSeq, newSeq),
+		fmt.Sprintf("receipt: approvals message %d (dead letter 1): created, task fake-task-0001", newSeq),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("redrive printed without %q:\n%s", want, out)
+		}
+	}
+	m := approvalMsg(t, env, newSeq)
+	if !bytes.Equal(m.Data, orig.Data) {
+		t.Errorf("the redriven payload differs from the original")
+	}
+	if m.Subject != topology.ApprovalSubject("intent-0001") {
+		t.Errorf("redriven on %s, want %s", m.Subject, topology.ApprovalSubject("intent-0001"))
+	}
+	if got := m.Header.Get(redrive.HeaderRedriveOf); got != "1" {
+		t.Errorf("%s = %q, want the dead letter's sequence 1", redrive.HeaderRedriveOf, got)
+	}
+	if id := m.Header.Get(jetstream.MsgIDHeader); id == "" || id == orig.Header.Get(jetstream.MsgIDHeader) {
+		t.Errorf("the redrive's message id %q is not a new one (the original's is %q)", id, orig.Header.Get(jetstream.MsgIDHeader))
+	}
+	if c := env.Counts(); c.CreatesExecuted != 1 || c.TasksExisting != 1 {
+		t.Errorf("counters %+v, want one create and one task", c)
+	}
+}
+
+func TestARedrivenDeadLetterWhoseCallsReachedTheServiceComesBackReplayed(t *testing.T) {
+	t.Parallel() // each waits some seconds for its dead letters
+	s := seedScenario(t)
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1", CallTimeout: 200 * time.Millisecond})
+	// Every call reaches the service and creates (once); every reply is lost.
+	env.Stack.Service.DropReplies(1000)
+	sends := deadLetter(t, env, s.Original.Envelope())
+	env.Stack.Service.DropReplies(0)
+	if c := env.Counts(); c.CreatesExecuted != 1 {
+		t.Fatalf("counters %+v, want the one create of the lost replies", c)
+	}
+	out, errOut, err := redriveCmd(env, "--seq", "1", "--wait", "30s")
+	if err != nil {
+		t.Fatalf("redrive: %v\n%s%s", err, out, errOut)
+	}
+	if want := "created"; strings.Contains(out, ": "+want) {
+		t.Errorf("the redrive was created again:\n%s", out)
+	}
+	if want := "(dead letter 1): replayed, task fake-task-0001"; !strings.Contains(out, want) {
+		t.Errorf("redrive printed without %q:\n%s", want, out)
+	}
+	if c := env.Counts(); c.CreatesExecuted != 1 || c.TasksExisting != 1 {
+		t.Errorf("counters %+v after the redrive of message %d, want still one create and one task", c, sends[0].StreamSeq)
+	}
+}
+
+func TestRedriveRefusesADeadLetterAlreadyRedrivenUnlessForced(t *testing.T) {
+	t.Parallel() // each waits some seconds for its dead letters
+	s := seedScenario(t)
+	env, _ := outageStack(t, s.Original.Envelope())
+	if out, errOut, err := redriveCmd(env, "--seq", "1", "--wait", "30s"); err != nil {
+		t.Fatalf("first redrive: %v\n%s%s", err, out, errOut)
+	}
+	first := approvalsLastSeq(t, env)
+
+	out, _, err := redriveCmd(env, "--seq", "1")
+	if exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("already redriven as approvals message %d; nothing published", first)) {
+		t.Fatalf("a second redrive of dead letter 1 ended with %v (exit %d), want a refusal naming message %d", err, exitCode(err), first)
+	}
+	if out != "" || approvalsLastSeq(t, env) != first {
+		t.Fatalf("the refused redrive published something or printed %q", out)
+	}
+
+	out, errOut, err := redriveCmd(env, "--seq", "1", "--force", "--wait", "30s")
+	if err != nil {
+		t.Fatalf("forced redrive: %v\n%s%s", err, out, errOut)
+	}
+	if second := approvalsLastSeq(t, env); second != first+1 || !strings.Contains(out, "replayed, task fake-task-0001") {
+		t.Fatalf("forced redrive: APPROVALS %d → %d, printed:\n%s\nwant one new message, replayed", first, second, out)
+	}
+}
+
+func TestRedriveAllRepublishesEachDeadLetterOnceAndSkipsThemNextTime(t *testing.T) {
+	t.Parallel() // each waits some seconds for its dead letters
+	s := seedScenario(t)
+	env, sends := outageStack(t, s.Original.Envelope(), s.NewIntent.Envelope())
+	before := approvalsLastSeq(t, env)
+
+	out, errOut, err := redriveCmd(env, "--all", "--wait", "30s")
+	if err != nil {
+		t.Fatalf("redrive --all: %v\n%s%s", err, out, errOut)
+	}
+	if after := approvalsLastSeq(t, env); after != before+2 {
+		t.Fatalf("APPROVALS went from %d to %d, want two new messages:\n%s", before, after, out)
+	}
+	// The dead letters are in the order the messages failed in.
+	redriven := regexp.MustCompile(`(?m)^redriven: dead letter (\d+) \(approvals message (\d+), intent (\S+)\) as approvals message (\d+)$`).FindAllStringSubmatch(out, -1)
+	if len(redriven) != 2 {
+		t.Fatalf("redrive --all printed %d redrives, want 2:\n%s", len(redriven), out)
+	}
+	asNew := map[string]string{} // original approvals seq -> new approvals seq
+	deadLetterOf := map[string]string{}
+	for _, m := range redriven {
+		asNew[m[2]] = m[4]
+		deadLetterOf[m[2]] = m[1]
+	}
+	for _, sent := range sends {
+		orig := fmt.Sprint(sent.StreamSeq)
+		if asNew[orig] == "" {
+			t.Errorf("message %d (%s) was not redriven:\n%s", sent.StreamSeq, sent.IntentID, out)
+		}
+	}
+	if asNew[fmt.Sprint(sends[0].StreamSeq)] == asNew[fmt.Sprint(sends[1].StreamSeq)] {
+		t.Errorf("both dead letters name one new message:\n%s", out)
+	}
+	if n := strings.Count(out, ": created, task "); n != 2 {
+		t.Errorf("%d created receipts printed, want 2:\n%s", n, out)
+	}
+
+	out, errOut, err = redriveCmd(env, "--all")
+	if err != nil {
+		t.Fatalf("second redrive --all: %v\n%s%s", err, out, errOut)
+	}
+	if after := approvalsLastSeq(t, env); after != before+2 {
+		t.Fatalf("the second redrive --all published again (APPROVALS at %d):\n%s", after, out)
+	}
+	for _, sent := range sends {
+		orig := fmt.Sprint(sent.StreamSeq)
+		want := fmt.Sprintf("skipped: dead letter %s (approvals message %s, intent %s) was already redriven as approvals message %s",
+			deadLetterOf[orig], orig, sent.IntentID, asNew[orig])
+		if !strings.Contains(out, want) {
+			t.Errorf("the second redrive --all printed without %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRedriveDryRunListsTheDeadLettersAndPublishesNothing(t *testing.T) {
+	t.Parallel() // each waits some seconds for its dead letters
+	s := seedScenario(t)
+	env, sends := outageStack(t, s.Original.Envelope())
+	before := approvalsLastSeq(t, env)
+	out, errOut, err := redriveCmd(env, "--all", "--dry-run", "--json")
+	if err != nil {
+		t.Fatalf("redrive --dry-run: %v\n%s%s", err, out, errOut)
+	}
+	if after := approvalsLastSeq(t, env); after != before {
+		t.Fatalf("--dry-run published (APPROVALS %d → %d)", before, after)
+	}
+	var rep struct {
+		Items []struct {
+			DeadLetterSeq uint64 `json:"dead_letter_seq"`
+			ApprovalSeq   uint64 `json:"approval_seq"`
+			IntentID      string `json:"intent_id"`
+			Reason        string `json:"reason"`
+			Action        string `json:"action"`
+		} `json:"dead_letters"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json printed %q: %v", out, err)
+	}
+	if len(rep.Items) != 1 || rep.Items[0].Action != "would_redrive" || rep.Items[0].DeadLetterSeq != 1 ||
+		rep.Items[0].ApprovalSeq != sends[0].StreamSeq || rep.Items[0].IntentID != "intent-0001" || rep.Items[0].Reason == "" {
+		t.Fatalf("--dry-run --json reported %+v", rep.Items)
+	}
+}
+
+func TestRedriveWithBadInputPublishesNothing(t *testing.T) {
+	t.Parallel() // each waits some seconds for its dead letters
+	s := seedScenario(t)
+	env, _ := outageStack(t, s.Original.Envelope())
+	before := approvalsLastSeq(t, env)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"both --seq and --all", []string{"--seq", "1", "--all"}, 2, "give --seq N or --all, not both"},
+		{"neither --seq nor --all", nil, 2, "give --seq N (one dead letter) or --all (every dead letter)"},
+		{"--seq 0", []string{"--seq", "0"}, 2, "--seq must be a dead letter's sequence, 1 or more"},
+		{"--seq that is not a number", []string{"--seq", "one"}, 2, `invalid value "one" for flag -seq`},
+		{"a negative --wait", []string{"--all", "--wait", "-1s"}, 2, "--wait must not be negative"},
+		{"a --timeout of zero", []string{"--all", "--timeout", "0s"}, 2, "--timeout must be positive"},
+		{"--dry-run with --wait", []string{"--all", "--dry-run", "--wait", "5s"}, 2, "nothing to --wait for"},
+		{"an argument", []string{"--all", "7"}, 2, `unexpected argument "7"`},
+		{"a dead letter that is not in the stream", []string{"--seq", "99"}, 1, "dead letter: 99 is not in the DEADLETTERS stream (it holds sequences 1 to 1)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, err := redriveCmd(env, c.args...)
+			if exitCode(err) != c.code || !strings.Contains(fmt.Sprint(err), c.want) {
+				t.Fatalf("redrive %v ended with %v (exit %d), want exit %d and %q", c.args, err, exitCode(err), c.code, c.want)
+			}
+			if c.code == 1 && !errors.Is(err, redrive.ErrNoDeadLetter) {
+				t.Errorf("the error does not say that there is no such dead letter: %v", err)
+			}
+			if out != "" {
+				t.Errorf("printed %q", out)
+			}
+			if after := approvalsLastSeq(t, env); after != before {
+				t.Fatalf("APPROVALS went from %d to %d", before, after)
+			}
+		})
+	}
+}
+
+func TestRedriveOfAnEmptyDeadLetterStreamSaysSo(t *testing.T) {
+	env := testenv.Start(t)
+	out, errOut, err := redriveCmd(env, "--all")
+	if err != nil || !strings.Contains(out, "no dead letters to redrive") {
+		t.Fatalf("redrive --all with no dead letters: %v\n%s%s", err, out, errOut)
+	}
+	if _, _, err := redriveCmd(env, "--seq", "1"); !errors.Is(err, redrive.ErrNoDeadLetter) || !strings.Contains(err.Error(), "it holds no messages") {
+		t.Fatalf("redrive --seq 1 with no dead letters: %v", err)
+	}
+}
+
+func TestRedriveHelpExplainsTheCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"redrive", "--help"}, &out, &errOut)
+	if exitCode(err) != 0 {
+		t.Fatalf("redrive --help: %v", err)
+	}
+	help := strings.Join(strings.Fields(errOut.String()+out.String()), " ")
+	for _, want := range []string{"redrive (--seq N | --all)", "new message id", "Sendtwice-Redrive-Of", "created when no earlier attempt reached the service and replayed when one did",
+		"--force", "-dry-run", "Exit status: 0"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("redrive --help lacks %q", want)
+		}
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"--help"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "executor redrive (--seq N | --all)") {
+		t.Errorf("executor --help does not list redrive:\n%s", out.String())
+	}
+}
