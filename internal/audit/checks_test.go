@@ -208,6 +208,8 @@ func TestVerifyChecks(t *testing.T) {
 		fail []int
 		// says is a text check fail's violations must contain.
 		says string
+		// window, when set, is the window the report must state.
+		window *audit.Window
 	}{
 		{
 			name:  "a correct run passes every check",
@@ -398,6 +400,23 @@ func TestVerifyChecks(t *testing.T) {
 		{
 			name:  "an empty stream whose records are all older than the max age passes, with everything before the window",
 			build: func(w *world) { w.run(eightDaysAgo); w.purge() },
+			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 6, LastSeq: 5, Messages: 0, MaxAge: "168h0m0s",
+				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 5, Calls: 5, Receipts: 5}},
+		},
+		{
+			name: "the records of a message stored while verify read are after the window, not violations",
+			build: func(w *world) {
+				w.run(hourAgo)
+				seq := w.publish(w.seed.NewIntent.Envelope(), hourAgo)
+				w.handle(seq, 1, hourAgo)
+				// The stream was read before this message was stored.
+				delete(w.in.Messages, seq)
+				delete(w.in.Approvals, seq)
+				w.in.Stream.LastSeq--
+				w.in.Stream.Msgs--
+			},
+			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 1, LastSeq: 5, Messages: 5, MaxAge: "168h0m0s",
+				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", AfterWindow: audit.Excluded{Messages: 1, Calls: 1, Receipts: 1}},
 		},
 		{
 			name: "service records of messages that aged out are excluded, not violations",
@@ -409,6 +428,8 @@ func TestVerifyChecks(t *testing.T) {
 				w.in.Receipts = map[uint64][]*document.Receipt{}
 				w.handle(w.publish(w.seed.Original.Envelope(), hourAgo), 1, hourAgo)
 			},
+			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 6, LastSeq: 6, Messages: 1, MaxAge: "168h0m0s",
+				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 4, Calls: 5, Receipts: 0}},
 		},
 		{
 			name: "a message for intent A whose receipt and service call are for intent B fails checks 7 and 8",
@@ -462,6 +483,9 @@ func TestVerifyChecks(t *testing.T) {
 			}
 			if rep.OK != (len(tc.fail) == 0) {
 				t.Fatalf("report ok %v with failing checks %v", rep.OK, got)
+			}
+			if tc.window != nil && rep.Window != *tc.window {
+				t.Fatalf("window %+v, want %+v", rep.Window, *tc.window)
 			}
 			if tc.says != "" && !strings.Contains(violations(rep), tc.says) {
 				t.Fatalf("no violation says %q:\n%s", tc.says, violations(rep))
