@@ -404,6 +404,16 @@ func TestVerifyChecks(t *testing.T) {
 				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 5, Calls: 5, Receipts: 5}},
 		},
 		{
+			name: "a purged message's receipt that claims to be older than the max age is judged by when RECEIPTS stored it",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.purge()
+				w.in.Receipts[5][0].IssuedAt = stamp(eightDaysAgo)
+				w.in.ReceiptsStored = map[uint64]time.Time{5: hourAgo}
+			},
+			fail: []int{7, 8}, says: "receipt receipt-rejected (rejected, intent \"intent-0001\") names message 5, removed from the stream",
+		},
+		{
 			name: "the records of a message stored while verify read are after the window, not violations",
 			build: func(w *world) {
 				w.run(hourAgo)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -109,23 +110,35 @@ type Undecodable struct {
 // ReadReceipts reads every stored receipt, grouped by the approval message
 // (stream sequence) it is for, and lists those that do not decode.
 func ReadReceipts(ctx context.Context, js jetstream.JetStream) (map[uint64][]*document.Receipt, []Undecodable, error) {
+	out, _, bad, err := readReceipts(ctx, js)
+	return out, bad, err
+}
+
+// readReceipts is ReadReceipts that also returns, per approval message, the
+// time the RECEIPTS stream stored its first receipt.
+func readReceipts(ctx context.Context, js jetstream.JetStream) (map[uint64][]*document.Receipt, map[uint64]time.Time, []Undecodable, error) {
 	out := map[uint64][]*document.Receipt{}
+	first := map[uint64]time.Time{}
 	var bad []Undecodable
 	err := ReadStream(ctx, js, topology.ReceiptsStream, false, func(m jetstream.Msg) error {
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
 		r, err := document.DecodeReceipt(m.Data())
 		if err != nil {
-			meta, merr := m.Metadata()
-			if merr != nil {
-				return merr
-			}
 			seq, _ := strconv.ParseUint(m.Headers().Get(topology.HeaderStreamSeq), 10, 64)
 			bad = append(bad, Undecodable{Seq: meta.Sequence.Stream, StreamSeq: seq, Err: err.Error()})
 			return nil
 		}
-		out[r.Delivery.StreamSeq] = append(out[r.Delivery.StreamSeq], r)
+		seq := r.Delivery.StreamSeq
+		out[seq] = append(out[seq], r)
+		if t, ok := first[seq]; !ok || meta.Timestamp.Before(t) {
+			first[seq] = meta.Timestamp
+		}
 		return nil
 	})
-	return out, bad, err
+	return out, first, bad, err
 }
 
 // DeadLetterSeqs returns the approval stream sequences that have a dead letter.

@@ -22,7 +22,9 @@ import (
 // longer holds is "before the window" when the earliest record of that
 // message (a call's received_at, a receipt's issued_at) is older than the
 // stream's MaxAge: a message is stored before anything is done with it, so
-// it was older than MaxAge too and aged out. Such records are excluded from
+// it was older than MaxAge too and aged out. (A receipt's time is when the
+// RECEIPTS stream stored it, not the issued_at its writer claims, where
+// Load could read it.) Such records are excluded from
 // the checks and counted. When the message is gone but its earliest record
 // is younger than MaxAge (or the stream keeps messages forever), it was
 // purged or deleted, not aged out: a violation. A sequence above LastSeq but
@@ -109,6 +111,10 @@ func newView(in *Input, o Options) *view {
 		}
 	}
 	for seq, rs := range in.Receipts {
+		if t, ok := in.ReceiptsStored[seq]; ok {
+			note(seq, t.UTC().Format(time.RFC3339Nano))
+			continue
+		}
 		for _, r := range rs {
 			note(seq, r.IssuedAt)
 		}

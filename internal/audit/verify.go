@@ -35,6 +35,10 @@ type Input struct {
 	Approvals map[uint64]Message
 	// Stream is what the APPROVALS stream held when it was read.
 	Stream StreamState
+	// ReceiptsStored is, per approval message, when the RECEIPTS stream
+	// stored its first receipt. Where it is missing, the receipts' own
+	// issued_at stands in.
+	ReceiptsStored map[uint64]time.Time
 	// Undecodable lists the stored receipts that do not decode.
 	Undecodable []Undecodable
 	// MaxDeliver is the shared consumer's MaxDeliver (0 or less: unlimited).
@@ -84,7 +88,7 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
 	}
 	in.Stream = StreamState{FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Msgs: info.State.Msgs,
 		FirstTime: info.State.FirstTime, MaxAge: info.Config.MaxAge, LastSeqAfter: info.State.LastSeq}
-	if in.Receipts, in.Undecodable, err = ReadReceipts(ctx, js); err != nil {
+	if in.Receipts, in.ReceiptsStored, in.Undecodable, err = readReceipts(ctx, js); err != nil {
 		return nil, err
 	}
 	if in.DeadLetters, err = DeadLetterSeqs(ctx, js); err != nil {
