@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-const verifyHelp = `verify [--server URL] [--json]
+const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
+       [--allow-external N] [--allow-repeated-deliveries N]
 
 Reads the APPROVALS stream, the receipts, the dead letters and the task service's records,
 and checks that nothing was lost or done twice:
@@ -20,7 +24,21 @@ and checks that nothing was lost or done twice:
   3. creates executed = tasks existing = intents with a create;
   4. requests received = receipts from the service + calls whose reply was lost;
   5. no conflict changed a first record;
-  6. no rejected message reached the service.
+  6. no rejected message reached the service;
+  7. every service call names a stored approval message with its intent id and request
+     digest; calls from outside the executors fail unless allowed (--allow-external);
+  8. every stored receipt decodes and names a stored approval message with its intent id;
+  9. every message that reached the service passes the gate, re-run with expiry judged at
+     the time the stream stored it;
+ 10. each delivery makes at most one call: no delivery number of a message carries two calls
+     or exceeds the consumer's max deliver.
+Without --trusted-approvers the gate is re-run without signature and expiry (on signed and
+unsigned approvals alike); with it, signatures are verified against FILE and unsigned
+approvals are refused unless --insecure-allow-unsigned.
+
+The audit covers the messages the APPROVALS stream holds (its window, printed first). Records
+of messages that aged out (all older than the stream's max age) are excluded and counted;
+records younger than the max age whose message is gone (purged, deleted) are violations.
 Prints each check with its figures. Exit status 0 when all hold, 1 on any violation.
 It only reads; running it changes nothing. Run it once the executors have drained.`
 
@@ -29,8 +47,30 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up reading after this long")
+	trusted := fs.String("trusted-approvers", "", "`FILE` of trusted approvers: re-run the gate's signature and expiry checks too")
+	insecure := fs.Bool("insecure-allow-unsigned", false, "with --trusted-approvers: accept unsigned approvals, as executors run with this flag do")
+	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "with --trusted-approvers: refuse signed approvals valid for longer than this, as the executors do")
+	allowExternal := fs.Int("allow-external", 0, "accept up to `N` task service calls from outside the executors (with no call reference)")
+	allowRepeated := fs.Int("allow-repeated-deliveries", 0, "accept up to `N` calls on a delivery number that already made one\n(only a NATS server that lost consumer state, in a crash or a leader change, numbers a delivery twice)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *allowExternal < 0 || *allowRepeated < 0 {
+		return fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", errUsage)
+	}
+	if *insecure && *trusted == "" {
+		return fmt.Errorf("%w: --insecure-allow-unsigned needs --trusted-approvers (without it, no signature is checked at all)", errUsage)
+	}
+	if *maxLifetime <= 0 {
+		return fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+	}
+	opts := audit.Options{AllowExternal: *allowExternal, AllowRepeatedDeliveries: *allowRepeated}
+	if *trusted != "" {
+		keys, err := sign.LoadTrusted(*trusted)
+		if err != nil {
+			return err
+		}
+		opts.Gate = &gate.Checker{Keys: keys, AllowUnsigned: *insecure, MaxLifetime: *maxLifetime}
 	}
 	nc, err := conn.Connect("executor-verify", nil)
 	if err != nil {
@@ -43,7 +83,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rep := audit.Verify(in)
+	rep := audit.VerifyWith(in, opts)
 	if *asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
@@ -57,6 +97,29 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func printReport(w io.Writer, rep audit.Report) {
+	win := rep.Window
+	if win.Stream != "" {
+		held := fmt.Sprintf("sequences %d to %d", win.FirstSeq, win.LastSeq)
+		if win.Messages == 0 {
+			held = fmt.Sprintf("no messages (next sequence %d)", win.LastSeq+1)
+		}
+		fmt.Fprintf(w, "window: %s %s, %d messages; max age %s; audited at %s\n", win.Stream, held, win.Messages, win.MaxAge, win.AuditedAt)
+		if b := win.BeforeWindow; b.Messages > 0 {
+			fmt.Fprintf(w, "        before the window (aged out before %s, excluded): %d messages, %d service calls, %d receipts\n",
+				win.Since, b.Messages, b.Calls, b.Receipts)
+		}
+		if a := win.AfterWindow; a.Messages > 0 {
+			fmt.Fprintf(w, "        after the window (stored while verify read, excluded): %d messages, %d service calls, %d receipts\n",
+				a.Messages, a.Calls, a.Receipts)
+		}
+	}
+	if len(rep.Gate.Checks) > 0 {
+		fmt.Fprintf(w, "gate re-run: %s", strings.Join(rep.Gate.Checks, ", "))
+		if len(rep.Gate.NotChecked) > 0 {
+			fmt.Fprintf(w, " (not %s)", strings.Join(rep.Gate.NotChecked, ", "))
+		}
+		fmt.Fprintf(w, "\n        %s\n", rep.Gate.Note)
+	}
 	for _, c := range rep.Checks {
 		mark := "ok  "
 		if !c.OK {
@@ -64,7 +127,7 @@ func printReport(w io.Writer, rep audit.Report) {
 		}
 		fmt.Fprintf(w, "%s %d. %s\n", mark, c.N, c.Name)
 		for _, f := range c.Figures {
-			fmt.Fprintf(w, "       %-50s %d\n", f.Name, f.Value)
+			fmt.Fprintf(w, "       %-60s %d\n", f.Name, f.Value)
 		}
 		for _, v := range c.Violations {
 			fmt.Fprintf(w, "       ! %s\n", v)

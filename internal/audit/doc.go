@@ -3,6 +3,14 @@
 // status and to check, independently of the executor, that nothing was lost
 // or done twice.
 //
+// Verify traces every service call and every receipt back to the stored
+// approval message its call reference names, re-runs the gate on that
+// message, and bounds each message's calls by its deliveries. It sees only
+// what the streams still hold: its report states that window (the stream's
+// first and last sequence and max age), and counts apart the records of
+// messages that aged out before it. A record younger than the max age whose
+// message is gone is a violation, not an exclusion.
+//
 // It only reads. It must never publish, ack, or call the task service's
 // create endpoint, so that running it cannot change what it measures.
 package audit

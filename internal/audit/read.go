@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -16,16 +17,28 @@ import (
 // in order (optionally headers only). It stops at the last sequence the
 // stream held when the call began.
 func ReadStream(ctx context.Context, js jetstream.JetStream, stream string, headersOnly bool, fn func(jetstream.Msg) error) error {
+	_, err := readStream(ctx, js, stream, headersOnly, fn)
+	return err
+}
+
+// readStream is ReadStream that also returns the stream's state and
+// configuration as of the call: the messages read are those up to its
+// LastSeq.
+func readStream(ctx context.Context, js jetstream.JetStream, stream string, headersOnly bool, fn func(jetstream.Msg) error) (*jetstream.StreamInfo, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		return fmt.Errorf("audit: opening stream %s: %w", stream, err)
+		return nil, fmt.Errorf("audit: opening stream %s: %w", stream, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("audit: reading stream %s: %w", stream, err)
+		return nil, fmt.Errorf("audit: reading stream %s: %w", stream, err)
 	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 || last == 0 {
+	return info, readFrom(ctx, s, stream, info.State, headersOnly, fn)
+}
+
+func readFrom(ctx context.Context, s jetstream.Stream, stream string, state jetstream.StreamState, headersOnly bool, fn func(jetstream.Msg) error) error {
+	last := state.LastSeq
+	if state.Msgs == 0 || last == 0 {
 		return nil
 	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
@@ -74,18 +87,58 @@ func CountReceipts(ctx context.Context, js jetstream.JetStream) (map[string]int6
 }
 
 // ReceiptsBySeq reads every stored receipt, grouped by the approval message
-// (stream sequence) it is for.
+// (stream sequence) it is for. A receipt that does not decode makes it fail,
+// naming that receipt's sequence in the RECEIPTS stream, after the others
+// are read; ReadReceipts reports such receipts instead.
 func ReceiptsBySeq(ctx context.Context, js jetstream.JetStream) (map[uint64][]*document.Receipt, error) {
+	out, bad, err := ReadReceipts(ctx, js)
+	if err == nil && len(bad) > 0 {
+		err = fmt.Errorf("audit: %d stored receipts do not decode; the first, RECEIPTS sequence %d: %s", len(bad), bad[0].Seq, bad[0].Err)
+	}
+	return out, err
+}
+
+// Undecodable is a stored receipt that does not decode.
+type Undecodable struct {
+	// Seq is the receipt's sequence in the RECEIPTS stream.
+	Seq uint64 `json:"seq"`
+	// StreamSeq is the approval message its header names, 0 when none.
+	StreamSeq uint64 `json:"stream_seq,omitempty"`
+	Err       string `json:"error"`
+}
+
+// ReadReceipts reads every stored receipt, grouped by the approval message
+// (stream sequence) it is for, and lists those that do not decode.
+func ReadReceipts(ctx context.Context, js jetstream.JetStream) (map[uint64][]*document.Receipt, []Undecodable, error) {
+	out, _, bad, err := readReceipts(ctx, js)
+	return out, bad, err
+}
+
+// readReceipts is ReadReceipts that also returns, per approval message, the
+// time the RECEIPTS stream stored its first receipt.
+func readReceipts(ctx context.Context, js jetstream.JetStream) (map[uint64][]*document.Receipt, map[uint64]time.Time, []Undecodable, error) {
 	out := map[uint64][]*document.Receipt{}
+	first := map[uint64]time.Time{}
+	var bad []Undecodable
 	err := ReadStream(ctx, js, topology.ReceiptsStream, false, func(m jetstream.Msg) error {
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
 		r, err := document.DecodeReceipt(m.Data())
 		if err != nil {
-			return fmt.Errorf("audit: a stored receipt does not decode: %w", err)
+			seq, _ := strconv.ParseUint(m.Headers().Get(topology.HeaderStreamSeq), 10, 64)
+			bad = append(bad, Undecodable{Seq: meta.Sequence.Stream, StreamSeq: seq, Err: err.Error()})
+			return nil
 		}
-		out[r.Delivery.StreamSeq] = append(out[r.Delivery.StreamSeq], r)
+		seq := r.Delivery.StreamSeq
+		out[seq] = append(out[seq], r)
+		if t, ok := first[seq]; !ok || meta.Timestamp.Before(t) {
+			first[seq] = meta.Timestamp
+		}
 		return nil
 	})
-	return out, err
+	return out, first, bad, err
 }
 
 // DeadLetterSeqs returns the approval stream sequences that have a dead letter.
@@ -114,13 +167,20 @@ type ConsumerState struct {
 
 // Consumer reads the shared consumer's state.
 func Consumer(ctx context.Context, js jetstream.JetStream) (ConsumerState, error) {
+	st, _, err := consumer(ctx, js)
+	return st, err
+}
+
+// consumer reads the shared consumer's state and its MaxDeliver.
+func consumer(ctx context.Context, js jetstream.JetStream) (ConsumerState, int, error) {
 	c, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
 	if err != nil {
-		return ConsumerState{}, fmt.Errorf("audit: opening consumer %s: %w", topology.Consumer, err)
+		return ConsumerState{}, 0, fmt.Errorf("audit: opening consumer %s: %w", topology.Consumer, err)
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return ConsumerState{}, fmt.Errorf("audit: reading consumer %s: %w", topology.Consumer, err)
+		return ConsumerState{}, 0, fmt.Errorf("audit: reading consumer %s: %w", topology.Consumer, err)
 	}
-	return ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered, Waiting: info.NumWaiting, Delivered: info.Delivered.Consumer}, nil
+	return ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered, Waiting: info.NumWaiting, Delivered: info.Delivered.Consumer},
+		info.Config.MaxDeliver, nil
 }

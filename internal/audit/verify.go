@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -27,6 +29,42 @@ type Input struct {
 	Tasks       []provider.TaskRecord
 	Intents     []provider.FirstResult
 	Consumer    ConsumerState
+
+	// Approvals holds each stored approval message's data and the time the
+	// stream stored it, by stream sequence, for the gate to be re-run.
+	Approvals map[uint64]Message
+	// Stream is what the APPROVALS stream held when it was read.
+	Stream StreamState
+	// ReceiptsStored is, per approval message, when the RECEIPTS stream
+	// stored its first receipt. Where it is missing, the receipts' own
+	// issued_at stands in.
+	ReceiptsStored map[uint64]time.Time
+	// Undecodable lists the stored receipts that do not decode.
+	Undecodable []Undecodable
+	// MaxDeliver is the shared consumer's MaxDeliver (0 or less: unlimited).
+	MaxDeliver int
+	// Now is when the audit read its input; the zero time means time.Now.
+	Now time.Time
+}
+
+// Message is one stored approval message.
+type Message struct {
+	Data   []byte
+	Stored time.Time
+}
+
+// StreamState is the APPROVALS stream's state when Load read it.
+type StreamState struct {
+	FirstSeq  uint64
+	LastSeq   uint64
+	Msgs      uint64
+	FirstTime time.Time
+	// MaxAge is the stream's MaxAge; zero means messages never age out.
+	MaxAge time.Duration
+	// LastSeqAfter is the stream's last sequence once Load had read
+	// everything else: records naming a message stored meanwhile are after
+	// the window, not missing.
+	LastSeqAfter uint64
 }
 
 // Load reads the Input over the connection nc.
@@ -35,25 +73,28 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Input{Messages: map[uint64]document.Identity{}}
-	err = ReadStream(ctx, js, topology.ApprovalsStream, false, func(m jetstream.Msg) error {
+	in := &Input{Messages: map[uint64]document.Identity{}, Approvals: map[uint64]Message{}, Now: time.Now()}
+	info, err := readStream(ctx, js, topology.ApprovalsStream, false, func(m jetstream.Msg) error {
 		meta, err := m.Metadata()
 		if err != nil {
 			return err
 		}
 		in.Messages[meta.Sequence.Stream] = document.Identify(m.Data())
+		in.Approvals[meta.Sequence.Stream] = Message{Data: m.Data(), Stored: meta.Timestamp}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if in.Receipts, err = ReceiptsBySeq(ctx, js); err != nil {
+	in.Stream = StreamState{FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Msgs: info.State.Msgs,
+		FirstTime: info.State.FirstTime, MaxAge: info.Config.MaxAge, LastSeqAfter: info.State.LastSeq}
+	if in.Receipts, in.ReceiptsStored, in.Undecodable, err = readReceipts(ctx, js); err != nil {
 		return nil, err
 	}
 	if in.DeadLetters, err = DeadLetterSeqs(ctx, js); err != nil {
 		return nil, err
 	}
-	if in.Consumer, err = Consumer(ctx, js); err != nil {
+	if in.Consumer, in.MaxDeliver, err = consumer(ctx, js); err != nil {
 		return nil, err
 	}
 	svc := provider.NewClient(nc)
@@ -77,6 +118,15 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
 			after = page.NextSeq
 		}
 	}
+	s, err := js.Stream(ctx, topology.ApprovalsStream)
+	if err != nil {
+		return nil, fmt.Errorf("audit: opening stream %s: %w", topology.ApprovalsStream, err)
+	}
+	end, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit: reading stream %s: %w", topology.ApprovalsStream, err)
+	}
+	in.Stream.LastSeqAfter = max(in.Stream.LastSeq, end.State.LastSeq)
 	return in, nil
 }
 
@@ -97,7 +147,11 @@ type Check struct {
 
 // Report is the checker's verdict.
 type Report struct {
-	OK     bool    `json:"ok"`
+	OK bool `json:"ok"`
+	// Window is the part of the history the checks could see.
+	Window Window `json:"window"`
+	// Gate says which gate checks were re-run on the messages.
+	Gate   GateRun `json:"gate"`
 	Checks []Check `json:"checks"`
 }
 
@@ -115,10 +169,11 @@ func (c *Check) violate(format string, args ...any) {
 	}
 }
 
-// callSeq reads the stream sequence out of an executor's call reference.
+// callSeq reads the stream sequence and the delivery number out of an
+// executor's call reference, "APPROVALS:<stream_seq>:<delivery>:<attempt>".
 func callSeq(ref string) (seq, delivered uint64, ok bool) {
 	parts := strings.Split(ref, ":")
-	if len(parts) != 4 || parts[0] != topology.ApprovalsStream {
+	if len(parts) != 4 || parts[0] != topology.ApprovalsStream || parts[3] == "" {
 		return 0, 0, false
 	}
 	s, err1 := strconv.ParseUint(parts[1], 10, 64)
@@ -130,17 +185,45 @@ func serviceOutcome(o string) bool {
 	return o == document.OutcomeCreated || o == document.OutcomeReplayed || o == document.OutcomeConflict
 }
 
-// Verify applies the six rules to in.
-func Verify(in *Input) Report {
+// Options are the checker's settings.
+type Options struct {
+	// Gate is re-run on every stored message, with expiry judged at the time
+	// the stream stored it. nil runs the checks that need no keys
+	// (envelope, approval_format, candidate_binding, request_binding,
+	// capability) on signed and unsigned approvals alike; signature and
+	// expiry need a Checker with the trusted approvers' keys.
+	Gate *gate.Checker
+	// AllowExternal is how many task service calls from outside the
+	// executors (without a call reference naming an APPROVALS delivery) are
+	// accepted.
+	AllowExternal int
+	// AllowRepeatedDeliveries is how many calls on a delivery number that
+	// already made a call are accepted: a NATS server that loses consumer
+	// state (a crash before its state was flushed, a leader change) numbers
+	// a delivery again.
+	AllowRepeatedDeliveries int
+}
+
+// Verify applies the rules to in with the default Options: no external
+// calls, no repeated delivery numbers, the gate's checks that need no keys.
+func Verify(in *Input) Report { return VerifyWith(in, Options{}) }
+
+// VerifyWith applies the rules to in.
+func VerifyWith(in *Input, o Options) Report {
+	v := newView(in, o)
 	checks := []Check{
 		checkTerminal(in),
 		checkOneCreate(in),
 		checkCounters(in),
-		checkRequests(in),
+		checkRequests(v),
 		checkFirstRecords(in),
 		checkRejected(in),
+		checkCallsNameMessages(v),
+		checkReceiptsNameMessages(v),
+		checkGate(v),
+		checkDeliveries(v),
 	}
-	rep := Report{OK: true, Checks: checks}
+	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate), Checks: checks}
 	for _, c := range checks {
 		rep.OK = rep.OK && c.OK
 	}
@@ -254,14 +337,27 @@ func checkCounters(in *Input) Check {
 
 // 4. Requests received equals the calls that reached the service: receipts
 // from the service plus calls whose reply was lost, within in-flight work.
-func checkRequests(in *Input) Check {
+// Calls and receipts of messages outside the audited window (aged out before
+// it, or stored while the audit read) and calls from outside the executors
+// are counted apart and make up the rest of the equation.
+func checkRequests(v *view) Check {
+	in := v.in
 	c := Check{N: 4, Name: "requests received = receipts from the service + calls whose reply was lost", OK: true}
 	byRef := map[string]*provider.RequestRecord{}
-	var external int
+	var external, before, after int
 	for i := range in.Requests {
 		r := &in.Requests[i]
-		if r.CallRef == "" {
+		seq, _, ok := callSeq(r.CallRef)
+		if !ok {
 			external++
+			continue
+		}
+		switch v.place(seq) {
+		case beforeWindow:
+			before++
+			continue
+		case afterWindow:
+			after++
 			continue
 		}
 		if _, dup := byRef[r.CallRef]; dup {
@@ -272,6 +368,9 @@ func checkRequests(in *Input) Check {
 	matched := map[string]bool{}
 	var receipts int
 	for _, seq := range sortedSeqs(in.Receipts) {
+		if p := v.place(seq); p == beforeWindow || p == afterWindow {
+			continue
+		}
 		for _, r := range in.Receipts[seq] {
 			if !serviceOutcome(r.Outcome) {
 				continue
@@ -316,11 +415,14 @@ func checkRequests(in *Input) Check {
 	c.fig("of which the message finished on another delivery", finishedLater)
 	c.fig("of which still in flight", inFlight)
 	c.fig("calls from outside the executors", external)
+	c.fig("calls for messages before the window (excluded)", before)
+	c.fig("calls for messages stored while verify read (excluded)", after)
 	if in.Counts.RequestsReceived != int64(len(in.Requests)) {
 		c.violate("the counter says %d requests, the records hold %d", in.Counts.RequestsReceived, len(in.Requests))
 	}
-	if int64(receipts+lost+external) != in.Counts.RequestsReceived {
-		c.violate("%d receipts + %d lost + %d external ≠ %d requests received", receipts, lost, external, in.Counts.RequestsReceived)
+	if int64(receipts+lost+external+before+after) != in.Counts.RequestsReceived {
+		c.violate("%d receipts + %d lost + %d external + %d outside the window ≠ %d requests received",
+			receipts, lost, external, before+after, in.Counts.RequestsReceived)
 	}
 	if allowed := int(in.Consumer.Pending) + in.Consumer.AckPending; inFlight > allowed {
 		c.violate("%d calls have no receipt and their messages are unfinished, more than the %d messages in flight", inFlight, allowed)

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+)
+
+func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := demo.SendAndWait(ctx, env.JS, s.Original.Envelope(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v, err := gate.Check(s.NewIntent.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Service.Create(ctx, provider.CreateRequest{IntentID: "intent-outside", RequestDigest: v.RequestDigest,
+		Task: provider.Task{Title: v.Request.Task.Title}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"verify", "--server", env.URL()}, &out, &errOut)
+	if err == nil {
+		t.Fatalf("verify passed after a direct create:\n%s", out.String())
+	}
+	for _, want := range []string{"window: APPROVALS sequences 1 to 1, 1 messages", "FAIL 7.", "came from outside the executors"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report does not say %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	if err := run(context.Background(), []string{"verify", "--server", env.URL(), "--allow-external", "1", "--json"}, &out, &errOut); err != nil {
+		t.Fatalf("verify --allow-external 1: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	var rep audit.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Window.FirstSeq != 1 || rep.Window.LastSeq != 1 || rep.Window.Messages != 1 || len(rep.Checks) != 10 {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := strings.Join(rep.Gate.NotChecked, ","); got != "signature,expiry" {
+		t.Errorf("without trusted approvers, not checked %q", got)
+	}
+}
+
+func TestVerifyCommandRefusesUnsignedAllowedWithoutTrustedApprovers(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"verify", "--insecure-allow-unsigned"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "needs --trusted-approvers") {
+		t.Fatalf("err %v", err)
+	}
+}

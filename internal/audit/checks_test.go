@@ -1,0 +1,505 @@
+package audit_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/sign"
+)
+
+// world builds an audit.Input the way the pipeline leaves it: messages
+// stored in the stream, executors calling the service and storing receipts,
+// the service recording every request. Each case then breaks it in one way.
+type world struct {
+	t     *testing.T
+	in    *audit.Input
+	now   time.Time
+	seed  *scenario.Seed
+	first map[string]provider.FirstResult
+}
+
+var auditedAt = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, now: auditedAt, seed: s, first: map[string]provider.FirstResult{}, in: &audit.Input{
+		Messages:    map[uint64]document.Identity{},
+		Approvals:   map[uint64]audit.Message{},
+		Receipts:    map[uint64][]*document.Receipt{},
+		DeadLetters: map[uint64]string{},
+		Stream:      audit.StreamState{FirstSeq: 1, MaxAge: 7 * 24 * time.Hour},
+		MaxDeliver:  4,
+		Now:         auditedAt,
+	}}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// publish stores data as the stream's next message, at time at.
+func (w *world) publish(data []byte, at time.Time) uint64 {
+	st := &w.in.Stream
+	st.LastSeq++
+	st.LastSeqAfter = st.LastSeq
+	st.Msgs++
+	w.in.Messages[st.LastSeq] = document.Identify(data)
+	w.in.Approvals[st.LastSeq] = audit.Message{Data: data, Stored: at}
+	return st.LastSeq
+}
+
+// serve is the task service: it records the request and creates a task on
+// an intent id's first call.
+func (w *world) serve(req provider.CreateRequest, at time.Time) provider.RequestRecord {
+	in := w.in
+	rec := provider.RequestRecord{Seq: uint64(len(in.Requests) + 1), IntentID: req.IntentID, RequestDigest: req.RequestDigest,
+		RequestID: req.RequestID, ReceivedAt: stamp(at), CallRef: req.CallRef}
+	f, seen := w.first[req.IntentID]
+	switch {
+	case !seen:
+		in.Counts.CreatesExecuted++
+		in.Counts.TasksExisting++
+		task := fmt.Sprintf("fake-task-%04d", in.Counts.CreatesExecuted)
+		f = provider.FirstResult{IntentID: req.IntentID, RequestDigest: req.RequestDigest, RequestID: req.RequestID, TaskID: task, CreatedAt: stamp(at), RequestSeq: rec.Seq}
+		w.first[req.IntentID] = f
+		in.Intents = append(in.Intents, f)
+		in.Creates = append(in.Creates, provider.CreateRecord{Seq: uint64(len(in.Creates) + 1), IntentID: req.IntentID, RequestDigest: req.RequestDigest, TaskID: task, RequestSeq: rec.Seq, CreatedAt: stamp(at)})
+		in.Tasks = append(in.Tasks, provider.TaskRecord{Seq: uint64(len(in.Tasks) + 1), TaskID: task, IntentID: req.IntentID, CreatedAt: stamp(at)})
+		rec.Outcome = provider.OutcomeCreated
+	case f.RequestDigest == req.RequestDigest:
+		rec.Outcome = provider.OutcomeReplayed
+	default:
+		rec.Outcome = provider.OutcomeConflict
+	}
+	rec.TaskID = f.TaskID
+	in.Counts.RequestsReceived++
+	in.Requests = append(in.Requests, rec)
+	return rec
+}
+
+// call is one delivery of message seq calling the service, as the executor
+// does after the gate; no receipt is stored.
+func (w *world) call(seq, delivered uint64, attempt string, at time.Time) provider.RequestRecord {
+	w.t.Helper()
+	v, err := gate.Check(w.in.Approvals[seq].Data)
+	if err != nil {
+		w.t.Fatalf("message %d does not pass the gate: %v", seq, err)
+	}
+	return w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, RequestID: v.Request.RequestID,
+		CallRef: executor.CallRef(seq, delivered, attempt)}, at)
+}
+
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// receipt stores the receipt of one delivery of message seq: for the
+// service's reply rec when outcome is the service's, else without one.
+func (w *world) receipt(seq, delivered uint64, attempt, outcome string, rec *provider.RequestRecord, at time.Time) *document.Receipt {
+	id := w.in.Messages[seq]
+	r := &document.Receipt{SchemaVersion: document.ReceiptVersion, ReceiptID: "receipt-" + attempt, Outcome: outcome,
+		IntentID: ptr(id.IntentID), RequestID: ptr(id.RequestID), ApprovalID: ptr(id.ApprovalID),
+		Delivery: document.Delivery{StreamSeq: seq, Delivered: delivered, Attempt: attempt, Executor: "exec-1"}, IssuedAt: stamp(at)}
+	if rec != nil {
+		r.IntentID = ptr(rec.IntentID)
+		r.TaskID = ptr(rec.TaskID)
+		r.Counts = &document.Counts{RequestsReceived: w.in.Counts.RequestsReceived, CreatesExecuted: w.in.Counts.CreatesExecuted, TasksExisting: w.in.Counts.TasksExisting}
+	}
+	w.in.Receipts[seq] = append(w.in.Receipts[seq], r)
+	return r
+}
+
+// handle is one ordinary delivery: the call, then its receipt.
+func (w *world) handle(seq, delivered uint64, at time.Time) {
+	attempt := fmt.Sprintf("a%d-%d", seq, delivered)
+	rec := w.call(seq, delivered, attempt, at)
+	w.receipt(seq, delivered, attempt, rec.Outcome, &rec, at.Add(time.Millisecond))
+}
+
+// run is a correct history: a create, a resend (replayed), a changed
+// request (conflict), a new intent whose first reply was lost and which
+// was replayed on its second delivery, and a tampered message rejected.
+func (w *world) run(at time.Time) {
+	s := w.seed
+	w.handle(w.publish(s.Original.Envelope(), at), 1, at)
+	w.handle(w.publish(s.Original.Envelope(), at), 1, at.Add(time.Second))
+	w.handle(w.publish(s.Changed.Envelope(), at), 1, at.Add(2*time.Second))
+	seq := w.publish(s.NewIntent.Envelope(), at)
+	lost := w.call(seq, 1, "lost", at.Add(3*time.Second))
+	w.in.Requests[lost.Seq-1].ReplyDropped = true
+	w.handle(seq, 2, at.Add(4*time.Second))
+	tampered := s.TamperedCases()[2] // candidate-changed
+	seq = w.publish(tampered.Envelope, at)
+	w.receipt(seq, 1, "rejected", document.OutcomeRejected, nil, at.Add(5*time.Second))
+}
+
+// purge empties the stream as a purge (or ageing) does.
+func (w *world) purge() {
+	w.in.Messages = map[uint64]document.Identity{}
+	w.in.Approvals = map[uint64]audit.Message{}
+	w.in.Stream.FirstSeq = w.in.Stream.LastSeq + 1
+	w.in.Stream.Msgs = 0
+}
+
+func failing(rep audit.Report) []int {
+	var out []int
+	for _, c := range rep.Checks {
+		if !c.OK {
+			out = append(out, c.N)
+		}
+	}
+	return out
+}
+
+// violations lists the report's violations, each after its check's number.
+func violations(rep audit.Report) string {
+	var b strings.Builder
+	for _, c := range rep.Checks {
+		for _, v := range c.Violations {
+			fmt.Fprintf(&b, "%d: %s\n", c.N, v)
+		}
+	}
+	return b.String()
+}
+
+func TestVerifyChecks(t *testing.T) {
+	hourAgo := auditedAt.Add(-time.Hour)
+	eightDaysAgo := auditedAt.Add(-8 * 24 * time.Hour)
+	otherKey, err := sign.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := func(k *sign.Key) *sign.Keyring {
+		kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, k.Public()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kr
+	}
+	signedRun := func(w *world) {
+		s, err := scenario.BuildSigned(scenario.TestKey(), hourAgo.Add(-time.Minute), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.seed = s
+		w.run(hourAgo)
+	}
+	cases := []struct {
+		name string
+		// build makes the input from a fresh world.
+		build func(w *world)
+		opts  audit.Options
+		// fail lists the checks that must fail, exactly; none means the
+		// input must pass.
+		fail []int
+		// says is a text check fail's violations must contain.
+		says string
+		// window, when set, is the window the report must state.
+		window *audit.Window
+	}{
+		{
+			name:  "a correct run passes every check",
+			build: func(w *world) { w.run(hourAgo) },
+		},
+		{
+			name: "a message without a receipt or a dead letter fails check 1",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.publish(w.seed.Original.Envelope(), hourAgo)
+			},
+			fail: []int{1}, says: "has neither a receipt nor a dead letter",
+		},
+		{
+			name: "an intent created twice fails check 2",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Creates = append(w.in.Creates, w.in.Creates[0])
+			},
+			fail: []int{2, 3}, says: `intent "intent-0001" was created 2 times`,
+		},
+		{
+			name: "counters that differ from the records fail check 3",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Counts.TasksExisting++
+			},
+			fail: []int{3}, says: "differ",
+		},
+		{
+			name: "a receipt naming a call the service never recorded fails check 4",
+			build: func(w *world) {
+				w.run(hourAgo)
+				r := w.in.Receipts[1][0]
+				r.Delivery.Attempt = "never-called"
+			},
+			fail: []int{4}, says: "names a call the service never recorded",
+		},
+		{
+			name: "a replay that does not match its first record fails check 5",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Requests[1].TaskID = "fake-task-0099"
+				w.in.Receipts[2][0].TaskID = ptr("fake-task-0099")
+			},
+			fail: []int{2, 5}, says: "a replay for intent",
+		},
+		{
+			name: "a rejected message that reached the service fails check 6",
+			build: func(w *world) {
+				w.run(hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: w.in.Intents[0].RequestDigest, CallRef: executor.CallRef(5, 1, "rejected")}, hourAgo)
+				w.in.Requests[rec.Seq-1].ReplyDropped = true
+			},
+			fail: []int{6, 9}, says: "was rejected, yet request",
+		},
+		{
+			name: "a task created by calling the service directly, with no approval message, fails check 7",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.serve(provider.CreateRequest{IntentID: "intent-outside", RequestDigest: w.in.Intents[0].RequestDigest}, hourAgo)
+			},
+			fail: []int{7}, says: `request 6 (intent "intent-outside", call reference "") came from outside the executors`,
+		},
+		{
+			name: "a task created directly passes when one call from outside is allowed",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.serve(provider.CreateRequest{IntentID: "intent-outside", RequestDigest: w.in.Intents[0].RequestDigest}, hourAgo)
+			},
+			opts: audit.Options{AllowExternal: 1},
+		},
+		{
+			name: "a call naming a stream sequence that does not exist fails check 7",
+			build: func(w *world) {
+				w.run(hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0009", RequestDigest: w.in.Intents[0].RequestDigest, CallRef: executor.CallRef(99, 1, "ghost")}, hourAgo)
+				w.in.Receipts[99] = []*document.Receipt{{SchemaVersion: document.ReceiptVersion, ReceiptID: "receipt-ghost", Outcome: rec.Outcome,
+					IntentID: ptr("intent-0009"), TaskID: ptr(rec.TaskID), Delivery: document.Delivery{StreamSeq: 99, Delivered: 1, Attempt: "ghost"}, IssuedAt: stamp(hourAgo)}}
+			},
+			fail: []int{7, 8}, says: "names message 99, beyond the stream's last sequence 5",
+		},
+		{
+			name: "a call naming a message deleted from the middle of the stream fails check 7",
+			build: func(w *world) {
+				w.run(hourAgo)
+				delete(w.in.Messages, 2)
+				delete(w.in.Approvals, 2)
+			},
+			fail: []int{7, 8}, says: "names message 2, deleted from the stream, which holds sequences 1 to 5",
+		},
+		{
+			name: "one message reaching the service 51 times with one receipt fails check 10",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				for i := range 50 {
+					w.call(seq, 1, fmt.Sprintf("again-%d", i), hourAgo)
+				}
+				w.handle(seq, 1, hourAgo)
+			},
+			fail: []int{10}, says: "message 1: delivery 1 made 51 calls",
+		},
+		{
+			name: "calls on deliveries beyond the consumer's max deliver fail check 10",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				for d := uint64(1); d < 51; d++ {
+					w.call(seq, d, fmt.Sprintf("d%d", d), hourAgo)
+				}
+				w.handle(seq, 51, hourAgo)
+			},
+			fail: []int{10}, says: "message 1: 47 calls name deliveries beyond the consumer's max deliver 4 (up to delivery 51)",
+		},
+		{
+			name: "a delivery number repeated by a server that lost its consumer state passes when allowed",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.call(seq, 1, "before-the-crash", hourAgo)
+				w.handle(seq, 1, hourAgo)
+			},
+			opts: audit.Options{AllowRepeatedDeliveries: 1},
+		},
+		{
+			name: "a delivery number that made two calls fails check 10 when nothing is allowed",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.call(seq, 1, "before-the-crash", hourAgo)
+				w.handle(seq, 1, hourAgo)
+			},
+			fail: []int{10}, says: "1 calls on a delivery number that had already made a call, 0 allowed",
+		},
+		{
+			name: "an unparseable message with a created receipt and a service call fails check 9",
+			build: func(w *world) {
+				seq := w.publish([]byte(`{"schema_version": "task-envelope.v1", "candidate": `), hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: "sha256:" + strings.Repeat("0", 64), CallRef: executor.CallRef(seq, 1, "x")}, hourAgo)
+				w.receipt(seq, 1, "x", rec.Outcome, &rec, hourAgo)
+			},
+			fail: []int{7, 8, 9}, says: "message 1 (intent \"\") fails the gate at envelope",
+		},
+		{
+			name: "a message bound to another candidate with a created receipt and a service call fails check 9",
+			build: func(w *world) {
+				tampered := w.seed.TamperedCases()[2] // candidate-changed
+				seq := w.publish(tampered.Envelope, hourAgo)
+				v, err := gate.Check(w.seed.Original.Envelope())
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, CallRef: executor.CallRef(seq, 1, "x")}, hourAgo)
+				w.receipt(seq, 1, "x", rec.Outcome, &rec, hourAgo)
+			},
+			fail: []int{9}, says: `message 1 (intent "intent-0001") fails the gate at candidate_binding`,
+		},
+		{
+			name:  "signed approvals pass when verify trusts their signer",
+			build: signedRun,
+			opts:  audit.Options{Gate: &gate.Checker{Keys: trusted(scenario.TestKey())}},
+		},
+		{
+			name:  "signed approvals that expired after they were stored still pass: expiry is judged at the time the stream stored them",
+			build: func(w *world) { signedRun(w); w.in.Now = auditedAt.Add(3 * 24 * time.Hour) },
+			opts:  audit.Options{Gate: &gate.Checker{Keys: trusted(scenario.TestKey())}},
+			// The receipts are younger than the max age; nothing aged out.
+		},
+		{
+			name:  "signed approvals fail check 9 when verify trusts another signer",
+			build: signedRun,
+			opts:  audit.Options{Gate: &gate.Checker{Keys: trusted(otherKey)}},
+			fail:  []int{9}, says: "fails the gate at signature",
+		},
+		{
+			name:  "unsigned approvals fail check 9 when verify is given trusted approvers",
+			build: func(w *world) { w.run(hourAgo) },
+			opts:  audit.Options{Gate: &gate.Checker{Keys: trusted(scenario.TestKey())}},
+			fail:  []int{9}, says: "the approval is not signed",
+		},
+		{
+			name:  "unsigned approvals pass with trusted approvers when unsigned ones are allowed",
+			build: func(w *world) { w.run(hourAgo) },
+			opts:  audit.Options{Gate: &gate.Checker{Keys: trusted(scenario.TestKey()), AllowUnsigned: true}},
+		},
+		{
+			name:  "an empty stream while receipts and tasks from within the max age exist fails checks 7 and 8",
+			build: func(w *world) { w.run(hourAgo); w.purge() },
+			fail:  []int{7, 8}, says: "although its records are younger than the stream's max age 168h0m0s: purged or deleted, not aged out",
+		},
+		{
+			name:  "an empty stream whose records are all older than the max age passes, with everything before the window",
+			build: func(w *world) { w.run(eightDaysAgo); w.purge() },
+			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 6, LastSeq: 5, Messages: 0, MaxAge: "168h0m0s",
+				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 5, Calls: 5, Receipts: 5}},
+		},
+		{
+			name: "a purged message's receipt that claims to be older than the max age is judged by when RECEIPTS stored it",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.purge()
+				w.in.Receipts[5][0].IssuedAt = stamp(eightDaysAgo)
+				w.in.ReceiptsStored = map[uint64]time.Time{5: hourAgo}
+			},
+			fail: []int{7, 8}, says: "receipt receipt-rejected (rejected, intent \"intent-0001\") names message 5, removed from the stream",
+		},
+		{
+			name: "the records of a message stored while verify read are after the window, not violations",
+			build: func(w *world) {
+				w.run(hourAgo)
+				seq := w.publish(w.seed.NewIntent.Envelope(), hourAgo)
+				w.handle(seq, 1, hourAgo)
+				// The stream was read before this message was stored.
+				delete(w.in.Messages, seq)
+				delete(w.in.Approvals, seq)
+				w.in.Stream.LastSeq--
+				w.in.Stream.Msgs--
+			},
+			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 1, LastSeq: 5, Messages: 5, MaxAge: "168h0m0s",
+				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", AfterWindow: audit.Excluded{Messages: 1, Calls: 1, Receipts: 1}},
+		},
+		{
+			name: "service records of messages that aged out are excluded, not violations",
+			build: func(w *world) {
+				w.run(eightDaysAgo)
+				// The messages and their receipts age out; the service keeps
+				// its records forever.
+				w.purge()
+				w.in.Receipts = map[uint64][]*document.Receipt{}
+				w.handle(w.publish(w.seed.Original.Envelope(), hourAgo), 1, hourAgo)
+			},
+			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 6, LastSeq: 6, Messages: 1, MaxAge: "168h0m0s",
+				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 4, Calls: 5, Receipts: 0}},
+		},
+		{
+			name: "a message for intent A whose receipt and service call are for intent B fails checks 7 and 8",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				v, err := gate.Check(w.seed.NewIntent.Envelope())
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, CallRef: executor.CallRef(seq, 1, "b")}, hourAgo)
+				r := w.receipt(seq, 1, "b", rec.Outcome, &rec, hourAgo)
+				r.RequestID = ptr(v.Request.RequestID)
+			},
+			fail: []int{7, 8}, says: `request 1 (APPROVALS:1:1:b) is for intent "intent-0002", but message 1 is for intent "intent-0001"`,
+		},
+		{
+			name: "a call with its message's intent but another request digest fails check 7",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				v, err := gate.Check(w.seed.Changed.Envelope())
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, CallRef: executor.CallRef(seq, 1, "c")}, hourAgo)
+				w.receipt(seq, 1, "c", rec.Outcome, &rec, hourAgo)
+			},
+			fail: []int{7}, says: "carries request digest",
+		},
+		{
+			name: "an undecodable receipt is reported with its sequence in check 8",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Undecodable = []audit.Undecodable{{Seq: 17, StreamSeq: 3, Err: "document: not JSON"}}
+			},
+			fail: []int{8}, says: "the receipt at RECEIPTS sequence 17 (for message 3) does not decode: document: not JSON",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			tc.build(w)
+			rep := audit.VerifyWith(w.in, tc.opts)
+			got := failing(rep)
+			if !slices.Equal(got, tc.fail) {
+				for _, c := range rep.Checks {
+					if !c.OK {
+						t.Logf("check %d (%s): %v", c.N, c.Name, c.Violations)
+					}
+				}
+				t.Fatalf("failing checks %v, want %v", got, tc.fail)
+			}
+			if rep.OK != (len(tc.fail) == 0) {
+				t.Fatalf("report ok %v with failing checks %v", rep.OK, got)
+			}
+			if tc.window != nil && rep.Window != *tc.window {
+				t.Fatalf("window %+v, want %+v", rep.Window, *tc.window)
+			}
+			if tc.says != "" && !strings.Contains(violations(rep), tc.says) {
+				t.Fatalf("no violation says %q:\n%s", tc.says, violations(rep))
+			}
+		})
+	}
+}
