@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -526,4 +528,86 @@ func TestTheCreateEndpointsStatsAreHonest(t *testing.T) {
 			t.Errorf("micro errors %d, create data %+v; want one error naming the closed store", e.NumErrors, cs)
 		}
 	})
+}
+
+// natsAt runs a NATS server with JetStream on port with its store in dir, so
+// that a test can stop it and start it again with the same state.
+func natsAt(t *testing.T, port int, dir string) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+func TestAnInstanceThatLostNATSLongerThanItsLeaseDoesNotAnswerForIt(t *testing.T) {
+	jsDir := t.TempDir()
+	ns := natsAt(t, -1, jsDir)
+	url := ns.ClientURL()
+	port := ns.Addr().(*net.TCPAddr).Port
+	const ttl = time.Second
+
+	// A serves, then loses NATS for longer than its lease.
+	log := &logBuffer{}
+	stA := openStore(t, t.TempDir(), Options{})
+	ncA, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(3*time.Second), nats.ReconnectJitter(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	a, err := Serve(ncA, stA, ServiceConfig{Logger: log.logger(), LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop() })
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	time.Sleep(ttl + ttl/2)
+	natsAt(t, port, jsDir)
+
+	// B, of another store, starts before A is back and takes the expired lease.
+	stB := openStore(t, t.TempDir(), Options{})
+	b, err := Serve(connect(t, url), stB, ServiceConfig{Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+
+	// A comes back: it must find B holding the lease, stop, and never
+	// answer a create in between.
+	client := NewClient(connect(t, url))
+	client.Timeout = time.Second
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		resp, err := client.Create(ctxT(t), newRequest(fmt.Sprintf("intent-%d", i), "x"))
+		switch {
+		case err == nil && resp.StoreID != stB.ID():
+			t.Fatalf("create %d answered by store %s; B (%s) holds the lease", i, resp.StoreID, stB.ID())
+		case err != nil && !IsTransient(err):
+			t.Fatalf("create %d: %v", i, err)
+		}
+		select {
+		case <-a.Done():
+		default:
+			if time.Now().After(deadline) {
+				t.Fatalf("A did not stop; log:\n%s", log.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		break
+	}
+	if err := a.Err(); !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), stB.ID()) {
+		t.Errorf("A stopped with %v, want ErrLeaseLost naming %s", err, stB.ID())
+	}
+	if got := stA.Stats(); got != (Counts{}) {
+		t.Errorf("A counted %+v after it lost NATS", got)
+	}
 }
