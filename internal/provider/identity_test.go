@@ -611,3 +611,35 @@ func TestAnInstanceThatLostNATSLongerThanItsLeaseDoesNotAnswerForIt(t *testing.T
 		t.Errorf("A counted %+v after it lost NATS", got)
 	}
 }
+
+func TestTheLeaseNeedsAServerThatCanKeepIt(t *testing.T) {
+	t.Run("a server without JetStream is refused at once, saying why", func(t *testing.T) {
+		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats server not ready")
+		}
+		t.Cleanup(ns.Shutdown)
+		st := openStore(t, t.TempDir(), Options{})
+		start := time.Now()
+		_, err = Serve(connect(t, ns.ClientURL()), st, ServiceConfig{Logger: quietLogger()})
+		if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) || !strings.Contains(err.Error(), "the lease needs JetStream") {
+			t.Errorf("error %v, want a refusal naming JetStream", err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("took %v to refuse", took)
+		}
+	})
+	t.Run("a lease bucket without a TTL is refused, since a lease in it would never end", func(t *testing.T) {
+		url := startNATS(t)
+		leaseKV(t, url, 0)
+		st := openStore(t, t.TempDir(), Options{})
+		_, err := Serve(connect(t, url), st, ServiceConfig{Logger: quietLogger()})
+		if !errors.Is(err, errLeaseBucket) || !strings.Contains(err.Error(), "no TTL") {
+			t.Errorf("error %v, want the bucket refused", err)
+		}
+	})
+}

@@ -192,6 +192,7 @@ func takeLease(ctx context.Context, nc *nats.Conn, me LeaseHolder, cfg ServiceCo
 		return nil, err
 	}
 	l := &lease{nc: nc, me: me, value: value, log: log, kick: make(chan struct{}, 1)}
+	var lastLog time.Time
 	for {
 		err := l.take(ctx, cfg)
 		if err == nil {
@@ -203,7 +204,10 @@ func takeLease(ctx context.Context, nc *nats.Conn, me LeaseHolder, cfg ServiceCo
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("provider: take the lease: gave up: %w", err)
 		}
-		log.Warn("cannot take the lease yet; retrying", "err", err)
+		if time.Since(lastLog) >= 5*time.Second {
+			lastLog = time.Now()
+			log.Warn("cannot take the lease yet; retrying", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(250 * time.Millisecond):
@@ -326,8 +330,13 @@ func (l *lease) held() bool {
 	if !ok {
 		if !l.lapsed {
 			l.lapsed = true
-			l.log.Error("lease not confirmed (NATS unreachable or reconnected since the last renewal); refusing create calls until it is renewed",
-				"valid_until_passed", !time.Now().Before(l.validUntil), "reconnected", rc != l.reconnects)
+			expired := !time.Now().Before(l.validUntil)
+			level := slog.LevelWarn
+			if expired {
+				level = slog.LevelError
+			}
+			l.log.Log(context.Background(), level, "lease not confirmed (not renewed in time, or reconnected since the last renewal); refusing create calls until it is renewed",
+				"expired", expired, "reconnected", rc != l.reconnects)
 		}
 		select {
 		case l.kick <- struct{}{}:
