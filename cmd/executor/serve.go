@@ -40,6 +40,7 @@ receipt, then ack. Streams and the consumer are created at start if missing (unl
 With --embedded, also runs a NATS server with JetStream (store under --data, fsync before
 every ack) listening on --listen, and the fake task service (Pebble under --data), so one
 command runs everything. More instances join with: executor serve --server nats://HOST:PORT
+Only one process may use a --data directory: a second is refused before it starts anything.
 
 On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
 streams and the consumer are then kept on three nodes and survive the loss of one.
@@ -169,7 +170,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 		}()
 		conn.Server = st.URL()
-		log.Info("embedded NATS server and task service running", "url", conn.Server, "data", *data, "sync", "always")
+		log.Info("embedded NATS server and task service running", "url", conn.Server, "data", st.Dir(),
+			"store_id", st.Store.ID(), "sync", "always")
 		if err := metrics.RegisterService(reg, func() (provider.Counts, bool) {
 			if s := open.Load(); s != nil {
 				return s.Stats(), true

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ type syncBuffer = testenv.Buffer
 
 func startNATS(t *testing.T) string {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,16 +136,29 @@ func TestServeStatsRecordsFault(t *testing.T) {
 		}
 	}
 
-	t.Run("stats prints the counters readably", func(t *testing.T) {
+	info, err := client.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("stats prints the counters and the store readably", func(t *testing.T) {
 		out, _, err := invoke(t, url, "stats")
-		if err != nil || out != "requests received 2, creates executed 1, tasks existing 1\n" {
-			t.Errorf("stats: %q, %v", out, err)
+		want := "requests received 2, creates executed 1, tasks existing 1\n" +
+			"store " + info.StoreID + ", answered by instance " + info.Instance + " on host " + info.Host + ", pid " + strconv.Itoa(info.PID) + "\n"
+		if err != nil || out != want {
+			t.Errorf("stats: %q, %v; want %q", out, err, want)
 		}
 	})
-	t.Run("stats --json prints the counters as JSON", func(t *testing.T) {
+	t.Run("stats --json prints the counters and the store as JSON", func(t *testing.T) {
 		out, _, err := invoke(t, url, "stats", "--json")
-		if err != nil || out != `{"requests_received":2,"creates_executed":1,"tasks_existing":1}`+"\n" {
+		if err != nil || !strings.HasPrefix(out, `{"requests_received":2,"creates_executed":1,"tasks_existing":1,"store_id":"`+info.StoreID+`",`) {
 			t.Errorf("stats --json: %q, %v", out, err)
+		}
+	})
+	t.Run("serve on another data directory is refused, naming the running instance", func(t *testing.T) {
+		_, errOut, err := invoke(t, url, "serve", "--data", t.TempDir())
+		if !errors.Is(err, provider.ErrAnotherInstance) || !strings.Contains(err.Error(), info.StoreID) ||
+			!strings.Contains(err.Error(), "pid "+strconv.Itoa(info.PID)) {
+			t.Errorf("serve: %v\n%s", err, errOut)
 		}
 	})
 	t.Run("records prints one JSON line per request", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -32,14 +33,25 @@ gauges sendtwice_requests_received, sendtwice_creates_executed and
 sendtwice_tasks_existing), /healthz (liveness) and /readyz (ready when
 connected to NATS, the service is registered and the store is open).
 
-Only one process may serve one DIR. With --allow-faults the service also has
-a "fault" endpoint that withholds create replies after commit; it is for
-tests and demonstrations and is logged as a warning.
+Only one process may serve one DIR, and only one store may answer on one
+NATS deployment: before it joins, serve pings the service's instances and
+takes a lease (key "lease" in the JetStream key-value bucket
+fake-task-provider-lease, renewed every third of --lease-ttl). It refuses to
+start, naming the other instance, while an instance of another store answers
+or holds the lease; a restart on the same DIR takes the lease over at once.
+If another instance takes the lease while this one runs, this one stops
+serving and exits with an error.
+
+With --allow-faults the service also has a "fault" endpoint that withholds
+create replies after commit; it is for tests and demonstrations and is
+logged as a warning.
 `)
 	cf := c.commonFlags(fs)
 	data := fs.String("data", "", "directory of the Pebble database (required)")
 	allowFaults := fs.Bool("allow-faults", false, "register the fault endpoint (tests and demos only)")
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
+	leaseTTL := fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket")
+	leaseReplicas := fs.Int("lease-replicas", 1, "`N` copies of the lease bucket when serve creates it: 3 on a three-node cluster")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -88,7 +100,8 @@ tests and demonstrations and is logged as a warning.
 	if err != nil {
 		return errors.Join(fmt.Errorf("connect to %s: %w", sharedcli.RedactURL(cf.server), err), st.Close())
 	}
-	svc, err := provider.Serve(nc, st, provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version})
+	svc, err := provider.Serve(nc, st, provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version,
+		LeaseTTL: *leaseTTL, LeaseReplicas: *leaseReplicas})
 	if err != nil {
 		nc.Close()
 		return errors.Join(fmt.Errorf("serve: %w", err), st.Close())
@@ -115,7 +128,11 @@ tests and demonstrations and is logged as a warning.
 		})
 	}
 	counts := st.Stats()
-	log.Info("serving; stop with SIGINT or SIGTERM", "server", nc.ConnectedUrlRedacted(), "data", *data,
+	abs, aerr := filepath.Abs(*data)
+	if aerr != nil {
+		abs = *data
+	}
+	log.Info("serving; stop with SIGINT or SIGTERM", "server", nc.ConnectedUrlRedacted(), "data", abs, "store_id", st.ID(),
 		"requests_received", counts.RequestsReceived, "creates_executed", counts.CreatesExecuted,
 		"tasks_existing", counts.TasksExisting)
 
@@ -126,6 +143,9 @@ tests and demonstrations and is logged as a warning.
 	case <-closed:
 		runErr = errors.New("NATS connection closed")
 		log.Error("NATS connection closed; shutting down")
+	case <-svc.Done():
+		runErr = fmt.Errorf("serve: stopped serving: %w", svc.Err())
+		log.Error("stopped serving; shutting down", "err", svc.Err())
 	}
 	serving.Store(false)
 	err = shutdown(log, svc, nc, closed, st)

@@ -10,10 +10,11 @@ func (c *cli) stats(ctx context.Context, args []string) error {
 	fs := c.flagSet("stats", "[--server URL] [--json]",
 		`Prints the service's three counters: requests received (every well-formed
 create call), creates executed, and tasks existing. They are exact and
-survive restarts.
+survive restarts. Then the id of the store that answered and which instance
+(micro id, host, pid) it was.
 `)
 	cf := c.clientFlags(fs)
-	asJSON := fs.Bool("json", false, `print {"requests_received":…,"creates_executed":…,"tasks_existing":…}`)
+	asJSON := fs.Bool("json", false, `print {"requests_received":…,"creates_executed":…,"tasks_existing":…,"store_id":…,"instance":…,"host":…,"pid":…}`)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -22,14 +23,14 @@ survive restarts.
 		return err
 	}
 	defer nc.Close()
-	counts, err := client.Stats(ctx)
+	info, err := client.Info(ctx)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(c.stdout).Encode(counts)
+		return json.NewEncoder(c.stdout).Encode(info)
 	}
-	_, err = fmt.Fprintf(c.stdout, "requests received %d, creates executed %d, tasks existing %d\n",
-		counts.RequestsReceived, counts.CreatesExecuted, counts.TasksExisting)
+	_, err = fmt.Fprintf(c.stdout, "requests received %d, creates executed %d, tasks existing %d\nstore %s, answered by instance %s on host %s, pid %d\n",
+		info.RequestsReceived, info.CreatesExecuted, info.TasksExisting, info.StoreID, info.Instance, info.Host, info.PID)
 	return err
 }

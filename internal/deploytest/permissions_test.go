@@ -218,6 +218,26 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 		svcConn.refused(t, "service reading the stream", "$JS.API.STREAM.MSG.GET.APPROVALS")
 	})
+	t.Run("the service holds the lease and can touch no other stream or key", func(t *testing.T) {
+		kv, err := pjs.KeyValue(ctx, provider.LeaseBucket)
+		if err != nil {
+			t.Fatalf("the lease bucket: %v", err)
+		}
+		if e, err := kv.Get(ctx, provider.LeaseKey); err != nil || !strings.Contains(string(e.Value()), store.ID()) {
+			t.Fatalf("the lease: %v; want it held by %s", err, store.ID())
+		}
+		_ = svcConn.Publish("$KV."+provider.LeaseBucket+".other", []byte(`x`))
+		_ = svcConn.Flush()
+		svcConn.refused(t, "service writing another key", "$KV."+provider.LeaseBucket+".other")
+		if _, err := svcConn.Request("$JS.API.STREAM.DELETE.KV_"+provider.LeaseBucket, nil, time.Second); err == nil {
+			t.Fatal("the service deleted the lease bucket")
+		}
+		svcConn.refused(t, "service deleting the lease bucket", "$JS.API.STREAM.DELETE.KV_"+provider.LeaseBucket)
+		if _, err := svcConn.Request("$JS.API.STREAM.CREATE.OTHER", []byte(`{"name":"OTHER"}`), time.Second); err == nil {
+			t.Fatal("the service created a stream")
+		}
+		svcConn.refused(t, "service creating a stream", "$JS.API.STREAM.CREATE.OTHER")
+	})
 	t.Run("the refused publishes stored nothing", func(t *testing.T) {
 		if got := streamMsgs(t, pjs, topology.ApprovalsStream); got != approvalsBefore {
 			t.Fatalf("APPROVALS holds %d messages, had %d", got, approvalsBefore)

@@ -491,7 +491,7 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 	}
 	var r reader
 	m := r.object("$", v, "schema_version", "receipt_id", "outcome", "intent_id", "request_id", "approval_id",
-		"task_id", "rejection", "failure", "counts", "delivery", "issued_at")
+		"task_id", "rejection", "failure", "counts", "store_id?", "delivery", "issued_at")
 	if m == nil {
 		return nil, r.result()
 	}
@@ -532,6 +532,7 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 			}
 		}
 	}
+	rc.StoreID = r.nullable("$.store_id", m["store_id"], r.id)
 	if dm := r.object("$.delivery", m["delivery"], "stream_seq", "delivered", "attempt", "executor"); dm != nil {
 		rc.Delivery = Delivery{
 			StreamSeq: uint64(r.integer("$.delivery.stream_seq", dm["stream_seq"])),
@@ -560,6 +561,8 @@ func (r *reader) receiptRules(rc *Receipt) {
 		r.fail("$.task_id", RuleValue, ErrValue, "a %s receipt must name the task and the service's counters", rc.Outcome)
 	case !service && rc.Counts != nil:
 		r.fail("$.counts", RuleValue, ErrValue, "a %s receipt must not carry counters: the service was not called", rc.Outcome)
+	case !service && rc.StoreID != nil:
+		r.fail("$.store_id", RuleValue, ErrValue, "a %s receipt must not name a store: the service was not called", rc.Outcome)
 	case (rc.Outcome == OutcomeRejected) != (rc.Rejection != nil):
 		r.fail("$.rejection", RuleValue, ErrValue, "rejection must be set exactly when the outcome is rejected")
 	case (rc.Outcome == OutcomeDeadLettered) != (rc.Failure != nil):

@@ -264,6 +264,10 @@ func TestSchemaShape(t *testing.T) {
 			if k == kindEnvelope {
 				optional["$.approval"] = true
 			}
+			if k == kindReceipt {
+				// Receipts issued before stores had ids lack it.
+				optional["$.store_id"] = true
+			}
 			if k == kindApproval {
 				// A signed approval carries all three; an unsigned one none.
 				optional["$.key_id"], optional["$.not_after"], optional["$.signature"] = true, true, true
@@ -962,6 +966,14 @@ var refusals = []struct {
 		del("failure.attempts"), document.ErrMissingMember, "$.failure.attempts"},
 	{"a failure reason of white space only is refused by both", kindReceipt, "receipts/dead_lettered.json",
 		set("failure.reason", "\n"), document.ErrValue, "$.failure.reason"},
+	{"a store_id with a space is refused by both", kindReceipt, "receipts/created.json",
+		set("store_id", "store 3f9c0a7e5b21d864"), document.ErrValue, "$.store_id"},
+	{"an empty store_id (null or an id, never \"\") is refused by both", kindReceipt, "receipts/created.json",
+		set("store_id", ""), document.ErrValue, "$.store_id"},
+	{"a number for the store_id is refused by both", kindReceipt, "receipts/created.json",
+		set("store_id", json.Number("7")), document.ErrType, "$.store_id"},
+	{"a case variant of the store_id's name is refused by both", kindReceipt, "receipts/created.json",
+		set("Store_ID", "store-3f9c0a7e5b21d864"), document.ErrUnknownMember, "$.Store_ID"},
 }
 
 func mutated(t *testing.T, fixture string, m mutation) []byte {
@@ -1050,6 +1062,12 @@ func TestValidVariationsAgree(t *testing.T) {
 			set("approved_by", "Reviewer One (ops)")},
 		{"an envelope without an approval passes both (the gate refuses it)", kindEnvelope, "seed/envelope.json",
 			del("approval")},
+		{"a created receipt naming the store that answered passes both", kindReceipt, "receipts/created.json",
+			set("store_id", "store-3f9c0a7e5b21d864")},
+		{"a replayed receipt with a null store_id passes both", kindReceipt, "receipts/replayed.json",
+			set("store_id", nil)},
+		{"a rejected receipt with a null store_id passes both", kindReceipt, "receipts/rejected.json",
+			set("store_id", nil)},
 		{"a receipt with every id null passes both", kindReceipt, "receipts/rejected.json",
 			func(doc any) any {
 				for _, m := range []string{"intent_id", "request_id", "approval_id"} {
@@ -1101,6 +1119,8 @@ func TestRefusalsSchemasCannotExpress(t *testing.T) {
 			kindRequest, append(bytes.Clone(request), bytes.Repeat([]byte(" "), 256<<10)...), canon.ErrTooLarge},
 		{"a title of 342 characters but 1026 bytes is refused by the decoder; maxLength counts characters",
 			kindRequest, withTitle(`"` + strings.Repeat("檢", 342) + `"`), document.ErrValue},
+		{"a store_id on a rejected receipt is refused by the decoder; the schema does not tie members to the outcome",
+			kindReceipt, mutated(t, "receipts/rejected.json", set("store_id", "store-3f9c0a7e5b21d864")), document.ErrValue},
 		{"an end_ms before the start_ms is refused by the decoder; a schema cannot compare two members",
 			kindCandidate, bytes.Replace(candidate, []byte(`"end_ms": 816500`), []byte(`"end_ms": 811999`), 1), document.ErrValue},
 	} {

@@ -130,8 +130,12 @@ type Receipt struct {
 	Rejection     *Rejection `json:"rejection"`
 	Failure       *Failure   `json:"failure"`
 	Counts        *Counts    `json:"counts"`
-	Delivery      Delivery   `json:"delivery"`
-	IssuedAt      string     `json:"issued_at"`
+	// StoreID names the task service's store that answered the call (null
+	// when the service was not called). Receipts issued before stores had
+	// ids lack the member.
+	StoreID  *string  `json:"store_id"`
+	Delivery Delivery `json:"delivery"`
+	IssuedAt string   `json:"issued_at"`
 }
 
 // Rejection names the gate check that stopped a message.

@@ -30,28 +30,43 @@ type StackOptions struct {
 // over NATS like any external system, also from within this process.
 type Stack struct {
 	opts    StackOptions
+	lock    *DirLock
 	Server  *server.Server
 	Store   *provider.Store
 	Service *provider.Service
 	svcConn *nats.Conn
 }
 
-// StartStack starts the server and the service.
+// StartStack locks the data directory, then starts the server and the
+// service. The lock comes first: a second stack on the same directory is
+// refused (ErrDirLocked) before it starts anything, so it never opens the
+// JetStream store that the first one is using.
 func StartStack(o StackOptions) (*Stack, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s, err := Start(Options{Dir: o.Dir, Host: o.Host, Port: o.Port})
+	if o.Dir == "" {
+		return nil, errors.New("embedded: a data directory is required")
+	}
+	lock, err := LockDir(o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	st := &Stack{opts: o, Server: s}
+	s, err := Start(Options{Dir: o.Dir, Host: o.Host, Port: o.Port})
+	if err != nil {
+		return nil, errors.Join(err, lock.Unlock())
+	}
+	st := &Stack{opts: o, lock: lock, Server: s}
 	if err := st.StartService(filepath.Join(o.Dir, "provider")); err != nil {
 		s.Shutdown()
-		return nil, err
+		s.WaitForShutdown()
+		return nil, errors.Join(err, lock.Unlock())
 	}
 	return st, nil
 }
+
+// Dir is the stack's data directory as an absolute path.
+func (st *Stack) Dir() string { return st.lock.Dir() }
 
 // URL is the client URL of the server.
 func (st *Stack) URL() string { return st.Server.ClientURL() }
@@ -106,10 +121,11 @@ func (st *Stack) StopService() error {
 	return err
 }
 
-// Close stops the service and shuts the server down.
+// Close stops the service, shuts the server down and releases the data
+// directory.
 func (st *Stack) Close() error {
 	err := st.StopService()
 	st.Server.Shutdown()
 	st.Server.WaitForShutdown()
-	return err
+	return errors.Join(err, st.lock.Unlock())
 }

@@ -67,12 +67,32 @@ type FirstResult struct {
 // CreateResponse answers a create call. TaskID is the first result's task id
 // for created and replayed, and also for idempotency_conflict (the task that
 // the intent id already names; nothing new is created).
+//
+// StoreID names the store that decided the call (see Info); a caller that
+// sees two different store ids for one deployment has met two stores.
 type CreateResponse struct {
 	Outcome    string      `json:"outcome"`
 	TaskID     string      `json:"task_id"`
 	First      FirstResult `json:"first"`
 	Counts     Counts      `json:"counts"`
 	RequestSeq uint64      `json:"request_seq"`
+	StoreID    string      `json:"store_id"`
+}
+
+// Info is the reply of the stats endpoint: the three counters (as top-level
+// members, so a reply decodes as Counts too), the id of the store that
+// answered, and which service instance answered: its micro instance id, host
+// name and process id.
+//
+//	{"requests_received": 2, "creates_executed": 1, "tasks_existing": 1,
+//	 "store_id": "store-3f9c0a7e5b21d864", "instance": "<micro id>",
+//	 "host": "build-1", "pid": 4242}
+type Info struct {
+	Counts
+	StoreID  string `json:"store_id"`
+	Instance string `json:"instance"`
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
 }
 
 // Record kinds for the records endpoint.

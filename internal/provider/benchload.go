@@ -46,9 +46,12 @@ func Preload(dir string, n int) error {
 		return err
 	}
 	s := &Store{db: db, clock: time.Now, log: discardLogger()}
-	m, err := loadMeta(db)
+	m, _, err := loadMeta(db)
 	if err == nil && m.RequestsReceived != 0 {
 		err = fmt.Errorf("provider: preload into %s: the store already holds %d requests", dir, m.RequestsReceived)
+	}
+	if err == nil && m.StoreID == "" {
+		m.StoreID, err = newStoreID()
 	}
 	if err != nil {
 		_ = db.Close()

@@ -72,11 +72,21 @@ func (c *Client) Create(ctx context.Context, req CreateRequest) (CreateResponse,
 
 // Stats returns the service's three counters.
 func (c *Client) Stats(ctx context.Context) (Counts, error) {
-	var counts Counts
-	if err := c.call(ctx, SubjectStats, nil, &counts); err != nil {
-		return Counts{}, fmt.Errorf("stats: %w", err)
+	info, err := c.Info(ctx)
+	if err != nil {
+		return Counts{}, err
 	}
-	return counts, nil
+	return info.Counts, nil
+}
+
+// Info returns the service's three counters with the id of its store and the
+// instance that answered (the stats endpoint's whole reply).
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	var info Info
+	if err := c.call(ctx, SubjectStats, nil, &info); err != nil {
+		return Info{}, fmt.Errorf("stats: %w", err)
+	}
+	return info, nil
 }
 
 // Records returns one page of audit records.

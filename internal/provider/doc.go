@@ -51,7 +51,45 @@
 // intent the service could act on, and counting it would let garbage on the
 // subject inflate the figure that audits compare with the number of sends.
 // Store failures are answered with "500"; nothing of such a call is
-// committed.
+// committed. (A failure to write Pebble's log is not answered at all: Pebble
+// treats it as fatal and the process ends; see Store.commitGroup.)
+//
+// # Which store answered
+//
+// A store gets a random id ("store-" and 16 hex digits) when it is created,
+// kept in its meta record (a store made before ids existed gets one when it
+// is next opened). Every create reply carries it (CreateResponse.StoreID), as
+// do the stats reply (Client.Info), the micro service's metadata, and, through
+// the executor, every receipt. Opening a new, empty store is logged at WARN
+// with its absolute path: a relative data directory opened from another
+// working directory is a new, empty store.
+//
+// # One instance at a time
+//
+// Exactly one instance serves a deployment, so that two stores never both
+// answer (each would create its own fake-task-0001 for the same intent).
+// Before it joins, Serve pings the service's instances and takes a lease, the
+// key "lease" in the JetStream key-value bucket "fake-task-provider-lease"
+// (entries expire after the bucket's TTL, DefaultLeaseTTL when Serve creates
+// it). It refuses to start, naming the other instance, while another instance
+// answers the ping or an instance of another store holds the lease. An
+// instance of the same store takes the lease over at once: Pebble's lock lets
+// only one process open a store, so the holder must be a process that ended,
+// perhaps killed before it could release the lease. The serving instance
+// renews the lease every TTL/3 at the revision it last wrote, answers creates
+// only while its last renewal is less than the TTL (less a tenth) old and not
+// older than its connection's last reconnect (503 otherwise, which callers
+// retry), stops serving loudly when it finds another holder (Service.Done),
+// and deletes the lease on Stop.
+//
+// # Stats
+//
+// The micro STATS of the create endpoint time only its handler, which hands
+// the call to the writer and returns before the commit, so that calls
+// arriving together are committed together. The endpoint's "data" holds the
+// figures as callers see them (CreateStats): the time from a call's arrival
+// to its answer after the commit, and every error answer, store failures
+// included.
 //
 // # Faults
 //
@@ -74,6 +112,6 @@
 //   - Reuse a task id, or let a counter disagree with its records.
 //   - Guess a person or a date: unknown assignee and due date stay null.
 //
-// Run one service instance per data directory; Pebble's lock refuses a
-// second process on the same directory.
+// Run one service instance per deployment: Pebble's lock refuses a second
+// process on the same directory, and the lease a second instance on another.
 package provider

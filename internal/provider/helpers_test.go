@@ -45,9 +45,17 @@ func runRole(role string) error {
 		return err
 	}
 	defer snc.Close()
-	svc, err := Serve(snc, st, ServiceConfig{Logger: quietLogger()})
+	ttl, _ := time.ParseDuration(os.Getenv("PROVIDER_TEST_LEASE_TTL"))
+	svc, err := Serve(snc, st, ServiceConfig{Logger: quietLogger(), LeaseTTL: ttl})
 	if err != nil {
 		return err
+	}
+	if role == "serve" {
+		// Serve until killed: print who serves, then wait.
+		if err := json.NewEncoder(os.Stdout).Encode(LeaseHolder{StoreID: svc.StoreID(), Instance: svc.Instance()}); err != nil {
+			return err
+		}
+		select {}
 	}
 	defer svc.Stop()
 	cnc, err := nats.Connect(url)
@@ -90,10 +98,12 @@ func newRequest(intent, content string) CreateRequest {
 	}
 }
 
-// startNATS runs an embedded core NATS server for the test and returns its URL.
+// startNATS runs an embedded NATS server with JetStream (which the service's
+// lease needs) for the test and returns its URL.
 func startNATS(tb testing.TB) string {
 	tb.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatalf("new nats server: %v", err)
 	}

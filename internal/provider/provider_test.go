@@ -331,6 +331,13 @@ func TestMalformedCallsAreRefusedAndNotCounted(t *testing.T) {
 		{"a missing task", `{"intent_id":"i","request_digest":"` + digestOf("x") + `"}`, "task.title"},
 		{"an oversized title", `{"intent_id":"i","request_digest":"` + digestOf("x") + `","task":{"title":"` + strings.Repeat("t", MaxTitleBytes+1) + `"}}`, "task.title"},
 		{"an empty assignee instead of null", `{"intent_id":"i","request_digest":"` + digestOf("x") + `","task":{"title":"x","assignee_person_ref":""}}`, "task.assignee_person_ref"},
+		{"a case variant of the intent id's name", `{"Intent_ID":"i",` + valid + `}`, "Intent_ID"},
+		{"a case variant of the title's name", `{"intent_id":"i","request_digest":"` + digestOf("x") + `","task":{"Title":"x"}}`, "task.Title"},
+		{"a duplicate intent id", `{"intent_id":"a","intent_id":"b",` + valid + `}`, "intent_id: duplicate"},
+		{"a duplicate title inside the task", `{"intent_id":"i","request_digest":"` + digestOf("x") + `","task":{"title":"x","title":"y"}}`, "task.title: duplicate"},
+		{"a null intent id", `{"intent_id":null,` + valid + `}`, "intent_id"},
+		{"a lone surrogate in the title", `{"intent_id":"i","request_digest":"` + digestOf("x") + `","task":{"title":"\ud800"}}`, "body"},
+		{"an array instead of an object", `[]`, "body"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+" gets a 400 naming "+tc.field, func(t *testing.T) {

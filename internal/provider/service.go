@@ -1,10 +1,13 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,6 +22,9 @@ const DefaultVersion = "0.1.0"
 const (
 	CodeBadRequest = "400"
 	CodeInternal   = "500"
+	// CodeUnavailable answers a create while this instance cannot confirm
+	// its lease; a retry reaches it (or another instance) later.
+	CodeUnavailable = "503"
 )
 
 // ServiceConfig configures Serve.
@@ -26,6 +32,17 @@ type ServiceConfig struct {
 	AllowFaults bool         // registers the `fault` endpoint; logged loudly (WARN) when on
 	Logger      *slog.Logger // nil = slog.Default()
 	Version     string       // micro requires semver; default "0.1.0"
+	// LeaseTTL is how long the lease lives without renewal, used when Serve
+	// creates the lease bucket (an existing bucket keeps its own TTL); 0 =
+	// DefaultLeaseTTL. It is how long another store waits after an
+	// instance dies without stopping.
+	LeaseTTL time.Duration
+	// LeaseReplicas is the lease bucket's replica count when Serve creates
+	// it; 0 = 1. Use 3 on a cluster.
+	LeaseReplicas int
+	// StartTimeout bounds how long Serve waits for NATS and JetStream to
+	// take the lease; 0 = DefaultStartTimeout.
+	StartTimeout time.Duration
 }
 
 // Service is the NATS face of a Store.
@@ -34,19 +51,43 @@ type ServiceConfig struct {
 // and hands it to the store's writer, which answers it after the commit. So
 // calls arriving together are committed together.
 type Service struct {
-	nc  *nats.Conn
-	st  *Store
-	svc micro.Service
-	log *slog.Logger
+	nc    *nats.Conn
+	st    *Store
+	svc   micro.Service
+	log   *slog.Logger
+	me    LeaseHolder
+	lease *lease
+	stats createStats
+
+	stopRenew context.CancelFunc
+	renewDone chan struct{}
+	haltOnce  sync.Once
+	haltErr   error
+	stopOnce  sync.Once
+	stopErr   error
+	done      chan struct{} // closed when the service stops serving
+	doneOnce  sync.Once
+	err       error // why it stopped on its own; set before done closes
 
 	mu          sync.Mutex
 	idle        *sync.Cond // signalled when inflight drops to 0
 	inflight    int        // create calls handed to the writer and not yet answered
 	stopping    bool       // once set, create handlers wait for their own answer
 	dropPending int        // replies still to withhold
+	lost        bool       // the lease is held by another instance
 }
 
 // Serve registers the fake-task-provider micro service on nc, backed by st.
+//
+// Exactly one instance serves a deployment. Before it joins, Serve pings the
+// service's instances (micro PING) and takes the lease (see LeaseBucket); if
+// another instance answers, or an instance of another store holds the
+// lease, it refuses to start with an *InstanceError that names it
+// (errors.Is(err, ErrAnotherInstance)). An instance of the same store takes
+// the lease over at once, so a restart after a crash serves immediately.
+// While serving, it renews the lease; a create is answered only while the
+// lease is confirmed (503 otherwise, which callers retry), and if another
+// instance has taken the lease, the service stops serving and closes Done.
 func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -54,14 +95,34 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
 	}
-	s := &Service{nc: nc, st: st, log: cfg.Logger.With("component", "provider-service")}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	host, _ := os.Hostname()
+	s := &Service{nc: nc, st: st, log: cfg.Logger.With("component", "provider-service", "store_id", st.ID()),
+		done: make(chan struct{}), renewDone: make(chan struct{}),
+		me: LeaseHolder{StoreID: st.ID(), Host: host, PID: os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
 	s.idle = sync.NewCond(&s.mu)
+
+	pings, err := pingOthers(nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseIfAnswered(pings, s.me.StoreID); err != nil {
+		s.log.Error("not starting: another instance answers", "err", err)
+		return nil, err
+	}
 
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     cfg.Version,
 		Description: "Fake task service: creates tasks idempotently by intent id and counts requests, creates and tasks.",
-		Metadata:    map[string]string{"faults_allowed": fmt.Sprint(cfg.AllowFaults)},
+		Metadata: map[string]string{"faults_allowed": fmt.Sprint(cfg.AllowFaults),
+			"store_id": s.me.StoreID, "host": s.me.Host, "pid": strconv.Itoa(s.me.PID), "since": s.me.Since},
+		StatsHandler: s.endpointStats,
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
 			s.log.Error("service subscription error", "subject", e.Subject, "err", e.Description)
 		},
@@ -70,6 +131,18 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 		return nil, fmt.Errorf("add micro service: %w", err)
 	}
 	s.svc = svc
+	s.me.Instance = svc.Info().ID
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
+	s.lease, err = takeLease(ctx, nc, s.me, cfg, s.log)
+	cancel()
+	if err != nil {
+		_ = svc.Stop()
+		var ie *InstanceError
+		if errors.As(err, &ie) {
+			s.log.Error("not starting: another instance holds the lease", "err", err)
+		}
+		return nil, err
+	}
 	type endpoint struct {
 		name, subject string
 		h             micro.HandlerFunc
@@ -85,22 +158,91 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 	for _, e := range endpoints {
 		if err := svc.AddEndpoint(e.name, e.h, micro.WithEndpointSubject(e.subject)); err != nil {
 			_ = svc.Stop()
-			return nil, fmt.Errorf("add endpoint %s: %w", e.name, err)
+			return nil, errors.Join(fmt.Errorf("add endpoint %s: %w", e.name, err), s.lease.release())
 		}
 	}
 	// Make sure the server knows the subscriptions before callers are told
 	// the service is up.
 	if err := nc.FlushTimeout(5 * time.Second); err != nil {
 		_ = svc.Stop()
-		return nil, fmt.Errorf("flush subscriptions: %w", err)
+		return nil, errors.Join(fmt.Errorf("flush subscriptions: %w", err), s.lease.release())
 	}
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	s.stopRenew = stopRenew
+	go func() {
+		defer close(s.renewDone)
+		s.lease.run(renewCtx, s.leaseLost)
+	}()
 	if cfg.AllowFaults {
 		s.log.Warn("FAULTS ALLOWED: the fault endpoint can withhold create replies; never use this outside tests and demos",
 			"subject", SubjectFault)
 	}
 	s.log.Info("service started", "name", ServiceName, "version", cfg.Version, "id", svc.Info().ID,
-		"create", SubjectCreate, "stats", SubjectStats, "records", SubjectRecords)
+		"create", SubjectCreate, "stats", SubjectStats, "records", SubjectRecords,
+		"lease_bucket", LeaseBucket, "lease_ttl", s.lease.ttl)
 	return s, nil
+}
+
+// StoreID is the id of the store this service serves.
+func (s *Service) StoreID() string { return s.me.StoreID }
+
+// Instance is this service instance's micro id.
+func (s *Service) Instance() string { return s.me.Instance }
+
+// Done is closed when the service stops serving: after Stop, or on its own
+// when another instance has taken its lease. Err then says why.
+func (s *Service) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the service serves and after Stop; after the service
+// stopped on its own it wraps ErrLeaseLost and names the new holder.
+func (s *Service) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// leaseLost stops serving because another instance holds the lease. It runs
+// on the renewal goroutine.
+func (s *Service) leaseLost(err error) {
+	s.mu.Lock()
+	s.lost = true
+	s.mu.Unlock()
+	s.log.Error("LEASE LOST: another instance serves this deployment; this instance stops answering at once", "err", err)
+	if herr := s.halt(); herr != nil {
+		s.log.Error("stopping after the lease was lost", "err", herr)
+	}
+	s.finish(err)
+}
+
+func (s *Service) finish(err error) {
+	s.doneOnce.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// halt stops taking calls and waits for the calls already taken.
+func (s *Service) halt() error {
+	s.haltOnce.Do(func() {
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
+		err := s.svc.Stop()
+		// Let the server know that the subscriptions are gone.
+		_ = s.nc.FlushTimeout(2 * time.Second)
+		s.mu.Lock()
+		for s.inflight > 0 {
+			s.idle.Wait()
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.haltErr = fmt.Errorf("stop micro service: %w", err)
+		}
+	})
+	return s.haltErr
 }
 
 // DropReplies arms the fault switch: the replies of the next n create calls
@@ -129,33 +271,43 @@ func (s *Service) pendingDrops() int {
 // Stop stops the micro service. Create calls already handed to the store are
 // answered before Stop returns; calls still queued in the subscription are
 // answered by the handler itself while the subscription drains, so draining
-// the connection afterwards delivers every reply. Close the store only after
-// the connection has drained.
+// the connection afterwards delivers every reply. Then it releases the lease
+// (unless another instance holds it), so that another store's instance may
+// start at once. Close the store only after the connection has drained.
 func (s *Service) Stop() error {
-	s.mu.Lock()
-	if s.stopping {
+	s.stopOnce.Do(func() {
+		s.stopRenew()
+		<-s.renewDone
+		err := s.halt()
+		s.mu.Lock()
+		lost := s.lost
 		s.mu.Unlock()
-		return nil
-	}
-	s.stopping = true
-	s.mu.Unlock()
-	err := s.svc.Stop()
-	s.mu.Lock()
-	for s.inflight > 0 {
-		s.idle.Wait()
-	}
-	s.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("stop micro service: %w", err)
-	}
-	s.log.Info("service stopped")
-	return nil
+		if !lost {
+			if rerr := s.lease.release(); rerr != nil {
+				s.log.Warn("lease not released; another store's instance can start when it expires", "err", rerr, "ttl", s.lease.ttl)
+			}
+		}
+		s.finish(s.err)
+		s.stopErr = err
+		if err == nil {
+			s.log.Info("service stopped")
+		}
+	})
+	return s.stopErr
 }
 
 func (s *Service) handleCreate(r micro.Request) {
+	start := time.Now()
 	req, err := decodeCreate(r.Data())
 	if err != nil {
+		s.stats.record(start, err)
 		s.refuse(r, err)
+		return
+	}
+	if !s.lease.held() {
+		err := errors.New("this instance cannot confirm its lease (NATS unreachable or reconnected since its last renewal); retry")
+		s.stats.record(start, err)
+		s.respondError(r, CodeUnavailable, "unavailable: "+err.Error())
 		return
 	}
 	reply := r.Reply()
@@ -178,6 +330,7 @@ func (s *Service) handleCreate(r micro.Request) {
 	}
 	err = s.st.submit(req, drop, func(resp CreateResponse, err error) {
 		s.answer(reply, req, drop, resp, err)
+		s.stats.record(start, err)
 		if wait {
 			close(answered)
 			return
@@ -202,7 +355,8 @@ func (s *Service) handleCreate(r micro.Request) {
 		}
 		s.mu.Unlock()
 		s.log.Error("create call not accepted", "intent_id", req.IntentID, "err", err)
-		s.replyError(reply, CodeInternal, "store unavailable: "+err.Error())
+		s.stats.record(start, err)
+		s.respondError(r, CodeInternal, "store unavailable: "+err.Error())
 		return
 	}
 	if wait {
@@ -245,12 +399,12 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 }
 
 func (s *Service) handleStats(r micro.Request) {
-	s.respondJSON(r, s.st.Stats())
+	s.respondJSON(r, Info{Counts: s.st.Stats(), StoreID: s.me.StoreID, Instance: s.me.Instance, Host: s.me.Host, PID: s.me.PID})
 }
 
 func (s *Service) handleRecords(r micro.Request) {
-	var req RecordsRequest
-	if err := decodeStrict(r.Data(), &req); err != nil {
+	req, err := decodeRecords(r.Data())
+	if err != nil {
 		s.refuse(r, err)
 		return
 	}
@@ -268,8 +422,8 @@ func (s *Service) handleRecords(r micro.Request) {
 }
 
 func (s *Service) handleFault(r micro.Request) {
-	var req FaultRequest
-	if err := decodeStrict(r.Data(), &req); err != nil {
+	req, err := decodeFault(r.Data())
+	if err != nil {
 		s.refuse(r, err)
 		return
 	}
@@ -319,6 +473,53 @@ func (s *Service) publish(m *nats.Msg) {
 	if err := s.nc.PublishMsg(m); err != nil {
 		s.log.Error("reply failed", "subject", m.Subject, "err", err)
 	}
+}
+
+// CreateStats are the create endpoint's figures as its callers see them:
+// from the arrival of a call to its answer, which comes after the commit of
+// the group the call is in, and every error answer, store failures included.
+// They are the create endpoint's "data" in the micro STATS reply, beside
+// micro's own figures, which time only the handler: it hands the call to the
+// writer and returns before the commit, so that calls arriving together are
+// committed together.
+type CreateStats struct {
+	NumRequests           int64         `json:"num_requests"`
+	NumErrors             int64         `json:"num_errors"`
+	LastError             string        `json:"last_error"`
+	ProcessingTime        time.Duration `json:"processing_time"`
+	AverageProcessingTime time.Duration `json:"average_processing_time"`
+}
+
+type createStats struct {
+	mu sync.Mutex
+	CreateStats
+}
+
+func (c *createStats) record(start time.Time, err error) {
+	d := time.Since(start)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.NumRequests++
+	c.ProcessingTime += d
+	c.AverageProcessingTime = c.ProcessingTime / time.Duration(c.NumRequests)
+	if err != nil {
+		c.NumErrors++
+		c.LastError = err.Error()
+	}
+}
+
+func (c *createStats) snapshot() CreateStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.CreateStats
+}
+
+// endpointStats is the micro StatsHandler: the create endpoint's data.
+func (s *Service) endpointStats(e *micro.Endpoint) any {
+	if e.Name != "create" {
+		return nil
+	}
+	return s.stats.snapshot()
 }
 
 // headerSafe keeps a description on one header line.

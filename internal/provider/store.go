@@ -2,11 +2,14 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -56,10 +59,14 @@ type Options struct {
 	UnsafeCreateEveryCall bool
 }
 
-// metaRecord is the value of the meta key: the counters and the last task
-// number, updated in the same batch as the records they count.
+// metaRecord is the value of the meta key: the store's identity, the
+// counters and the last task number, updated in the same batch as the
+// records they count.
 type metaRecord struct {
-	Format           int    `json:"format"`
+	Format int `json:"format"`
+	// StoreID is created with the store and never changes; a store made
+	// before ids existed gets one when it is next opened.
+	StoreID          string `json:"store_id,omitempty"`
 	RequestsReceived int64  `json:"requests_received"`
 	CreatesExecuted  int64  `json:"creates_executed"`
 	TasksExisting    int64  `json:"tasks_existing"`
@@ -78,6 +85,7 @@ func (m metaRecord) counts() Counts {
 // decided and committed by one writer goroutine; reads may run concurrently.
 type Store struct {
 	db     *pebble.DB
+	id     string // the store id, fixed at Open
 	clock  func() time.Time
 	log    *slog.Logger
 	unsafe bool
@@ -119,13 +127,34 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble in %q: %w", dir, err)
 	}
-	meta, err := loadMeta(db)
+	meta, found, err := loadMeta(db)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
+	if meta.StoreID == "" {
+		if meta.StoreID, err = newStoreID(); err == nil {
+			// The id is durable before anyone can see it in a reply.
+			err = putMeta(db, meta)
+		}
+		if err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("provider: give the store in %q an id: %w", dir, err)
+		}
+		abs, aerr := filepath.Abs(dir)
+		if aerr != nil {
+			abs = dir
+		}
+		if !found {
+			log.Warn("new store: no task, request or counter exists here yet; if the service ran before, check the data directory",
+				"dir", abs, "store_id", meta.StoreID)
+		} else {
+			log.Info("store had no id; gave it one", "dir", abs, "store_id", meta.StoreID)
+		}
+	}
 	s := &Store{
 		db:     db,
+		id:     meta.StoreID,
 		clock:  opts.Clock,
 		log:    log,
 		unsafe: opts.UnsafeCreateEveryCall,
@@ -138,7 +167,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		log.Error("UNSAFE MODE: every create call creates a new task, even for a known intent id; for tests of the audit only",
 			"option", "UnsafeCreateEveryCall")
 	}
-	log.Info("store opened", "dir", dir,
+	log.Info("store opened", "dir", dir, "store_id", meta.StoreID,
 		"requests_received", meta.RequestsReceived,
 		"creates_executed", meta.CreatesExecuted,
 		"tasks_existing", meta.TasksExisting)
@@ -170,20 +199,46 @@ func pebbleOptions(fs vfs.FS, log *slog.Logger) *pebble.Options {
 	return o
 }
 
-func loadMeta(db *pebble.DB) (metaRecord, error) {
-	var m metaRecord
-	found, err := getJSON(db, []byte{prefixMeta}, &m)
+// loadMeta reads the meta record; found is false for a new store.
+func loadMeta(db *pebble.DB) (m metaRecord, found bool, err error) {
+	found, err = getJSON(db, []byte{prefixMeta}, &m)
 	if err != nil {
-		return metaRecord{}, fmt.Errorf("load counters: %w", err)
+		return metaRecord{}, false, fmt.Errorf("load counters: %w", err)
 	}
 	if !found {
-		return metaRecord{Format: metaFormat}, nil
+		return metaRecord{Format: metaFormat}, false, nil
 	}
 	if m.Format != metaFormat {
-		return metaRecord{}, fmt.Errorf("load counters: layout version %d, want %d: %w", m.Format, metaFormat, ErrCorrupt)
+		return metaRecord{}, false, fmt.Errorf("load counters: layout version %d, want %d: %w", m.Format, metaFormat, ErrCorrupt)
 	}
-	return m, nil
+	return m, true, nil
 }
+
+// putMeta writes the meta record alone, synced.
+func putMeta(db *pebble.DB, m metaRecord) error {
+	val, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return db.Set([]byte{prefixMeta}, val, pebble.Sync)
+}
+
+// storeIDPrefix starts every store id.
+const storeIDPrefix = "store-"
+
+// newStoreID returns "store-" and 16 random hex digits.
+func newStoreID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return storeIDPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// ID returns the store's id ("store-" and 16 hex digits). It is created with
+// the store, kept in its meta record and never changes; two stores never
+// share one unless a data directory was copied.
+func (s *Store) ID() string { return s.id }
 
 // Close stops accepting create calls, lets the writer finish the calls it
 // has accepted, and closes the database.
@@ -276,7 +331,15 @@ func (s *Store) run() {
 // commitGroup decides the calls in order, writes all of their records and
 // the counters into one batch and commits it with pebble.Sync. Then it
 // answers every call: with its result if the commit succeeded, with the
-// error otherwise (in which case nothing of the group was applied).
+// error otherwise.
+//
+// What a commit error means: Pebble returns one only for a batch it refused
+// before writing it (for example a store opened read-only), and then nothing
+// of the group was applied. A failure to write or sync the write-ahead log is
+// not returned: Pebble may already have applied the batch to its memtable,
+// where reads would see it, and calls its logger's Fatalf, which panics here
+// (pebbleLogger) and ends the process before any call of the group is
+// answered. After a restart the log holds the whole batch or none of it.
 func (s *Store) commitGroup(group []*createOp) {
 	resps := make([]CreateResponse, len(group))
 	errs := make([]error, len(group))
@@ -304,7 +367,7 @@ func (s *Store) commitGroup(group []*createOp) {
 		}
 		if err != nil {
 			err = fmt.Errorf("commit %d create calls: %w", included, err)
-			s.log.Error("commit failed; no call of the group was applied", "calls", included, "err", err)
+			s.log.Error("commit refused; no call of the group was applied", "calls", included, "err", err)
 		} else {
 			s.meta = m
 			s.countsMu.Lock()
@@ -406,6 +469,7 @@ func (s *Store) decide(w *batchWriter, m *metaRecord, op *createOp, first FirstR
 	w.put(indexKey(req.IntentID, prefixRequest, seq), nil)
 	resp.Counts = m.counts()
 	resp.RequestSeq = seq
+	resp.StoreID = m.StoreID
 	return resp
 }
 

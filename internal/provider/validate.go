@@ -2,13 +2,16 @@ package provider
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sendtwice/sendtwice/internal/canon"
 )
 
 // Errors returned by this package. Callers test them with errors.Is.
@@ -57,42 +60,209 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// decodeStrict decodes one JSON object into v, refusing unknown members and
-// trailing data.
-func decodeStrict(data []byte, v any) error {
+// bodyLimits bound the body of a call: every valid one is far smaller.
+var bodyLimits = canon.Limits{MaxBytes: 64 << 10, MaxDepth: 8}
+
+// parseBody parses the body of a call with the project's strict JSON parser
+// (duplicate member names, invalid UTF-8, lone surrogates and trailing data
+// are refused) and returns its top-level object.
+func parseBody(data []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return fieldErr("body", "empty; a JSON object is required")
+		return nil, fieldErr("body", "empty; a JSON object is required")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &typeErr) && typeErr.Field != "":
-			return fieldErr(typeErr.Field, "must be a JSON %s, not %s", typeErr.Type.Kind(), typeErr.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
-			return fieldErr(strings.Trim(name, `"`), "unknown member")
-		default:
-			return fieldErr("body", "not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	v, err := canon.Parse(data, bodyLimits)
+	if err != nil {
+		var ce *canon.Error
+		if errors.Is(err, canon.ErrDuplicateName) && errors.As(err, &ce) {
+			if q, ok := strings.CutPrefix(ce.Reason, "duplicate member name "); ok {
+				if name, uerr := strconv.Unquote(q); uerr == nil {
+					return nil, fieldErr(fieldPath(strings.TrimPrefix(strings.TrimPrefix(ce.Path, "$"), "."), name),
+						"duplicate member; each member may appear once")
+				}
+			}
 		}
+		return nil, fieldErr("body", "not strict JSON: %s", strings.TrimPrefix(err.Error(), "canon: "))
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fieldErr("body", "trailing data after the JSON object")
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fieldErr("body", "must be a JSON object, not %s", jsonType(v))
 	}
-	return nil
+	return m, nil
 }
 
-// decodeCreate parses and validates the body of a create call.
+func fieldPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// members refuses members of m (at path parent) not named in known. Names
+// are compared exactly: a case variant is unknown, and the reason says which
+// member it resembles.
+func members(parent string, m map[string]any, known ...string) error {
+	var unknown []string
+	for k := range m {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	first := slices.Min(unknown)
+	for _, k := range known {
+		if strings.EqualFold(k, first) {
+			return fieldErr(fieldPath(parent, first), "unknown member (member names are case-sensitive: did you mean %q?)", k)
+		}
+	}
+	return fieldErr(fieldPath(parent, first), "unknown member")
+}
+
+// str reads an optional string member; absent is "".
+func str(parent string, m map[string]any, name string) (string, error) {
+	v, ok := m[name]
+	if !ok {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fieldErr(fieldPath(parent, name), "must be a JSON string, not %s", jsonType(v))
+	}
+	return s, nil
+}
+
+// nullableStr reads an optional member that is a string or null.
+func nullableStr(parent string, m map[string]any, name string) (*string, error) {
+	if v, ok := m[name]; !ok || v == nil {
+		return nil, nil
+	}
+	s, err := str(parent, m, name)
+	return &s, err
+}
+
+// whole reads an optional whole number member; absent is 0.
+func whole(parent string, m map[string]any, name string, allowNegative bool) (int64, error) {
+	v, ok := m[name]
+	if !ok {
+		return 0, nil
+	}
+	f, ok := v.(float64)
+	if !ok {
+		return 0, fieldErr(fieldPath(parent, name), "must be a JSON number, not %s", jsonType(v))
+	}
+	if f != math.Trunc(f) || f > 1<<53 || f < -(1<<53) {
+		return 0, fieldErr(fieldPath(parent, name), "must be a whole number up to 2^53")
+	}
+	if f < 0 && !allowNegative {
+		return 0, fieldErr(fieldPath(parent, name), "negative")
+	}
+	return int64(f), nil
+}
+
+// decodeCreate parses and validates the body of a create call strictly.
 func decodeCreate(data []byte) (CreateRequest, error) {
-	var req CreateRequest
-	if err := decodeStrict(data, &req); err != nil {
+	m, err := parseBody(data)
+	if err != nil {
 		return CreateRequest{}, err
+	}
+	if err := members("", m, "intent_id", "request_digest", "request_id", "task", "call_ref"); err != nil {
+		return CreateRequest{}, err
+	}
+	var req CreateRequest
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"intent_id", &req.IntentID}, {"request_digest", &req.RequestDigest}, {"request_id", &req.RequestID}, {"call_ref", &req.CallRef}} {
+		if *f.dst, err = str("", m, f.name); err != nil {
+			return CreateRequest{}, err
+		}
+	}
+	if tv, ok := m["task"]; ok {
+		tm, ok := tv.(map[string]any)
+		if !ok {
+			return CreateRequest{}, fieldErr("task", "must be a JSON object, not %s", jsonType(tv))
+		}
+		if err := members("task", tm, "title", "assignee_person_ref", "due_at"); err != nil {
+			return CreateRequest{}, err
+		}
+		if req.Task.Title, err = str("task", tm, "title"); err != nil {
+			return CreateRequest{}, err
+		}
+		if req.Task.AssigneePersonRef, err = nullableStr("task", tm, "assignee_person_ref"); err != nil {
+			return CreateRequest{}, err
+		}
+		if req.Task.DueAt, err = nullableStr("task", tm, "due_at"); err != nil {
+			return CreateRequest{}, err
+		}
 	}
 	if err := validateCreate(req); err != nil {
 		return CreateRequest{}, err
 	}
 	return req, nil
+}
+
+// decodeRecords parses the body of a records call strictly.
+func decodeRecords(data []byte) (RecordsRequest, error) {
+	m, err := parseBody(data)
+	if err != nil {
+		return RecordsRequest{}, err
+	}
+	if err := members("", m, "kind", "intent_id", "after_seq", "limit"); err != nil {
+		return RecordsRequest{}, err
+	}
+	var req RecordsRequest
+	if req.Kind, err = str("", m, "kind"); err != nil {
+		return RecordsRequest{}, err
+	}
+	if req.IntentID, err = str("", m, "intent_id"); err != nil {
+		return RecordsRequest{}, err
+	}
+	after, err := whole("", m, "after_seq", false)
+	if err != nil {
+		return RecordsRequest{}, err
+	}
+	req.AfterSeq = uint64(after)
+	limit, err := whole("", m, "limit", true)
+	if err != nil {
+		return RecordsRequest{}, err
+	}
+	req.Limit = int(limit)
+	return req, nil
+}
+
+// decodeFault parses the body of a fault call strictly.
+func decodeFault(data []byte) (FaultRequest, error) {
+	m, err := parseBody(data)
+	if err != nil {
+		return FaultRequest{}, err
+	}
+	if err := members("", m, "drop_replies"); err != nil {
+		return FaultRequest{}, err
+	}
+	n, err := whole("", m, "drop_replies", true)
+	if err != nil {
+		return FaultRequest{}, err
+	}
+	return FaultRequest{DropReplies: int(n)}, nil
 }
 
 // validateCreate checks a create request; the error names the field.

@@ -1,0 +1,91 @@
+package embedded_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/provider"
+)
+
+// freePort returns a port nothing listens on at the moment.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+func start(t *testing.T, dir string, port int) (*embedded.Stack, error) {
+	t.Helper()
+	st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: port, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		t.Cleanup(func() { _ = st.Close() })
+	}
+	return st, err
+}
+
+func TestTheDataDirectoryIsLockedBeforeAnythingStarts(t *testing.T) {
+	dir := t.TempDir()
+	first, err := start(t, dir, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a second stack on the same directory fails before it starts a server", func(t *testing.T) {
+		port := freePort(t)
+		second, err := start(t, dir, port)
+		if err == nil {
+			t.Fatalf("a second stack started on %s at %s", dir, second.URL())
+		}
+		abs, _ := filepath.Abs(dir)
+		if !errors.Is(err, embedded.ErrDirLocked) || !strings.Contains(err.Error(), abs) || !strings.Contains(err.Error(), "another process") {
+			t.Errorf("error %v; want ErrDirLocked naming %s", err, abs)
+		}
+		l, lerr := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if lerr != nil {
+			t.Fatalf("port %d is taken: the refused stack started a server: %v", port, lerr)
+		}
+		_ = l.Close()
+	})
+	t.Run("the first stack still serves", func(t *testing.T) {
+		nc, err := nats.Connect(first.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := provider.NewClient(nc).Info(ctx)
+		if err != nil || info.StoreID != first.Store.ID() {
+			t.Errorf("info %+v, %v", info, err)
+		}
+	})
+	t.Run("once the first has closed, the directory can be used again", func(t *testing.T) {
+		id := first.Store.ID()
+		if err := first.Close(); err != nil {
+			t.Fatal(err)
+		}
+		again, err := start(t, dir, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Store.ID() != id {
+			t.Errorf("store id %s, want %s kept", again.Store.ID(), id)
+		}
+	})
+}
