@@ -113,6 +113,9 @@ func printReport(w io.Writer, rep audit.Report) {
 				a.Messages, a.Calls, a.Receipts)
 		}
 	}
+	if id := rep.Service; id.StoreID != "" {
+		fmt.Fprintf(w, "task service: store %s, answered by instance %s on %s (pid %d)\n", id.StoreID, id.Instance, id.Host, id.PID)
+	}
 	if len(rep.Gate.Checks) > 0 {
 		fmt.Fprintf(w, "gate re-run: %s", strings.Join(rep.Gate.Checks, ", "))
 		if len(rep.Gate.NotChecked) > 0 {

@@ -29,6 +29,9 @@ type world struct {
 
 var auditedAt = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
+// auditedStore is the store id the synthetic task service answers with.
+const auditedStore = "store-0123456789abcdef"
+
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	s, err := scenario.Build()
@@ -43,6 +46,7 @@ func newWorld(t *testing.T) *world {
 		Stream:      audit.StreamState{FirstSeq: 1, MaxAge: 7 * 24 * time.Hour},
 		MaxDeliver:  4,
 		Now:         auditedAt,
+		Service:     audit.ServiceIdentity{StoreID: auditedStore},
 	}}
 }
 
@@ -117,6 +121,7 @@ func (w *world) receipt(seq, delivered uint64, attempt, outcome string, rec *pro
 	if rec != nil {
 		r.IntentID = ptr(rec.IntentID)
 		r.TaskID = ptr(rec.TaskID)
+		r.StoreID = ptr(auditedStore)
 		r.Counts = &document.Counts{RequestsReceived: w.in.Counts.RequestsReceived, CreatesExecuted: w.in.Counts.CreatesExecuted, TasksExisting: w.in.Counts.TasksExisting}
 	}
 	w.in.Receipts[seq] = append(w.in.Receipts[seq], r)
@@ -214,6 +219,33 @@ func TestVerifyChecks(t *testing.T) {
 		{
 			name:  "a correct run passes every check",
 			build: func(w *world) { w.run(hourAgo) },
+		},
+		{
+			name: "a receipt from a second task service store fails check 11",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Receipts[2][0].StoreID = ptr("store-fedcba9876543210")
+			},
+			fail: []int{11}, says: "1 receipts name store store-fedcba9876543210, not the audited store " + auditedStore + ": a second task service instance answered",
+		},
+		{
+			name: "receipts stored before receipts named their store pass",
+			build: func(w *world) {
+				w.run(hourAgo)
+				for _, rs := range w.in.Receipts {
+					for _, r := range rs {
+						r.StoreID = nil
+					}
+				}
+			},
+		},
+		{
+			name: "a task service that names no store fails check 11",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Service.StoreID = ""
+			},
+			fail: []int{11}, says: "the task service did not name its store",
 		},
 		{
 			name: "a message without a receipt or a dead letter fails check 1",

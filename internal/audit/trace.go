@@ -507,3 +507,50 @@ func checkDeliveries(v *view) Check {
 	c.fig("consumer max deliver", v.in.MaxDeliver)
 	return c
 }
+
+// 11. One store answers. Every receipt of the service's outcome names the
+// store that decided the call; a store id other than the audited store's
+// means that a second task service instance, with a store of its own,
+// answered calls: its creates are not in the audited records, so one intent
+// may have been created twice. Receipts stored before receipts named their
+// store carry no id and are counted as such.
+func checkOneStore(in *Input) Check {
+	c := Check{N: 11, Name: "every receipt from the task service names the audited store", OK: true}
+	if in.Service.StoreID == "" {
+		c.violate("the task service did not name its store")
+	}
+	others := map[string][]string{}
+	var named, unnamed int
+	for _, seq := range sortedSeqs(in.Receipts) {
+		for _, r := range in.Receipts[seq] {
+			if !serviceOutcome(r.Outcome) {
+				continue
+			}
+			switch {
+			case r.StoreID == nil:
+				unnamed++
+			case *r.StoreID == in.Service.StoreID:
+				named++
+			default:
+				others[*r.StoreID] = append(others[*r.StoreID], fmt.Sprintf("%s (message %d, %s)", r.ReceiptID, seq, r.Outcome))
+			}
+		}
+	}
+	ids := make([]string, 0, len(others))
+	for id := range others {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var foreign int
+	for _, id := range ids {
+		rs := others[id]
+		foreign += len(rs)
+		c.violate("%d receipts name store %s, not the audited store %s: a second task service instance answered (first: %s)",
+			len(rs), id, in.Service.StoreID, rs[0])
+	}
+	c.fig("receipts naming the audited store", named)
+	c.fig("receipts naming another store", foreign)
+	c.fig("other stores", len(ids))
+	c.fig("receipts without a store id (stored before receipts named it)", unnamed)
+	return c
+}

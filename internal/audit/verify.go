@@ -24,11 +24,14 @@ type Input struct {
 	Receipts    map[uint64][]*document.Receipt
 	DeadLetters map[uint64]string
 	Counts      provider.Counts
-	Requests    []provider.RequestRecord
-	Creates     []provider.CreateRecord
-	Tasks       []provider.TaskRecord
-	Intents     []provider.FirstResult
-	Consumer    ConsumerState
+	// Service is the task service instance that answered the audit, with
+	// the id of its store.
+	Service  ServiceIdentity
+	Requests []provider.RequestRecord
+	Creates  []provider.CreateRecord
+	Tasks    []provider.TaskRecord
+	Intents  []provider.FirstResult
+	Consumer ConsumerState
 
 	// Approvals holds each stored approval message's data and the time the
 	// stream stored it, by stream sequence, for the gate to be re-run.
@@ -45,6 +48,15 @@ type Input struct {
 	MaxDeliver int
 	// Now is when the audit read its input; the zero time means time.Now.
 	Now time.Time
+}
+
+// ServiceIdentity names the task service's store and the instance that
+// answered the audit.
+type ServiceIdentity struct {
+	StoreID  string `json:"store_id"`
+	Instance string `json:"instance,omitempty"`
+	Host     string `json:"host,omitempty"`
+	PID      int    `json:"pid,omitempty"`
 }
 
 // Message is one stored approval message.
@@ -98,9 +110,12 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
 		return nil, err
 	}
 	svc := provider.NewClient(nc)
-	if in.Counts, err = svc.Stats(ctx); err != nil {
+	si, err := svc.Info(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("audit: reading the task service's counters: %w", err)
 	}
+	in.Counts = si.Counts
+	in.Service = ServiceIdentity{StoreID: si.StoreID, Instance: si.Instance, Host: si.Host, PID: si.PID}
 	for _, kind := range []string{provider.RecordRequests, provider.RecordCreates, provider.RecordTasks, provider.RecordIntents} {
 		var after uint64
 		for {
@@ -151,8 +166,10 @@ type Report struct {
 	// Window is the part of the history the checks could see.
 	Window Window `json:"window"`
 	// Gate says which gate checks were re-run on the messages.
-	Gate   GateRun `json:"gate"`
-	Checks []Check `json:"checks"`
+	Gate GateRun `json:"gate"`
+	// Service is the task service instance and store that were audited.
+	Service ServiceIdentity `json:"service"`
+	Checks  []Check         `json:"checks"`
 }
 
 // maxListed bounds the violations listed per check.
@@ -222,8 +239,9 @@ func VerifyWith(in *Input, o Options) Report {
 		checkReceiptsNameMessages(v),
 		checkGate(v),
 		checkDeliveries(v),
+		checkOneStore(in),
 	}
-	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate), Checks: checks}
+	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate), Service: in.Service, Checks: checks}
 	for _, c := range checks {
 		rep.OK = rep.OK && c.OK
 	}
