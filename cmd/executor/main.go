@@ -34,7 +34,7 @@ Usage:
   executor serve [--server URL | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
                  [--data DIR] [--listen HOST:PORT] [--concurrency N]
   executor status [--server URL] [--json] [--service-timeout DURATION]
-  executor verify [--server URL] [--json]
+  executor verify [--server URL] [--json] [--trusted-approvers FILE] [--allow-external N]
   executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
   executor demo
