@@ -45,6 +45,16 @@ type pending struct {
 	r    *document.Receipt
 	m    *nats.Msg
 	term bool
+	// progress, when set, stops the delivery's progress signals.
+	progress func()
+}
+
+// stopProgress stops the delivery's progress signals, once.
+func (p *pending) stopProgress() {
+	if p.progress != nil {
+		p.progress()
+		p.progress = nil
+	}
 }
 
 // batcher stores receipts on the RECEIPTS stream. While running, a receipt

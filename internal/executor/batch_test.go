@@ -35,9 +35,10 @@ func TestMain(m *testing.M) {
 }
 
 // runExecutorProcess is an executor that kills itself (SIGKILL, as a crash
-// would) the n-th time a receipt batch reaches the fault point named in
+// would) the n-th time it reaches the fault point named in
 // EXECUTOR_TEST_KILL_AT, after flushing what it has published so that the
-// server has the batch.
+// server has it. EXECUTOR_TEST_ACK_WAIT and EXECUTOR_TEST_MAX_DELIVER, when
+// set, replace those of testenv.Topology.
 func runExecutorProcess() int {
 	nc, err := nats.Connect(os.Getenv("EXECUTOR_TEST_URL"))
 	if err != nil {
@@ -46,6 +47,13 @@ func runExecutorProcess() int {
 	}
 	point := executor.Point(os.Getenv("EXECUTOR_TEST_KILL_AT"))
 	nth, _ := strconv.Atoi(os.Getenv("EXECUTOR_TEST_KILL_NTH"))
+	topo := testenv.Topology
+	if d, err := time.ParseDuration(os.Getenv("EXECUTOR_TEST_ACK_WAIT")); err == nil {
+		topo.AckWait = d
+	}
+	if n, err := strconv.Atoi(os.Getenv("EXECUTOR_TEST_MAX_DELIVER")); err == nil {
+		topo.MaxDeliver = n
+	}
 	var mu sync.Mutex
 	seen := 0
 	ex, err := executor.New(nc, executor.Config{
@@ -53,7 +61,7 @@ func runExecutorProcess() int {
 		ID:          "exec-killed",
 		Concurrency: 32,
 		CallTimeout: 2 * time.Second,
-		Topology:    testenv.Topology,
+		Topology:    topo,
 		Logger:      testenv.Logger(),
 		Fault: func(p executor.Point, seq, _ uint64) {
 			if p != point {
@@ -65,7 +73,7 @@ func runExecutorProcess() int {
 			mu.Unlock()
 			if fire {
 				_ = nc.Flush()
-				fmt.Printf("killed at %s, batch starting with message %d\n", p, seq)
+				fmt.Printf("killed at %s, message %d\n", p, seq)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
 			}
