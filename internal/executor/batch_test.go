@@ -341,3 +341,148 @@ func TestWithoutAtomicBatchesOnTheStreamEveryReceiptIsStoredAlone(t *testing.T) 
 		t.Fatalf("counters %+v, want %d creates", got, n)
 	}
 }
+
+// waitForReceipts waits until every message in seqs has a receipt and the
+// consumer has nothing left, and returns what verify reads.
+func waitForReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.Duration) *audit.Input {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		in, err := audit.Load(ctx, env.NC)
+		if err == nil {
+			finished := 0
+			for _, seq := range seqs {
+				if len(in.Receipts[seq]) > 0 {
+					finished++
+				}
+			}
+			if finished == len(seqs) && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0 {
+				return in
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("not every message finished within %s (last error %v)", within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A receipt batch whose commit takes longer than AckWait: its deliveries
+// keep signalling progress, so none is delivered again meanwhile.
+func TestAReceiptWaitingLongerThanAckWaitForItsBatchIsNotDeliveredAgain(t *testing.T) {
+	env := testenv.Start(t)
+	topo := testenv.Topology
+	topo.AckWait = time.Second
+	var once sync.Once
+	stalled := make(chan struct{})
+	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, _ uint64) {
+		if p == executor.BatchCommitSent {
+			once.Do(func() {
+				time.Sleep(3 * topo.AckWait)
+				close(stalled)
+			})
+		}
+	}})
+	const n = 60
+	seqs := publishApprovals(t, env.JS, "slow-batch", n)
+	select {
+	case <-stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no receipt batch was ever committed")
+	}
+	in := waitForReceipts(t, env, seqs, 30*time.Second)
+	for _, seq := range seqs {
+		if rs := in.Receipts[seq]; len(rs) != 1 || rs[0].Delivery.Delivered != 1 || rs[0].Outcome != document.OutcomeCreated {
+			var got []string
+			for _, r := range rs {
+				got = append(got, fmt.Sprintf("%s on delivery %d", r.Outcome, r.Delivery.Delivered))
+			}
+			t.Errorf("message %d: receipts %v, want one created on the first delivery", seq, got)
+		}
+	}
+	if in.Consumer.Redelivered != 0 || in.Consumer.Delivered != n {
+		t.Fatalf("consumer %+v: messages were delivered again while their receipts waited", in.Consumer)
+	}
+}
+
+// The RECEIPTS stream stops taking receipts while a large batch is staged
+// (its subjects moved away, as if it were gone): the commit finds no stream,
+// and every delivery of the batch is given back at once rather than each
+// receipt tried alone against the same failure. Once the stream takes
+// receipts again, every message finishes, each intent created once.
+func TestWhenTheReceiptsStreamVanishesMidBatchEveryDeliveryIsGivenBackAtOnce(t *testing.T) {
+	env := testenv.Start(t)
+	topo := testenv.Topology
+	topo.MaxDeliver, topo.NakDelay, topo.MaxNakDelay = 20, 500*time.Millisecond, time.Second
+	var (
+		mu      sync.Mutex
+		retries []time.Time
+		gone    time.Time
+		staged  int
+	)
+	vanished := make(chan struct{})
+	env.Executor(executor.Config{ID: "exec-1", Topology: topo, ReceiptBatchesInFlight: 1,
+		OnRetry: func(uint64, error) {
+			mu.Lock()
+			retries = append(retries, time.Now())
+			mu.Unlock()
+		},
+		Fault: func(p executor.Point, _, _ uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case p == executor.BatchCommitSent && staged == 1:
+				// Hold the first batch so that the next one grows large.
+				time.Sleep(time.Second)
+			case p == executor.BatchStaged:
+				staged++
+				if staged == 2 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					away := topology.ReceiptsConfig(topo)
+					away.Subjects = []string{"elsewhere.>"}
+					if _, err := env.JS.UpdateStream(ctx, away); err != nil {
+						t.Errorf("moving the receipts stream away: %v", err)
+					}
+					gone = time.Now()
+					close(vanished)
+				}
+			}
+		}})
+	const n = 120
+	seqs := publishApprovals(t, env.JS, "vanished", n)
+	select {
+	case <-vanished:
+	case <-time.After(30 * time.Second):
+		t.Fatal("never reached a second receipt batch")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	mu.Lock()
+	var soon int
+	for _, at := range retries {
+		if at.After(gone) && at.Before(gone.Add(time.Second)) {
+			soon++
+		}
+	}
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := env.JS.UpdateStream(ctx, topology.ReceiptsConfig(topo)); err != nil {
+		t.Fatal(err)
+	}
+	if soon < 10 {
+		t.Errorf("%d deliveries given back within a second of the stream's loss; want the whole batch at once", soon)
+	}
+	in := waitForReceipts(t, env, seqs, 60*time.Second)
+	for _, seq := range seqs {
+		for _, r := range in.Receipts[seq] {
+			if r.Outcome == document.OutcomeDeadLettered {
+				t.Errorf("message %d was dead-lettered", seq)
+			}
+		}
+	}
+	if in.Counts.CreatesExecuted != n || in.Counts.TasksExisting != n {
+		t.Fatalf("counters %+v, want %d creates and tasks", in.Counts, n)
+	}
+}
