@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
@@ -247,4 +249,97 @@ func TestTransientFailuresAreRetriedOnTheScheduleTheLogStatesAndTheLastIsDeadLet
 			t.Fatalf("receipts %+v, want one dead_lettered on delivery %d", rs, topo.MaxDeliver)
 		}
 	}
+}
+
+// A message reaches the executor's pull subscription without JetStream's
+// reply subject (so without a stream sequence or a delivery count): it is
+// given back with a nak, not terminated and not acked.
+func TestADeliveryWithoutJetStreamMetadataIsGivenBackNotTerminated(t *testing.T) {
+	env := testenv.Start(t)
+	pulls := make(chan string, 16)
+	sub, err := env.NC.Subscribe("$JS.API.CONSUMER.MSG.NEXT."+topology.ApprovalsStream+"."+topology.Consumer, func(m *nats.Msg) {
+		select {
+		case pulls <- m.Reply:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	answers, err := env.NC.SubscribeSync("test.not-an-ack-subject")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var retried atomic.Int64
+	env.Executor(executor.Config{ID: "exec-1", OnRetry: func(uint64, error) { retried.Add(1) }})
+	var inbox string
+	select {
+	case inbox = <-pulls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the executor never pulled")
+	}
+	m := nats.NewMsg(inbox)
+	m.Reply = "test.not-an-ack-subject"
+	m.Data = seed(t).Original.Envelope()
+	if err := env.NC.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := answers.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no answer to the delivery: %v", err)
+	}
+	if body := string(answer.Data); !strings.HasPrefix(body, "-NAK") {
+		t.Fatalf("the delivery was answered %q, want a nak", body)
+	}
+	if retried.Load() != 1 {
+		t.Fatalf("%d retries counted, want 1", retried.Load())
+	}
+	wantCounts(t, env.Counts(), 0, 0, 0)
+}
+
+// The last delivery's receipt is stored but its ack never reaches the
+// server; the next delivery is past the budget. The message is finished
+// already: it is acked, not dead-lettered, so it never ends with both a
+// created and a dead_lettered receipt.
+func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *testing.T) {
+	env := testenv.Start(t)
+	topo := topology.Config{AckWait: time.Second, MaxDeliver: 1, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
+	release := make(chan struct{})
+	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, delivered uint64) {
+		if p == executor.BeforeAck && delivered == 1 {
+			<-release // the ack is lost
+		}
+	}})
+	// Before the executor stops (cleanups run last first).
+	t.Cleanup(func() { close(release) })
+	seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+	rs := receiptsFor(t, env, seq, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		st, err := audit.Consumer(ctx, env.JS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pending == 0 && st.AckPending == 0 && st.Delivered >= 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("consumer %+v: the message was not finished by its second delivery", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rs = receiptsFor(t, env, seq, time.Second)
+	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Outcome != document.OutcomeCreated || len(dead) != 0 {
+		t.Fatalf("receipts %d (first %s), dead letters %v: want only the created receipt", len(rs), rs[0].Outcome, dead)
+	}
+	wantCounts(t, env.Counts(), 1, 1, 1)
 }
