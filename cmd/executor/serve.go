@@ -75,7 +75,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
 	var faults []executor.FaultSpec
-	fs.Func("fault", "inject a fault, for tests only: `POINT:ACTION[:PROBABILITY]`, POINT after-call, after-receipt or before-ack,\nACTION kill or stall=DURATION; without a probability it fires once (repeatable)", func(s string) error {
+	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
 		f, err := executor.ParseFault(s)
 		faults = append(faults, f)
 		return err

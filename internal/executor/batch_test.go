@@ -63,7 +63,7 @@ func runExecutorProcess() int {
 		CallTimeout: 2 * time.Second,
 		Topology:    topo,
 		Logger:      testenv.Logger(),
-		Fault: func(p executor.Point, seq, _ uint64) {
+		Fault: func(p executor.Point, seq, _ uint64, _ string) {
 			if p != point {
 				return
 			}
@@ -376,7 +376,7 @@ func TestAReceiptWaitingLongerThanAckWaitForItsBatchIsNotDeliveredAgain(t *testi
 	topo.AckWait = time.Second
 	var once sync.Once
 	stalled := make(chan struct{})
-	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, _ uint64) {
+	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, _ uint64, _ string) {
 		if p == executor.BatchCommitSent {
 			once.Do(func() {
 				time.Sleep(3 * topo.AckWait)
@@ -428,7 +428,7 @@ func TestWhenTheReceiptsStreamVanishesMidBatchEveryDeliveryIsGivenBackAtOnce(t *
 			retries = append(retries, time.Now())
 			mu.Unlock()
 		},
-		Fault: func(p executor.Point, _, _ uint64) {
+		Fault: func(p executor.Point, _, _ uint64, _ string) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

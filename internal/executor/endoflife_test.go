@@ -2,9 +2,11 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -304,42 +306,82 @@ func TestADeliveryWithoutJetStreamMetadataIsGivenBackNotTerminated(t *testing.T)
 // The last delivery's receipt is stored but its ack never reaches the
 // server; the next delivery is past the budget. The message is finished
 // already: it is acked, not dead-lettered, so it never ends with both a
-// created and a dead_lettered receipt.
+// created and a dead_lettered receipt. The search for that receipt reads at
+// most ReceiptScanLimit receipts of the intent.
 func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *testing.T) {
-	env := testenv.Start(t)
-	topo := topology.Config{AckWait: time.Second, MaxDeliver: 1, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
-	release := make(chan struct{})
-	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, delivered uint64) {
-		if p == executor.BeforeAck && delivered == 1 {
-			<-release // the ack is lost
-		}
-	}})
-	// Before the executor stops (cleanups run last first).
-	t.Cleanup(func() { close(release) })
-	seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
-	rs := receiptsFor(t, env, seq, 10*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	for {
-		st, err := audit.Consumer(ctx, env.JS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Pending == 0 && st.AckPending == 0 && st.Delivered >= 2 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("consumer %+v: the message was not finished by its second delivery", st)
-		}
-		time.Sleep(100 * time.Millisecond)
+	for _, c := range []struct {
+		name   string
+		others int // receipts of the intent's other messages stored before
+		dead   bool
+	}{
+		{"with no other receipt of the intent", 0, false},
+		{"with other receipts of the intent up to the scan limit", executor.ReceiptScanLimit - 1, false},
+		{"past the scan limit it is dead-lettered after all", executor.ReceiptScanLimit, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.Start(t)
+			topo := topology.Config{AckWait: time.Second, MaxDeliver: 1, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
+			envelope := seed(t).Original.Envelope()
+			intent := document.Identify(envelope).IntentID
+			for i := range c.others {
+				m := nats.NewMsg(topology.ReceiptSubject(intent))
+				m.Header.Set(topology.HeaderStreamSeq, strconv.Itoa(1000+i))
+				m.Header.Set(topology.HeaderOutcome, document.OutcomeReplayed)
+				task, id := "fake-task-0001", document.Identify(envelope)
+				body, err := json.Marshal(&document.Receipt{SchemaVersion: document.ReceiptVersion,
+					ReceiptID: "receipt-other-" + strconv.Itoa(i), Outcome: document.OutcomeReplayed,
+					IntentID: &id.IntentID, RequestID: &id.RequestID, ApprovalID: &id.ApprovalID, TaskID: &task,
+					Counts:   &document.Counts{RequestsReceived: 1, CreatesExecuted: 1, TasksExisting: 1},
+					Delivery: document.Delivery{StreamSeq: uint64(1000 + i), Delivered: 1, Attempt: "other", Executor: "exec-other"},
+					IssuedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Data = body
+				if _, err := env.JS.PublishMsg(context.Background(), m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release := make(chan struct{})
+			env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, delivered uint64, _ string) {
+				if p == executor.BeforeAck && delivered == 1 {
+					<-release // the ack is lost
+				}
+			}})
+			// Before the executor stops (cleanups run last first).
+			t.Cleanup(func() { close(release) })
+			seq := sendOnly(t, env.JS, envelope)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			for {
+				st, err := audit.Consumer(ctx, env.JS)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Pending == 0 && st.AckPending == 0 && st.Delivered >= 2 {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("consumer %+v: the message was not finished by its second delivery", st)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			var outcomes []string
+			for _, r := range receiptsFor(t, env, seq, time.Second) {
+				outcomes = append(outcomes, r.Outcome)
+			}
+			dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{document.OutcomeCreated}
+			if c.dead {
+				want = append(want, document.OutcomeDeadLettered)
+			}
+			if !slices.Equal(outcomes, want) || (len(dead) == 1) != c.dead {
+				t.Fatalf("receipts %v, dead letters %v: want receipts %v", outcomes, dead, want)
+			}
+			wantCounts(t, env.Counts(), 1, 1, 1)
+		})
 	}
-	rs = receiptsFor(t, env, seq, time.Second)
-	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rs) != 1 || rs[0].Outcome != document.OutcomeCreated || len(dead) != 0 {
-		t.Fatalf("receipts %d (first %s), dead letters %v: want only the created receipt", len(rs), rs[0].Outcome, dead)
-	}
-	wantCounts(t, env.Counts(), 1, 1, 1)
 }

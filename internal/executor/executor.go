@@ -27,6 +27,8 @@ type Point string
 
 // Fault points, in the order a delivery passes them.
 const (
+	// Taken: a delivery within its budget is taken, before the gate.
+	Taken     Point = "taken"
 	AfterCall Point = "after-call" // the service answered; no receipt yet
 	// AfterReceipt: the receipt is stored (for a receipt stored in a batch,
 	// the batch's commit is acknowledged); no ack yet.
@@ -60,9 +62,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Clock stamps receipts; default time.Now.
 	Clock func() time.Time
-	// Fault, when set, is called at each fault point; tests use it to crash
-	// or stall an instance at a chosen place. Off (nil) by default.
-	Fault func(p Point, seq, delivered uint64)
+	// Fault, when set, is called at each fault point with the delivery's
+	// stream sequence, delivery count and intent id (as far as it can be
+	// read); tests use it to crash or stall an instance at a chosen place.
+	// Off (nil) by default.
+	Fault func(p Point, seq, delivered uint64, intentID string)
 	// Gate checks each message; nil runs the gate's default checks.
 	Gate *gate.Checker
 	// NoProvision binds to the existing consumer instead of creating the
@@ -327,6 +331,10 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		e.outOfDeliveries(d)
 		return
 	}
+	if e.cfg.Fault != nil {
+		d.id = document.Identify(msg.Data())
+		e.fault(Taken, d)
+	}
 
 	v, err := e.cfg.Gate.CheckAt(msg.Data(), d.stored)
 	if err != nil {
@@ -474,8 +482,11 @@ func (e *Executor) outOfDeliveries(d *delivery) {
 		d.delivered-1))
 }
 
-// maxReceiptScan bounds how many receipts of one intent storedReceipt reads.
-const maxReceiptScan = 256
+// ReceiptScanLimit bounds how many receipts of one intent are read, before
+// dead-lettering a message out of deliveries, in search of a receipt of
+// that message already stored. An intent sent more often than that may see
+// such a message dead-lettered after all.
+const ReceiptScanLimit = 256
 
 // storedReceipt returns the outcome of a receipt already stored for this
 // delivery's message, or "" when there is none.
@@ -489,7 +500,7 @@ func (e *Executor) storedReceipt(d *delivery) (string, error) {
 	subject := topology.ReceiptSubject(d.id.IntentID)
 	seq := strconv.FormatUint(d.seq, 10)
 	from := uint64(1)
-	for range maxReceiptScan {
+	for range ReceiptScanLimit {
 		m, err := stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return "", nil
@@ -624,6 +635,6 @@ func (e *Executor) retried(d *delivery, reason error) {
 
 func (e *Executor) fault(p Point, d *delivery) {
 	if e.cfg.Fault != nil {
-		e.cfg.Fault(p, d.seq, d.delivered)
+		e.cfg.Fault(p, d.seq, d.delivered, d.id.IntentID)
 	}
 }
