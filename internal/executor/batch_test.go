@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -485,4 +486,62 @@ func TestWhenTheReceiptsStreamVanishesMidBatchEveryDeliveryIsGivenBackAtOnce(t *
 	if in.Counts.CreatesExecuted != n || in.Counts.TasksExisting != n {
 		t.Fatalf("counters %+v, want %d creates and tasks", in.Counts, n)
 	}
+}
+
+// A failed batch's receipts are stored alone, many at once; while the
+// RECEIPTS stream takes nothing, the first failures end the attempt and the
+// rest of the batch is given back untried, at once, instead of each waiting
+// for the same failure.
+func TestReceiptsStoredAloneStopAtTheFirstSystemicFailure(t *testing.T) {
+	env := testenv.Start(t)
+	const n = 256
+	publishApprovals(t, env.JS, "alone", n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for len(msgs) < n {
+		batch, err := cons.Fetch(n-len(msgs), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("took %d of %d deliveries", len(msgs), n)
+		}
+	}
+	away := topology.ReceiptsConfig(testenv.Topology)
+	away.Subjects = []string{"elsewhere.>"}
+	if _, err := env.JS.UpdateStream(ctx, away); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(env.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var retried atomic.Int64
+	ex, err := executor.New(nc, executor.Config{ID: "exec-1", Gate: &gate.Checker{AllowUnsigned: true},
+		Topology: testenv.Topology, Logger: testenv.Logger(), OnRetry: func(uint64, error) { retried.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ex.StoreAlone(msgs)
+	took := time.Since(start)
+	if retried.Load() != n {
+		t.Fatalf("%d of %d deliveries given back", retried.Load(), n)
+	}
+	// One wave of publishes fails after the client's own retries on no
+	// responders (about half a second); trying every receipt would take a
+	// wave per 64 receipts.
+	if took > 1200*time.Millisecond {
+		t.Fatalf("giving %d deliveries back took %s", n, took)
+	}
+	t.Logf("%d deliveries given back in %s", n, took.Round(time.Millisecond))
 }

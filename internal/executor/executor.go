@@ -567,10 +567,22 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 // nak'ed so that it comes back. The receipt joins a batch when batches are
 // running; the delivery's handler slot is released as soon as it waits.
 func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
+	p, err := e.pendingReceipt(d, r, term)
+	if err != nil {
+		e.retry(d, "encoding a receipt failed", err)
+		return
+	}
+	// Signal progress until the receipt is stored and the message acked,
+	// however long its batch takes.
+	p.progress = e.progress(d.msg)
+	e.receipts.add(p)
+}
+
+// pendingReceipt makes the message that stores r.
+func (e *Executor) pendingReceipt(d *delivery, r *document.Receipt, term bool) (*pending, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
-		e.retry(d, "encoding a receipt failed", fmt.Errorf("executor: encoding a receipt: %w", err))
-		return
+		return nil, fmt.Errorf("executor: encoding a receipt: %w", err)
 	}
 	m := nats.NewMsg(topology.ReceiptSubject(d.id.IntentID))
 	m.Data = body
@@ -579,9 +591,7 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
 	m.Header.Set(jetstream.MsgIDHeader, r.ReceiptID)
 	m.Header.Set(jetstream.ExpectedStreamHeader, topology.ReceiptsStream)
-	// Signal progress until the receipt is stored and the message acked,
-	// however long its batch takes.
-	e.receipts.add(&pending{d: d, r: r, m: m, term: term, progress: e.progress(d.msg)})
+	return &pending{d: d, r: r, m: m, term: term}, nil
 }
 
 // stored finishes a delivery whose receipt is stored: the fault points, the
