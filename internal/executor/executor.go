@@ -57,7 +57,9 @@ type Config struct {
 	Concurrency int
 	// CallTimeout bounds one call to the task service; default 5s.
 	CallTimeout time.Duration
-	// Topology must match the consumer's settings (MaxDeliver, delays).
+	// Topology sizes the streams and the consumer that Run provisions. Once
+	// bound, the consumer's AckWait and the budget and nak delays in its
+	// metadata apply (see topology.FromConsumer).
 	Topology topology.Config
 	Logger   *slog.Logger
 	// Clock stamps receipts; default time.Now.
