@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
@@ -198,8 +199,14 @@ func roleCmd(role, dir, url string, port int) *exec.Cmd {
 	return cmd
 }
 
-// workload is what the publishers send: distinct approvals, resends of
-// them, changed requests under the same intent ids, and poison messages.
+// poisonIntent is the intent of the approval that kills every executor
+// that takes it (a crash loop on all replicas): it must end in a dead letter
+// that says its deliveries ran out.
+const poisonIntent = "intent-chaos-poison"
+
+// workload is what the publishers send: the approval that kills its
+// executors first, then distinct approvals, resends of them, changed
+// requests under the same intent ids, and poison messages.
 type workload struct {
 	envelopes [][]byte
 	distinct  int
@@ -256,6 +263,11 @@ func buildWorkload(t *testing.T, n int) workload {
 		// meaningful; shuffle the rest.
 		w.envelopes[i+1], w.envelopes[j+1] = w.envelopes[j+1], w.envelopes[i+1]
 	})
+	killer, err := scenario.Approve(cand, "task-request-chaos-poison", poisonIntent, scenario.Title+" (kills its executors)", "approval-chaos-poison")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.envelopes = append([][]byte{killer.Envelope()}, w.envelopes...)
 	return w
 }
 
@@ -296,7 +308,8 @@ func TestChaos(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "serve", "--server", url, "--insecure-allow-unsigned", "--id", id, "--ack-wait", "2s", "--max-deliver", "20",
 				"--call-timeout", "1s", "--concurrency", "64", "--log-level", "warn",
 				"--fault", "after-call:kill:0.0005", "--fault", "after-receipt:kill:0.0005",
-				"--fault", "before-ack:kill:0.0005", "--fault", "before-ack:stall=3s:0.001")
+				"--fault", "before-ack:kill:0.0005", "--fault", "before-ack:stall=3s:0.001",
+				"--fault", "taken@"+poisonIntent+":kill")
 			cmd.Env = append(os.Environ(), asMain+"=1", "GORACE=atexit_sleep_ms=0")
 			return cmd
 		}))
@@ -395,7 +408,14 @@ func TestChaos(t *testing.T) {
 		e.signal(syscall.SIGCONT)
 	}
 	var seqs []uint64
-	published.Range(func(k, _ any) bool { seqs = append(seqs, k.(uint64)); return true })
+	var poisonSeq uint64
+	published.Range(func(k, v any) bool {
+		seqs = append(seqs, k.(uint64))
+		if v.(string) == poisonIntent {
+			poisonSeq = k.(uint64)
+		}
+		return true
+	})
 	if len(seqs) != len(w.envelopes) {
 		t.Fatalf("%d messages stored for %d sends", len(seqs), len(w.envelopes))
 	}
@@ -429,7 +449,7 @@ func TestChaos(t *testing.T) {
 	}
 	for _, e := range executors {
 		out := e.log.String()
-		for _, p := range []string{"after-call", "after-receipt", "before-ack"} {
+		for _, p := range []string{"taken", "after-call", "after-receipt", "before-ack"} {
 			faults["executor fault point "+p+" (kill or stall)"] += countFault(out, p)
 		}
 	}
@@ -461,6 +481,21 @@ func TestChaos(t *testing.T) {
 	if !rep.OK {
 		t.Fatal("verify found violations after the chaos run")
 	}
+	// The approval that killed every executor taking it ends in a dead
+	// letter that says why, and a dead_lettered receipt; it never reached
+	// the service.
+	if reason, ok := in.DeadLetters[poisonSeq]; !ok || !strings.Contains(reason, "deliveries ran out") {
+		t.Fatalf("the approval that kills its executors (message %d): dead letter %q (present %v), want one saying its deliveries ran out",
+			poisonSeq, reason, ok)
+	}
+	var poisonOutcomes []string
+	for _, r := range in.Receipts[poisonSeq] {
+		poisonOutcomes = append(poisonOutcomes, r.Outcome)
+	}
+	if len(poisonOutcomes) != 1 || poisonOutcomes[0] != document.OutcomeDeadLettered {
+		t.Fatalf("the approval that kills its executors has receipts %v, want one dead_lettered", poisonOutcomes)
+	}
+	t.Logf("the approval that kills its executors: message %d, dead-lettered: %s", poisonSeq, in.DeadLetters[poisonSeq])
 	if in.Counts.TasksExisting != int64(w.distinct) {
 		t.Fatalf("%d tasks for %d distinct intents", in.Counts.TasksExisting, w.distinct)
 	}

@@ -66,8 +66,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	conc := fs.Int("concurrency", 512, "deliveries handled at once by this instance")
 	id := fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
 	callTimeout := fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
-	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back")
-	maxDeliver := fs.Int("max-deliver", 5, "consumer MaxDeliver: deliveries before a message is dead-lettered")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back (the retry delay after an executor died)")
+	maxDeliver := fs.Int("max-deliver", 5, "deliveries that may try a message before it is dead-lettered, counted by the executors\n(the consumer itself never drops a message; with --no-provision, the provisioned consumer's budget applies)")
 	replicas := fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: 3 on a three-node cluster\n(default: as the existing streams have it, else 1; always 1 with --embedded)")
 	noProvision := fs.Bool("no-provision", false, "bind to the existing consumer; never create or change streams (for a user without JetStream admin rights)")
 	waitJS := fs.Duration("wait-jetstream", 2*time.Minute, "at start, keep trying this long to reach JetStream and set up or find the streams")
@@ -76,7 +76,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
 	var faults []executor.FaultSpec
-	fs.Func("fault", "inject a fault, for tests only: `POINT:ACTION[:PROBABILITY]`, POINT after-call, after-receipt or before-ack,\nACTION kill or stall=DURATION; without a probability it fires once (repeatable)", func(s string) error {
+	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
 		f, err := executor.ParseFault(s)
 		faults = append(faults, f)
 		return err

@@ -33,11 +33,17 @@ const (
 const (
 	errCodeAtomicDisabled = 10174 // the stream does not allow atomic publish
 	errCodeBatchTooLarge  = 10199 // more messages than the server allows in one batch
+
+	errCodeClusterNotAvailable   = 10008 // JetStream system temporarily unavailable
+	errCodeInsufficientResources = 10023
 )
 
 // commitTimeout bounds the wait for a batch commit's ack, and for a receipt
 // stored alone.
 const commitTimeout = 10 * time.Second
+
+// aloneInFlight bounds the receipts of one failed batch stored alone at once.
+const aloneInFlight = 64
 
 // pending is a receipt waiting to be stored, with the delivery it is for.
 type pending struct {
@@ -45,6 +51,36 @@ type pending struct {
 	r    *document.Receipt
 	m    *nats.Msg
 	term bool
+	// progress, when set, stops the delivery's progress signals.
+	progress func()
+}
+
+// stopProgress stops the delivery's progress signals, once.
+func (p *pending) stopProgress() {
+	if p.progress != nil {
+		p.progress()
+		p.progress = nil
+	}
+}
+
+// systemic reports whether err says that JetStream cannot store anything
+// now (no stream answering, no answer in time, no connection), rather than
+// that one message was refused: storing further receipts would only wait
+// for the same failure.
+func systemic(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeJetStreamNotEnabled, jetstream.JSErrCodeStreamNotFound,
+			errCodeClusterNotAvailable, errCodeInsufficientResources:
+			return true
+		}
+		return apiErr.Code == 503
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) ||
+		errors.Is(err, nats.ErrDisconnected)
 }
 
 // batcher stores receipts on the RECEIPTS stream. While running, a receipt
@@ -195,6 +231,15 @@ func (b *batcher) store(batch []*pending) {
 		}
 		return
 	}
+	if systemic(err) {
+		// The stream cannot store now: give every delivery back at once
+		// rather than try each receipt alone against the same failure.
+		b.e.log.Warn("storing a receipt batch failed; giving its deliveries back", "receipts", len(batch), "err", err)
+		for _, p := range batch {
+			b.e.notStored(p, err)
+		}
+		return
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
@@ -220,19 +265,52 @@ func (b *batcher) store(batch []*pending) {
 	b.storeAlone(batch)
 }
 
-// storeAlone stores each receipt with its own publish, waiting for the
-// stream's ack, and finishes its delivery.
+// storeAlone stores each receipt with its own publish, up to aloneInFlight
+// at once, waiting for the stream's ack, and finishes its delivery. After
+// the first systemic failure, the receipts not yet sent are not tried: their
+// deliveries are given back at once.
 func (b *batcher) storeAlone(batch []*pending) {
+	if len(batch) == 1 {
+		b.storeOne(batch[0])
+		return
+	}
+	var failed atomic.Pointer[error]
+	sem := make(chan struct{}, aloneInFlight)
+	var wg sync.WaitGroup
 	for _, p := range batch {
-		ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
-		_, err := b.e.js.PublishMsg(ctx, p.m)
-		cancel()
-		if err != nil {
-			b.e.notStored(p, err)
+		if errp := failed.Load(); errp != nil {
+			b.e.notStored(p, *errp)
 			continue
 		}
-		b.e.stored(p)
+		sem <- struct{}{}
+		if errp := failed.Load(); errp != nil {
+			<-sem
+			b.e.notStored(p, *errp)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := b.storeOne(p); err != nil && systemic(err) {
+				failed.CompareAndSwap(nil, &err)
+			}
+		}()
 	}
+	wg.Wait()
+}
+
+// storeOne stores one receipt with its own publish and finishes its
+// delivery; it returns the error for a receipt not stored.
+func (b *batcher) storeOne(p *pending) error {
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	_, err := b.e.js.PublishMsg(ctx, p.m)
+	cancel()
+	if err != nil {
+		b.e.notStored(p, err)
+		return err
+	}
+	b.e.stored(p)
+	return nil
 }
 
 // ReceiptBatches returns how many receipt batches this instance stored as

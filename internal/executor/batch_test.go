@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,9 +36,10 @@ func TestMain(m *testing.M) {
 }
 
 // runExecutorProcess is an executor that kills itself (SIGKILL, as a crash
-// would) the n-th time a receipt batch reaches the fault point named in
+// would) the n-th time it reaches the fault point named in
 // EXECUTOR_TEST_KILL_AT, after flushing what it has published so that the
-// server has the batch.
+// server has it. EXECUTOR_TEST_ACK_WAIT and EXECUTOR_TEST_MAX_DELIVER, when
+// set, replace those of testenv.Topology.
 func runExecutorProcess() int {
 	nc, err := nats.Connect(os.Getenv("EXECUTOR_TEST_URL"))
 	if err != nil {
@@ -46,6 +48,13 @@ func runExecutorProcess() int {
 	}
 	point := executor.Point(os.Getenv("EXECUTOR_TEST_KILL_AT"))
 	nth, _ := strconv.Atoi(os.Getenv("EXECUTOR_TEST_KILL_NTH"))
+	topo := testenv.Topology
+	if d, err := time.ParseDuration(os.Getenv("EXECUTOR_TEST_ACK_WAIT")); err == nil {
+		topo.AckWait = d
+	}
+	if n, err := strconv.Atoi(os.Getenv("EXECUTOR_TEST_MAX_DELIVER")); err == nil {
+		topo.MaxDeliver = n
+	}
 	var mu sync.Mutex
 	seen := 0
 	ex, err := executor.New(nc, executor.Config{
@@ -53,9 +62,9 @@ func runExecutorProcess() int {
 		ID:          "exec-killed",
 		Concurrency: 32,
 		CallTimeout: 2 * time.Second,
-		Topology:    testenv.Topology,
+		Topology:    topo,
 		Logger:      testenv.Logger(),
-		Fault: func(p executor.Point, seq, _ uint64) {
+		Fault: func(p executor.Point, seq, _ uint64, _ string) {
 			if p != point {
 				return
 			}
@@ -65,7 +74,7 @@ func runExecutorProcess() int {
 			mu.Unlock()
 			if fire {
 				_ = nc.Flush()
-				fmt.Printf("killed at %s, batch starting with message %d\n", p, seq)
+				fmt.Printf("killed at %s, message %d\n", p, seq)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
 			}
@@ -332,4 +341,207 @@ func TestWithoutAtomicBatchesOnTheStreamEveryReceiptIsStoredAlone(t *testing.T) 
 	if got := env.Counts(); got.CreatesExecuted != n {
 		t.Fatalf("counters %+v, want %d creates", got, n)
 	}
+}
+
+// waitForReceipts waits until every message in seqs has a receipt and the
+// consumer has nothing left, and returns what verify reads.
+func waitForReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.Duration) *audit.Input {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		in, err := audit.Load(ctx, env.NC)
+		if err == nil {
+			finished := 0
+			for _, seq := range seqs {
+				if len(in.Receipts[seq]) > 0 {
+					finished++
+				}
+			}
+			if finished == len(seqs) && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0 {
+				return in
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("not every message finished within %s (last error %v)", within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A receipt batch whose commit takes longer than AckWait: its deliveries
+// keep signalling progress, so none is delivered again meanwhile.
+func TestAReceiptWaitingLongerThanAckWaitForItsBatchIsNotDeliveredAgain(t *testing.T) {
+	env := testenv.Start(t)
+	topo := testenv.Topology
+	topo.AckWait = time.Second
+	var once sync.Once
+	stalled := make(chan struct{})
+	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, _ uint64, _ string) {
+		if p == executor.BatchCommitSent {
+			once.Do(func() {
+				time.Sleep(3 * topo.AckWait)
+				close(stalled)
+			})
+		}
+	}})
+	const n = 60
+	seqs := publishApprovals(t, env.JS, "slow-batch", n)
+	select {
+	case <-stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no receipt batch was ever committed")
+	}
+	in := waitForReceipts(t, env, seqs, 30*time.Second)
+	for _, seq := range seqs {
+		if rs := in.Receipts[seq]; len(rs) != 1 || rs[0].Delivery.Delivered != 1 || rs[0].Outcome != document.OutcomeCreated {
+			var got []string
+			for _, r := range rs {
+				got = append(got, fmt.Sprintf("%s on delivery %d", r.Outcome, r.Delivery.Delivered))
+			}
+			t.Errorf("message %d: receipts %v, want one created on the first delivery", seq, got)
+		}
+	}
+	if in.Consumer.Redelivered != 0 || in.Consumer.Delivered != n {
+		t.Fatalf("consumer %+v: messages were delivered again while their receipts waited", in.Consumer)
+	}
+}
+
+// The RECEIPTS stream stops taking receipts while a large batch is staged
+// (its subjects moved away, as if it were gone): the commit finds no stream,
+// and every delivery of the batch is given back at once rather than each
+// receipt tried alone against the same failure. Once the stream takes
+// receipts again, every message finishes, each intent created once.
+func TestWhenTheReceiptsStreamVanishesMidBatchEveryDeliveryIsGivenBackAtOnce(t *testing.T) {
+	env := testenv.Start(t)
+	topo := testenv.Topology
+	topo.MaxDeliver, topo.NakDelay, topo.MaxNakDelay = 20, 500*time.Millisecond, time.Second
+	var (
+		mu      sync.Mutex
+		retries []time.Time
+		gone    time.Time
+		staged  int
+	)
+	vanished := make(chan struct{})
+	env.Executor(executor.Config{ID: "exec-1", Topology: topo, ReceiptBatchesInFlight: 1,
+		OnRetry: func(uint64, error) {
+			mu.Lock()
+			retries = append(retries, time.Now())
+			mu.Unlock()
+		},
+		Fault: func(p executor.Point, _, _ uint64, _ string) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case p == executor.BatchCommitSent && staged == 1:
+				// Hold the first batch so that the next one grows large.
+				time.Sleep(time.Second)
+			case p == executor.BatchStaged:
+				staged++
+				if staged == 2 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					away := topology.ReceiptsConfig(topo)
+					away.Subjects = []string{"elsewhere.>"}
+					if _, err := env.JS.UpdateStream(ctx, away); err != nil {
+						t.Errorf("moving the receipts stream away: %v", err)
+					}
+					gone = time.Now()
+					close(vanished)
+				}
+			}
+		}})
+	const n = 120
+	seqs := publishApprovals(t, env.JS, "vanished", n)
+	select {
+	case <-vanished:
+	case <-time.After(30 * time.Second):
+		t.Fatal("never reached a second receipt batch")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	mu.Lock()
+	var soon int
+	for _, at := range retries {
+		if at.After(gone) && at.Before(gone.Add(time.Second)) {
+			soon++
+		}
+	}
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := env.JS.UpdateStream(ctx, topology.ReceiptsConfig(topo)); err != nil {
+		t.Fatal(err)
+	}
+	if soon < 10 {
+		t.Errorf("%d deliveries given back within a second of the stream's loss; want the whole batch at once", soon)
+	}
+	in := waitForReceipts(t, env, seqs, 60*time.Second)
+	for _, seq := range seqs {
+		for _, r := range in.Receipts[seq] {
+			if r.Outcome == document.OutcomeDeadLettered {
+				t.Errorf("message %d was dead-lettered", seq)
+			}
+		}
+	}
+	if in.Counts.CreatesExecuted != n || in.Counts.TasksExisting != n {
+		t.Fatalf("counters %+v, want %d creates and tasks", in.Counts, n)
+	}
+}
+
+// A failed batch's receipts are stored alone, many at once; while the
+// RECEIPTS stream takes nothing, the first failures end the attempt and the
+// rest of the batch is given back untried, at once, instead of each waiting
+// for the same failure.
+func TestReceiptsStoredAloneStopAtTheFirstSystemicFailure(t *testing.T) {
+	env := testenv.Start(t)
+	const n = 256
+	publishApprovals(t, env.JS, "alone", n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for len(msgs) < n {
+		batch, err := cons.Fetch(n-len(msgs), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("took %d of %d deliveries", len(msgs), n)
+		}
+	}
+	away := topology.ReceiptsConfig(testenv.Topology)
+	away.Subjects = []string{"elsewhere.>"}
+	if _, err := env.JS.UpdateStream(ctx, away); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(env.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var retried atomic.Int64
+	ex, err := executor.New(nc, executor.Config{ID: "exec-1", Gate: &gate.Checker{AllowUnsigned: true},
+		Topology: testenv.Topology, Logger: testenv.Logger(), OnRetry: func(uint64, error) { retried.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ex.StoreAlone(msgs)
+	took := time.Since(start)
+	if retried.Load() != n {
+		t.Fatalf("%d of %d deliveries given back", retried.Load(), n)
+	}
+	// One wave of publishes fails after the client's own retries on no
+	// responders (about half a second); trying every receipt would take a
+	// wave per 64 receipts.
+	if took > 1200*time.Millisecond {
+		t.Fatalf("giving %d deliveries back took %s", n, took)
+	}
+	t.Logf("%d deliveries given back in %s", n, took.Round(time.Millisecond))
 }

@@ -8,5 +8,8 @@
 // It must never call the task service for a message the gate refused, never
 // ack a message before its receipt is stored, never reach the service but over
 // NATS, and never drop a message silently: a message that keeps failing ends in
-// the dead-letter stream with a dead_lettered receipt.
+// the dead-letter stream with a dead_lettered receipt. The executors, not the
+// server, own the end of a message's life: the consumer never gives up on a
+// message, and a delivery past the budget (topology.Config.MaxDeliver) is
+// dead-lettered before anything else is done with it.
 package executor

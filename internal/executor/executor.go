@@ -27,6 +27,8 @@ type Point string
 
 // Fault points, in the order a delivery passes them.
 const (
+	// Taken: a delivery within its budget is taken, before the gate.
+	Taken     Point = "taken"
 	AfterCall Point = "after-call" // the service answered; no receipt yet
 	// AfterReceipt: the receipt is stored (for a receipt stored in a batch,
 	// the batch's commit is acknowledged); no ack yet.
@@ -55,14 +57,18 @@ type Config struct {
 	Concurrency int
 	// CallTimeout bounds one call to the task service; default 5s.
 	CallTimeout time.Duration
-	// Topology must match the consumer's settings (MaxDeliver, delays).
+	// Topology sizes the streams and the consumer that Run provisions. Once
+	// bound, the consumer's AckWait and the budget and nak delays in its
+	// metadata apply (see topology.FromConsumer).
 	Topology topology.Config
 	Logger   *slog.Logger
 	// Clock stamps receipts; default time.Now.
 	Clock func() time.Time
-	// Fault, when set, is called at each fault point; tests use it to crash
-	// or stall an instance at a chosen place. Off (nil) by default.
-	Fault func(p Point, seq, delivered uint64)
+	// Fault, when set, is called at each fault point with the delivery's
+	// stream sequence, delivery count and intent id (as far as it can be
+	// read); tests use it to crash or stall an instance at a chosen place.
+	// Off (nil) by default.
+	Fault func(p Point, seq, delivered uint64, intentID string)
 	// Gate checks each message; nil runs the gate's default checks.
 	Gate *gate.Checker
 	// NoProvision binds to the existing consumer instead of creating the
@@ -94,6 +100,8 @@ type Executor struct {
 
 	// receipts stores receipts, in batches while Run is consuming.
 	receipts *batcher
+	// consumer is the consumer's configuration as bound by Run.
+	consumer jetstream.ConsumerConfig
 
 	inflight sync.WaitGroup // deliveries taken and not yet finished
 	stats    Stats
@@ -199,10 +207,6 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 		cons, err = e.js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
 		if err != nil {
 			err = fmt.Errorf("executor: binding to consumer %s on %s (created by provisioning): %w", topology.Consumer, topology.ApprovalsStream, err)
-		} else if info := cons.CachedInfo(); info != nil {
-			// Decide dead letters and progress signals by the consumer as
-			// provisioned, not by this instance's flags.
-			e.cfg.Topology.AckWait, e.cfg.Topology.MaxDeliver = info.Config.AckWait, info.Config.MaxDeliver
 		}
 	} else {
 		cons, err = topology.Ensure(ctx, e.js, e.cfg.Topology)
@@ -210,15 +214,21 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	if err != nil {
 		return err
 	}
+	if info := cons.CachedInfo(); info != nil {
+		// Count the budget, delay retries and signal progress by the
+		// consumer as it is, not by this instance's flags.
+		e.consumer = info.Config
+		e.cfg.Topology = topology.FromConsumer(e.cfg.Topology, info.Config)
+		if info.Config.MaxDeliver > 0 || len(info.Config.BackOff) > 0 {
+			e.log.Warn("the consumer was provisioned by an older version: the server limits its deliveries or overrides retry delays; provision it again",
+				"consumer", topology.Consumer, "max_deliver", info.Config.MaxDeliver, "back_off", info.Config.BackOff,
+				"budget", e.cfg.Topology.MaxDeliver)
+		}
+	}
 	if err := e.receipts.start(); err != nil {
 		return err
 	}
 	defer e.receipts.stop()
-	advisories, err := e.watchMaxDeliveries()
-	if err != nil {
-		return err
-	}
-	defer advisories.Unsubscribe()
 
 	sem := make(chan struct{}, e.cfg.Concurrency)
 	var handlers sync.WaitGroup
@@ -242,8 +252,11 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	if err != nil {
 		return fmt.Errorf("executor: consuming: %w", err)
 	}
+	budget := topology.DeadLetterBudget(e.cfg.Topology)
 	e.log.Info("consuming", "stream", topology.ApprovalsStream, "consumer", topology.Consumer,
-		"concurrency", e.cfg.Concurrency, "receipt_batch", e.cfg.ReceiptBatch)
+		"concurrency", e.cfg.Concurrency, "receipt_batch", e.cfg.ReceiptBatch,
+		"deliveries_before_dead_letter", budget.Deliveries, "retry_delays", budget.Delays,
+		"ack_wait", e.cfg.Topology.AckWait)
 	if ready != nil {
 		close(ready)
 	}
@@ -297,14 +310,32 @@ func (d *delivery) done() {
 // handle processes one delivery. released is called when the handler slot is
 // no longer needed, finished when the delivery is finished; each exactly once.
 func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
-	d := &delivery{msg: msg, start: time.Now(), delivered: 1, attempt: nuid.Next(), released: released, finished: finished}
-	if meta, err := msg.Metadata(); err == nil {
-		d.seq, d.delivered, d.stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
-	} else {
-		e.log.Error("a delivery without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+	d := &delivery{msg: msg, start: time.Now(), attempt: nuid.Next(), released: released, finished: finished}
+	meta, err := msg.Metadata()
+	if err != nil {
+		// Not a delivery the executor can place: no stream sequence to key a
+		// receipt or a dead letter by, no delivery count to weigh against the
+		// budget. Give it back rather than drop it: the server keeps its
+		// count and it stays visible as pending.
+		delay := e.cfg.Topology.MaxNakDelay
+		e.log.Error("a delivery without JetStream metadata; giving it back", "subject", msg.Subject(),
+			"reply", msg.Reply(), "retry_in", delay, "err", err)
+		if nerr := msg.NakWithDelay(delay); nerr != nil {
+			e.log.Warn("nak failed", "subject", msg.Subject(), "err", nerr)
+		}
+		e.retried(d, err)
 		d.done()
 		return
+	}
+	d.seq, d.delivered, d.stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
+	if d.delivered > uint64(e.cfg.Topology.MaxDeliver) {
+		// The budget is spent: end the message's life before anything else.
+		e.outOfDeliveries(d)
+		return
+	}
+	if e.cfg.Fault != nil {
+		d.id = document.Identify(msg.Data())
+		e.fault(Taken, d)
 	}
 
 	v, err := e.cfg.Gate.CheckAt(msg.Data(), d.stored)
@@ -398,14 +429,7 @@ func (e *Executor) progress(msg jetstream.Msg) (stop func()) {
 // that has used its deliveries or that the service refuses outright.
 func (e *Executor) callFailed(d *delivery, err error) {
 	if provider.IsTransient(err) && d.delivered < uint64(e.cfg.Topology.MaxDeliver) {
-		delay := topology.NakDelayAfter(e.cfg.Topology, d.delivered)
-		e.log.Warn("task service call failed; will retry", "intent_id", d.id.IntentID, "stream_seq", d.seq,
-			"delivered", d.delivered, "retry_in", delay, "err", err)
-		if nerr := d.msg.NakWithDelay(delay); nerr != nil {
-			e.log.Warn("nak failed; the delivery comes back after AckWait", "stream_seq", d.seq, "err", nerr)
-		}
-		e.retried(d, err)
-		d.done()
+		e.retry(d, "task service call failed; will retry", err)
 		return
 	}
 	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
@@ -415,26 +439,108 @@ func (e *Executor) callFailed(d *delivery, err error) {
 	e.deadLetter(d, reason)
 }
 
+// retry gives a delivery back to be tried again after the nak delay for
+// its delivery count, and logs when the server will really deliver it again.
+func (e *Executor) retry(d *delivery, what string, err error) {
+	delay := topology.NakDelayAfter(e.cfg.Topology, d.delivered)
+	e.log.Warn(what, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
+		"retry_in", topology.RedeliveryAfter(e.consumer, delay, d.delivered), "err", err)
+	if nerr := d.msg.NakWithDelay(delay); nerr != nil {
+		e.log.Warn("nak failed; the delivery comes back after AckWait", "stream_seq", d.seq,
+			"retry_in", e.cfg.Topology.AckWait, "err", nerr)
+	}
+	e.retried(d, err)
+	d.done()
+}
+
+// unknownOutcome ends every dead letter's reason: what a dead letter means
+// for the task, and what to do about it.
+const unknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
+
+// outOfDeliveries ends the life of a message whose deliveries are spent,
+// before anything else is done with it: unless an earlier delivery's receipt
+// is already stored (its ack was lost), it is dead-lettered.
+func (e *Executor) outOfDeliveries(d *delivery) {
+	d.id = document.Identify(d.msg.Data())
+	stop := e.progress(d.msg)
+	prior, err := e.storedReceipt(d)
+	stop()
+	if err != nil {
+		e.retry(d, "looking for an earlier receipt of a message out of deliveries failed; will retry", err)
+		return
+	}
+	if prior != "" {
+		e.log.Warn("a message out of deliveries already has its receipt (its ack was lost); acking it",
+			"intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "outcome", prior)
+		if err := d.msg.Ack(); err != nil {
+			e.log.Warn("ack failed; the delivery comes back", "stream_seq", d.seq, "err", err)
+		}
+		d.done()
+		return
+	}
+	e.log.Warn("a message ran out of deliveries; dead-lettering it", "intent_id", d.id.IntentID,
+		"stream_seq", d.seq, "delivered", d.delivered, "budget", e.cfg.Topology.MaxDeliver)
+	e.deadLetter(d, fmt.Sprintf("deliveries ran out: no executor finished the message in %d deliveries (executors died or stalled with it)",
+		d.delivered-1))
+}
+
+// ReceiptScanLimit bounds how many receipts of one intent are read, before
+// dead-lettering a message out of deliveries, in search of a receipt of
+// that message already stored. An intent sent more often than that may see
+// such a message dead-lettered after all.
+const ReceiptScanLimit = 256
+
+// storedReceipt returns the outcome of a receipt already stored for this
+// delivery's message, or "" when there is none.
+func (e *Executor) storedReceipt(d *delivery) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := e.js.Stream(ctx, topology.ReceiptsStream)
+	if err != nil {
+		return "", fmt.Errorf("executor: reading stream %s: %w", topology.ReceiptsStream, err)
+	}
+	subject := topology.ReceiptSubject(d.id.IntentID)
+	seq := strconv.FormatUint(d.seq, 10)
+	from := uint64(1)
+	for range ReceiptScanLimit {
+		m, err := stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, err)
+		}
+		if m.Header.Get(topology.HeaderStreamSeq) == seq {
+			return m.Header.Get(topology.HeaderOutcome), nil
+		}
+		from = m.Sequence + 1
+	}
+	return "", nil
+}
+
 // deadLetter stores the original payload in the dead-letter stream, then a
-// dead_lettered receipt, then terminates the message.
+// dead_lettered receipt, then terminates the message. Either store failing
+// gives the delivery back; it comes again, still out of budget.
 func (e *Executor) deadLetter(d *delivery, reason string) {
+	reason += "; " + unknownOutcome
 	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.id.IntentID))
 	m.Data = d.msg.Data()
 	m.Header.Set(topology.HeaderReason, reason)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))
 	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
 	m.Header.Set(topology.HeaderExecutor, e.cfg.ID)
+	stop := e.progress(d.msg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID("dead-"+strconv.FormatUint(d.seq, 10)),
-		jetstream.WithExpectStream(topology.DeadLetterStream)); err != nil {
-		e.log.Error("storing the dead letter failed; the delivery comes back", "stream_seq", d.seq, "err", err)
-		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
-		d.done()
+	_, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID("dead-"+strconv.FormatUint(d.seq, 10)),
+		jetstream.WithExpectStream(topology.DeadLetterStream))
+	cancel()
+	stop()
+	if err != nil {
+		e.retry(d, "storing the dead letter failed; the delivery comes back", err)
 		return
 	}
 	r := e.receipt(d, document.OutcomeDeadLettered)
-	r.Failure = &document.Failure{Reason: reason, Attempts: int64(d.delivered)}
+	r.Failure = &document.Failure{Reason: reason, Attempts: int64(min(d.delivered, uint64(e.cfg.Topology.MaxDeliver)))}
 	e.finish(d, r, true)
 }
 
@@ -463,12 +569,22 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 // nak'ed so that it comes back. The receipt joins a batch when batches are
 // running; the delivery's handler slot is released as soon as it waits.
 func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
+	p, err := e.pendingReceipt(d, r, term)
+	if err != nil {
+		e.retry(d, "encoding a receipt failed", err)
+		return
+	}
+	// Signal progress until the receipt is stored and the message acked,
+	// however long its batch takes.
+	p.progress = e.progress(d.msg)
+	e.receipts.add(p)
+}
+
+// pendingReceipt makes the message that stores r.
+func (e *Executor) pendingReceipt(d *delivery, r *document.Receipt, term bool) (*pending, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
-		e.log.Error("encoding a receipt", "err", err)
-		_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
-		d.done()
-		return
+		return nil, fmt.Errorf("executor: encoding a receipt: %w", err)
 	}
 	m := nats.NewMsg(topology.ReceiptSubject(d.id.IntentID))
 	m.Data = body
@@ -477,13 +593,14 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
 	m.Header.Set(jetstream.MsgIDHeader, r.ReceiptID)
 	m.Header.Set(jetstream.ExpectedStreamHeader, topology.ReceiptsStream)
-	e.receipts.add(&pending{d: d, r: r, m: m, term: term})
+	return &pending{d: d, r: r, m: m, term: term}, nil
 }
 
 // stored finishes a delivery whose receipt is stored: the fault points, the
 // ack (or termination), the counts and the hooks.
 func (e *Executor) stored(p *pending) {
 	d, r := p.d, p.r
+	p.stopProgress()
 	e.fault(AfterReceipt, d)
 	e.fault(BeforeAck, d)
 	var err error
@@ -517,11 +634,8 @@ func (e *Executor) stored(p *pending) {
 // notStored gives a delivery whose receipt could not be stored back for a
 // later attempt.
 func (e *Executor) notStored(p *pending, err error) {
-	d := p.d
-	e.log.Warn("storing the receipt failed; the delivery comes back", "stream_seq", d.seq, "err", err)
-	_ = d.msg.NakWithDelay(topology.NakDelayAfter(e.cfg.Topology, d.delivered))
-	e.retried(d, err)
-	d.done()
+	p.stopProgress()
+	e.retry(p.d, "storing the receipt failed; the delivery comes back", err)
 }
 
 func (e *Executor) retried(d *delivery, reason error) {
@@ -533,64 +647,6 @@ func (e *Executor) retried(d *delivery, reason error) {
 
 func (e *Executor) fault(p Point, d *delivery) {
 	if e.cfg.Fault != nil {
-		e.cfg.Fault(p, d.seq, d.delivered)
+		e.cfg.Fault(p, d.seq, d.delivered, d.id.IntentID)
 	}
 }
-
-// maxDeliveriesAdvisory is the server's advisory for a message that used
-// all its deliveries without an ack (executors that kept dying).
-const maxDeliveriesAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + topology.ApprovalsStream + "." + topology.Consumer
-
-// watchMaxDeliveries dead-letters messages whose deliveries ran out without
-// any executor finishing them, so that nothing is dropped silently. One
-// instance of the queue group handles each advisory.
-func (e *Executor) watchMaxDeliveries() (*nats.Subscription, error) {
-	sub, err := e.nc.QueueSubscribe(maxDeliveriesAdvisory, "executor-advisories", func(m *nats.Msg) {
-		var adv struct {
-			StreamSeq  uint64 `json:"stream_seq"`
-			Deliveries uint64 `json:"deliveries"`
-		}
-		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
-			e.log.Warn("unreadable max-deliveries advisory", "err", err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		stream, err := e.js.Stream(ctx, topology.ApprovalsStream)
-		if err != nil {
-			e.log.Error("reading a message that ran out of deliveries", "stream_seq", adv.StreamSeq, "err", err)
-			return
-		}
-		raw, err := stream.GetMsg(ctx, adv.StreamSeq)
-		if err != nil {
-			e.log.Error("reading a message that ran out of deliveries", "stream_seq", adv.StreamSeq, "err", err)
-			return
-		}
-		d := &delivery{msg: storedMsg{raw}, seq: adv.StreamSeq, delivered: adv.Deliveries, attempt: nuid.Next(), id: document.Identify(raw.Data), start: time.Now()}
-		e.log.Warn("a message ran out of deliveries without a receipt; dead-lettering it", "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
-		e.deadLetter(d, fmt.Sprintf("no executor finished the message in %d deliveries", adv.Deliveries))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("executor: subscribing to max-delivery advisories: %w", err)
-	}
-	return sub, nil
-}
-
-// storedMsg lets a message read back from the stream go through deadLetter
-// and finish; it is no longer deliverable, so acks are no-ops.
-type storedMsg struct{ raw *jetstream.RawStreamMsg }
-
-func (s storedMsg) Metadata() (*jetstream.MsgMetadata, error) {
-	return nil, errors.New("not a delivery")
-}
-func (s storedMsg) Data() []byte                     { return s.raw.Data }
-func (s storedMsg) Headers() nats.Header             { return s.raw.Header }
-func (s storedMsg) Subject() string                  { return s.raw.Subject }
-func (s storedMsg) Reply() string                    { return "" }
-func (s storedMsg) Ack() error                       { return nil }
-func (s storedMsg) DoubleAck(context.Context) error  { return nil }
-func (s storedMsg) Nak() error                       { return nil }
-func (s storedMsg) NakWithDelay(time.Duration) error { return nil }
-func (s storedMsg) InProgress() error                { return nil }
-func (s storedMsg) Term() error                      { return nil }
-func (s storedMsg) TermWithReason(string) error      { return nil }

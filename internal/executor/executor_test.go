@@ -117,7 +117,7 @@ func TestAReceiptStoredButItsAckLostComesBackAsReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	var once sync.Once
 	lost, release := make(chan struct{}), make(chan struct{})
-	env.Executor(executor.Config{ID: "exec-1", Fault: func(p executor.Point, _, _ uint64) {
+	env.Executor(executor.Config{ID: "exec-1", Fault: func(p executor.Point, _, _ uint64, _ string) {
 		if p == executor.BeforeAck {
 			once.Do(func() {
 				// The receipt is stored; the ack never reaches the server.

@@ -18,29 +18,39 @@ var ErrFaultSpec = errors.New("executor: bad fault specification")
 
 // FaultSpec is one injected fault: at Point, either kill the process
 // (SIGKILL, as a crash would) or stall for Stall. With Probability 0 it
-// fires once, the first time the point is reached; otherwise each time with
-// that probability.
+// fires once, the first time the point is reached, or, with IntentID, every
+// time a delivery of that intent reaches it; otherwise each time with that
+// probability.
 type FaultSpec struct {
 	Point       Point
+	IntentID    string
 	Kill        bool
 	Stall       time.Duration
 	Probability float64
 }
 
-// ParseFault reads POINT:ACTION[:PROBABILITY], where POINT is after-call,
-// after-receipt or before-ack, and ACTION is kill or stall=DURATION.
-// Examples: "after-call:kill", "before-ack:stall=5s:0.01".
+// ParseFault reads POINT[@INTENT_ID]:ACTION[:PROBABILITY], where POINT is
+// taken, after-call, after-receipt or before-ack, and ACTION is kill or
+// stall=DURATION. With @INTENT_ID the fault is for deliveries of that intent
+// only, and fires on every one of them unless a probability is given.
+// Examples: "after-call:kill", "before-ack:stall=5s:0.01",
+// "taken@intent-0007:kill" (a message that kills every executor taking it).
 func ParseFault(spec string) (FaultSpec, error) {
 	parts := strings.Split(spec, ":")
 	if len(parts) < 2 || len(parts) > 3 {
-		return FaultSpec{}, fmt.Errorf("%w %q: want POINT:ACTION[:PROBABILITY]", ErrFaultSpec, spec)
+		return FaultSpec{}, fmt.Errorf("%w %q: want POINT[@INTENT_ID]:ACTION[:PROBABILITY]", ErrFaultSpec, spec)
 	}
 	var f FaultSpec
-	switch p := Point(parts[0]); p {
-	case AfterCall, AfterReceipt, BeforeAck:
+	point, intent, scoped := strings.Cut(parts[0], "@")
+	if scoped && intent == "" {
+		return FaultSpec{}, fmt.Errorf("%w %q: an empty intent id after @", ErrFaultSpec, spec)
+	}
+	f.IntentID = intent
+	switch p := Point(point); p {
+	case Taken, AfterCall, AfterReceipt, BeforeAck:
 		f.Point = p
 	default:
-		return FaultSpec{}, fmt.Errorf("%w %q: point must be after-call, after-receipt or before-ack", ErrFaultSpec, spec)
+		return FaultSpec{}, fmt.Errorf("%w %q: point must be taken, after-call, after-receipt or before-ack", ErrFaultSpec, spec)
 	}
 	switch a := parts[1]; {
 	case a == "kill":
@@ -66,22 +76,25 @@ func ParseFault(spec string) (FaultSpec, error) {
 
 // Faults returns a Config.Fault hook that injects the given faults, each
 // logged at error level as it fires.
-func Faults(specs []FaultSpec, log *slog.Logger) func(Point, uint64, uint64) {
+func Faults(specs []FaultSpec, log *slog.Logger) func(Point, uint64, uint64, string) {
 	if len(specs) == 0 {
 		return nil
 	}
 	var mu sync.Mutex
 	fired := make([]bool, len(specs))
-	return func(p Point, seq, delivered uint64) {
+	return func(p Point, seq, delivered uint64, intentID string) {
 		for i, f := range specs {
-			if f.Point != p {
+			if f.Point != p || f.IntentID != "" && f.IntentID != intentID {
 				continue
 			}
 			mu.Lock()
 			fire := false
-			if f.Probability == 0 {
+			switch {
+			case f.IntentID != "" && f.Probability == 0:
+				fire = true
+			case f.Probability == 0:
 				fire, fired[i] = !fired[i], true
-			} else {
+			default:
 				fire = rand.Float64() < f.Probability
 			}
 			mu.Unlock()
@@ -89,11 +102,11 @@ func Faults(specs []FaultSpec, log *slog.Logger) func(Point, uint64, uint64) {
 				continue
 			}
 			if f.Kill {
-				log.Error("FAULT INJECTED: killing this process", "point", p, "stream_seq", seq, "delivered", delivered)
+				log.Error("FAULT INJECTED: killing this process", "point", p, "stream_seq", seq, "delivered", delivered, "intent_id", intentID)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {} // the signal ends the process
 			}
-			log.Error("FAULT INJECTED: stalling", "point", p, "for", f.Stall, "stream_seq", seq, "delivered", delivered)
+			log.Error("FAULT INJECTED: stalling", "point", p, "for", f.Stall, "stream_seq", seq, "delivered", delivered, "intent_id", intentID)
 			time.Sleep(f.Stall)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,9 +40,14 @@ type Config struct {
 	// for one publish call's own retries, no longer.
 	DuplicateWindow time.Duration
 	// AckWait is how long a delivery may go without an ack or a progress
-	// signal before it is delivered again; the consumer's back-off starts
-	// at AckWait and doubles for each further delivery.
-	AckWait    time.Duration
+	// signal before it is delivered again: the retry delay after an
+	// executor died with the delivery in hand.
+	AckWait time.Duration
+	// MaxDeliver is the budget: how many deliveries may try a message
+	// before it is dead-lettered. The executors count it, not the server:
+	// the consumer itself never gives up on a message (its MaxDeliver is
+	// unlimited), and the delivery after the budget, or a transient failure
+	// on its last delivery, is dead-lettered by an executor.
 	MaxDeliver int
 	// NakDelay is the first delay after a transient failure; it doubles on
 	// each further delivery, up to MaxNakDelay.
@@ -96,23 +102,38 @@ func (c Config) withDefaults() Config {
 // WithDefaults returns c with its zero fields set to the defaults.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
-// backOff is the consumer's redelivery schedule for deliveries that were
-// neither acked nor nak'ed (an executor that died): AckWait, then doubling,
-// one entry per redelivery. The server takes BackOff[0] as the AckWait.
-func (c Config) backOff() []time.Duration {
-	n := c.MaxDeliver - 1
-	if n < 1 {
-		n = 1
+// Keys of the consumer's metadata that carry the retry settings, so that
+// executors started with --no-provision follow the consumer as provisioned.
+const (
+	MetaMaxDeliver  = "sendtwice.max_deliver"
+	MetaNakDelay    = "sendtwice.nak_delay"
+	MetaMaxNakDelay = "sendtwice.max_nak_delay"
+)
+
+// FromConsumer returns c with the retry settings of the consumer cc: its
+// AckWait, and the budget and nak delays from its metadata. A consumer
+// provisioned before the executors counted the budget has no such metadata
+// and a finite MaxDeliver at which the server drops a message silently;
+// there the budget is one below that MaxDeliver, so that the server's last
+// delivery still reaches an executor, which dead-letters it.
+func FromConsumer(c Config, cc jetstream.ConsumerConfig) Config {
+	c = c.withDefaults()
+	if cc.AckWait > 0 {
+		c.AckWait = cc.AckWait
 	}
-	b := make([]time.Duration, n)
-	d := c.AckWait
-	for i := range b {
-		b[i] = d
-		if d < 8*c.AckWait {
-			d *= 2
-		}
+	if v, err := strconv.Atoi(cc.Metadata[MetaMaxDeliver]); err == nil && v > 0 {
+		c.MaxDeliver = v
 	}
-	return b
+	if v, err := time.ParseDuration(cc.Metadata[MetaNakDelay]); err == nil && v > 0 {
+		c.NakDelay = v
+	}
+	if v, err := time.ParseDuration(cc.Metadata[MetaMaxNakDelay]); err == nil && v > 0 {
+		c.MaxNakDelay = v
+	}
+	if cc.MaxDeliver > 0 && c.MaxDeliver >= cc.MaxDeliver {
+		c.MaxDeliver = max(cc.MaxDeliver-1, 1)
+	}
+	return c
 }
 
 // ApprovalsConfig is the APPROVALS stream: file storage, limits retention.
@@ -178,10 +199,18 @@ func ConsumerConfig(c Config) jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
-		BackOff:       c.backOff(),
+		// The executors count the budget and dead-letter a message
+		// themselves; a server limit would drop it silently instead.
+		MaxDeliver: -1,
+		// No BackOff: it would override the executors' nak delays. A
+		// delivery whose executor died comes back after AckWait.
 		MaxAckPending: c.MaxAckPending,
 		Replicas:      c.Replicas,
+		Metadata: map[string]string{
+			MetaMaxDeliver:  strconv.Itoa(c.MaxDeliver),
+			MetaNakDelay:    c.NakDelay.String(),
+			MetaMaxNakDelay: c.MaxNakDelay.String(),
+		},
 	}
 }
 
@@ -209,6 +238,51 @@ func NakDelayAfter(c Config, delivered uint64) time.Duration {
 		d *= 2
 	}
 	return min(d, c.MaxNakDelay)
+}
+
+// RedeliveryAfter is when the server really delivers again a message
+// nak'ed with delay on the given delivery by the consumer cc. With no
+// BackOff on the consumer, as provisioned here, that is the delay itself. A
+// consumer with a BackOff (provisioned by an older version) takes
+// BackOff[delivered-1] instead of AckWait as the deadline the nak delay
+// counts against, so the redelivery comes that much later.
+func RedeliveryAfter(cc jetstream.ConsumerConfig, delay time.Duration, delivered uint64) time.Duration {
+	if len(cc.BackOff) == 0 || delivered == 0 {
+		return delay
+	}
+	i := min(delivered-1, uint64(len(cc.BackOff)-1))
+	return max(delay-cc.AckWait+cc.BackOff[i], 0)
+}
+
+// Budget is how long a message can take, at most, before it is
+// dead-lettered.
+type Budget struct {
+	// Deliveries is the number of deliveries that try the task service.
+	Deliveries int
+	// Delays are the waits after a transient failure on each delivery but
+	// the last, whose failure is dead-lettered at once.
+	Delays []time.Duration
+	// Transient is the sum of Delays: from the first delivery to the dead
+	// letter when every call fails at once (no service answering), plus,
+	// when calls hang, up to Deliveries call timeouts.
+	Transient time.Duration
+	// Crash is Deliveries times AckWait: from the first delivery to the
+	// dead letter when every executor that takes the message dies at once,
+	// plus whatever time each worked before it died.
+	Crash time.Duration
+}
+
+// DeadLetterBudget returns the retry schedule and the time before a dead
+// letter for c.
+func DeadLetterBudget(c Config) Budget {
+	c = c.withDefaults()
+	b := Budget{Deliveries: c.MaxDeliver, Crash: time.Duration(c.MaxDeliver) * c.AckWait}
+	for k := 1; k < c.MaxDeliver; k++ {
+		d := NakDelayAfter(c, uint64(k))
+		b.Delays = append(b.Delays, d)
+		b.Transient += d
+	}
+	return b
 }
 
 // token turns an id into one subject token: the id itself when it is made of
