@@ -320,6 +320,7 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 
 	// Chaos, until the publishers are done and a little after.
+	var strayRefused string
 	chaosCtx, stopChaos := context.WithCancel(context.Background())
 	chaosDone := make(chan struct{})
 	go func() {
@@ -334,6 +335,15 @@ func TestChaos(t *testing.T) {
 			case <-chaosCtx.Done():
 				return
 			case <-tick.C:
+			}
+			if i == 20 {
+				// A second task service instance, with a store of its own,
+				// tries to join mid-run; it must be refused, naming the
+				// running one. (Done here, between faults, so that the
+				// running instance is up and answering when it tries.)
+				strayRefused = tryStrayService(t, svc, filepath.Join(dir, "service-stray"), url)
+				count("second service instance refused")
+				continue
 			}
 			switch k := r.IntN(10); {
 			case k < 3:
@@ -496,6 +506,13 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("the approval that kills its executors has receipts %v, want one dead_lettered", poisonOutcomes)
 	}
 	t.Logf("the approval that kills its executors: message %d, dead-lettered: %s", poisonSeq, in.DeadLetters[poisonSeq])
+	if strayRefused == "" {
+		t.Fatal("the chaos run ended before a second service instance tried to start")
+	}
+	t.Logf("the second service instance was refused: %s", strayRefused)
+	if c := rep.Checks[len(rep.Checks)-1]; c.N != 11 || !c.OK {
+		t.Fatalf("check 11 (one store answers) is missing or failed: %+v", c)
+	}
 	if in.Counts.TasksExisting != int64(w.distinct) {
 		t.Fatalf("%d tasks for %d distinct intents", in.Counts.TasksExisting, w.distinct)
 	}
@@ -509,6 +526,47 @@ func TestChaos(t *testing.T) {
 	if err := run(context.Background(), []string{"verify", "--server", url}, &out, &errOut); err != nil {
 		t.Fatalf("executor verify: %v\n%s", err, out.String())
 	}
+}
+
+// tryStrayService starts a second task service instance on its own store
+// while the first one answers, and returns the refusal it printed. It fails
+// the test if the second instance is not refused within 30 s.
+func tryStrayService(t *testing.T, svc *provider.Client, dir, url string) string {
+	t.Helper()
+	// Called from the chaos goroutine: no t.Fatal here.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := svc.Info(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the task service did not answer before a second instance tried: %v", err)
+			return ""
+		}
+	}
+	cmd := roleCmd("service", dir, url, 0)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Errorf("starting a second service instance: %v", err)
+		return ""
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(out.String(), provider.ErrAnotherInstance.Error()) {
+			t.Errorf("a second service instance on another store ended with %v; want a refusal naming the running one:\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Errorf("a second service instance on another store was not refused within 30 s:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lines[len(lines)-1]
 }
 
 // callRefDelivery reads the delivery count out of an executor's call reference.

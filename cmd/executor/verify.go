@@ -31,7 +31,7 @@ and checks that nothing was lost or done twice:
   9. every message that reached the service passes the gate, re-run with expiry judged at
      the time the stream stored it;
  10. each delivery makes at most one call: no delivery number of a message carries two calls
-     or exceeds the consumer's max deliver;
+     or exceeds the executors' delivery budget;
  11. every receipt from the task service names the audited store: another store id means a
      second task service instance, with a store of its own, answered calls.
 Without --trusted-approvers the gate is re-run without signature and expiry (on signed and

@@ -345,7 +345,7 @@ func TestVerifyChecks(t *testing.T) {
 			fail: []int{10}, says: "message 1: delivery 1 made 51 calls",
 		},
 		{
-			name: "calls on deliveries beyond the consumer's max deliver fail check 10",
+			name: "calls on deliveries beyond the executors' delivery budget fail check 10",
 			build: func(w *world) {
 				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
 				for d := uint64(1); d < 51; d++ {
@@ -353,7 +353,7 @@ func TestVerifyChecks(t *testing.T) {
 				}
 				w.handle(seq, 51, hourAgo)
 			},
-			fail: []int{10}, says: "message 1: 47 calls name deliveries beyond the consumer's max deliver 4 (up to delivery 51)",
+			fail: []int{10}, says: "message 1: 47 calls name deliveries beyond the executors' delivery budget 4 (up to delivery 51)",
 		},
 		{
 			name: "a delivery number repeated by a server that lost its consumer state passes when allowed",

@@ -181,6 +181,9 @@ func consumer(ctx context.Context, js jetstream.JetStream) (ConsumerState, int, 
 	if err != nil {
 		return ConsumerState{}, 0, fmt.Errorf("audit: reading consumer %s: %w", topology.Consumer, err)
 	}
+	// The executors call the service on deliveries up to their budget (kept
+	// in the consumer's metadata) and dead-letter later ones without a call.
+	budget := topology.FromConsumer(topology.Config{}, info.Config).MaxDeliver
 	return ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered, Waiting: info.NumWaiting, Delivered: info.Delivered.Consumer},
-		info.Config.MaxDeliver, nil
+		budget, nil
 }

@@ -442,12 +442,12 @@ func checkGate(v *view) Check {
 // 10. Each delivery makes at most one call. The executor calls the service
 // at most once per delivery, and the server numbers a message's deliveries
 // 1, 2, 3, …, so no delivery number of a message may carry two calls, and
-// none may exceed the consumer's MaxDeliver; together these bound a
+// none may exceed the executors' delivery budget; together these bound a
 // message's calls by its highest delivery number. A NATS server that lost
 // consumer state (a crash before it flushed, a leader change) numbers a
 // delivery again; such repeats are accepted only as allowed.
 func checkDeliveries(v *view) Check {
-	c := Check{N: 10, Name: "each delivery makes at most one call: no delivery number of a message carries two calls or exceeds the consumer's max deliver", OK: true}
+	c := Check{N: 10, Name: "each delivery makes at most one call: no delivery number of a message carries two calls or exceeds the executors' delivery budget", OK: true}
 	type key struct{ seq, delivered uint64 }
 	perDelivery := map[key][]uint64{}
 	beyond := map[uint64][]uint64{} // per message, the delivery numbers beyond MaxDeliver
@@ -475,7 +475,7 @@ func checkDeliveries(v *view) Check {
 	}
 	for _, seq := range sortedSeqs(beyond) {
 		ds := beyond[seq]
-		c.violate("message %d: %d calls name deliveries beyond the consumer's max deliver %d (up to delivery %d)", seq, len(ds), v.in.MaxDeliver, slices.Max(ds))
+		c.violate("message %d: %d calls name deliveries beyond the executors' delivery budget %d (up to delivery %d)", seq, len(ds), v.in.MaxDeliver, slices.Max(ds))
 	}
 	keys := make([]key, 0, len(perDelivery))
 	for k := range perDelivery {
@@ -504,7 +504,7 @@ func checkDeliveries(v *view) Check {
 	c.fig("highest delivery number", int(highest))
 	c.fig("calls on a repeated delivery number", repeated)
 	c.fig("calls on a repeated delivery number allowed", v.opts.AllowRepeatedDeliveries)
-	c.fig("consumer max deliver", v.in.MaxDeliver)
+	c.fig("delivery budget", v.in.MaxDeliver)
 	return c
 }
 

@@ -44,7 +44,9 @@ type Input struct {
 	ReceiptsStored map[uint64]time.Time
 	// Undecodable lists the stored receipts that do not decode.
 	Undecodable []Undecodable
-	// MaxDeliver is the shared consumer's MaxDeliver (0 or less: unlimited).
+	// MaxDeliver is the executors' delivery budget, from the shared
+	// consumer (0 or less: unbounded): deliveries beyond it are dead-lettered
+	// without a call to the service.
 	MaxDeliver int
 	// Now is when the audit read its input; the zero time means time.Now.
 	Now time.Time

@@ -364,6 +364,9 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	e.fault(AfterCall, d)
 	r := e.receipt(d, resp.Outcome)
 	r.TaskID = &resp.TaskID
+	if resp.StoreID != "" {
+		r.StoreID = &resp.StoreID
+	}
 	r.Counts = &document.Counts{
 		RequestsReceived: resp.Counts.RequestsReceived,
 		CreatesExecuted:  resp.Counts.CreatesExecuted,
