@@ -25,7 +25,7 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	conn := cli.ConnFlags(fs)
 	replicas := fs.Int("replicas", 0, "stream and consumer replicas, 1 to 5: 3 on a cluster (default: as the existing streams have it, else 1)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait")
-	maxDeliver := fs.Int("max-deliver", 5, "consumer MaxDeliver")
+	maxDeliver := fs.Int("max-deliver", 5, "deliveries that may try a message before the executors dead-letter it (kept in the consumer's metadata; the consumer itself never drops a message)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -171,7 +171,7 @@ func Consumer(ctx context.Context, js jetstream.JetStream) (ConsumerState, error
 	return st, err
 }
 
-// consumer reads the shared consumer's state and its MaxDeliver.
+// consumer reads the shared consumer's state and the executors' delivery budget.
 func consumer(ctx context.Context, js jetstream.JetStream) (ConsumerState, int, error) {
 	c, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
 	if err != nil {

@@ -450,7 +450,7 @@ func checkDeliveries(v *view) Check {
 	c := Check{N: 10, Name: "each delivery makes at most one call: no delivery number of a message carries two calls or exceeds the executors' delivery budget", OK: true}
 	type key struct{ seq, delivered uint64 }
 	perDelivery := map[key][]uint64{}
-	beyond := map[uint64][]uint64{} // per message, the delivery numbers beyond MaxDeliver
+	beyond := map[uint64][]uint64{} // per message, the delivery numbers beyond the budget
 	messages := map[uint64]bool{}
 	var calls int
 	var highest uint64

@@ -56,6 +56,11 @@ func TestTheSameApprovalSentTwiceIsCreatedThenReplayed(t *testing.T) {
 	if *first.TaskID != *second.TaskID {
 		t.Fatalf("task ids %s and %s differ", *first.TaskID, *second.TaskID)
 	}
+	for _, r := range []*document.Receipt{first, second} {
+		if want := env.Stack.Store.ID(); r.StoreID == nil || *r.StoreID != want {
+			t.Fatalf("receipt %s names store %v, want the service's store %s", r.ReceiptID, r.StoreID, want)
+		}
+	}
 	if first.Delivery.StreamSeq == second.Delivery.StreamSeq {
 		t.Fatal("the second send was de-duplicated by the stream; it must reach the service")
 	}
