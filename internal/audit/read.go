@@ -183,7 +183,7 @@ func consumer(ctx context.Context, js jetstream.JetStream) (ConsumerState, int, 
 	}
 	// The executors call the service on deliveries up to their budget (kept
 	// in the consumer's metadata) and dead-letter later ones without a call.
-	budget := topology.FromConsumer(topology.Config{}, info.Config).MaxDeliver
+	budget := topology.CallBound(info.Config)
 	return ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered, Waiting: info.NumWaiting, Delivered: info.Delivered.Consumer},
 		budget, nil
 }

@@ -114,15 +114,20 @@ const (
 // AckWait, and the budget and nak delays from its metadata. A consumer
 // provisioned before the executors counted the budget has no such metadata
 // and a finite MaxDeliver at which the server drops a message silently;
-// there the budget is one below that MaxDeliver, so that the server's last
-// delivery still reaches an executor, which dead-letters it.
+// there the budget is one below that MaxDeliver, whatever c says, so that
+// every instance counts the same budget and the server's last delivery
+// still reaches an executor, which dead-letters it.
 func FromConsumer(c Config, cc jetstream.ConsumerConfig) Config {
 	c = c.withDefaults()
 	if cc.AckWait > 0 {
 		c.AckWait = cc.AckWait
 	}
-	if v, err := strconv.Atoi(cc.Metadata[MetaMaxDeliver]); err == nil && v > 0 {
-		c.MaxDeliver = v
+	budget, provisioned := metaBudget(cc)
+	switch {
+	case provisioned:
+		c.MaxDeliver = budget
+	case cc.MaxDeliver > 0:
+		c.MaxDeliver = max(cc.MaxDeliver-1, 1)
 	}
 	if v, err := time.ParseDuration(cc.Metadata[MetaNakDelay]); err == nil && v > 0 {
 		c.NakDelay = v
@@ -134,6 +139,27 @@ func FromConsumer(c Config, cc jetstream.ConsumerConfig) Config {
 		c.MaxDeliver = max(cc.MaxDeliver-1, 1)
 	}
 	return c
+}
+
+// metaBudget reads the budget from the consumer's metadata.
+func metaBudget(cc jetstream.ConsumerConfig) (int, bool) {
+	v, err := strconv.Atoi(cc.Metadata[MetaMaxDeliver])
+	return v, err == nil && v > 0
+}
+
+// CallBound is the highest delivery number of a message that may have
+// called the task service under the consumer cc: the budget in its
+// metadata; for a consumer provisioned before the budget was kept there,
+// its MaxDeliver (the executors of that time called on every delivery the
+// server made); 0 when nothing bounds it.
+func CallBound(cc jetstream.ConsumerConfig) int {
+	if budget, ok := metaBudget(cc); ok {
+		if cc.MaxDeliver > 0 {
+			return min(budget, cc.MaxDeliver)
+		}
+		return budget
+	}
+	return max(cc.MaxDeliver, 0)
 }
 
 // ApprovalsConfig is the APPROVALS stream: file storage, limits retention.

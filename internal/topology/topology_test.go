@@ -74,9 +74,9 @@ func TestTheBudgetIsReadFromTheConsumer(t *testing.T) {
 	}{
 		{"a consumer provisioned here gives its budget, whatever the flags say", provisioned, 8},
 		{"a consumer without metadata and without a limit leaves the flags' budget", jetstream.ConsumerConfig{MaxDeliver: -1}, 3},
-		{"an older consumer's limit above the budget leaves it as it is", jetstream.ConsumerConfig{MaxDeliver: 5}, 3},
-		{"an older consumer's limit of 3 caps a budget of 3 at 2, so that its last delivery is dead-lettered", jetstream.ConsumerConfig{MaxDeliver: 3}, 2},
-		{"an older consumer's limit of 2 caps a budget of 3 at 1", jetstream.ConsumerConfig{MaxDeliver: 2}, 1},
+		{"an older consumer's limit sets the budget one below it, whatever the flags say, so that every instance counts the same", jetstream.ConsumerConfig{MaxDeliver: 20}, 19},
+		{"an older consumer's limit of 3 gives a budget of 2, so that its last delivery is dead-lettered", jetstream.ConsumerConfig{MaxDeliver: 3}, 2},
+		{"an older consumer's limit of 2 gives a budget of 1", jetstream.ConsumerConfig{MaxDeliver: 2}, 1},
 		{"an older consumer's limit of 1 still leaves one delivery to try", jetstream.ConsumerConfig{MaxDeliver: 1}, 1},
 		{"unreadable metadata is ignored", jetstream.ConsumerConfig{MaxDeliver: -1, Metadata: map[string]string{topology.MetaMaxDeliver: "many"}}, 3},
 	} {
@@ -84,6 +84,25 @@ func TestTheBudgetIsReadFromTheConsumer(t *testing.T) {
 			got := topology.FromConsumer(topology.Config{MaxDeliver: 3}, c.cc)
 			if got.MaxDeliver != c.budget {
 				t.Fatalf("budget %d, want %d", got.MaxDeliver, c.budget)
+			}
+		})
+	}
+}
+
+func TestVerifyBoundsCallsByTheDeliveriesThatMayHaveCalled(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cc    jetstream.ConsumerConfig
+		bound int
+	}{
+		{"a consumer provisioned here bounds calls by its budget", topology.ConsumerConfig(topology.Config{MaxDeliver: 8}), 8},
+		{"an older consumer bounds them by its MaxDeliver, on whose every delivery its executors called", jetstream.ConsumerConfig{MaxDeliver: 5}, 5},
+		{"a budget above an older limit is bounded by the limit", jetstream.ConsumerConfig{MaxDeliver: 5, Metadata: map[string]string{topology.MetaMaxDeliver: "9"}}, 5},
+		{"a consumer without metadata or a limit bounds nothing", jetstream.ConsumerConfig{MaxDeliver: -1}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := topology.CallBound(c.cc); got != c.bound {
+				t.Fatalf("bound %d, want %d", got, c.bound)
 			}
 		})
 	}
