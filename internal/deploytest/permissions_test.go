@@ -20,18 +20,20 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-var roles = []string{"provisioning", "publisher", "executor", "service"}
+var roles = []string{"provisioning", "publisher", "executor", "service", "operator"}
 
 // authServer starts a server from deploy/auth/nats-auth.conf with random
 // passwords, on a random port and a test directory.
@@ -188,6 +190,48 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		receipts = append(receipts, rc.Raw)
 	}
 
+	// The operator reads everything verify and status read, and redrives a
+	// dead letter (stored here by the executor's role, as an executor
+	// dead-letters a message) as a new approval.
+	op := connectAs(t, url, "operator", pw["operator"])
+	ojs, _ := jetstream.New(op.Conn)
+	t.Run("the operator runs verify, status and redrive", func(t *testing.T) {
+		in, err := audit.Load(ctx, op.Conn)
+		if err != nil {
+			t.Fatalf("the operator could not read what verify reads: %v", err)
+		}
+		if in.Counts.RequestsReceived != 2 || len(in.Messages) != 2 {
+			t.Fatalf("verify read %d requests and %d messages, want 2 and 2", in.Counts.RequestsReceived, len(in.Messages))
+		}
+		if _, err := audit.CountReceipts(ctx, ojs); err != nil {
+			t.Fatalf("the operator could not count receipts: %v", err)
+		}
+		exJS, _ := jetstream.New(exConn.Conn)
+		dead := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
+		dead.Data = s.Original.Envelope()
+		dead.Header.Set(topology.HeaderReason, "task service call failed")
+		dead.Header.Set(topology.HeaderStreamSeq, "1")
+		dead.Header.Set(topology.HeaderDelivered, "4")
+		if _, err := exJS.PublishMsg(ctx, dead); err != nil {
+			t.Fatalf("the executor could not store a dead letter: %v", err)
+		}
+		dls, err := redrive.List(ctx, ojs)
+		if err != nil || len(dls) != 1 {
+			t.Fatalf("the operator listed dead letters %v: %v", dls, err)
+		}
+		if _, err := redrive.Redriven(ctx, ojs); err != nil {
+			t.Fatalf("the operator could not look for earlier redrives: %v", err)
+		}
+		sent, err := redrive.Redrive(ctx, ojs, dls[0], false)
+		if err != nil {
+			t.Fatalf("the operator could not redrive: %v", err)
+		}
+		rc, err := publish.WaitReceipt(ctx, ojs, sent.IntentID, sent.StreamSeq)
+		if err != nil || rc.Outcome != document.OutcomeReplayed {
+			t.Fatalf("the redriven approval: %+v, %v; want replayed", rc, err)
+		}
+	})
+
 	approvalsBefore := streamMsgs(t, pjs, topology.ApprovalsStream)
 	receiptsBefore := streamMsgs(t, pjs, topology.ReceiptsStream)
 
@@ -237,6 +281,23 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 			t.Fatal("the service created a stream")
 		}
 		svcConn.refused(t, "service creating a stream", "$JS.API.STREAM.CREATE.OTHER")
+	})
+	t.Run("the operator cannot pull, change or delete the executors' consumer, nor call create", func(t *testing.T) {
+		for _, subject := range []string{
+			"$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor",
+			"$JS.API.CONSUMER.DELETE.APPROVALS.executor",
+			"$JS.API.CONSUMER.CREATE.APPROVALS.executor",
+			"$JS.API.CONSUMER.CREATE.APPROVALS.executor.approvals.>",
+			provider.SubjectCreate,
+		} {
+			if _, err := op.Request(subject, []byte(`{}`), 500*time.Millisecond); err == nil {
+				t.Fatalf("the operator was answered on %s", subject)
+			}
+			op.refused(t, "operator on "+subject, subject)
+		}
+		if _, err := pjs.Consumer(ctx, topology.ApprovalsStream, topology.Consumer); err != nil {
+			t.Fatalf("the executors' consumer is gone: %v", err)
+		}
 	})
 	t.Run("the refused publishes stored nothing", func(t *testing.T) {
 		if got := streamMsgs(t, pjs, topology.ApprovalsStream); got != approvalsBefore {
