@@ -117,7 +117,8 @@ func (w *world) receipt(seq, delivered uint64, attempt, outcome string, rec *pro
 	id := w.in.Messages[seq]
 	r := &document.Receipt{SchemaVersion: document.ReceiptVersion, ReceiptID: "receipt-" + attempt, Outcome: outcome,
 		IntentID: ptr(id.IntentID), RequestID: ptr(id.RequestID), ApprovalID: ptr(id.ApprovalID),
-		Delivery: document.Delivery{StreamSeq: seq, Delivered: delivered, Attempt: attempt, Executor: "exec-1"}, IssuedAt: stamp(at)}
+		Delivery: document.Delivery{StreamSeq: seq, Delivered: delivered, Attempt: attempt, Executor: "exec-1",
+			StoredAt: stamp(w.in.Approvals[seq].Stored)}, IssuedAt: stamp(at)}
 	if rec != nil {
 		r.IntentID = ptr(rec.IntentID)
 		r.TaskID = ptr(rec.TaskID)
@@ -434,6 +435,16 @@ func TestVerifyChecks(t *testing.T) {
 			build: func(w *world) { w.run(eightDaysAgo); w.purge() },
 			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 6, LastSeq: 5, Messages: 0, MaxAge: "168h0m0s",
 				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 5, Calls: 5, Receipts: 5}},
+		},
+		{
+			name: "a message handled two days after it was stored, then aged out, is before the window by when its receipt says it was stored",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), eightDaysAgo)
+				w.handle(seq, 1, eightDaysAgo.Add(48*time.Hour))
+				w.purge()
+			},
+			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 2, LastSeq: 1, Messages: 0, MaxAge: "168h0m0s",
+				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 1, Calls: 1, Receipts: 1}},
 		},
 		{
 			name: "a purged message's receipt that claims to be older than the max age is judged by when RECEIPTS stored it",

@@ -61,10 +61,13 @@ type view struct {
 	first, last, lastAfter uint64
 	msgs                   map[uint64]*msgView
 	earliest               map[uint64]time.Time
+	// stored is, per message, when the stream stored it, as its receipts
+	// say (delivery.stored_at).
+	stored map[uint64]time.Time
 }
 
 func newView(in *Input, o Options) *view {
-	v := &view{in: in, opts: o, now: in.Now, msgs: map[uint64]*msgView{}, earliest: map[uint64]time.Time{}}
+	v := &view{in: in, opts: o, now: in.Now, msgs: map[uint64]*msgView{}, earliest: map[uint64]time.Time{}, stored: map[uint64]time.Time{}}
 	if v.now.IsZero() {
 		v.now = time.Now()
 	}
@@ -111,6 +114,11 @@ func newView(in *Input, o Options) *view {
 		}
 	}
 	for seq, rs := range in.Receipts {
+		for _, r := range rs {
+			if t, err := time.Parse(time.RFC3339Nano, r.Delivery.StoredAt); err == nil {
+				v.stored[seq] = t
+			}
+		}
 		if t, ok := in.ReceiptsStored[seq]; ok {
 			note(seq, t.UTC().Format(time.RFC3339Nano))
 			continue
@@ -145,7 +153,14 @@ func (v *view) place(seq uint64) place {
 		return afterWindow
 	}
 	if seq != 0 && seq < v.first && v.in.Stream.MaxAge > 0 {
-		if e, ok := v.earliest[seq]; ok && e.Before(v.now.Add(-v.in.Stream.MaxAge)) {
+		// Aged out when the message was stored longer than MaxAge ago: its
+		// receipts say when it was stored; without that, its earliest record
+		// stands in (a message handled late looks younger than it is).
+		t, ok := v.stored[seq]
+		if !ok {
+			t, ok = v.earliest[seq]
+		}
+		if ok && t.Before(v.now.Add(-v.in.Stream.MaxAge)) {
 			return beforeWindow
 		}
 	}

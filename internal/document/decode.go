@@ -533,12 +533,15 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 		}
 	}
 	rc.StoreID = r.nullable("$.store_id", m["store_id"], r.id)
-	if dm := r.object("$.delivery", m["delivery"], "stream_seq", "delivered", "attempt", "executor"); dm != nil {
+	if dm := r.object("$.delivery", m["delivery"], "stream_seq", "delivered", "attempt", "executor", "stored_at?"); dm != nil {
 		rc.Delivery = Delivery{
 			StreamSeq: uint64(r.integer("$.delivery.stream_seq", dm["stream_seq"])),
 			Delivered: uint64(r.integer("$.delivery.delivered", dm["delivered"])),
 			Attempt:   r.id("$.delivery.attempt", dm["attempt"]),
 			Executor:  r.id("$.delivery.executor", dm["executor"]),
+		}
+		if _, ok := dm["stored_at"]; ok {
+			rc.Delivery.StoredAt = r.timestamp("$.delivery.stored_at", dm["stored_at"])
 		}
 	}
 	rc.IssuedAt = r.timestamp("$.issued_at", m["issued_at"])

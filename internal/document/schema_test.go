@@ -267,6 +267,7 @@ func TestSchemaShape(t *testing.T) {
 			if k == kindReceipt {
 				// Receipts issued before stores had ids lack it.
 				optional["$.store_id"] = true
+				optional["$.delivery.stored_at"] = true
 			}
 			if k == kindApproval {
 				// A signed approval carries all three; an unsigned one none.
@@ -974,6 +975,10 @@ var refusals = []struct {
 		set("store_id", json.Number("7")), document.ErrType, "$.store_id"},
 	{"a case variant of the store_id's name is refused by both", kindReceipt, "receipts/created.json",
 		set("Store_ID", "store-3f9c0a7e5b21d864"), document.ErrUnknownMember, "$.Store_ID"},
+	{"a delivery stored_at that is not a time is refused by both", kindReceipt, "receipts/created.json",
+		set("delivery.stored_at", "yesterday"), document.ErrValue, "$.delivery.stored_at"},
+	{"a null delivery stored_at (absent or a time, never null) is refused by both", kindReceipt, "receipts/created.json",
+		set("delivery.stored_at", nil), document.ErrType, "$.delivery.stored_at"},
 }
 
 func mutated(t *testing.T, fixture string, m mutation) []byte {
@@ -1064,6 +1069,8 @@ func TestValidVariationsAgree(t *testing.T) {
 			del("approval")},
 		{"a created receipt naming the store that answered passes both", kindReceipt, "receipts/created.json",
 			set("store_id", "store-3f9c0a7e5b21d864")},
+		{"a receipt saying when the stream stored its message passes both", kindReceipt, "receipts/created.json",
+			set("delivery.stored_at", "2026-11-27T10:04:59.5Z")},
 		{"a replayed receipt with a null store_id passes both", kindReceipt, "receipts/replayed.json",
 			set("store_id", nil)},
 		{"a rejected receipt with a null store_id passes both", kindReceipt, "receipts/rejected.json",

@@ -166,6 +166,11 @@ type Delivery struct {
 	// task service carries it too.
 	Attempt  string `json:"attempt"`
 	Executor string `json:"executor"`
+	// StoredAt is when the APPROVALS stream stored the message (RFC 3339,
+	// UTC), so that an audit can tell a message that aged out from one that
+	// was purged after its stream entry is gone. Receipts issued before it
+	// was recorded lack it.
+	StoredAt string `json:"stored_at,omitempty"`
 }
 
 // Terminal reports whether an outcome ends a message's life.

@@ -555,6 +555,10 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 		}
 		return &s
 	}
+	var storedAt string
+	if !d.stored.IsZero() {
+		storedAt = d.stored.UTC().Format(time.RFC3339Nano)
+	}
 	return &document.Receipt{
 		SchemaVersion: document.ReceiptVersion,
 		ReceiptID:     "receipt-" + d.attempt,
@@ -562,7 +566,7 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 		IntentID:      opt(d.id.IntentID),
 		RequestID:     opt(d.id.RequestID),
 		ApprovalID:    opt(d.id.ApprovalID),
-		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Attempt: d.attempt, Executor: e.cfg.ID},
+		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Attempt: d.attempt, Executor: e.cfg.ID, StoredAt: storedAt},
 		IssuedAt:      e.cfg.Clock().UTC().Format(time.RFC3339Nano),
 	}
 }

@@ -60,6 +60,9 @@ func TestTheSameApprovalSentTwiceIsCreatedThenReplayed(t *testing.T) {
 		if want := env.Stack.Store.ID(); r.StoreID == nil || *r.StoreID != want {
 			t.Fatalf("receipt %s names store %v, want the service's store %s", r.ReceiptID, r.StoreID, want)
 		}
+		if at, err := time.Parse(time.RFC3339Nano, r.Delivery.StoredAt); err != nil || time.Since(at) > time.Minute {
+			t.Fatalf("receipt %s says its message was stored at %q, want the time the stream stored it", r.ReceiptID, r.Delivery.StoredAt)
+		}
 	}
 	if first.Delivery.StreamSeq == second.Delivery.StreamSeq {
 		t.Fatal("the second send was de-duplicated by the stream; it must reach the service")
