@@ -413,6 +413,43 @@ func TestAnInstanceWithoutAConfirmedLeaseDoesNotAnswer(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+	t.Run("a call accepted under the lease but reaching the writer after it lapsed is not written", func(t *testing.T) {
+		delay := &atomic.Int64{}
+		h := newHarness(t, Options{FS: slowSyncFS{FS: vfs.NewMem(), delay: delay}}, ServiceConfig{LeaseTTL: time.Minute})
+		delay.Store(int64(400 * time.Millisecond))
+		results := make(chan error, 2)
+		go func() { _, err := h.client.Create(ctxT(t), newRequest("first", "x")); results <- err }()
+		time.Sleep(100 * time.Millisecond) // the first call's group is syncing
+		var queued CreateResponse
+		go func() {
+			var err error
+			queued, err = h.client.Create(ctxT(t), newRequest("queued", "x"))
+			results <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // the second call is accepted and waits for the writer
+		h.svc.lease.mu.Lock()
+		h.svc.lease.validUntil = time.Now().Add(-time.Millisecond)
+		h.svc.lease.mu.Unlock()
+		var errs []error
+		for range 2 {
+			errs = append(errs, <-results)
+		}
+		delay.Store(0)
+		var unavailable int
+		for _, err := range errs {
+			if se, ok := errors.AsType[*ServiceError](err); ok && se.Code == CodeUnavailable {
+				unavailable++
+			} else if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+		}
+		if unavailable != 1 || queued.Outcome != "" {
+			t.Fatalf("%d calls refused as unavailable (queued call: %+v); want the queued one refused", unavailable, queued)
+		}
+		if c := h.st.Stats(); c.RequestsReceived != 1 || c.CreatesExecuted != 1 {
+			t.Fatalf("counts %+v: the call that reached the writer after the lease lapsed was written", c)
+		}
+	})
 	t.Run("a create after the lease ran out without renewal gets a 503", func(t *testing.T) {
 		h := newHarness(t, Options{}, ServiceConfig{LeaseTTL: time.Minute})
 		h.svc.lease.mu.Lock()

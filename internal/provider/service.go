@@ -305,7 +305,7 @@ func (s *Service) handleCreate(r micro.Request) {
 		return
 	}
 	if !s.lease.held() {
-		err := errors.New("this instance cannot confirm its lease (NATS unreachable or reconnected since its last renewal); retry")
+		err := errLeaseUnconfirmed
 		s.stats.record(start, err)
 		s.respondError(r, CodeUnavailable, "unavailable: "+err.Error())
 		return
@@ -328,7 +328,7 @@ func (s *Service) handleCreate(r micro.Request) {
 	if wait {
 		answered = make(chan struct{})
 	}
-	err = s.st.submit(req, drop, func(resp CreateResponse, err error) {
+	err = s.st.submit(&createOp{req: req, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
 		s.answer(reply, req, drop, resp, err)
 		s.stats.record(start, err)
 		if wait {
@@ -341,7 +341,7 @@ func (s *Service) handleCreate(r micro.Request) {
 			s.idle.Broadcast()
 		}
 		s.mu.Unlock()
-	})
+	}})
 	if err != nil {
 		s.mu.Lock()
 		if !wait {
@@ -366,6 +366,20 @@ func (s *Service) handleCreate(r micro.Request) {
 
 // answer replies to one create call; it runs on the writer goroutine after
 // the commit.
+// errLeaseUnconfirmed refuses a create while this instance cannot confirm
+// that it holds the lease; callers retry.
+var errLeaseUnconfirmed = errors.New("provider: this instance cannot confirm its lease (NATS unreachable or reconnected since its last renewal); retry")
+
+// mayCommit is asked by the store's writer just before a create call is
+// written: a lease that lapsed while the call waited for its group (a slow
+// commit before it) leaves the call unwritten.
+func (s *Service) mayCommit() error {
+	if !s.lease.held() {
+		return errLeaseUnconfirmed
+	}
+	return nil
+}
+
 func (s *Service) answer(reply string, req CreateRequest, drop bool, resp CreateResponse, err error) {
 	if err != nil {
 		if drop {
@@ -373,6 +387,10 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 			s.mu.Lock()
 			s.dropPending++
 			s.mu.Unlock()
+		}
+		if errors.Is(err, errLeaseUnconfirmed) {
+			s.replyError(reply, CodeUnavailable, "unavailable: "+err.Error())
+			return
 		}
 		s.log.Error("create failed", "intent_id", req.IntentID, "err", err)
 		s.replyError(reply, CodeInternal, "store failure: "+err.Error())

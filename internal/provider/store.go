@@ -109,6 +109,10 @@ type createOp struct {
 	// done is called exactly once by the writer, after the commit (or its
 	// failure), with this call's result.
 	done func(CreateResponse, error)
+	// mayCommit, when set, is asked by the writer just before the call is
+	// decided and written; an error leaves the call out of the group and
+	// answers it with that error.
+	mayCommit func() error
 }
 
 // Open opens (or creates) the store in dir.
@@ -278,9 +282,9 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, 
 		err  error
 	}
 	ch := make(chan result, 1)
-	err := s.submit(req, false, func(resp CreateResponse, err error) {
+	err := s.submit(&createOp{req: req, done: func(resp CreateResponse, err error) {
 		ch <- result{resp, err}
-	})
+	}})
 	if err != nil {
 		return CreateResponse{}, err
 	}
@@ -294,13 +298,13 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, 
 
 // submit hands a validated call to the writer. done is called exactly once,
 // from the writer goroutine, unless submit returns an error.
-func (s *Store) submit(req CreateRequest, dropReply bool, done func(CreateResponse, error)) error {
+func (s *Store) submit(op *createOp) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return ErrClosed
 	}
-	s.queue <- &createOp{req: req, dropReply: dropReply, done: done}
+	s.queue <- op
 	return nil
 }
 
@@ -350,6 +354,12 @@ func (s *Store) commitGroup(group []*createOp) {
 	decided := make(map[string]FirstResult, len(group))
 	included := 0
 	for i, op := range group {
+		if op.mayCommit != nil {
+			if err := op.mayCommit(); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
 		first, found, err := s.lookupIntent(op.req.IntentID, decided)
 		if err != nil {
 			errs[i] = err
