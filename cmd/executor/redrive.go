@@ -188,6 +188,16 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 	if err != nil {
 		return err
 	}
+	// One message can have several dead letters (a dead letter stored, its
+	// receipt not, and the message dead-lettered again later); --all
+	// republishes the message once: per APPROVALS sequence, the dead letter
+	// redriven before or in this run.
+	byMessage := map[uint64]uint64{}
+	for _, dl := range dls {
+		if len(done[dl.Seq]) > 0 && dl.ApprovalSeq != 0 {
+			byMessage[dl.ApprovalSeq] = dl.Seq
+		}
+	}
 	for _, dl := range dls {
 		it := &redriveItem{DeadLetterSeq: dl.Seq, ApprovalSeq: dl.ApprovalSeq, IntentID: dl.IntentID, Reason: dl.Reason, RedrivenAs: done[dl.Seq]}
 		if prior := done[dl.Seq]; len(prior) > 0 && !r.force {
@@ -198,6 +208,15 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 			r.items = append(r.items, it)
 			r.printf("skipped: %s was already redriven as approvals message %s\n", describe(dl), seqList(prior))
 			continue
+		}
+		if other, ok := byMessage[dl.ApprovalSeq]; ok && other != dl.Seq && !refuse && !r.force {
+			it.Action = "skipped"
+			r.items = append(r.items, it)
+			r.printf("skipped: %s: dead letter %d of the same message is redriven\n", describe(dl), other)
+			continue
+		}
+		if dl.ApprovalSeq != 0 {
+			byMessage[dl.ApprovalSeq] = dl.Seq
 		}
 		if r.dryRun {
 			it.Action = "would_redrive"

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -344,5 +345,41 @@ func TestRedriveHelpExplainsTheCommand(t *testing.T) {
 	out.Reset()
 	if err := run(context.Background(), []string{"--help"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "executor redrive (--seq N | --all)") {
 		t.Errorf("executor --help does not list redrive:\n%s", out.String())
+	}
+}
+
+func TestRedriveAllRepublishesAMessageWithTwoDeadLettersOnce(t *testing.T) {
+	t.Parallel() // it waits some seconds for its dead letter
+	s := seedScenario(t)
+	env, sends := outageStack(t, s.Original.Envelope())
+	// A second dead letter of the same message, as when a dead letter was
+	// stored but its receipt was not and the message was dead-lettered
+	// again after the duplicate window.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dls, err := redrive.List(ctx, env.JS)
+	if err != nil || len(dls) != 1 {
+		t.Fatalf("dead letters %v: %v", dls, err)
+	}
+	again := nats.NewMsg(topology.DeadLetterSubjectFor(sends[0].IntentID))
+	again.Data = dls[0].Envelope
+	again.Header.Set(topology.HeaderReason, dls[0].Reason)
+	again.Header.Set(topology.HeaderStreamSeq, fmt.Sprint(sends[0].StreamSeq))
+	if _, err := env.JS.PublishMsg(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	before := approvalsLastSeq(t, env)
+
+	out, errOut, err := redriveCmd(env, "--all", "--wait", "30s")
+	if err != nil {
+		t.Fatalf("redrive --all: %v\n%s%s", err, out, errOut)
+	}
+	if after := approvalsLastSeq(t, env); after != before+1 {
+		t.Fatalf("APPROVALS went from %d to %d, want one new message:\n%s", before, after, out)
+	}
+	want := fmt.Sprintf("skipped: dead letter %d (approvals message %d, intent %s): dead letter %d of the same message is redriven",
+		dls[0].Seq+1, sends[0].StreamSeq, sends[0].IntentID, dls[0].Seq)
+	if !strings.Contains(out, want) {
+		t.Fatalf("redrive --all printed without %q:\n%s", want, out)
 	}
 }
