@@ -153,6 +153,10 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeOps()
 	var checks []ops.Check
+	// service is the embedded task service, when there is one: if it stops
+	// serving on its own (its lease taken by another instance), this
+	// process stops too, rather than run executors against no service.
+	var service *provider.Service
 
 	if *emb {
 		st, err := embedded.StartStack(embedded.StackOptions{Dir: *data, Host: host, Port: port, AllowFaults: *allowFaults, Logger: log})
@@ -163,6 +167,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		// which is cleared before the stack closes it.
 		var open atomic.Pointer[provider.Store]
 		open.Store(st.Store)
+		service = st.Service
 		defer func() {
 			open.Store(nil)
 			if err := st.Close(); err != nil {
@@ -244,8 +249,29 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	defer stopWatch()
 	go lag.Watch(watchCtx, js, consumerPollInterval)
 
-	runErr := ex.Run(ctx, bound)
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	serviceLost := make(chan error, 1)
+	if service != nil {
+		go func() {
+			select {
+			case <-service.Done():
+				if err := service.Err(); err != nil {
+					log.Error("the embedded task service stopped serving; shutting down", "err", err)
+					serviceLost <- err
+					stopRun()
+				}
+			case <-runCtx.Done():
+			}
+		}()
+	}
+	runErr := ex.Run(runCtx, bound)
 	stopWatch()
+	select {
+	case err := <-serviceLost:
+		runErr = errors.Join(runErr, fmt.Errorf("serve: the embedded task service stopped serving: %w", err))
+	default:
+	}
 	if err := drain(nc); err != nil {
 		log.Warn("draining the connection", "err", err)
 	}
