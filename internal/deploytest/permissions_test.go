@@ -372,6 +372,9 @@ func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {
 
 func keyDER(t *testing.T, pemBytes []byte) []byte {
 	t.Helper()
+	if i := strings.Index(string(pemBytes), "-----BEGIN"); i > 0 {
+		pemBytes = pemBytes[i:] // the reviewer's name line comes first
+	}
 	lines := strings.Split(strings.TrimSpace(string(pemBytes)), "\n")
 	der, err := base64.StdEncoding.DecodeString(strings.Join(lines[1:len(lines)-1], ""))
 	if err != nil {

@@ -13,7 +13,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/oasisprotocol/curve25519-voi/curve"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
@@ -32,7 +35,22 @@ var (
 	ErrUnknownKey   = errors.New("sign: unknown key")
 	ErrBadSignature = errors.New("sign: signature does not verify")
 	ErrKeyFile      = errors.New("sign: unusable key file")
+	ErrName         = errors.New("sign: not a usable approver name")
+	ErrWrongSigner  = errors.New("sign: the approver is not the key's owner")
 )
+
+// namePattern is an approver name made at keygen: it names files, so it is a
+// simple token (no path separators, no leading dot or dash).
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidName reports whether name can be given to a key at keygen: 1 to 64
+// ASCII letters, digits, dots, underscores and dashes, starting with a
+// letter or a digit. Such a name is safe as a file name in any directory.
+func ValidName(name string) bool { return namePattern.MatchString(name) }
+
+// nameLabel starts the line, before the PEM block of a key file, that
+// records the reviewer's name (explanatory text in RFC 7468's terms).
+const nameLabel = "sendtwice-approver: "
 
 // KeyID derives a key's id from its public key.
 func KeyID(pub ed25519.PublicKey) string {
@@ -42,8 +60,24 @@ func KeyID(pub ed25519.PublicKey) string {
 
 // Key is a reviewer's signing key.
 type Key struct {
-	ID      string
+	ID string
+	// Name is the reviewer's name recorded in the key file at keygen, the
+	// name the trusted-approvers file gives this key; empty for a key file
+	// made before names were recorded, or a key not read from a file.
+	Name    string
 	private ed25519.PrivateKey
+}
+
+// CheckSigner refuses an approver name other than the one recorded with the
+// key: executors reject an approval whose approved_by is not the name the
+// trusted-approvers file gives its key. A key without a recorded name
+// accepts any name.
+func (k *Key) CheckSigner(by string) error {
+	if k.Name == "" || by == k.Name {
+		return nil
+	}
+	return fmt.Errorf("%w: the key %s was made for %q (publisher keygen --name %s), not for %q; an approval signed with it must say approved_by %q, or executors reject it at signature",
+		ErrWrongSigner, k.ID, k.Name, k.Name, by, k.Name)
 }
 
 // String never shows the private key.
@@ -131,11 +165,25 @@ func decodeSignature(signature string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: it does not start with %q", ErrBadSignature, SignaturePrefix)
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return nil, fmt.Errorf("%w: it is not a base64url Ed25519 signature", ErrBadSignature)
+	sig, ok := decodeCanonical(raw, ed25519.SignatureSize)
+	if !ok {
+		return nil, fmt.Errorf("%w: it is not the canonical unpadded base64url of an Ed25519 signature", ErrBadSignature)
 	}
 	return sig, nil
+}
+
+// strictB64 refuses non-zero padding bits; decodeCanonical also refuses the
+// line breaks the decoder skips, so that one value has one encoding.
+var strictB64 = base64.RawURLEncoding.Strict()
+
+// decodeCanonical decodes unpadded base64url of exactly n bytes, and only
+// its canonical form.
+func decodeCanonical(s string, n int) ([]byte, bool) {
+	b, err := strictB64.DecodeString(s)
+	if err != nil || len(b) != n || strictB64.EncodeToString(b) != s {
+		return nil, false
+	}
+	return b, true
 }
 
 // UnsignedDigest is the digest an approval's signature covers: the canonical
@@ -159,18 +207,31 @@ type Approver struct {
 	expanded  *voi.ExpandedPublicKey
 }
 
-// Keyring holds the trusted approvers by key id.
-type Keyring struct{ byID map[string]Approver }
+// Keyring holds the trusted approvers by key id. Its approvers can be
+// replaced as a whole while it is in use (Replace), so that an executor can
+// reload its trusted-approvers file without a restart.
+type Keyring struct{ set atomic.Pointer[keyset] }
+
+type keyset struct {
+	byID map[string]Approver
+	list []Approver // in the order given
+}
 
 // NewKeyring returns a keyring trusting the given public keys under names.
+// It refuses a key id or a name listed twice (names compared ignoring case):
+// one key under two names, or two keys under one name, makes approved_by
+// ambiguous.
 func NewKeyring(approvers ...Approver) (*Keyring, error) {
-	kr := &Keyring{byID: map[string]Approver{}}
+	set := &keyset{byID: map[string]Approver{}}
+	names := map[string]int{}
+	ids := map[string]int{}
 	for i, a := range approvers {
-		raw, err := base64.RawURLEncoding.DecodeString(a.PublicKey)
-		if err != nil || len(raw) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("%w: approvers[%d].public_key is not a base64url Ed25519 public key", ErrKeyFile, i)
+		raw, ok := decodeCanonical(a.PublicKey, ed25519.PublicKeySize)
+		if !ok {
+			return nil, fmt.Errorf("%w: approvers[%d].public_key is not the canonical unpadded base64url of an Ed25519 public key", ErrKeyFile, i)
 		}
 		a.key = raw
+		var err error
 		if a.expanded, err = voi.NewExpandedPublicKey(voi.PublicKey(raw)); err != nil {
 			return nil, fmt.Errorf("%w: approvers[%d].public_key is not a point on the curve", ErrKeyFile, i)
 		}
@@ -183,9 +244,62 @@ func NewKeyring(approvers ...Approver) (*Keyring, error) {
 		if strings.TrimSpace(a.Name) == "" {
 			return nil, fmt.Errorf("%w: approvers[%d].name is empty", ErrKeyFile, i)
 		}
-		kr.byID[a.KeyID] = a
+		if j, dup := ids[a.KeyID]; dup {
+			return nil, fmt.Errorf("%w: approvers[%d].key_id %q is already listed at approvers[%d] (name %q): a key is trusted under one name only",
+				ErrKeyFile, i, a.KeyID, j, approvers[j].Name)
+		}
+		folded := strings.ToLower(a.Name)
+		if j, dup := names[folded]; dup {
+			return nil, fmt.Errorf("%w: approvers[%d].name %q is already given to approvers[%d] (key %s): each approver has one name of its own",
+				ErrKeyFile, i, a.Name, j, approvers[j].KeyID)
+		}
+		ids[a.KeyID], names[folded] = i, i
+		set.byID[a.KeyID] = a
+		set.list = append(set.list, a)
 	}
+	kr := &Keyring{}
+	kr.set.Store(set)
 	return kr, nil
+}
+
+func (kr *Keyring) current() *keyset {
+	if kr == nil {
+		return nil
+	}
+	return kr.set.Load()
+}
+
+// Approvers lists the trusted approvers, in the order they were given.
+func (kr *Keyring) Approvers() []Approver {
+	if s := kr.current(); s != nil {
+		return append([]Approver(nil), s.list...)
+	}
+	return nil
+}
+
+// Replace makes kr trust exactly next's approvers, at once for every check
+// that starts afterwards, and reports which entries (name and key) were added
+// and which removed. A key whose name changed is both.
+func (kr *Keyring) Replace(next *Keyring) (added, removed []Approver) {
+	ns := next.current()
+	if ns == nil {
+		ns = &keyset{byID: map[string]Approver{}}
+	}
+	old := kr.set.Swap(ns)
+	if old == nil {
+		old = &keyset{byID: map[string]Approver{}}
+	}
+	for _, a := range ns.list {
+		if o, ok := old.byID[a.KeyID]; !ok || o.Name != a.Name {
+			added = append(added, a)
+		}
+	}
+	for _, a := range old.list {
+		if n, ok := ns.byID[a.KeyID]; !ok || n.Name != a.Name {
+			removed = append(removed, a)
+		}
+	}
+	return added, removed
 }
 
 // ApproverFor returns the approver entry for a public key.
@@ -195,8 +309,8 @@ func ApproverFor(name string, pub ed25519.PublicKey) Approver {
 
 // Lookup finds a trusted approver by key id.
 func (kr *Keyring) Lookup(keyID string) (Approver, error) {
-	if kr != nil {
-		if a, ok := kr.byID[keyID]; ok {
+	if s := kr.current(); s != nil {
+		if a, ok := s.byID[keyID]; ok {
 			return a, nil
 		}
 	}
@@ -222,10 +336,10 @@ func (kr *Keyring) VerifyApproval(approval map[string]any, keyID, signature stri
 
 // Len is the number of trusted approvers.
 func (kr *Keyring) Len() int {
-	if kr == nil {
-		return 0
+	if s := kr.current(); s != nil {
+		return len(s.byID)
 	}
-	return len(kr.byID)
+	return 0
 }
 
 // trustedFile is the trusted-approvers file.
@@ -233,46 +347,228 @@ type trustedFile struct {
 	Approvers []Approver `json:"approvers"`
 }
 
-// LoadTrusted reads a trusted-approvers file.
-func LoadTrusted(path string) (*Keyring, error) {
+// trustedLimits bound a trusted-approvers file.
+var trustedLimits = canon.Limits{MaxBytes: 1 << 20, MaxDepth: 4}
+
+// maxNameBytes bounds an approver's name, as approved_by is bounded.
+const maxNameBytes = 256
+
+// ReadTrusted reads a trusted-approvers file strictly, as every document is
+// read: strict JSON (no duplicate members, no trailing data), exactly the
+// members {"approvers":[{"name","key_id","public_key"}]} with their case,
+// strings where strings belong, at least one approver, and no key id or
+// name listed twice. Errors name the file and the path in it.
+func ReadTrusted(path string) ([]Approver, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("sign: reading the trusted approvers: %w", err)
 	}
-	var f trustedFile
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	approvers, err := parseTrusted(b)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrKeyFile, path, err)
 	}
-	if len(f.Approvers) == 0 {
-		return nil, fmt.Errorf("%w: %s names no approvers", ErrKeyFile, path)
+	if _, err := NewKeyring(approvers...); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return NewKeyring(f.Approvers...)
+	return approvers, nil
 }
 
-// WriteTrusted writes a trusted-approvers file.
+// LoadTrusted reads a trusted-approvers file (ReadTrusted) into a keyring.
+func LoadTrusted(path string) (*Keyring, error) {
+	approvers, err := ReadTrusted(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewKeyring(approvers...)
+}
+
+func parseTrusted(b []byte) ([]Approver, error) {
+	v, err := canon.Parse(b, trustedLimits)
+	if err != nil {
+		return nil, err
+	}
+	top, err := members("$", v, "approvers")
+	if err != nil {
+		return nil, err
+	}
+	list, ok := top["approvers"].([]any)
+	if !ok {
+		return nil, fmt.Errorf("$.approvers must be an array, not %s", typeName(top["approvers"]))
+	}
+	if len(list) == 0 {
+		return nil, errors.New("$.approvers names no approvers")
+	}
+	out := make([]Approver, 0, len(list))
+	for i, e := range list {
+		path := fmt.Sprintf("$.approvers[%d]", i)
+		m, err := members(path, e, "name", "key_id", "public_key")
+		if err != nil {
+			return nil, err
+		}
+		var a Approver
+		for _, f := range []struct {
+			name string
+			dst  *string
+		}{{"name", &a.Name}, {"key_id", &a.KeyID}, {"public_key", &a.PublicKey}} {
+			s, ok := m[f.name].(string)
+			if !ok {
+				return nil, fmt.Errorf("%s.%s must be a string, not %s", path, f.name, typeName(m[f.name]))
+			}
+			*f.dst = s
+		}
+		switch {
+		case strings.TrimSpace(a.Name) == "":
+			return nil, fmt.Errorf("%s.name is empty", path)
+		case len(a.Name) > maxNameBytes:
+			return nil, fmt.Errorf("%s.name is %d bytes long; at most %d are allowed", path, len(a.Name), maxNameBytes)
+		case strings.IndexFunc(a.Name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+			return nil, fmt.Errorf("%s.name holds a control character", path)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// members checks that v is an object holding exactly the named members, all
+// of them, with the case given.
+func members(path string, v any, names ...string) (map[string]any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s must be an object, not %s", path, typeName(v))
+	}
+	var unknown []string
+	for k := range m {
+		known := false
+		for _, n := range names {
+			known = known || k == n
+		}
+		if !known {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		hint := ""
+		for _, n := range names {
+			if strings.EqualFold(n, unknown[0]) {
+				hint = fmt.Sprintf(" (member names are case-sensitive: did you mean %q?)", n)
+			}
+		}
+		return nil, fmt.Errorf("%s.%s: member %q is not part of a trusted-approvers file%s", path, unknown[0], unknown[0], hint)
+	}
+	for _, n := range names {
+		if _, ok := m[n]; !ok {
+			return nil, fmt.Errorf("%s.%s: required member %q is missing", path, n, n)
+		}
+	}
+	return m, nil
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// WriteTrusted writes a trusted-approvers file naming exactly approvers,
+// replacing the file at once (a reader never sees half a file).
 func WriteTrusted(path string, approvers ...Approver) error {
+	if _, err := NewKeyring(approvers...); err != nil {
+		return err
+	}
 	b, err := json.MarshalIndent(trustedFile{Approvers: approvers}, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return writeAtomic(path, append(b, '\n'), 0o644)
+}
+
+// AddTrusted adds an approver to a trusted-approvers file, keeping the
+// approvers it names; it makes the file when there is none. It refuses a
+// name or a key id the file already lists, and a file that does not load.
+func AddTrusted(path string, a Approver) error {
+	existing, err := ReadTrusted(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, e := range existing {
+		switch {
+		case strings.EqualFold(e.Name, a.Name):
+			return fmt.Errorf("%w: %s already names an approver %q (key %s); choose another name, or remove that entry first", ErrName, path, e.Name, e.KeyID)
+		case e.KeyID == a.KeyID:
+			return fmt.Errorf("%w: %s already lists key %s, as %q", ErrKeyFile, path, e.KeyID, e.Name)
+		}
+	}
+	return WriteTrusted(path, append(existing, a)...)
+}
+
+// writeAtomic replaces path with data through a temporary file in the same
+// directory, keeping the mode of an existing file.
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("sign: writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("sign: writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // WriteKeyPair writes NAME.key (private, mode 0600; refuses to overwrite) and
 // NAME.pub in dir, and returns the public entry for a trusted-approvers file.
+// Both files record the name (a "sendtwice-approver: NAME" line before the
+// PEM block), so that an approval signed with the key can be checked to name
+// its signer; the name must be a ValidName.
 func WriteKeyPair(dir, name string, k *Key) (Approver, error) {
+	if !ValidName(name) {
+		return Approver{}, fmt.Errorf("%w: %q: use 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or a digit", ErrName, name)
+	}
 	der, err := x509.MarshalPKCS8PrivateKey(k.private)
 	if err != nil {
 		return Approver{}, fmt.Errorf("sign: encoding the private key: %w", err)
 	}
+	label := []byte(nameLabel + name + "\n")
 	privPath := filepath.Join(dir, name+".key")
 	f, err := os.OpenFile(privPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return Approver{}, fmt.Errorf("sign: writing the private key: %w", err)
 	}
-	if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
+	_, err = f.Write(label)
+	if err == nil {
+		err = pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
+	if err != nil {
 		f.Close()
 		return Approver{}, fmt.Errorf("sign: writing the private key: %w", err)
 	}
@@ -283,15 +579,44 @@ func WriteKeyPair(dir, name string, k *Key) (Approver, error) {
 	if err != nil {
 		return Approver{}, fmt.Errorf("sign: encoding the public key: %w", err)
 	}
-	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	pubPEM := append(label, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})...)
 	if err := os.WriteFile(filepath.Join(dir, name+".pub"), pubPEM, 0o644); err != nil {
 		return Approver{}, fmt.Errorf("sign: writing the public key: %w", err)
 	}
+	k.Name = name
 	return ApproverFor(name, k.Public()), nil
 }
 
-// LoadKey reads a private key file written by WriteKeyPair. It refuses a
-// file that others than its owner may read.
+// recordedName reads the name line before a key file's PEM block: "" when
+// there is none. Any other text there is refused, so that a mistyped line is
+// not silently taken for no name.
+func recordedName(path string, b []byte) (string, error) {
+	i := strings.Index(string(b), "-----BEGIN ")
+	if i < 0 {
+		return "", nil
+	}
+	name := ""
+	for _, line := range strings.Split(string(b[:i]), "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		n, ok := strings.CutPrefix(line, nameLabel)
+		switch {
+		case !ok:
+			return "", fmt.Errorf("%w: %s: unexpected text before the key; only a line %q may come first", ErrKeyFile, path, nameLabel+"NAME")
+		case name != "":
+			return "", fmt.Errorf("%w: %s records two names", ErrKeyFile, path)
+		case !ValidName(n):
+			return "", fmt.Errorf("%w: %s records the name %q, which is not a valid approver name", ErrKeyFile, path, n)
+		}
+		name = n
+	}
+	return name, nil
+}
+
+// LoadKey reads a private key file written by WriteKeyPair, with the name it
+// records (Key.Name). It refuses a file that others than its owner may read.
 func LoadKey(path string) (*Key, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -303,6 +628,10 @@ func LoadKey(path string) (*Key, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("sign: reading the private key: %w", err)
+	}
+	name, err := recordedName(path, b)
+	if err != nil {
+		return nil, err
 	}
 	block, _ := pem.Decode(b)
 	if block == nil || block.Type != "PRIVATE KEY" {
@@ -316,5 +645,7 @@ func LoadKey(path string) (*Key, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s is not an Ed25519 key", ErrKeyFile, path)
 	}
-	return NewKey(priv), nil
+	k := NewKey(priv)
+	k.Name = name
+	return k, nil
 }

@@ -3,6 +3,7 @@ package sign_test
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -72,11 +73,11 @@ func loadRaw(t *testing.T, path string) ed25519.PrivateKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	der, err := base64.StdEncoding.DecodeString(strings.Join(lines[1:len(lines)-1], ""))
-	if err != nil {
-		t.Fatal(err)
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatal("no PEM block")
 	}
+	der := block.Bytes
 	priv := ed25519.NewKeyFromSeed(der[len(der)-32:])
 	if !priv.Public().(ed25519.PublicKey).Equal(k.Public()) {
 		t.Fatal("the seed read from the file is not the key's")
