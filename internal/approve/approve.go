@@ -38,7 +38,19 @@ const DefaultLifetime = 7 * 24 * time.Hour
 
 // Approve reads a candidate and a request (JSON bytes), checks them strictly,
 // and returns the approval binding both.
+//
+// With a key that records its reviewer's name (publisher keygen), By
+// defaults to that name, and another name is refused (sign.ErrWrongSigner):
+// executors reject a signed approval whose approved_by is not its signer's.
 func Approve(candidate, request []byte, opts Options) (*document.Approval, error) {
+	if opts.Key != nil {
+		if opts.By == "" {
+			opts.By = opts.Key.Name
+		}
+		if err := opts.Key.CheckSigner(opts.By); err != nil {
+			return nil, fmt.Errorf("approve: %w", err)
+		}
+	}
 	if strings.TrimSpace(opts.By) == "" {
 		return nil, errors.New("approve: the approver's name (--by) is required")
 	}
