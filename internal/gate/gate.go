@@ -157,6 +157,18 @@ func CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
 	return checkParts(parts, nil)
 }
 
+// CheckDocuments is CheckDocuments with the checker's trust settings: with
+// Keys it also checks signature and expiry (at the checker's clock), in the
+// executor's order, so that a local check says what an executor will say. A
+// nil *Checker runs the checks that need no keys.
+func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
+	parts, err := splitDocuments(candidate, request, approval)
+	if err != nil {
+		return nil, err
+	}
+	return checkParts(parts, c)
+}
+
 func splitDocuments(candidate, request, approval []byte) (*document.EnvelopeParts, error) {
 	var parts document.EnvelopeParts
 	var err error
