@@ -15,10 +15,10 @@ import (
 )
 
 func runApprove(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("approve", "approve --candidate F --request F --by NAME [--key FILE [--valid-for DURATION]] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets not_after; executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity.", stderr)
+	fs := newFlagSet("approve", "approve --candidate F --request F (--by NAME | --key FILE) [--valid-for DURATION] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets\nnot_after; --by then defaults to the reviewer's name recorded in the key file (publisher\nkeygen), and another name is refused, as executors would refuse it. Executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity.", stderr)
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
-	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by")
+	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by (with --key: the key's recorded name)")
 	id := fs.String("id", "", "the approval `ID` (default: derived from the request digest and the time)")
 	out := fs.String("o", "", "write the approval to `FILE` instead of standard output")
 	keyFile := fs.String("key", "", "sign with the private key in `FILE` (made by publisher keygen)")
@@ -30,7 +30,7 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	switch {
-	case strings.TrimSpace(*by) == "":
+	case strings.TrimSpace(*by) == "" && *keyFile == "":
 		return usageErr(fs, "--by NAME is required")
 	case len(*by) > document.MaxIDBytes || !utf8.ValidString(*by):
 		return usageErr(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
@@ -48,6 +48,15 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 		}
 		if opts.Key, err = sign.LoadKey(*keyFile); err != nil {
 			return err
+		}
+		if opts.Key.Name == "" {
+			if opts.By == "" {
+				return usageErr(fs, "--by NAME is required: %s records no reviewer name (it was made before keygen recorded names)", *keyFile)
+			}
+			fmt.Fprintf(stderr, "publisher: %s records no reviewer name, so --by %q is not checked against it; executors accept the approval only if their trusted-approvers file names key %s %q\n",
+				*keyFile, opts.By, opts.Key.ID, opts.By)
+		} else if err := opts.Key.CheckSigner(opts.By); opts.By != "" && err != nil {
+			return &exitError{exitUsage, fmt.Errorf("refusing --by %q: %w", opts.By, err)}
 		}
 		opts.Lifetime = *validFor
 	}

@@ -17,14 +17,19 @@ type checkResult struct {
 	Reason          string `json:"reason,omitempty"`
 	CandidateDigest string `json:"candidate_digest,omitempty"`
 	RequestDigest   string `json:"request_digest,omitempty"`
+	// SignedBy names the trusted approver whose signature was checked.
+	SignedBy string `json:"signed_by,omitempty"`
+	// NotChecked says, on a pass without trusted approvers, what was not checked.
+	NotChecked string `json:"not_checked,omitempty"`
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("check", "check --candidate F --request F --approval F [--json]\n\nRuns the gate's checks in order (envelope, approval_format, candidate_binding,\nrequest_binding, capability) and prints pass, or the check that failed with its path\nand reason. Exit status: 0 pass, 1 a check failed, 2 usage.", stderr)
+	fs := newFlagSet("check", "check --candidate F --request F --approval F [--trusted-approvers FILE] [--json]\n\nRuns the gate's checks in order (envelope, approval_format, signature, expiry,\ncandidate_binding, request_binding, capability) and prints pass, or the check that failed\nwith its path and reason. Signature and expiry need the executors' trusted-approvers file\n(--trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS); without it they are skipped and\nthe pass says so. Exit status: 0 pass, 1 a check failed, 2 usage.", stderr)
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
 	appr := fs.String("approval", "", "the task-approval.v1 `FILE`")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	trusted := trustedApproversFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -35,12 +40,19 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	v, err := gate.CheckDocuments(files["candidate"], files["request"], files["approval"])
+	checker, err := localGate(*trusted)
+	if err != nil {
+		return err
+	}
+	v, err := checker.CheckDocuments(files["candidate"], files["request"], files["approval"])
 	var res checkResult
 	var ge *gate.Error
 	switch {
 	case err == nil:
-		res = checkResult{Result: "pass", CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest}
+		res = checkResult{Result: "pass", CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest, SignedBy: v.SignedBy}
+		if checker == nil {
+			res.NotChecked = notChecked
+		}
 	case errors.As(err, &ge):
 		res = checkResult{Result: "fail", Check: ge.Check, Path: ge.Path, Reason: ge.Reason}
 	default:
@@ -50,7 +62,15 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		b, _ := json.Marshal(res)
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else if res.Result == "pass" {
-		fmt.Fprintf(stdout, "pass\ncandidate %s\nrequest   %s\n", res.CandidateDigest, res.RequestDigest)
+		switch {
+		case res.NotChecked != "":
+			fmt.Fprintf(stdout, "pass (%s)\n", res.NotChecked)
+		case res.SignedBy != "":
+			fmt.Fprintf(stdout, "pass (signed by trusted approver %s)\n", res.SignedBy)
+		default:
+			fmt.Fprintf(stdout, "pass\n")
+		}
+		fmt.Fprintf(stdout, "candidate %s\nrequest   %s\n", res.CandidateDigest, res.RequestDigest)
 	} else {
 		fmt.Fprintf(stdout, "fail: %s at %s: %s\n", res.Check, res.Path, res.Reason)
 	}

@@ -2,34 +2,50 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
-	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-const keygenHelp = `keygen --name NAME [--dir DIR]
+const keygenHelp = `keygen --name NAME [--dir DIR] [--trusted FILE]
 
 Makes a reviewer's Ed25519 key pair: DIR/NAME.key (the private key, file mode 0600; never
-share it) and DIR/NAME.pub. Prints the entry to add to the executors' trusted-approvers
-file ({"approvers": [ ... ]}); with --trusted FILE, also writes a trusted-approvers file
-naming only this key. Refuses to overwrite an existing key.`
+share it) and DIR/NAME.pub, both recording NAME, the name approvals signed with the key must
+give as approved_by (publisher approve --key refuses another). Prints the entry to add to the
+executors' trusted-approvers file ({"approvers": [ ... ]}); with --trusted FILE, adds it to
+that file, keeping the approvers it already names (and makes the file if there is none).
+Refuses to overwrite an existing key, and a NAME the trusted file already gives another key.
+NAME is 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or digit.`
 
 func runKeygen(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("keygen", keygenHelp, stderr)
 	name := fs.String("name", "", "the reviewer's `NAME`, used for the file names and in the trusted-approvers entry")
 	dir := fs.String("dir", ".", "`DIR` to write the key files in")
-	trusted := fs.String("trusted", "", "also write a trusted-approvers `FILE` naming this key")
+	trusted := fs.String("trusted", "", "add this key to the trusted-approvers `FILE` (made if missing)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	if !document.ValidID(*name) {
-		return usageErr(fs, "--name must be a name without spaces or control characters")
+	if !sign.ValidName(*name) {
+		return usageErr(fs, "--name %q: use 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or a digit", *name)
+	}
+	// Refuse a name the trusted file already has before making any key.
+	if *trusted != "" {
+		existing, err := sign.ReadTrusted(*trusted)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		for _, a := range existing {
+			if strings.EqualFold(a.Name, *name) {
+				return fmt.Errorf("%s already names an approver %q (key %s); choose another --name, or remove that entry first", *trusted, a.Name, a.KeyID)
+			}
+		}
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return fmt.Errorf("making %s: %w", *dir, err)
@@ -43,11 +59,14 @@ func runKeygen(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *trusted != "" {
-		if err := sign.WriteTrusted(*trusted, entry); err != nil {
-			return fmt.Errorf("writing the trusted approvers: %w", err)
+		if err := sign.AddTrusted(*trusted, entry); err != nil {
+			return fmt.Errorf("adding the key to the trusted approvers: %w", err)
 		}
 	}
 	b, _ := json.MarshalIndent(entry, "", "  ")
 	fmt.Fprintf(stdout, "wrote %s/%s.key (private, mode 0600) and %s/%s.pub\nkey id %s\ntrusted-approvers entry:\n%s\n", *dir, *name, *dir, *name, entry.KeyID, b)
+	if *trusted != "" {
+		fmt.Fprintf(stdout, "added to %s\n", *trusted)
+	}
 	return nil
 }

@@ -298,7 +298,7 @@ func TestApprove(t *testing.T) {
 				}
 				check := publisher(t, nil, files{seed.f.candidate, seed.f.request, out}.args("check")...)
 				check.expect(t, 0)
-				if !strings.HasPrefix(check.stdout, "pass\n") {
+				if !strings.HasPrefix(check.stdout, "pass (") {
 					t.Fatalf("check printed %q, want pass", check.stdout)
 				}
 			})
@@ -389,14 +389,14 @@ func TestCheck(t *testing.T) {
 			a := decodeApproval(t, readFile(t, seed.f.approval))
 			r := publisher(t, nil, seed.f.args("check")...)
 			r.expect(t, 0)
-			want := fmt.Sprintf("pass\ncandidate %s\nrequest   %s\n", a.Candidate.Digest, a.Request.Digest)
+			want := fmt.Sprintf("pass (signature and expiry not checked: no --trusted-approvers)\ncandidate %s\nrequest   %s\n", a.Candidate.Digest, a.Request.Digest)
 			if r.stdout != want {
 				t.Errorf("stdout %q, want %q", r.stdout, want)
 			}
 			j := publisher(t, nil, seed.f.args("check", "--json")...)
 			j.expect(t, 0)
 			got := checkJSON(t, j.stdout)
-			if len(got) != 3 || got["result"] != "pass" || got["candidate_digest"] != a.Candidate.Digest || got["request_digest"] != a.Request.Digest {
+			if len(got) != 4 || got["result"] != "pass" || got["not_checked"] != notChecked || got["candidate_digest"] != a.Candidate.Digest || got["request_digest"] != a.Request.Digest {
 				t.Errorf("check --json printed %v", got)
 			}
 		})

@@ -11,13 +11,15 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/publish"
 )
 
-const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json] [--no-check]
+const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
+     [--trusted-approvers FILE] [--no-check]
 
-Runs the gate locally (nothing is published if it fails), then publishes the three documents
+Runs the gate locally (nothing is published if it fails; signature and expiry too with
+--trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS, else they are left to the executors and
+a note says so on standard error), then publishes the three documents
 as one task-envelope.v1 onto the APPROVALS stream. Each invocation is a real send: sending the
 same approval twice reaches the task service twice, and the second receipt says replayed.
 With --wait, waits for the receipt of this invocation's own message and prints it
@@ -36,6 +38,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` for this message's receipt (e.g. 30s); 0 does not wait")
 	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
 	noCheck := fs.Bool("no-check", false, "skip the local gate, to send a bad message on purpose")
+	trusted := trustedApproversFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -47,8 +50,15 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if !*noCheck {
-		if _, err := gate.CheckDocuments(files["candidate"], files["request"], files["approval"]); err != nil {
+		checker, err := localGate(*trusted)
+		if err != nil {
 			return fmt.Errorf("nothing published: %w", err)
+		}
+		if _, err := checker.CheckDocuments(files["candidate"], files["request"], files["approval"]); err != nil {
+			return fmt.Errorf("nothing published: %w", err)
+		}
+		if checker == nil {
+			fmt.Fprintf(stderr, "publisher: local gate passed (%s)\n", notChecked)
 		}
 	}
 	env, err := document.BuildEnvelope(files["candidate"], files["request"], files["approval"])
