@@ -50,7 +50,8 @@ connected to NATS, bound to the consumer and, with --embedded, the task service'
 open) on that address.
 
 SIGINT/SIGTERM stops pulling, finishes the deliveries in flight, drains the connection and
-exits; a second signal exits at once.`
+exits; a second signal exits at once. SIGHUP reloads --trusted-approvers (logging the
+approvers added and removed; a file that does not load keeps the approvers loaded before).`
 
 // consumerPollInterval is how often the consumer's lag is read for
 // /metrics.
@@ -133,6 +134,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		log.Info("signed approvals accepted from trusted approvers", "file", *trusted, "approvers", checker.Keys.Len())
+		defer reloadTrustedOnHangup(*trusted, checker.Keys, log)()
 	}
 	if *insecure {
 		log.Warn("INSECURE: unsigned approvals are accepted; anyone allowed to publish approvals can approve (--insecure-allow-unsigned)")
