@@ -3,6 +3,7 @@ package deploytest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -211,6 +212,24 @@ func TestManifests(t *testing.T) {
 		}
 	})
 
+	t.Run("dockerfile", func(t *testing.T) {
+		// The images' default commands, with what their runner mounts
+		// (the Dockerfile's comments and VOLUME say where).
+		imageMounts := map[string]mounts{
+			"executor": {"/etc/sendtwice": writeFiles(t, map[string][]byte{"trusted-approvers.json": trusted})},
+			"provider": {"/data": t.TempDir()},
+		}
+		cmds := dockerfileCommands(t)
+		for _, b := range []string{"executor", "provider"} {
+			args, ok := cmds[b]
+			if !ok {
+				t.Errorf("deploy/Dockerfile: stage %s has no CMD", b)
+				continue
+			}
+			checkConfig(t, bin, commandLine{where: "deploy/Dockerfile stage " + b, binary: b, args: args, mounts: imageMounts[b]})
+		}
+	})
+
 	t.Run("compose-example", func(t *testing.T) {
 		testComposeExample(t, bin)
 	})
@@ -233,6 +252,36 @@ func TestManifests(t *testing.T) {
 			checkConfig(t, bin, c)
 		}
 	})
+}
+
+// dockerfileCommands are the CMDs (JSON form) of the Dockerfile's stages,
+// by stage name.
+func dockerfileCommands(t *testing.T) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(deployDir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := map[string][]string{}
+	stage, continued := "", false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		wasContinued := continued
+		continued = strings.HasSuffix(strings.TrimSpace(line), "\\")
+		switch {
+		case wasContinued: // e.g. HEALTHCHECK's own CMD
+		case len(f) >= 4 && strings.EqualFold(f[0], "FROM") && strings.EqualFold(f[len(f)-2], "AS"):
+			stage = f[len(f)-1]
+		case len(f) > 0 && f[0] == "CMD":
+			var args []string
+			if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, "CMD"))), &args); err != nil {
+				t.Errorf("deploy/Dockerfile stage %s: CMD is not a JSON array: %v", stage, err)
+				continue
+			}
+			cmds[stage] = args
+		}
+	}
+	return cmds
 }
 
 // --- docker compose ---------------------------------------------------------
