@@ -76,6 +76,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	trusted := fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
 	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
+	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
 	var faults []executor.FaultSpec
 	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
 		f, err := executor.ParseFault(s)
@@ -138,6 +139,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *insecure {
 		log.Warn("INSECURE: unsigned approvals are accepted; anyone allowed to publish approvals can approve (--insecure-allow-unsigned)")
+	}
+	if *checkOnly {
+		return checkConfig(log, conn, *httpAddr)
 	}
 
 	reg := metrics.NewRegistry()

@@ -52,15 +52,22 @@ logged as a warning.
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	leaseTTL := fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket")
 	leaseReplicas := fs.Int("lease-replicas", 1, "`N` copies of the lease bucket when serve creates it: 3 on a three-node cluster")
+	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (credentials, TLS), then exit 0 without\nopening anything: no connection, no listener, no database")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *data == "" {
 		return usageErr("serve: --data is required")
 	}
+	if *leaseReplicas < 1 || *leaseReplicas > 5 {
+		return usageErr("serve: --lease-replicas %d: want 1 to 5", *leaseReplicas)
+	}
 	log, err := cf.logger(c.stderr)
 	if err != nil {
 		return err
+	}
+	if *checkOnly {
+		return checkServeConfig(log, cf, *httpAddr)
 	}
 
 	reg := metrics.NewRegistry()
