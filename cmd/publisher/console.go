@@ -22,7 +22,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-const consoleHelp = `console [--listen HOST:PORT] [--candidates DIR] [--key FILE [--valid-for D]] [--server URL] [--by NAME] [--wait DURATION]
+const consoleHelp = `console [--listen HOST:PORT] [--allowed-host HOST]... [--candidates DIR] [--key FILE [--valid-for D]] [--server URL] [--by NAME] [--wait DURATION]
 
 Serves the approval console: a list of the candidates awaiting review, a review page with each
 candidate beside the task request proposed from it (both digests shown), and an Approve button
@@ -32,6 +32,10 @@ publishes the same approval again; the receipt then says replayed, with the firs
 The candidates folder holds pairs of files with one NAME: NAME.candidate.json (an
 action-candidate.v1) and NAME.request.json (the task-request.v1 proposed from it). Approvals
 are kept in memory while the console runs; nothing is written to the folder.
+
+At start it prints the address to open, with a secret token for this run: opening it lets the
+browser in (a session cookie) until the console stops; every other request is refused. It answers
+only to the --listen host, localhost, 127.0.0.1 and [::1] (with its port), and each --allowed-host.
 
 Needs a running NATS server with the streams, and an executor: go run ./cmd/executor serve --embedded`
 
@@ -44,6 +48,8 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for each receipt")
 	keyFile := fs.String("key", "", "sign approvals with the private key in `FILE` (made by publisher keygen)")
 	validFor := fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime")
+	var allowed hostList
+	fs.Var(&allowed, "allowed-host", "also answer to `HOST` or HOST:PORT, a name the console is reached by (repeatable)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -80,7 +86,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if !isLoopback(host) {
-		log.Warn("the console has no login: anyone who can reach this address can approve and send", "listen", *listen)
+		log.Warn("the console listens beyond this machine: its address and session cookie travel unencrypted (plain HTTP)", "listen", *listen)
 	}
 	nc, err := conn.Connect("publisher-console", log)
 	if err != nil {
@@ -91,13 +97,23 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	hosts, err := console.DefaultHosts(net.JoinHostPort(host, port))
+	if err != nil {
+		return err
+	}
 	c, err := console.New(console.Config{
 		Dir:          *dir,
 		JetStream:    js,
 		By:           *by,
 		Wait:         *wait,
 		Server:       cli.RedactURL(conn.Server),
-		LoopbackOnly: isLoopback(host),
+		AllowedHosts: append(hosts, allowed...),
 		Key:          key,
 		Lifetime:     *validFor,
 		Logger:       log,
@@ -107,14 +123,11 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer c.Close()
 
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	// Event streams end when the console closes, so that Shutdown can finish.
 	srv.RegisterOnShutdown(c.Close)
-	fmt.Fprintf(stdout, "approval console on http://%s/ (candidates in %s)\n", ln.Addr(), *dir)
+	// The one place the token is shown: the reviewer opens this address.
+	fmt.Fprintf(stdout, "approval console on http://%s%s (candidates in %s)\n", startHost(host, port), c.LoginPath(), *dir)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -137,4 +150,26 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// startHost is the host:port of the address printed at start: the listen
+// host, or 127.0.0.1 for a console listening on every address.
+func startHost(host, port string) string {
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// hostList is a repeatable --allowed-host.
+type hostList []string
+
+func (l *hostList) String() string { return strings.Join(*l, ",") }
+
+func (l *hostList) Set(v string) error {
+	if err := console.CheckHost(v); err != nil {
+		return err
+	}
+	*l = append(*l, strings.TrimSpace(v))
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -21,7 +22,7 @@ const consoleDir = "../../testdata/console"
 func TestConsoleUsage(t *testing.T) {
 	r := publisher(t, nil, "console", "--help")
 	r.expect(t, exitOK)
-	for _, want := range []string{"NAME.candidate.json", "--listen", "--candidates", "--by", "--wait", "--server"} {
+	for _, want := range []string{"NAME.candidate.json", "--listen", "--allowed-host", "--candidates", "--by", "--wait", "--server"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("console --help lacks %q:\n%s", want, r.stderr)
 		}
@@ -35,6 +36,7 @@ func TestConsoleUsage(t *testing.T) {
 		{[]string{"--listen", "8080"}, "--listen \"8080\""},
 		{[]string{"--by", strings.Repeat("x", 300)}, "--by NAME must be"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--allowed-host", "http://x/"}, "--allowed-host"},
 	} {
 		r := publisher(t, nil, append([]string{"console", "--candidates", consoleDir}, tc.args...)...)
 		r.expect(t, exitUsage)
@@ -52,7 +54,7 @@ func TestConsoleUsage(t *testing.T) {
 // syncBuffer collects a child process's output.
 type syncBuffer = testenv.Buffer
 
-var consoleURL = regexp.MustCompile(`^approval console on (http://127\.0\.0\.1:[0-9]+/) \(candidates in `)
+var consoleURL = regexp.MustCompile(`^approval console on (http://127\.0\.0\.1:[0-9]+/)(\?token=[0-9a-f]{64}) \(candidates in `)
 
 // TestConsoleServesAndStops runs publisher console as its own process: it
 // serves the candidates, approves and sends with a plain form post, and
@@ -61,7 +63,7 @@ func TestConsoleServesAndStops(t *testing.T) {
 	env := testenv.Start(t)
 	_, stopExecutor := env.Executor(executor.Config{ID: "exec-1"})
 	cmd := exec.Command(os.Args[0], "console", "--listen", "127.0.0.1:0", "--candidates", consoleDir,
-		"--server", env.URL(), "--by", "reviewer-1", "--wait", "20s")
+		"--server", env.URL(), "--by", "reviewer-1", "--wait", "20s", "--allowed-host", "console.example")
 	cmd.Env = append(os.Environ(), asMain+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -88,19 +90,20 @@ func TestConsoleServesAndStops(t *testing.T) {
 		close(lines)
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	var base string
+	var base, start string
 	select {
 	case l := <-lines:
 		m := consoleURL.FindStringSubmatch(l)
 		if m == nil {
 			t.Fatalf("the console printed %q", l)
 		}
-		base = m[1]
+		base, start = m[1], m[1]+m[2]
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the console did not start\nstderr:\n%s", stderr.String())
 	}
 
-	client := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := client.Get(base + strings.TrimPrefix(path, "/"))
@@ -111,16 +114,32 @@ func TestConsoleServesAndStops(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	// Before the printed address is opened, nothing is served.
+	if code, body := get("/"); code != http.StatusUnauthorized || !strings.Contains(body, "Open the address the console printed when it started") {
+		t.Fatalf("GET / without the cookie: %d\n%s", code, body)
+	}
+	if resp, err := client.Get(start); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("opening the printed address: status %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
 	if code, body := get("/"); code != http.StatusOK || !strings.Contains(body, `<a href="/c/notify-checks">notify-checks</a>`) {
 		t.Fatalf("GET /: %d\n%s", code, body)
 	}
-	// Listening on a loopback address, it answers only to local host names.
-	req, _ := http.NewRequest(http.MethodGet, base, nil)
-	req.Host = "attacker.example"
-	if resp, err := client.Do(req); err != nil {
-		t.Fatal(err)
-	} else if resp.Body.Close(); resp.StatusCode != http.StatusMisdirectedRequest {
-		t.Errorf("a request for another host name: status %d", resp.StatusCode)
+	// It answers only to its own host names.
+	u, _ := url.Parse(base)
+	for host, want := range map[string]int{"attacker.example": http.StatusMisdirectedRequest, "attacker.example" + ":" + u.Port(): http.StatusMisdirectedRequest,
+		"localhost:" + u.Port(): http.StatusOK, "console.example": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, base, nil)
+		req.Host = host
+		for _, ck := range jar.Cookies(u) {
+			req.AddCookie(ck)
+		}
+		if resp, err := client.Do(req); err != nil {
+			t.Fatal(err)
+		} else if resp.Body.Close(); resp.StatusCode != want {
+			t.Errorf("a request for host name %s: status %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 
 	press := func() string {
@@ -152,7 +171,7 @@ func TestConsoleServesAndStops(t *testing.T) {
 	// An open event stream, waiting for a receipt that cannot come, must
 	// not keep the console from stopping.
 	stopExecutor()
-	evResp, err := http.Get(base + strings.TrimPrefix(press(), "/") + "/events")
+	evResp, err := client.Get(base + strings.TrimPrefix(press(), "/") + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +196,9 @@ func TestConsoleServesAndStops(t *testing.T) {
 		if !strings.Contains(stderr.String(), "msg="+want) {
 			t.Errorf("the log lacks %q:\n%s", want, stderr.String())
 		}
+	}
+	// The token is printed once, on standard output, and never logged.
+	if tok := strings.TrimPrefix(start[len(base):], "?token="); strings.Contains(stderr.String(), tok) {
+		t.Errorf("the log shows the token:\n%s", stderr.String())
 	}
 }

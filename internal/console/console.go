@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -42,10 +41,11 @@ type Config struct {
 	PublishTimeout time.Duration
 	// Server is shown in the page footer (a URL without secrets).
 	Server string
-	// LoopbackOnly refuses requests whose Host is not localhost or a
-	// loopback address, so that a web page cannot reach a console listening
-	// on a loopback address through DNS rebinding.
-	LoopbackOnly bool
+	// AllowedHosts are the only hosts a request may name in its Host
+	// header, as "host" (any port) or "host:port"; DefaultHosts gives those
+	// of a listen address. Required: a web page cannot then reach the
+	// console through DNS rebinding.
+	AllowedHosts []string
 	// Key, when set, signs the approvals the console makes, valid for
 	// Lifetime (default approve.DefaultLifetime).
 	Key      *sign.Key
@@ -65,6 +65,11 @@ type Console struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// hosts is AllowedHosts parsed; token is the secret of the address
+	// printed at start, session the value of the cookie it sets.
+	hosts                      []hostRule
+	token, session, cookieName string
 
 	mu        sync.Mutex
 	closed    bool
@@ -94,12 +99,29 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	hosts, err := parseHostRules(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	pages, err := parseTemplates()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Console{cfg: cfg, log: cfg.Logger, pages: pages, ctx: ctx, cancel: cancel, approvals: map[string]*kept{}}
+	c := &Console{cfg: cfg, log: cfg.Logger, pages: pages, hosts: hosts, approvals: map[string]*kept{}}
+	if c.token, err = newSecret(); err != nil {
+		return nil, err
+	}
+	if c.session, err = newSecret(); err != nil {
+		return nil, err
+	}
+	// A name of its own for each run: cookies are shared by every port of a
+	// host, and two consoles on one machine must not sign each other out.
+	id, err := newSecret()
+	if err != nil {
+		return nil, err
+	}
+	c.cookieName = "sendtwice-console-" + id[:12]
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.handler = c.routes()
 	return c, nil
 }
@@ -138,32 +160,7 @@ func (c *Console) routes() http.Handler {
 		c.errorPage(w, r, http.StatusForbidden, "Refused",
 			"This form was sent from another site. Approvals are only accepted from the console's own pages.")
 	}))
-	var h http.Handler = csrf.Handler(mux)
-	if c.cfg.LoopbackOnly {
-		next := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !loopbackHost(r.Host) {
-				http.Error(w, "this console answers only on localhost", http.StatusMisdirectedRequest)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-	return securityHeaders(h)
-}
-
-// loopbackHost reports whether a Host header names this machine.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return securityHeaders(c.guard(csrf.Handler(mux)))
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -192,7 +189,7 @@ func (c *Console) render(w http.ResponseWriter, status int, page string, data an
 }
 
 func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	c.render(w, status, "error", c.page(title, errorView{Status: status, Message: message}))
+	c.render(w, status, "error", c.page(title, errorView{Status: status, Title: title, Message: message}))
 }
 
 // pageData is what the layout needs, with one page's view.
@@ -212,7 +209,10 @@ func (c *Console) page(title string, view any) pageData {
 
 type errorView struct {
 	Status  int
+	Title   string
 	Message string
+	// Bare leaves out the link to the candidates.
+	Bare bool
 }
 
 func (c *Console) handleList(w http.ResponseWriter, r *http.Request) {
