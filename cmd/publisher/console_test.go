@@ -2,18 +2,23 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
@@ -200,5 +205,131 @@ func TestConsoleServesAndStops(t *testing.T) {
 	// The token is printed once, on standard output, and never logged.
 	if tok := strings.TrimPrefix(start[len(base):], "?token="); strings.Contains(stderr.String(), tok) {
 		t.Errorf("the log shows the token:\n%s", stderr.String())
+	}
+}
+
+// reviewerKey writes reviewer-1's key pair and a trusted-approvers file
+// naming it, and returns their paths.
+func reviewerKey(t *testing.T, name string) (keyFile, trustedFile string, key *sign.Key) {
+	t.Helper()
+	dir := t.TempDir()
+	key = scenario.TestKey()
+	entry, err := sign.WriteKeyPair(dir, "reviewer", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry.Name = name
+	trustedFile = filepath.Join(dir, "trusted-approvers.json")
+	if err := sign.WriteTrusted(trustedFile, entry); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "reviewer.key"), trustedFile, key
+}
+
+// TestConsoleApproverNameFromTrustedFile: with --trusted-approvers (or
+// $SENDTWICE_TRUSTED_APPROVERS), the console refuses a --by that is not the
+// name the file gives --key, saying whose key it is, and a key the file does
+// not trust.
+func TestConsoleApproverNameFromTrustedFile(t *testing.T) {
+	keyFile, trustedFile, key := reviewerKey(t, "reviewer-1")
+	_, otherTrusted, _ := reviewerKey(t, "reviewer-1")
+	other, err := sign.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sign.WriteTrusted(otherTrusted, sign.ApproverFor("reviewer-2", other.Public())); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"console", "--candidates", consoleDir, "--server", "nats://127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--key", keyFile, "--trusted-approvers", trustedFile, "--by", "mallory"}, "",
+			`--by "mallory": the key ` + keyFile + ` (key ` + key.ID + `) belongs to "reviewer-1" in ` + trustedFile},
+		{[]string{"--key", keyFile, "--by", "mallory"}, trustedFile, `belongs to "reviewer-1"`},
+		{[]string{"--key", keyFile, "--trusted-approvers", otherTrusted}, "", "is not among the trusted approvers in " + otherTrusted},
+		{[]string{"--trusted-approvers", trustedFile}, "", "--trusted-approvers needs --key"},
+	} {
+		t.Setenv("SENDTWICE_TRUSTED_APPROVERS", tc.env)
+		r := publisher(t, nil, append(base, tc.args...)...)
+		r.expect(t, exitUsage)
+		if !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("console %s (SENDTWICE_TRUSTED_APPROVERS=%s): stderr lacks %q:\n%s", strings.Join(tc.args, " "), tc.env, tc.want, r.stderr)
+		}
+	}
+	// The key's own name passes the check (and then needs NATS).
+	t.Setenv("SENDTWICE_TRUSTED_APPROVERS", trustedFile)
+	r := publisher(t, nil, append(base, "--key", keyFile, "--by", "reviewer-1")...)
+	r.expect(t, exitFailure)
+	if !strings.Contains(r.stderr, "connecting to NATS") {
+		t.Errorf("with the key's own name: %s", r.stderr)
+	}
+}
+
+// TestConsoleSignsInTheKeysName: with a key and the trusted approvers, and
+// $USER someone else, the console's approvals name the key's reviewer and
+// pass an executor that trusts only that key.
+func TestConsoleSignsInTheKeysName(t *testing.T) {
+	keyFile, trustedFile, key := reviewerKey(t, "reviewer-1")
+	env := testenv.Start(t)
+	kr, err := sign.LoadTrusted(trustedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}})
+	t.Setenv("USER", "someone-else")
+	t.Setenv("SENDTWICE_TRUSTED_APPROVERS", trustedFile)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr testenv.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runConsole(ctx, []string{"--listen", "127.0.0.1:0", "--candidates", consoleDir, "--server", env.URL(),
+			"--key", keyFile, "--wait", "20s"}, &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	var m []string
+	for deadline := time.Now().Add(30 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
+		if m = consoleURL.FindStringSubmatch(strings.TrimSpace(stdout.String())); m == nil && time.Now().After(deadline) {
+			t.Fatalf("the console did not start\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+	}
+	base := m[1]
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := client.Get(base + strings.TrimPrefix(path, "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	get(m[2])
+	if page := get("/c/notify-checks"); !strings.Contains(page, `value="reviewer-1"`) || !strings.Contains(page, key.ID) {
+		t.Fatalf("the form does not start with the key's name:\n%s", page)
+	}
+	resp, err := client.PostForm(base+"c/notify-checks/send", url.Values{
+		"candidate_digest": {"sha256:8ab0a8135ae2223239602e5651807fdaa5ce74c1dccb239174d5e968d10ea970"},
+		"request_digest":   {"sha256:3fd3958b68b92fcf34b6c14ccd0c2175e633377704dedac864ce29b72eb530a8"},
+		"by":               {"reviewer-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if page := get(resp.Request.URL.Path + "?wait=1"); !strings.Contains(page, `data-state="created"`) {
+		t.Fatalf("the signed approval was not created:\n%s", page)
+	}
+	if a := get("/c/notify-checks/approval.json"); !strings.Contains(a, `"approved_by": "reviewer-1"`) {
+		t.Fatalf("the approval: %s", a)
 	}
 }

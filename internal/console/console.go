@@ -50,6 +50,13 @@ type Config struct {
 	// Lifetime (default approve.DefaultLifetime).
 	Key      *sign.Key
 	Lifetime time.Duration
+	// KeyOwner is the reviewer name the trusted approvers give Key: when
+	// set, the console makes approvals in that name only (executors refuse
+	// an approved_by that is not the signing key's name).
+	KeyOwner string
+	// Trusted, when set, are the executors' trusted approvers: every send
+	// then runs the signature and expiry checks too, as executors do.
+	Trusted *sign.Keyring
 	// Clock stamps approvals and sends; default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -98,6 +105,12 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.KeyOwner != "" && cfg.Key == nil {
+		return nil, errors.New("console: KeyOwner names the owner of Key, but there is no Key")
+	}
+	if cfg.KeyOwner != "" && cfg.By == "" {
+		cfg.By = cfg.KeyOwner
 	}
 	hosts, err := parseHostRules(cfg.AllowedHosts)
 	if err != nil {
@@ -262,9 +275,13 @@ func (c *Console) handleReview(w http.ResponseWriter, r *http.Request) {
 // none) and a form error (or none).
 func (c *Console) renderReview(w http.ResponseWriter, status int, it *Item, focus *Send, formErr, by string) {
 	k, sends := c.itemState(it.Name)
-	v := reviewView{Item: it, URL: itemURL(it.Name), By: by, FormError: formErr}
+	v := reviewView{Item: it, URL: itemURL(it.Name), By: by, FormError: formErr, KeyOwner: c.cfg.KeyOwner}
+	if c.cfg.Key != nil {
+		v.KeyID = c.cfg.Key.ID
+	}
 	if k != nil {
 		v.Approval = k.Approval
+		v.Expired = k.expired(c.cfg.Clock())
 		v.CandidateChanged = it.CandidateRaw != nil && it.CandidateDigest != k.Approval.Candidate.Digest
 		v.RequestChanged = it.RequestRaw != nil && it.RequestDigest != k.Approval.Request.Digest
 	}
