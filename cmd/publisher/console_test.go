@@ -27,7 +27,7 @@ const consoleDir = "../../testdata/console"
 func TestConsoleUsage(t *testing.T) {
 	r := publisher(t, nil, "console", "--help")
 	r.expect(t, exitOK)
-	for _, want := range []string{"NAME.candidate.json", "--listen", "--allowed-host", "--candidates", "--by", "--wait", "--server"} {
+	for _, want := range []string{"NAME.candidate.json", "--listen", "--allowed-host", "--trusted-approvers", "SENDTWICE_TRUSTED_APPROVERS", "--candidates", "--by", "--wait", "--server"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("console --help lacks %q:\n%s", want, r.stderr)
 		}
