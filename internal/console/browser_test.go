@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"flag"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,9 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		// rebind.test resolves to this machine, as a rebound DNS name
+		// would: the console must refuse it by its Host header.
+		chromedp.Flag("host-resolver-rules", "MAP rebind.test 127.0.0.1"),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	)
@@ -148,7 +152,7 @@ func TestBrowserApproveTwice(t *testing.T) {
 	s := startConsole(t, env, copyFixtures(t), nil)
 	b := newTab(t, ctx)
 
-	b.do("opening the list", chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`a[href="/c/notify-checks"]`)))
+	b.do("opening the list", chromedp.Navigate(s.URL+s.Console.LoginPath()), chromedp.WaitVisible(chromedp.CSS(`a[href="/c/notify-checks"]`)))
 	b.screenshot("list")
 	b.do("opening the candidate", chromedp.Click(chromedp.CSS(`a[href="/c/notify-checks"]`)), chromedp.WaitVisible(chromedp.ID("send")))
 	if got := b.text("#assignee .unknown") + ", " + b.text("#due .unknown"); got != "unknown, unknown" {
@@ -267,7 +271,7 @@ func TestBrowserWithoutJavaScript(t *testing.T) {
 		_, err := cdp.Call(ctx, tt, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
 		return err
 	}))
-	b.do("opening the list", chromedp.Navigate(s.URL+"/"), chromedp.Click(chromedp.CSS(`a[href="/c/release-notes"]`)),
+	b.do("opening the list", chromedp.Navigate(s.URL+s.Console.LoginPath()), chromedp.Click(chromedp.CSS(`a[href="/c/release-notes"]`)),
 		chromedp.WaitVisible(chromedp.ID("send")))
 	// No executor runs yet: the page says it waits, and refreshes to the
 	// variant that waits on the server.
@@ -295,4 +299,71 @@ func TestBrowserWithoutJavaScript(t *testing.T) {
 	}
 	b.screenshot("replayed-without-javascript")
 	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
+}
+
+// TestBrowserSignInAndHosts: in Chromium, the console refuses a browser
+// that has not opened the address printed at start, and a page that reaches
+// it under another host name (a DNS name rebound to this machine); opening
+// the printed address lets the browser in, drops the token from the
+// address bar, and approving works.
+func TestBrowserSignInAndHosts(t *testing.T) {
+	ctx := browser(t)
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s := startConsole(t, env, copyFixtures(t), nil)
+	b := newTab(t, ctx)
+	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+
+	// Without the cookie: a page that says what to open, and nothing else.
+	b.do("opening the list without the cookie", chromedp.Navigate(s.URL+"/c/notify-checks"), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	if got := b.text("main h1"); got != "Open the console's address" {
+		t.Errorf("without the cookie the page says %q", got)
+	}
+	if got := b.text("main .notice"); !strings.Contains(got, "Open the address the console printed when it started") {
+		t.Errorf("without the cookie: %q", got)
+	}
+	if n := run(b, "looking for the form", chromedp.Evaluate[int](`document.querySelectorAll('form, #send').length`)); n != 0 {
+		t.Errorf("the refused page has %d forms", n)
+	}
+	b.screenshot("no-cookie")
+	// A form post without the cookie, from a page of the console's own
+	// origin, is refused too.
+	status := run(b, "posting without the cookie", chromedp.Evaluate[int](`fetch('/c/notify-checks/send', {method: 'POST',
+		headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'by=mallory'}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if status != http.StatusUnauthorized {
+		t.Errorf("a post without the cookie: status %d, want 401", status)
+	}
+
+	// The printed address lets the browser in and leaves no token behind.
+	b.do("opening the printed address", chromedp.Navigate(s.URL+s.Console.LoginPath()), chromedp.WaitVisible(chromedp.CSS(`a[href="/c/notify-checks"]`)))
+	if loc := run(b, "reading the address", chromedp.Location()); loc != s.URL+"/" {
+		t.Errorf("after the printed address the browser shows %s, want %s/", loc, s.URL)
+	}
+	if c := run(b, "reading document.cookie", chromedp.Evaluate[string](`document.cookie`)); c != "" {
+		t.Errorf("scripts can read the session cookie: %q", c)
+	}
+
+	// A rebound host name reaches the same server, and is refused: with
+	// the cookie in this browser, and whatever the page does.
+	rebound := "http://rebind.test:" + port
+	b.do("opening the console under another name", chromedp.Navigate(rebound+"/"), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	if got := b.text("main h1"); got != "Wrong address" {
+		t.Errorf("under another host name the page says %q", got)
+	}
+	if got := b.text("main .notice"); !strings.Contains(got, "rebind.test") {
+		t.Errorf("the refusal does not name the host: %q", got)
+	}
+	b.screenshot("foreign-host")
+	status = run(b, "posting under another name", chromedp.Evaluate[int](`fetch('/c/notify-checks/send', {method: 'POST',
+		headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'by=mallory'}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if status != http.StatusMisdirectedRequest {
+		t.Errorf("a post under another host name: status %d, want 421", status)
+	}
+	expectCounts(t, env, provider.Counts{})
+
+	// The normal flow, signed in.
+	b.do("opening the candidate", chromedp.Navigate(s.URL+"/c/notify-checks"), chromedp.WaitVisible(chromedp.ID("send")))
+	b.do("pressing Approve", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="created"]`)))
+	b.screenshot("created")
+	expectCounts(t, env, provider.Counts{RequestsReceived: 1, CreatesExecuted: 1, TasksExisting: 1})
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -42,14 +41,22 @@ type Config struct {
 	PublishTimeout time.Duration
 	// Server is shown in the page footer (a URL without secrets).
 	Server string
-	// LoopbackOnly refuses requests whose Host is not localhost or a
-	// loopback address, so that a web page cannot reach a console listening
-	// on a loopback address through DNS rebinding.
-	LoopbackOnly bool
+	// AllowedHosts are the only hosts a request may name in its Host
+	// header, as "host" (any port) or "host:port"; DefaultHosts gives those
+	// of a listen address. Required: a web page cannot then reach the
+	// console through DNS rebinding.
+	AllowedHosts []string
 	// Key, when set, signs the approvals the console makes, valid for
 	// Lifetime (default approve.DefaultLifetime).
 	Key      *sign.Key
 	Lifetime time.Duration
+	// KeyOwner is the reviewer name the trusted approvers give Key: when
+	// set, the console makes approvals in that name only (executors refuse
+	// an approved_by that is not the signing key's name).
+	KeyOwner string
+	// Trusted, when set, are the executors' trusted approvers: every send
+	// then runs the signature and expiry checks too, as executors do.
+	Trusted *sign.Keyring
 	// Clock stamps approvals and sends; default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -65,6 +72,11 @@ type Console struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// hosts is AllowedHosts parsed; token is the secret of the address
+	// printed at start, session the value of the cookie it sets.
+	hosts                      []hostRule
+	token, session, cookieName string
 
 	mu        sync.Mutex
 	closed    bool
@@ -94,12 +106,35 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.KeyOwner != "" && cfg.Key == nil {
+		return nil, errors.New("console: KeyOwner names the owner of Key, but there is no Key")
+	}
+	if cfg.KeyOwner != "" && cfg.By == "" {
+		cfg.By = cfg.KeyOwner
+	}
+	hosts, err := parseHostRules(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	pages, err := parseTemplates()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Console{cfg: cfg, log: cfg.Logger, pages: pages, ctx: ctx, cancel: cancel, approvals: map[string]*kept{}}
+	c := &Console{cfg: cfg, log: cfg.Logger, pages: pages, hosts: hosts, approvals: map[string]*kept{}}
+	if c.token, err = newSecret(); err != nil {
+		return nil, err
+	}
+	if c.session, err = newSecret(); err != nil {
+		return nil, err
+	}
+	// A name of its own for each run: cookies are shared by every port of a
+	// host, and two consoles on one machine must not sign each other out.
+	id, err := newSecret()
+	if err != nil {
+		return nil, err
+	}
+	c.cookieName = "sendtwice-console-" + id[:12]
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.handler = c.routes()
 	return c, nil
 }
@@ -138,32 +173,7 @@ func (c *Console) routes() http.Handler {
 		c.errorPage(w, r, http.StatusForbidden, "Refused",
 			"This form was sent from another site. Approvals are only accepted from the console's own pages.")
 	}))
-	var h http.Handler = csrf.Handler(mux)
-	if c.cfg.LoopbackOnly {
-		next := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !loopbackHost(r.Host) {
-				http.Error(w, "this console answers only on localhost", http.StatusMisdirectedRequest)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-	return securityHeaders(h)
-}
-
-// loopbackHost reports whether a Host header names this machine.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return securityHeaders(c.guard(csrf.Handler(mux)))
 }
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -192,7 +202,7 @@ func (c *Console) render(w http.ResponseWriter, status int, page string, data an
 }
 
 func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	c.render(w, status, "error", c.page(title, errorView{Status: status, Message: message}))
+	c.render(w, status, "error", c.page(title, errorView{Status: status, Title: title, Message: message}))
 }
 
 // pageData is what the layout needs, with one page's view.
@@ -212,7 +222,10 @@ func (c *Console) page(title string, view any) pageData {
 
 type errorView struct {
 	Status  int
+	Title   string
 	Message string
+	// Bare leaves out the link to the candidates.
+	Bare bool
 }
 
 func (c *Console) handleList(w http.ResponseWriter, r *http.Request) {
@@ -262,9 +275,13 @@ func (c *Console) handleReview(w http.ResponseWriter, r *http.Request) {
 // none) and a form error (or none).
 func (c *Console) renderReview(w http.ResponseWriter, status int, it *Item, focus *Send, formErr, by string) {
 	k, sends := c.itemState(it.Name)
-	v := reviewView{Item: it, URL: itemURL(it.Name), By: by, FormError: formErr}
+	v := reviewView{Item: it, URL: itemURL(it.Name), By: by, FormError: formErr, KeyOwner: c.cfg.KeyOwner}
+	if c.cfg.Key != nil {
+		v.KeyID = c.cfg.Key.ID
+	}
 	if k != nil {
 		v.Approval = k.Approval
+		v.Expired = k.expired(c.cfg.Clock())
 		v.CandidateChanged = it.CandidateRaw != nil && it.CandidateDigest != k.Approval.Candidate.Digest
 		v.RequestChanged = it.RequestRaw != nil && it.RequestDigest != k.Approval.Request.Digest
 	}

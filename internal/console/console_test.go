@@ -3,6 +3,7 @@ package console_test
 import (
 	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -139,7 +140,7 @@ func TestErrors(t *testing.T) {
 	}
 	writeFile(t, dir, "stale"+console.CandidateSuffix, scenario.Candidate())
 	writeFile(t, dir, "stale"+console.RequestSuffix, other)
-	s := startConsole(t, env, dir, func(c *console.Config) { c.LoopbackOnly = true })
+	s := startConsole(t, env, dir, nil)
 
 	t.Run("listed with their problems", func(t *testing.T) {
 		p := s.get(t, "/")
@@ -188,16 +189,103 @@ func TestErrors(t *testing.T) {
 		p = s.do(t, http.MethodPost, "/c/notify-checks/send", approveForm("ada"), http.Header{"Origin": {"http://evil.example"}})
 		p.expect(t, http.StatusForbidden)
 	})
-	t.Run("only localhost when listening on loopback", func(t *testing.T) {
-		p := s.do(t, http.MethodGet, "/", nil, http.Header{"Host": {"evil.example:8080"}})
-		if p.status != http.StatusMisdirectedRequest {
-			t.Errorf("a request for host evil.example: status %d", p.status)
-		}
-		s.do(t, http.MethodGet, "/", nil, http.Header{"Host": {"localhost:8080"}}).expect(t, http.StatusOK)
+	t.Run("forms whose Referer is another site are refused", func(t *testing.T) {
+		p := s.do(t, http.MethodPost, "/c/notify-checks/send", approveForm("ada"), http.Header{"Referer": {"http://evil.example/page"}})
+		p.expect(t, http.StatusForbidden, "This form was sent from another site")
 	})
 	if n := env.Counts().RequestsReceived; n != 0 {
 		t.Errorf("the task service received %d requests, want 0", n)
 	}
+}
+
+// TestHostAllowlist: a request naming a host the console was not started
+// with is refused, whatever the listen address; the allowed names pass.
+func TestHostAllowlist(t *testing.T) {
+	env := testenv.Start(t)
+	s := startConsole(t, env, copyFixtures(t), func(c *console.Config) {
+		c.AllowedHosts = append(c.AllowedHosts, "console.example")
+	})
+	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+	for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.1:1", "localhost", "10.0.0.1:" + port} {
+		for _, path := range []string{"/", "/c/notify-checks", "/static/console.css", s.Console.LoginPath()} {
+			p := s.do(t, http.MethodGet, path, nil, http.Header{"Host": {host}})
+			p.expect(t, http.StatusMisdirectedRequest, "This console answers only to the host names it was started with")
+			p.lacks(t, s.Dir, env.URL(), "notify-checks")
+			if p.header.Get("Set-Cookie") != "" {
+				t.Errorf("Host %s, %s: a cookie was set", host, path)
+			}
+		}
+		p := s.do(t, http.MethodPost, "/c/notify-checks/send", approveForm("ada"), http.Header{"Host": {host}})
+		p.expect(t, http.StatusMisdirectedRequest)
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "console.example", "CONSOLE.example:443"} {
+		s.do(t, http.MethodGet, "/", nil, http.Header{"Host": {host}}).expect(t, http.StatusOK, "notify-checks")
+	}
+	if n := env.Counts().RequestsReceived; n != 0 {
+		t.Errorf("the task service received %d requests, want 0", n)
+	}
+}
+
+// TestSessionRequired: without the cookie that the start address sets,
+// every page, document, event stream and form post is refused with a page
+// that says what to open; the start address sets an HttpOnly, SameSite=Strict
+// cookie and redirects to the page without the token.
+func TestSessionRequired(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s := startConsole(t, env, copyFixtures(t), nil)
+	anon := s.anonymous()
+	for _, path := range []string{"/", "/c/notify-checks", "/c/notify-checks/candidate.json", "/c/notify-checks/sends/1/events", "/elsewhere"} {
+		p := anon.get(t, path)
+		p.expect(t, http.StatusUnauthorized, "Open the address the console printed when it started")
+		p.lacks(t, s.Dir, env.URL(), "cand-0001", "notify-checks")
+	}
+	anon.post(t, "/c/notify-checks/send", approveForm("ada")).expect(t, http.StatusUnauthorized)
+	anon.post(t, "/c/notify-checks/discard", url.Values{}).expect(t, http.StatusUnauthorized)
+	// The stylesheet and script reveal nothing; the sign-in page uses them.
+	anon.get(t, "/static/console.css").expect(t, http.StatusOK)
+
+	// A wrong token, or a cookie with another value, lets nobody in.
+	wrong := strings.Replace(s.Console.LoginPath(), "token=", "token=0", 1)
+	p := anon.get(t, wrong)
+	p.expect(t, http.StatusUnauthorized, "token is not this console")
+	if p.header.Get("Set-Cookie") != "" {
+		t.Error("a wrong token set a cookie")
+	}
+	anon.get(t, "/?token=").expect(t, http.StatusUnauthorized)
+	u, _ := url.Parse(s.URL)
+	for _, ck := range s.Jar.Cookies(u) {
+		forged := anon.do(t, http.MethodGet, "/", nil, http.Header{"Cookie": {ck.Name + "=" + strings.Repeat("0", len(ck.Value))}})
+		forged.expect(t, http.StatusUnauthorized)
+	}
+	if n := env.Counts().RequestsReceived; n != 0 {
+		t.Errorf("the task service received %d requests, want 0", n)
+	}
+
+	// The start address: a cookie, and a redirect that drops the token
+	// and keeps the rest of the address.
+	p = anon.get(t, strings.Replace(s.Console.LoginPath(), "/?", "/c/notify-checks?x=1&", 1))
+	if p.status != http.StatusSeeOther || p.location != "/c/notify-checks?x=1" {
+		t.Fatalf("the start address: status %d, Location %q", p.status, p.location)
+	}
+	resp := http.Response{Header: p.header}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("the start address set %d cookies", len(cookies))
+	}
+	ck := cookies[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.MaxAge != 0 || !ck.Expires.IsZero() {
+		t.Errorf("the session cookie %s: want HttpOnly, SameSite=Strict, Path=/, for the browser session", p.header.Get("Set-Cookie"))
+	}
+	if strings.Contains(ck.Value, strings.TrimPrefix(s.Console.LoginPath(), "/?token=")) {
+		t.Error("the cookie holds the token")
+	}
+	in := anon.do(t, http.MethodGet, "/", nil, http.Header{"Cookie": {ck.Name + "=" + ck.Value}})
+	in.expect(t, http.StatusOK, "notify-checks")
+
+	// With the cookie, posts and event streams work.
+	path := press(t, s, approveForm("reviewer-1"))
+	s.get(t, path+"/events").expect(t, http.StatusOK, "event: result")
 }
 
 var sendLocation = regexp.MustCompile(`^/c/notify-checks/sends/([0-9]+)#result$`)
@@ -352,7 +440,7 @@ func TestEventStreamWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path+"/events", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +525,7 @@ func TestConcurrentPresses(t *testing.T) {
 			}
 			resp.Body.Close()
 			locations[i] = resp.Header.Get("Location")
-			if r, err := http.Get(s.URL + "/"); err == nil {
+			if r, err := s.client().Get(s.URL + "/"); err == nil {
 				r.Body.Close()
 			}
 		})

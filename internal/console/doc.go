@@ -28,8 +28,27 @@
 // at that moment. When a file changed after the approval, the gate refuses,
 // nothing is published, and the page says which check failed and why.
 //
+// A signed approval is valid until its not_after, which the review page
+// shows; past it, the console refuses to send it (check expiry) until it is
+// discarded and made again. With Config.Trusted, every send runs the
+// executors' gate, signature and expiry included, and with Config.KeyOwner
+// approvals are made only in the name the trusted approvers give the key.
+//
 // Approvals are kept in memory: a restarted console approves afresh, and the
 // task service still answers a new approval of the same intent as replayed.
+//
+// # Who may use it
+//
+// Every request must name an allowed host in its Host header (Config.
+// AllowedHosts; DefaultHosts gives the listen host, localhost, 127.0.0.1
+// and [::1] with the port), so that a web page cannot reach the console
+// through DNS rebinding: it is answered 421. Every request except the
+// stylesheet and script must then carry the session cookie (HttpOnly,
+// SameSite=Strict, for this run only) that LoginPath sets: that address
+// holds a secret token from crypto/rand, compared in constant time, which
+// the command prints once at start. Without the cookie the answer is 401
+// with a page that says what to open. Posts are also checked for a foreign
+// Origin or Referer, besides the cross-origin protection.
 //
 // # Without JavaScript
 //

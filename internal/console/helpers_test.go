@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -140,11 +141,13 @@ func ticking() func() time.Time {
 	}
 }
 
-// server is a console served over HTTP for a test.
+// server is a console served over HTTP for a test, with a cookie jar that
+// opened the console's start address.
 type server struct {
 	*httptest.Server
 	Console *console.Console
 	Dir     string
+	Jar     http.CookieJar
 }
 
 func startConsole(t testing.TB, env *testenv.Env, dir string, edit func(*console.Config)) *server {
@@ -164,30 +167,63 @@ func startConsoleWith(t testing.TB, env *testenv.Env, dir string, edit func(*con
 		Clock:     ticking(),
 		Logger:    env.Log,
 	}
+	ts := httptest.NewUnstartedServer(nil)
+	hosts, err := console.DefaultHosts(ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AllowedHosts = hosts
 	if edit != nil {
 		edit(&cfg)
 	}
 	c, err := console.New(cfg)
 	if err != nil {
+		ts.Close()
 		t.Fatal(err)
 	}
 	h := c.Handler()
 	if wrap != nil {
 		h = wrap(h)
 	}
-	ts := httptest.NewServer(h)
+	ts.Config.Handler = h
+	ts.Start()
 	// Close the console first: it ends the event streams the server waits for.
 	t.Cleanup(ts.Close)
 	t.Cleanup(c.Close)
-	return &server{Server: ts, Console: c, Dir: dir}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{Server: ts, Console: c, Dir: dir, Jar: jar}
+	s.signIn(t)
+	return s
 }
 
-// client does not follow redirects, so that tests see them.
+// signIn opens the console's start address, which sets the session cookie
+// in the jar and redirects to the list.
+func (s *server) signIn(t testing.TB) {
+	t.Helper()
+	p := s.get(t, s.Console.LoginPath())
+	if p.status != http.StatusSeeOther || p.location != "/" {
+		t.Fatalf("opening the start address: status %d, Location %q\n%s", p.status, p.location, p.body)
+	}
+}
+
+// client does not follow redirects, so that tests see them, and sends the
+// session cookie.
 func (s *server) client() *http.Client {
 	return &http.Client{
+		Jar:           s.Jar,
 		Timeout:       60 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// anonymous is a client without the session cookie.
+func (s *server) anonymous() *server {
+	cp := *s
+	cp.Jar = nil
+	return &cp
 }
 
 type page struct {
@@ -225,6 +261,13 @@ func (s *server) do(t testing.TB, method, path string, form url.Values, header h
 	}
 	if h := header.Get("Host"); h != "" {
 		req.Host = h
+		// The client looks cookies up by the Host it sends; this is the
+		// same server under another name.
+		if s.Jar != nil {
+			for _, ck := range s.Jar.Cookies(req.URL) {
+				req.AddCookie(ck)
+			}
+		}
 	}
 	resp, err := s.client().Do(req)
 	if err != nil {

@@ -204,6 +204,9 @@ func (c *Console) approval(it *Item, by, sawCandidate, sawRequest string) (*kept
 		return nil, errNeedName
 	case !validLabel(by):
 		return nil, fmt.Errorf("the name must be at most %d bytes of text", document.MaxIDBytes)
+	case c.cfg.KeyOwner != "" && by != c.cfg.KeyOwner:
+		return nil, fmt.Errorf("this console signs with the key of %q (key %s), so an approval it makes must name %q: executors refuse an approval whose approved_by is not its signing key's name. Nothing was approved",
+			c.cfg.KeyOwner, c.cfg.Key.ID, c.cfg.KeyOwner)
 	case sawCandidate != it.CandidateDigest:
 		return nil, errChangedWhileReviewing{"candidate"}
 	case sawRequest != it.RequestDigest:
@@ -227,17 +230,17 @@ func (c *Console) attempt(s *Send, it *Item, k *kept) {
 	}
 	s.SentCandidate, _ = canon.Digest(it.CandidateRaw)
 	s.SentRequest, _ = canon.Digest(it.RequestRaw)
-	if _, err := gate.CheckDocuments(it.CandidateRaw, it.RequestRaw, k.Raw); err != nil {
+	env, err := document.BuildEnvelope(it.CandidateRaw, it.RequestRaw, k.Raw)
+	if err != nil {
+		s.Unsendable = err.Error()
+		return
+	}
+	if err := c.check(env, k); err != nil {
 		var ge *gate.Error
 		if !errors.As(err, &ge) {
 			ge = &gate.Error{Check: gate.CheckEnvelope, Path: "$", Reason: err.Error()}
 		}
 		s.Refused = ge
-		return
-	}
-	env, err := document.BuildEnvelope(it.CandidateRaw, it.RequestRaw, k.Raw)
-	if err != nil {
-		s.Unsendable = err.Error()
 		return
 	}
 	// The publish belongs to the console, not to the browser's request: it
@@ -250,6 +253,34 @@ func (c *Console) attempt(s *Send, it *Item, k *kept) {
 		return
 	}
 	s.Sent = sent
+}
+
+// check runs the gate on the message about to be sent. With the trusted
+// approvers it runs every check an executor runs; without them, the checks
+// that need no keys, and the approval's not_after against the clock (the
+// gate's expiry check judges that at the time the stream stores the
+// message, moments later).
+func (c *Console) check(env []byte, k *kept) error {
+	if c.cfg.Trusted != nil {
+		g := gate.Checker{Keys: c.cfg.Trusted, Now: c.cfg.Clock}
+		_, err := g.Check(env)
+		return err
+	}
+	if k.expired(c.cfg.Clock()) {
+		return &gate.Error{Check: gate.CheckExpiry, Path: "$.approval.not_after",
+			Reason: fmt.Sprintf("the approval expired at %s; ask the reviewer to approve again", k.Approval.NotAfter)}
+	}
+	_, err := gate.Check(env)
+	return err
+}
+
+// expired reports whether the kept approval's not_after has passed.
+func (k *kept) expired(now time.Time) bool {
+	if k.Approval.NotAfter == "" {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339, k.Approval.NotAfter)
+	return err == nil && now.After(t)
 }
 
 // validLabel reports whether by is an acceptable approved_by: valid UTF-8 of

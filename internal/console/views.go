@@ -33,8 +33,13 @@ type reviewView struct {
 	// CandidateChanged and RequestChanged say that a file differs from
 	// what the kept approval names.
 	CandidateChanged, RequestChanged bool
-	Focus                            *resultView
-	Sends                            []resultView
+	// Expired says that the kept approval's not_after has passed.
+	Expired bool
+	// KeyOwner is the only name approvals may be made in (the signing
+	// key's), KeyID the signing key's id; both empty without a key.
+	KeyOwner, KeyID string
+	Focus           *resultView
+	Sends           []resultView
 }
 
 // resultView is one send as the result panel and the table row show it.
@@ -170,6 +175,10 @@ func explain(check, path, reason string) *refusal {
 // adviceLocal says what to do after the console's own gate check refused.
 func adviceLocal(check string) string {
 	switch check {
+	case "expiry":
+		return "An approval is valid only until its not_after; executors refuse it after that. Discard this approval and approve again: a new one is valid for --valid-for from when it is made."
+	case "signature":
+		return "Executors would refuse this approval too: it must be signed by a key in the trusted approvers, in the name they give that key. Check --key, --by and --trusted-approvers, discard this approval and approve again."
 	case "candidate_binding", "request_binding":
 		return "The approval covers the documents as they were when they were approved, so it cannot be used for the files as they are now. Review them again: discard this approval, and approve again once the request is proposed from the current candidate."
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -85,13 +86,45 @@ func TestSpan(t *testing.T) {
 	}
 }
 
-func TestLoopbackHost(t *testing.T) {
+func TestHostAllowed(t *testing.T) {
+	hosts, err := DefaultHosts("10.1.2.3:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := parseHostRules(append(hosts, "console.example", "[fd00::1]:9000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Console{hosts: rules}
 	for host, want := range map[string]bool{
-		"127.0.0.1:8080": true, "localhost:8080": true, "LOCALHOST": true, "[::1]:8080": true, "127.1.2.3": true,
-		"evil.example:8080": false, "10.0.0.1:8080": false, "": false, "localhost.evil.example": false,
+		"127.0.0.1:8080": true, "localhost:8080": true, "LOCALHOST:8080": true, "[::1]:8080": true, "10.1.2.3:8080": true,
+		"console.example": true, "console.example:443": true, "[fd00::1]:9000": true,
+		"127.0.0.1:8081": false, "localhost": false, "127.1.2.3:8080": false, "[fd00::1]:9001": false,
+		"evil.example:8080": false, "10.0.0.1:8080": false, "": false, "localhost.evil.example:8080": false,
+		"console.example.evil:80": false, "user@console.example": false,
 	} {
-		if got := loopbackHost(host); got != want {
-			t.Errorf("loopbackHost(%q) = %v", host, got)
+		if got := c.hostAllowed(host); got != want {
+			t.Errorf("hostAllowed(%q) = %v", host, got)
+		}
+	}
+	if _, err := parseHostRules(nil); err == nil {
+		t.Error("an empty allowlist was accepted")
+	}
+	if _, err := parseHostRules([]string{"http://x/"}); err == nil {
+		t.Error("a URL was accepted as a host")
+	}
+}
+
+func TestDefaultHosts(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8080": "localhost:8080 127.0.0.1:8080 [::1]:8080 127.0.0.1:8080",
+		"0.0.0.0:80":     "localhost:80 127.0.0.1:80 [::1]:80",
+		":80":            "localhost:80 127.0.0.1:80 [::1]:80",
+		"host.lan:9":     "localhost:9 127.0.0.1:9 [::1]:9 host.lan:9",
+	} {
+		got, err := DefaultHosts(addr)
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("DefaultHosts(%q) = %q, %v; want %s", addr, got, err, want)
 		}
 	}
 }
