@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 func main() {
@@ -105,6 +107,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	cli.ApplyEnv(fs)
 	if fs.NArg() != 0 {
 		fs.Usage()
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
