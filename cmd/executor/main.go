@@ -40,6 +40,7 @@ Usage:
   executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
   executor demo
+  executor --version
 
 Run 'executor COMMAND --help' for a command's flags.
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
@@ -83,6 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemoSend(ctx, args[1:], stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		return nil
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, "executor", cli.Version())
 		return nil
 	}
 	fmt.Fprint(stderr, usage)

@@ -44,6 +44,7 @@ Usage:
   provider stats   [--server URL] [--json]
   provider records [--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]
   provider fault   [--server URL] --drop-replies N
+  provider --version
 
 Subcommands:
 
@@ -84,6 +85,9 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.fault(ctx, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stdout, mainUsage)
+		return nil
+	case "version", "-version", "--version":
+		fmt.Fprintln(c.stdout, "provider", sharedcli.Version())
 		return nil
 	default:
 		fmt.Fprint(c.stderr, mainUsage)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -78,4 +79,14 @@ func connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", RedactURL(url), err)
 	}
 	return nc, nil
+}
+
+// Version is the module version of the running binary, from its build
+// information: a tag for `go install ...@vX`, "(devel)" for a build from a
+// checkout.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }
