@@ -2,11 +2,13 @@ package deploytest
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // secretEnv are the environment variables that may carry a secret, each set
@@ -42,11 +44,45 @@ func buildCommands(t *testing.T) string {
 	return dir
 }
 
-func TestHelpAndUsageErrorsOfEveryCommandPrintNoSecretFromTheEnvironment(t *testing.T) {
+func TestTheBuiltCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the commands")
 	}
 	bin := buildCommands(t)
+	t.Run("help and usage errors print no secret from the environment", func(t *testing.T) {
+		helpAndUsageErrorsPrintNoSecret(t, bin)
+	})
+	t.Run("every command prints its version and exits 0", func(t *testing.T) {
+		for _, command := range []string{"executor", "publisher", "provider"} {
+			out, err := exec.Command(filepath.Join(bin, command), "--version").CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), command+" ") {
+				t.Errorf("%s --version: %v, printed %q", command, err, out)
+			}
+		}
+	})
+	t.Run("executor serve --embedded on a busy address says at once that it is in use", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		cmd := exec.Command(filepath.Join(bin, "executor"), "serve", "--embedded", "--data", t.TempDir(),
+			"--listen", l.Addr().String(), "--insecure-allow-unsigned")
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("it started: %s", out)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("it took %v to fail", took)
+		}
+		if !strings.Contains(string(out), "address in use: "+l.Addr().String()) {
+			t.Errorf("it printed %s", out)
+		}
+	})
+}
+
+func helpAndUsageErrorsPrintNoSecret(t *testing.T, bin string) {
 	subcommands := map[string][]string{
 		"executor":  {"serve", "status", "verify", "redrive", "provision", "demo"},
 		"publisher": {"digest", "approve", "check", "send", "keygen", "console", "bench", "bench serve-provider"},
