@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 func main() {
@@ -38,6 +40,7 @@ Usage:
   executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
   executor demo
+  executor --version
 
 Run 'executor COMMAND --help' for a command's flags.
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
@@ -82,6 +85,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, "executor", cli.Version())
+		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
@@ -105,6 +111,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	cli.ApplyEnv(fs)
 	if fs.NArg() != 0 {
 		fs.Usage()
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))

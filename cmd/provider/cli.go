@@ -44,6 +44,7 @@ Usage:
   provider stats   [--server URL] [--json]
   provider records [--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]
   provider fault   [--server URL] --drop-replies N
+  provider --version
 
 Subcommands:
 
@@ -53,7 +54,8 @@ Subcommands:
   fault    arm the fault switch of a service started with --allow-faults
 
 The NATS server defaults to $NATS_URL, else ` + defaultServer + `. Every command also takes
---creds, --nkey, --user/--password ($NATS_PASSWORD) and --tls-cert/--tls-key/--tls-ca.
+--creds, --nkey, --user/--password ($NATS_PASSWORD), --tls-cert/--tls-key/--tls-ca
+(or --tlscert/--tlskey/--tlsca, $NATS_CERT/$NATS_KEY/$NATS_CA) and --inbox-prefix.
 Run "provider <subcommand> --help" for its flags.
 `
 
@@ -84,6 +86,9 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stdout, mainUsage)
 		return nil
+	case "version", "-version", "--version":
+		fmt.Fprintln(c.stdout, "provider", sharedcli.Version())
+		return nil
 	default:
 		fmt.Fprint(c.stderr, mainUsage)
 		return usageErr("unknown subcommand %q", args[0])
@@ -110,6 +115,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		}
 		return usageErr("%s: %v", fs.Name(), err)
 	}
+	sharedcli.ApplyEnv(fs)
 	if fs.NArg() > 0 {
 		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
@@ -126,14 +132,10 @@ type common struct {
 
 func (c *cli) commonFlags(fs *flag.FlagSet) *common {
 	cf := &common{}
-	server := c.getenv("NATS_URL")
-	if server == "" {
-		server = defaultServer
-	}
-	fs.StringVar(&cf.server, "server", server, "NATS server URL; taken from $NATS_URL when set")
+	sharedcli.ServerFlagVar(fs, &cf.server, c.getenv)
 	fs.StringVar(&cf.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&cf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	cf.auth = sharedcli.AuthFlags(fs)
+	cf.auth = sharedcli.AuthFlagsEnv(fs, c.getenv)
 	return cf
 }
 

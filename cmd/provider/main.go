@@ -8,6 +8,7 @@
 //	provider stats   [--server URL] [--json]
 //	provider records [--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]
 //	provider fault   [--server URL] --drop-replies N
+//	provider --version
 //
 // The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
 package main

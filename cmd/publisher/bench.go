@@ -119,7 +119,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var given []string
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "creds", "nkey", "user", "password", "tls-cert", "tls-key", "tls-ca", "tls-first":
+			case "creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey", "tls-ca", "tlsca", "tls-first":
 				given = append(given, "--"+f.Name)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with
@@ -28,6 +30,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 		}
 		return false, &exitError{exitUsage, errSilent}
 	}
+	cli.ApplyEnv(fs)
 	return false, nil
 }
 

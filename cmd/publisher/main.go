@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 func main() {
@@ -33,6 +35,7 @@ Usage:
   publisher keygen --name NAME [--dir DIR] [--trusted FILE]
   publisher console [--listen HOST:PORT] [--candidates DIR] [--key FILE] [--server URL] [--by NAME]
   publisher bench [--server URL | --embedded] ...
+  publisher --version
 
 Run 'publisher COMMAND --help' for a command's flags.
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
@@ -103,6 +106,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runConsole(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		return nil
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, "publisher", cli.Version())
 		return nil
 	}
 	fmt.Fprint(stderr, usage)

@@ -21,6 +21,34 @@ func Canonicalize(data []byte) ([]byte, error) {
 	return encode(v, len(data))
 }
 
+// CanonicalizeExact is Canonicalize with ExactLimits: it refuses a number
+// literal that JCS would round.
+func CanonicalizeExact(data []byte) ([]byte, error) {
+	v, err := Parse(data, ExactLimits)
+	if err != nil {
+		return nil, err
+	}
+	return encode(v, len(data))
+}
+
+// DigestExact is Digest with ExactLimits: it refuses a number literal that
+// JCS would round, so two different numbers never share a digest.
+func DigestExact(data []byte) (string, error) {
+	c, err := CanonicalizeExact(data)
+	if err != nil {
+		return "", err
+	}
+	return digestOf(c), nil
+}
+
+func digestOf(c []byte) string {
+	sum := sha256.Sum256(c)
+	var out [len(digestPrefix) + 2*sha256.Size]byte
+	copy(out[:], digestPrefix)
+	hex.Encode(out[len(digestPrefix):], sum[:])
+	return string(out[:])
+}
+
 // Digest returns "sha256:" followed by the lower-case hex SHA-256 of the
 // canonical form of data. Documents that differ only in member order or
 // insignificant white space have the same digest.
@@ -29,11 +57,7 @@ func Digest(data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(c)
-	var out [len(digestPrefix) + 2*sha256.Size]byte
-	copy(out[:], digestPrefix)
-	hex.Encode(out[len(digestPrefix):], sum[:])
-	return string(out[:]), nil
+	return digestOf(c), nil
 }
 
 // DigestValue returns the digest of the JSON encoding of v, as produced by

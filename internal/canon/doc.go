@@ -30,7 +30,12 @@
 // prescribe: a number with more digits than a double holds is rounded to the
 // nearest double (333333333.33333329 becomes 333333333.3333333), and a number
 // too small to be represented becomes 0. Both are the documented JCS number
-// model, not a guess. Code points that Unicode calls noncharacters (such as
+// model, not a guess. With Limits.ExactNumbers (ExactLimits,
+// CanonicalizeExact, DigestExact; the project's documents and `publisher
+// digest` use it) such literals are refused instead (ErrNumberInexact): a
+// literal must denote exactly the number JCS writes for it, whatever its
+// notation ("1.0", "1e2" and "4.50" pass as 1, 100 and 4.5), so that two
+// different literals never share a digest. Code points that Unicode calls noncharacters (such as
 // U+FFFF) are kept as they are: JCS represents them faithfully.
 //
 // Encode accepts only the value types Parse produces (nil, bool, float64,

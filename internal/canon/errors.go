@@ -16,6 +16,7 @@ var (
 	ErrInvalidUTF8     = errors.New("canon: invalid UTF-8")
 	ErrLoneSurrogate   = errors.New("canon: lone surrogate in \\u escape")
 	ErrNumberRange     = errors.New("canon: number is not a finite IEEE-754 double")
+	ErrNumberInexact   = errors.New("canon: number is not exactly a double")
 	ErrTooLarge        = errors.New("canon: input too large")
 	ErrTooDeep         = errors.New("canon: nesting too deep")
 	ErrUnsupportedType = errors.New("canon: unsupported value")

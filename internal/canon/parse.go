@@ -11,7 +11,21 @@ import (
 type Limits struct {
 	MaxBytes int // default 1 MiB
 	MaxDepth int // nesting of arrays/objects; default 64
+	// ExactNumbers refuses (ErrNumberInexact) a number literal whose value
+	// differs from the number JCS writes for it: the literal must be, up to
+	// notation (trailing zeros, exponent form, the sign of zero), the
+	// shortest decimal that reads back as the same double. "1.0", "1e2",
+	// "4.50" and "0.1" pass (JCS writes 1, 100, 4.5 and 0.1);
+	// "9007199254740993", "9007199254740992.4", "333333333.33333329" and
+	// "1e-400" do not, as two such literals could otherwise share a digest.
+	// Without it, such literals are rounded to the nearest double as RFC 8785
+	// prescribes.
+	ExactNumbers bool
 }
+
+// ExactLimits are DefaultLimits with ExactNumbers: what the project's
+// documents and digests use (CanonicalizeExact, DigestExact).
+var ExactLimits = Limits{MaxBytes: 1 << 20, MaxDepth: 64, ExactNumbers: true}
 
 // DefaultLimits are the limits used by Canonicalize and Digest.
 var DefaultLimits = Limits{MaxBytes: 1 << 20, MaxDepth: 64}
@@ -38,7 +52,7 @@ func Parse(data []byte, lim Limits) (any, error) {
 	}
 	maxDepth = min(maxDepth, maxNesting)
 
-	p := parser{data: data, maxDepth: maxDepth}
+	p := parser{data: data, maxDepth: maxDepth, exact: lim.ExactNumbers}
 	if len(data) > maxBytes {
 		return nil, p.fail(maxBytes, ErrTooLarge,
 			fmt.Sprintf("input of %d bytes is over the limit of %d", len(data), maxBytes))
@@ -70,6 +84,7 @@ type parser struct {
 	pos      int
 	depth    int
 	maxDepth int
+	exact    bool // Limits.ExactNumbers
 	path     []pathSeg
 }
 
@@ -365,7 +380,75 @@ func (p *parser) number() (any, error) {
 		}
 		return nil, p.fail(start, ErrSyntax, fmt.Sprintf("invalid number %s", shown))
 	}
+	if p.exact && !sameDecimal(text, strconv.AppendFloat(nil, f, 'e', -1, 64)) {
+		shown := string(text)
+		if len(shown) > 40 {
+			shown = shown[:37] + "..."
+		}
+		return nil, p.fail(start, ErrNumberInexact,
+			fmt.Sprintf("number %s is not exactly a double (it would be read as %s); write it as that, or as a string",
+				shown, strconv.FormatFloat(f, 'g', -1, 64)))
+	}
 	return f, nil
+}
+
+// sameDecimal reports whether two valid JSON number literals (or a literal
+// and strconv's 'e' format) denote the same decimal value, treating -0 as 0.
+func sameDecimal(a, b []byte) bool {
+	na, da, ea := decimalOf(a)
+	nb, db, eb := decimalOf(b)
+	if len(da) == 0 || len(db) == 0 {
+		return len(da) == len(db)
+	}
+	return na == nb && ea == eb && string(da) == string(db)
+}
+
+// decimalOf splits a number literal into its sign, its significant digits
+// (no leading or trailing zeros; empty for zero) and the exponent e with
+// value = 0.digits × 10^e. An exponent too large for an int saturates.
+func decimalOf(s []byte) (neg bool, digits []byte, exp int) {
+	if len(s) > 0 && s[0] == '-' {
+		neg, s = true, s[1:]
+	}
+	mant, e := s, 0
+	for i, c := range s {
+		if c == 'e' || c == 'E' {
+			mant = s[:i]
+			x := s[i+1:]
+			sign := 1
+			if len(x) > 0 && (x[0] == '+' || x[0] == '-') {
+				if x[0] == '-' {
+					sign = -1
+				}
+				x = x[1:]
+			}
+			for _, d := range x {
+				if e < 1<<40 {
+					e = e*10 + int(d-'0')
+				}
+			}
+			e *= sign
+			break
+		}
+	}
+	intLen := len(mant)
+	digits = make([]byte, 0, len(mant))
+	for i, c := range mant {
+		if c == '.' {
+			intLen = i
+			continue
+		}
+		digits = append(digits, c)
+	}
+	lead := 0
+	for lead < len(digits) && digits[lead] == '0' {
+		lead++
+	}
+	digits = digits[lead:]
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+	}
+	return neg, digits, e + intLen - lead
 }
 
 // plainByte marks the bytes that a string can hold as they are: printable

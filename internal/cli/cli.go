@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -15,13 +16,20 @@ import (
 // DefaultServer is used when neither --server nor NATS_URL is given.
 const DefaultServer = "nats://127.0.0.1:4222"
 
-// ServerFlag adds --server to fs, defaulting to $NATS_URL.
+// ServerFlag adds --server to fs, taking $NATS_URL after parsing (ApplyEnv)
+// when it is not given: the URL may hold a password, which --help must not
+// print.
 func ServerFlag(fs *flag.FlagSet) *string {
-	def := os.Getenv("NATS_URL")
-	if def == "" {
-		def = DefaultServer
-	}
-	return fs.String("server", def, "NATS server `URL` (default from $NATS_URL)")
+	s := new(string)
+	ServerFlagVar(fs, s, os.Getenv)
+	return s
+}
+
+// ServerFlagVar is ServerFlag storing into p and reading the environment
+// through getenv.
+func ServerFlagVar(fs *flag.FlagSet, p *string, getenv func(string) string) {
+	envStringVar(fs, getenv, p, "NATS_URL", DefaultServer, []string{"server"},
+		"NATS server `URL`s, comma-separated (default $NATS_URL, else "+DefaultServer+")")
 }
 
 // LogFlags adds --log-format and --log-level to fs.
@@ -71,4 +79,14 @@ func connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", RedactURL(url), err)
 	}
 	return nc, nil
+}
+
+// Version is the module version of the running binary, from its build
+// information: a tag for `go install ...@vX`, "(devel)" for a build from a
+// checkout.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }

@@ -14,7 +14,7 @@ import (
 
 // ConnConfig says how to reach and authenticate to NATS, as other NATS tools
 // do: a server URL ($NATS_URL), and a credentials file, an nkey seed file, a
-// user and password, and TLS files.
+// user and password, TLS files, and the prefix of reply subjects.
 type ConnConfig struct {
 	Server   string
 	Creds    string
@@ -25,37 +25,68 @@ type ConnConfig struct {
 	TLSKey   string
 	TLSCA    string
 	TLSFirst bool
+	// InboxPrefix replaces "_INBOX" in the subjects of this connection's
+	// replies, so that permissions can give each role its own inbox.
+	InboxPrefix string
+
+	env []*envString // flags falling back to the environment
 }
 
 // ConnFlags adds --server and the authentication and TLS flags to fs.
-// Passwords may come from $NATS_PASSWORD so they stay off command lines.
+// Values from the environment ($NATS_URL, $NATS_PASSWORD and the others
+// named in each flag's help) are read after parsing, by ApplyEnv or at the
+// latest by Options and Connect, so --help never prints them.
 func ConnFlags(fs *flag.FlagSet) *ConnConfig {
-	def := os.Getenv("NATS_URL")
-	if def == "" {
-		def = DefaultServer
-	}
-	c := AuthFlags(fs)
-	fs.StringVar(&c.Server, "server", def, "NATS server `URL`s, comma-separated (default from $NATS_URL)")
+	return ConnFlagsEnv(fs, os.Getenv)
+}
+
+// ConnFlagsEnv is ConnFlags reading the environment through getenv.
+func ConnFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *ConnConfig {
+	c := AuthFlagsEnv(fs, getenv)
+	ServerFlagVar(fs, &c.Server, getenv)
+	c.env = append(c.env, fs.Lookup("server").Value.(*envString))
 	return c
 }
 
-// AuthFlags adds only the authentication and TLS flags to fs, for commands
-// that define --server themselves.
+// AuthFlags adds only the authentication, TLS and inbox flags to fs, for
+// commands that define --server themselves.
 func AuthFlags(fs *flag.FlagSet) *ConnConfig {
+	return AuthFlagsEnv(fs, os.Getenv)
+}
+
+// AuthFlagsEnv is AuthFlags reading the environment through getenv.
+func AuthFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *ConnConfig {
 	c := &ConnConfig{}
-	fs.StringVar(&c.Creds, "creds", os.Getenv("NATS_CREDS"), "user credentials `FILE` (JWT and nkey seed; default $NATS_CREDS)")
-	fs.StringVar(&c.NKey, "nkey", os.Getenv("NATS_NKEY"), "nkey seed `FILE` (default $NATS_NKEY)")
-	fs.StringVar(&c.User, "user", os.Getenv("NATS_USER"), "user `NAME` (default $NATS_USER)")
-	fs.StringVar(&c.Password, "password", os.Getenv("NATS_PASSWORD"), "`PASSWORD` (default $NATS_PASSWORD, preferred over the flag)")
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "client certificate `FILE` (PEM)")
-	fs.StringVar(&c.TLSKey, "tls-key", "", "client private key `FILE` (PEM)")
-	fs.StringVar(&c.TLSCA, "tls-ca", "", "CA certificate `FILE` to verify the server (PEM)")
+	add := func(p *string, env string, names []string, usage string) {
+		c.env = append(c.env, envStringVar(fs, getenv, p, env, "", names, usage))
+	}
+	add(&c.Creds, "NATS_CREDS", []string{"creds"}, "user credentials `FILE` (JWT and nkey seed; default $NATS_CREDS)")
+	add(&c.NKey, "NATS_NKEY", []string{"nkey"}, "nkey seed `FILE` (default $NATS_NKEY)")
+	add(&c.User, "NATS_USER", []string{"user"}, "user `NAME` (default $NATS_USER)")
+	add(&c.Password, "NATS_PASSWORD", []string{"password"}, "`PASSWORD` (default $NATS_PASSWORD, preferred over the flag, which other local users can see)")
+	add(&c.TLSCert, "NATS_CERT", []string{"tls-cert", "tlscert"}, "client certificate `FILE` (PEM; default $NATS_CERT)")
+	add(&c.TLSKey, "NATS_KEY", []string{"tls-key", "tlskey"}, "client private key `FILE` (PEM; default $NATS_KEY)")
+	add(&c.TLSCA, "NATS_CA", []string{"tls-ca", "tlsca"}, "CA certificate `FILE` to verify the server (PEM; default $NATS_CA)")
 	fs.BoolVar(&c.TLSFirst, "tls-first", false, "start TLS before the NATS protocol handshake")
+	add(&c.InboxPrefix, "NATS_INBOX_PREFIX", []string{"inbox-prefix"}, "subject `PREFIX` of this client's replies instead of _INBOX, for permissions that give each role its own inbox (default $NATS_INBOX_PREFIX)")
 	return c
+}
+
+// ConnFlagNames are the names of the flags AuthFlags defines.
+var ConnFlagNames = []string{"creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey",
+	"tls-ca", "tlsca", "tls-first", "inbox-prefix"}
+
+// applyEnv fills the fields whose flags were not given from the environment,
+// once.
+func (c *ConnConfig) applyEnv() {
+	for _, v := range c.env {
+		v.apply()
+	}
 }
 
 // Options turns the configuration into connection options.
 func (c *ConnConfig) Options() ([]nats.Option, error) {
+	c.applyEnv()
 	var opts []nats.Option
 	n := 0
 	if c.Creds != "" {
@@ -91,6 +122,12 @@ func (c *ConnConfig) Options() ([]nats.Option, error) {
 	}
 	if c.TLSFirst {
 		opts = append(opts, nats.TLSHandshakeFirst())
+	}
+	if c.InboxPrefix != "" {
+		if p := c.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..") {
+			return nil, fmt.Errorf("--inbox-prefix %q: want a subject without wildcards, spaces or empty tokens, such as _INBOX_publisher", p)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
 	return opts, nil
 }

@@ -14,7 +14,9 @@ import (
 )
 
 // Limits bound every document this package decodes.
-var Limits = canon.Limits{MaxBytes: 256 << 10, MaxDepth: 16}
+// Numbers must be exactly what JCS writes for them (canon.Limits.ExactNumbers),
+// so that no two different literals share a digest.
+var Limits = canon.Limits{MaxBytes: 256 << 10, MaxDepth: 16, ExactNumbers: true}
 
 // Maximum lengths, in bytes, of identifiers, titles and free text.
 const (
@@ -276,8 +278,9 @@ func (r *reader) integer(path string, v any) int64 {
 		r.fail(path, RuleType, ErrType, "must be a number, not %s", typeName(v))
 		return 0
 	}
-	if f != math.Trunc(f) || f < 0 || f > 1<<53 {
-		r.fail(path, RuleValue, ErrValue, "must be a whole number from 0 to 2^53")
+	// From 2^53 on, doubles skip integers: 2^53+1 would read as 2^53.
+	if f != math.Trunc(f) || f < 0 || f >= 1<<53 {
+		r.fail(path, RuleValue, ErrValue, "must be a whole number from 0 to 2^53-1")
 		return 0
 	}
 	return int64(f)

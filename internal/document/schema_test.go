@@ -763,6 +763,8 @@ var refusals = []struct {
 		set("evidence.0.start_ms", json.Number("812000.5")), document.ErrValue, "$.evidence[0].start_ms"},
 	{"a start_ms above 2^53 is refused by both", kindCandidate, "seed/candidate.json",
 		set("evidence.0.start_ms", over2p53), document.ErrValue, "$.evidence[0].start_ms"},
+	{"a start_ms of 2^53 is refused by both", kindCandidate, "seed/candidate.json",
+		set("evidence.0.start_ms", json.Number("9007199254740992")), document.ErrValue, "$.evidence[0].start_ms"},
 	{"a string for start_ms is refused by both", kindCandidate, "seed/candidate.json",
 		set("evidence.0.start_ms", "812000"), document.ErrType, "$.evidence[0].start_ms"},
 	{"an array in place of the candidate is refused by both", kindCandidate, "seed/candidate.json",
@@ -1051,10 +1053,10 @@ func TestValidVariationsAgree(t *testing.T) {
 			set("speaker_ref", "說話者-甲")},
 		{"a summary of exactly 4096 ASCII bytes passes both", kindCandidate, "seed/candidate.json",
 			set("summary", strings.Repeat("s", 4096))},
-		{"a start_ms and end_ms of 2^53 pass both", kindCandidate, "seed/candidate.json",
+		{"a start_ms and end_ms of 2^53-1 pass both", kindCandidate, "seed/candidate.json",
 			func(doc any) any {
-				set("evidence.0.start_ms", json.Number("9007199254740992"))(doc)
-				return set("evidence.0.end_ms", json.Number("9007199254740992"))(doc)
+				set("evidence.0.start_ms", json.Number("9007199254740991"))(doc)
+				return set("evidence.0.end_ms", json.Number("9007199254740991"))(doc)
 			}},
 		{"an evidence span written as 1.0e3 to 2e3 passes both", kindCandidate, "seed/candidate.json",
 			func(doc any) any {

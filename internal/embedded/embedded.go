@@ -3,7 +3,10 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,6 +26,27 @@ type Options struct {
 	ServerName string
 	// Logging turns on the server's own log lines (to standard error).
 	Logging bool
+}
+
+// ErrAddrInUse means that the address to listen on is taken.
+var ErrAddrInUse = errors.New("embedded: address in use")
+
+// checkListen refuses at once an address the server could not listen on
+// (the server itself would only fail to become ready). A port taken between
+// this check and the server's start still ends in ErrNotReady.
+func checkListen(host string, port int) error {
+	if port <= 0 {
+		return nil // a free port is picked
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w: %s: another process listens there; stop it, or give this one another --listen address", ErrAddrInUse, addr)
+		}
+		return fmt.Errorf("embedded: the NATS server cannot listen on %s: %w", addr, err)
+	}
+	return l.Close()
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -47,6 +71,9 @@ func Start(o Options) (*server.Server, error) {
 		SyncAlways: true,
 		NoSigs:     true,
 		MaxPayload: 1 << 20,
+	}
+	if err := checkListen(o.Host, o.Port); err != nil {
+		return nil, err
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -56,7 +56,7 @@ func LockDir(dir string) (*DirLock, error) {
 			}
 		}
 		_ = f.Close()
-		return nil, fmt.Errorf("%w: %s: another process%s holds it; stop it, or give this one another data directory", ErrDirLocked, abs, owner)
+		return nil, fmt.Errorf("%w: %s: another process%s holds it (one service per data directory); stop it, or give this one another data directory", ErrDirLocked, abs, owner)
 	}
 	// Say who holds it, for the next one that asks.
 	if err := f.Truncate(0); err == nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -115,6 +116,9 @@ type createOp struct {
 	mayCommit func() error
 }
 
+// ErrDirInUse means that another process has the store's directory open.
+var ErrDirInUse = errors.New("provider: data directory in use")
+
 // Open opens (or creates) the store in dir.
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.FS == nil {
@@ -129,6 +133,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	log := opts.Logger.With("component", "provider-store")
 	db, err := pebble.Open(dir, pebbleOptions(opts.FS, log))
 	if err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %q: another process holds it (one service per data directory); stop it, or give this one another data directory: %w", ErrDirInUse, dir, err)
+		}
 		return nil, fmt.Errorf("open pebble in %q: %w", dir, err)
 	}
 	meta, found, err := loadMeta(db)

@@ -1,0 +1,123 @@
+package canon
+
+import (
+	"bufio"
+	"errors"
+	"math"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestExactNumbersRefusesLiteralsThatJCSWouldRound(t *testing.T) {
+	for _, in := range []string{
+		`9007199254740993`, `9007199254740992.4`, `333333333.33333329`, `0.30000000000000001`,
+		`1e-400`, `-1e-400`, `123456789012345678901234567890`, `[1, 18446744073709551617]`,
+	} {
+		_, err := Parse([]byte(in), ExactLimits)
+		if !errors.Is(err, ErrNumberInexact) {
+			t.Errorf("%s: got %v, want ErrNumberInexact", in, err)
+		}
+		if _, err := DigestExact([]byte(in)); !errors.Is(err, ErrNumberInexact) {
+			t.Errorf("DigestExact(%s): got %v, want ErrNumberInexact", in, err)
+		}
+	}
+}
+
+func TestExactNumbersAcceptsEveryNotationOfANumberJCSWritesExactly(t *testing.T) {
+	for in, want := range map[string]string{
+		`9007199254740992`: `9007199254740992`, `9007199254740991`: `9007199254740991`,
+		`1.0`: `1`, `1e2`: `100`, `1E+2`: `100`, `4.50`: `4.5`, `0.1`: `0.1`, `2e-3`: `0.002`,
+		`-0`: `0`, `-0.0e5`: `0`, `1E30`: `1e+30`, `0.000000000000000000000000001`: `1e-27`,
+		`1.7976931348623157e308`: `1.7976931348623157e+308`, `5e-324`: `5e-324`,
+		`100000000000000000000000`: `1e+23`, `0.00001000`: `0.00001`, `12345678901234567`: `12345678901234568`,
+	} {
+		if in == `12345678901234567` {
+			continue // checked below: it is refused
+		}
+		got, err := CanonicalizeExact([]byte(in))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: got %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := CanonicalizeExact([]byte(`12345678901234567`)); !errors.Is(err, ErrNumberInexact) {
+		t.Errorf("12345678901234567 (read as 12345678901234568): got %v, want ErrNumberInexact", err)
+	}
+}
+
+func TestWithoutExactNumbersLiteralsAreRoundedAsRFC8785Says(t *testing.T) {
+	got, err := Canonicalize([]byte(`[9007199254740993, 333333333.33333329]`))
+	if err != nil || string(got) != `[9007199254740992,333333333.3333333]` {
+		t.Fatalf("got %s, %v", got, err)
+	}
+}
+
+func TestTheCanonicalFormOfEveryES6VectorIsAcceptedByExactNumbers(t *testing.T) {
+	f, err := os.Open(filepath.Join(vectorDir, "es6-numbers-10k.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		hexBits, written, _ := strings.Cut(sc.Text(), ",")
+		bits, err := strconv.ParseUint(hexBits, 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := math.Float64frombits(bits)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		// The vector's expected text, and Go's own shortest form, both read
+		// back exactly.
+		for _, in := range []string{written, strconv.FormatFloat(v, 'g', -1, 64), strconv.FormatFloat(v, 'e', -1, 64)} {
+			if got, err := CanonicalizeExact([]byte(in)); err != nil || string(got) != written {
+				t.Fatalf("line %d: %s: got %s, %v; want %s", n, in, got, err, written)
+			}
+		}
+	}
+
+	for _, in := range []string{`333333333.3333333`, `1e+21`, `1e-7`, `0.000001`, `-1.5e-300`, `4.35`, `295147905179352830000`} {
+		got, err := CanonicalizeExact([]byte(in))
+		if err != nil || string(got) != in {
+			t.Errorf("%s: got %s, %v", in, got, err)
+		}
+	}
+}
+
+// FuzzExactNumbers checks ExactNumbers against math/big: a number literal is
+// accepted exactly when its rational value equals that of the shortest
+// decimal of the double it reads as.
+func FuzzExactNumbers(f *testing.F) {
+	for _, s := range []string{"0", "-0", "1.0", "1e2", "0.1", "9007199254740993", "9007199254740992.4",
+		"333333333.33333329", "1e-400", "5e-324", "1.7976931348623157e308", "12345678901234567"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		v, err := Parse([]byte(in), ExactLimits)
+		loose, lerr := Parse([]byte(in), DefaultLimits)
+		x, isNumber := loose.(float64)
+		if lerr != nil || !isNumber {
+			if err == nil && lerr != nil {
+				t.Fatalf("%q: accepted exactly, refused loosely: %v", in, lerr)
+			}
+			return
+		}
+		lit, ok := new(big.Rat).SetString(strings.TrimSpace(in))
+		if !ok {
+			return // math/big refuses exponents of millions; Parse has read it already
+		}
+		want, _ := new(big.Rat).SetString(strconv.FormatFloat(x, 'e', -1, 64))
+		exact := lit.Cmp(want) == 0
+		if exact != (err == nil) {
+			t.Fatalf("%q: exact by math/big: %v; Parse with ExactNumbers: %v, %v", in, exact, v, err)
+		}
+		if err != nil && !errors.Is(err, ErrNumberInexact) {
+			t.Fatalf("%q: %v, want ErrNumberInexact", in, err)
+		}
+	})
+}

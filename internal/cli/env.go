@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"flag"
+	"os"
+)
+
+// envString is a string flag that falls back to an environment variable.
+// The variable is read after parsing (ApplyEnv), never used as the flag's
+// default: flag.PrintDefaults prints defaults, so a secret taken from the
+// environment as a default would appear in --help and in every usage error.
+type envString struct {
+	p      *string
+	env    string
+	getenv func(string) string
+	set    bool // given on the command line
+	done   bool // the environment was read
+}
+
+func (v *envString) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v *envString) Set(s string) error {
+	*v.p, v.set = s, true
+	return nil
+}
+
+// apply takes the variable's value unless the flag was given; an empty or
+// unset variable keeps the flag's default. Only the first call reads the
+// environment, so a value the command sets afterwards stays.
+func (v *envString) apply() {
+	if v.set || v.done {
+		return
+	}
+	v.done = true
+	if s := v.getenv(v.env); s != "" {
+		*v.p = s
+	}
+}
+
+// envStringVar defines flags named names (aliases of one another) bound to p,
+// with default def, falling back to the environment variable env after
+// parsing. The usage text names the variable and def; flag.PrintDefaults
+// prints no default of its own.
+func envStringVar(fs *flag.FlagSet, getenv func(string) string, p *string, env, def string, names []string, usage string) *envString {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	*p = ""
+	v := &envString{p: p, env: env, getenv: getenv}
+	for i, n := range names {
+		u := usage
+		if i > 0 {
+			u = "same as --" + names[0]
+			if _, name := flag.UnquoteUsage(&flag.Flag{Usage: usage}); name != "" {
+				u = "same as --" + names[0] + " `" + name + "`"
+			}
+		}
+		fs.Var(v, n, u)
+	}
+	*p = def
+	return v
+}
+
+// ApplyEnv sets every flag of fs that falls back to an environment variable
+// and was not given on the command line from that variable. Call it right
+// after fs.Parse; calling it again changes nothing.
+func ApplyEnv(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := f.Value.(*envString); ok {
+			v.apply()
+		}
+	})
+}
