@@ -329,8 +329,10 @@ func (s *Service) handleCreate(r micro.Request) {
 		answered = make(chan struct{})
 	}
 	err = s.st.submit(&createOp{req: req, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
-		s.answer(reply, req, drop, resp, err)
+		// Recorded before the answer, so that a caller who reads the stats
+		// after its reply finds its call counted.
 		s.stats.record(start, err)
+		s.answer(reply, req, drop, resp, err)
 		if wait {
 			close(answered)
 			return
