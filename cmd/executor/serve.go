@@ -74,6 +74,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	trusted := fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
 	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
+	maxBytes := maxBytesFlag(fs)
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
 	var faults []executor.FaultSpec
 	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
@@ -92,6 +93,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *maxDeliver < 2 {
 		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *maxDeliver)
+	}
+	if err := checkMaxBytes(*maxBytes); err != nil {
+		return err
 	}
 	if replicasSet && (*replicas < 1 || *replicas > 5) {
 		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
@@ -203,7 +207,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		nc.Close()
 		return err
 	}
-	topo := topology.Config{AckWait: *ackWait, MaxDeliver: *maxDeliver, Replicas: *replicas}
+	topo := topology.Config{AckWait: *ackWait, MaxDeliver: *maxDeliver, Replicas: *replicas, MaxBytes: *maxBytes}
 	topo, err = awaitJetStream(ctx, js, topo, *noProvision, replicasSet, *waitJS, log)
 	if err != nil || ctx.Err() != nil {
 		nc.Close()
