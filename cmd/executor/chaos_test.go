@@ -251,8 +251,8 @@ func buildWorkload(t *testing.T, n int) workload {
 			}
 		case 1: // truncated JSON
 			p = []byte(valid[:1+r.IntN(len(valid)-1)])
-		case 2: // a payload over the limit
-			p = []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", 300<<10)+`"`, 1))
+		case 2: // a payload over the gate's limit (the stream takes some more, for headers)
+			p = []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", 260<<10)+`"`, 1))
 		case 3: // a valid envelope with an absurd intent id
 			p = []byte(strings.Replace(valid, `"intent_id":"intent-chaos-000001"`, `"intent_id":"`+strings.Repeat("\u202e", 40)+strings.Repeat("../", 100)+`"`, 1))
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -12,13 +13,32 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-const provisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N]
+const provisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N] [--max-bytes N]
 
 Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the shared consumer
 "executor", then exits. For deployments where only a provisioning user may manage JetStream
 and executors run with --no-provision. Safe to run again: it creates what is missing and
 updates what differs; it never deletes. Use the same --ack-wait and --max-deliver as the
-executors.`
+executors.
+
+Each stream refuses messages larger than the gate accepts (256 KiB envelopes, plus room for
+headers) and holds at most --max-bytes (default 1 GiB); a full stream refuses new messages
+instead of dropping stored ones.`
+
+// maxBytesFlag declares --max-bytes, shared by provision and serve.
+func maxBytesFlag(fs *flag.FlagSet) *int64 {
+	return fs.Int64("max-bytes", topology.DefaultMaxBytes,
+		"`BYTES` each stream (APPROVALS, RECEIPTS, DEADLETTERS) may hold, per replica; a full stream refuses new\nmessages rather than dropping stored ones (-1: unlimited)")
+}
+
+// checkMaxBytes validates --max-bytes: -1, or room for at least one
+// message of the largest size a stream accepts.
+func checkMaxBytes(n int64) error {
+	if n == -1 || n >= topology.DeadLetterMaxMsg {
+		return nil
+	}
+	return fmt.Errorf("%w: --max-bytes %d: want -1 (unlimited) or at least %d", errUsage, n, topology.DeadLetterMaxMsg)
+}
 
 func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("provision", provisionHelp, stderr)
@@ -26,7 +46,11 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	replicas := fs.Int("replicas", 0, "stream and consumer replicas, 1 to 5: 3 on a cluster (default: as the existing streams have it, else 1)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait")
 	maxDeliver := fs.Int("max-deliver", 5, "deliveries that may try a message before the executors dead-letter it (kept in the consumer's metadata; the consumer itself never drops a message)")
+	maxBytes := maxBytesFlag(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkMaxBytes(*maxBytes); err != nil {
 		return err
 	}
 	if *maxDeliver < 2 {
@@ -50,7 +74,7 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	log, _ := cli.NewLogger(stderr, "text", "warn")
-	cfg, err := setUp(ctx, js, topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver}, false, *replicas != 0, log)
+	cfg, err := setUp(ctx, js, topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver, MaxBytes: *maxBytes}, false, *replicas != 0, log)
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	trusted := fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
 	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
+	maxBytes := maxBytesFlag(fs)
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
 	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
 	var faults []executor.FaultSpec
@@ -94,6 +95,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *maxDeliver < 2 {
 		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *maxDeliver)
+	}
+	if err := checkMaxBytes(*maxBytes); err != nil {
+		return err
 	}
 	if replicasSet && (*replicas < 1 || *replicas > 5) {
 		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
@@ -209,7 +213,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		nc.Close()
 		return err
 	}
-	topo := topology.Config{AckWait: *ackWait, MaxDeliver: *maxDeliver, Replicas: *replicas}
+	topo := topology.Config{AckWait: *ackWait, MaxDeliver: *maxDeliver, Replicas: *replicas, MaxBytes: *maxBytes}
 	topo, err = awaitJetStream(ctx, js, topo, *noProvision, replicasSet, *waitJS, log)
 	if err != nil || ctx.Err() != nil {
 		nc.Close()

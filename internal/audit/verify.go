@@ -65,6 +65,9 @@ type ServiceIdentity struct {
 type Message struct {
 	Data   []byte
 	Stored time.Time
+	// Subject is the subject the message was stored on; the gate's re-run
+	// compares it with the envelope's intent. Empty skips that comparison.
+	Subject string
 }
 
 // StreamState is the APPROVALS stream's state when Load read it.
@@ -94,7 +97,7 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
 			return err
 		}
 		in.Messages[meta.Sequence.Stream] = document.Identify(m.Data())
-		in.Approvals[meta.Sequence.Stream] = Message{Data: m.Data(), Stored: meta.Timestamp}
+		in.Approvals[meta.Sequence.Stream] = Message{Data: m.Data(), Stored: meta.Timestamp, Subject: m.Subject()}
 		return nil
 	})
 	if err != nil {

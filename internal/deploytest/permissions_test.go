@@ -76,10 +76,14 @@ type conn struct {
 	errs []string
 }
 
+// inboxPrefix is the inbox prefix deploy/auth gives a role; its clients
+// connect with --inbox-prefix set to it.
+func inboxPrefix(role string) string { return "_INBOX_" + role }
+
 func connectAs(t *testing.T, url, role, password string) *conn {
 	t.Helper()
 	c := &conn{}
-	nc, err := nats.Connect(url, nats.UserInfo(role, password), nats.Name(role),
+	nc, err := nats.Connect(url, nats.UserInfo(role, password), nats.Name(role), nats.CustomInboxPrefix(inboxPrefix(role)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			c.mu.Lock()
 			c.errs = append(c.errs, err.Error())
@@ -109,6 +113,68 @@ func (c *conn) refused(t *testing.T, what, subject string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s: no permission violation for %s (errors seen: %v)", what, subject, c.errs)
+}
+
+// canSubscribe subscribes to subject and reports whether the server let it:
+// no permission violation naming it within a short wait.
+func (c *conn) canSubscribe(t *testing.T, subject string) bool {
+	t.Helper()
+	sub, err := c.SubscribeSync(subject)
+	if err != nil {
+		t.Fatalf("subscribing to %s: %v", subject, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	_ = c.Flush()
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for _, e := range c.errs {
+			if strings.Contains(e, "Permissions Violation") && strings.Contains(e, `"`+subject+`"`) {
+				c.mu.Unlock()
+				return false
+			}
+		}
+		c.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// reach records, per role, what a spy of that role could and could not
+// read or do, for the table the test prints.
+type reach struct {
+	mu   sync.Mutex
+	rows map[string][2][]string
+}
+
+func (r *reach) note(role, what string, could bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rows == nil {
+		r.rows = map[string][2][]string{}
+	}
+	row := r.rows[role]
+	if could {
+		row[0] = append(row[0], what)
+	} else {
+		row[1] = append(row[1], what)
+	}
+	r.rows[role] = row
+}
+
+func (r *reach) log(t *testing.T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "what each role's spy could and could not do:\n%-13s | %-5s | %s\n", "role", "could", "subject")
+	for _, role := range roles {
+		for i, label := range []string{"yes", "no"} {
+			for _, what := range r.rows[role][i] {
+				fmt.Fprintf(&b, "%-13s | %-5s | %s\n", role, label, what)
+			}
+		}
+	}
+	t.Log(b.String())
 }
 
 func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
@@ -229,6 +295,118 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		rc, err := publish.WaitReceipt(ctx, ojs, sent.IntentID, sent.StreamSeq)
 		if err != nil || rc.Outcome != document.OutcomeReplayed {
 			t.Fatalf("the redriven approval: %+v, %v; want replayed", rc, err)
+		}
+	})
+
+	var table reach
+	defer table.log(t)
+
+	t.Run("an envelope on another intent's subject is rejected at envelope without a call", func(t *testing.T) {
+		before := store.Stats()
+		m := nats.NewMsg(topology.ApprovalSubject("intent-0002"))
+		m.Data = s.Original.Envelope()
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatalf("publishing: %v", err)
+		}
+		rc, err := publish.WaitReceipt(ctx, js, "intent-0001", ack.Sequence)
+		if err != nil {
+			t.Fatalf("no receipt for the misplaced envelope: %v", err)
+		}
+		if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != gate.CheckEnvelope {
+			t.Fatalf("receipt %s, want rejected at %s", rc.Raw, gate.CheckEnvelope)
+		}
+		if after := store.Stats(); after != before {
+			t.Fatalf("the task service was called: counts %+v, were %+v", after, before)
+		}
+	})
+
+	t.Run("each role reads its own inbox and no other", func(t *testing.T) {
+		for _, role := range roles {
+			spy := connectAs(t, url, role, pw[role])
+			subjects := []string{"_INBOX.>", ">"}
+			for _, other := range roles {
+				subjects = append(subjects, inboxPrefix(other)+".>")
+			}
+			for _, subject := range subjects {
+				could := spy.canSubscribe(t, subject)
+				table.note(role, "subscribe "+subject, could)
+				if want := subject == inboxPrefix(role)+".>"; could != want {
+					t.Errorf("a %s connection subscribing to %s: allowed %v, want %v", role, subject, could, want)
+				}
+			}
+		}
+	})
+
+	t.Run("the publisher reads receipts only through a consumer filtered on one intent, and deletes none", func(t *testing.T) {
+		spy := connectAs(t, url, "publisher", pw["publisher"])
+		body := func(cfg string) []byte {
+			return []byte(`{"stream_name":"RECEIPTS","config":` + cfg + `,"action":"create"}`)
+		}
+		for _, try := range []struct{ subject, cfg string }{
+			// A durable consumer through the legacy subject.
+			{"$JS.API.CONSUMER.DURABLE.CREATE.RECEIPTS.spy", `{"durable_name":"spy","filter_subject":"receipts.>","ack_policy":"none"}`},
+			// No filter in the subject: the body could name any filter.
+			{"$JS.API.CONSUMER.CREATE.RECEIPTS.spy", `{"durable_name":"spy","filter_subject":"receipts.>","ack_policy":"none"}`},
+			// A filter of more than one intent's subject.
+			{"$JS.API.CONSUMER.CREATE.RECEIPTS.spy.receipts.a.b", `{"name":"spy","filter_subject":"receipts.a.b","ack_policy":"none"}`},
+			// Consumers on other streams.
+			{"$JS.API.CONSUMER.CREATE.APPROVALS.spy.approvals.intent-0001", `{"name":"spy","filter_subject":"approvals.intent-0001","ack_policy":"none"}`},
+			{"$JS.API.CONSUMER.CREATE.DEADLETTERS.spy.deadletters.intent-0001", `{"name":"spy","filter_subject":"deadletters.intent-0001","ack_policy":"none"}`},
+			// Deleting any consumer.
+			{"$JS.API.CONSUMER.DELETE.RECEIPTS.spy", ""},
+			{"$JS.API.CONSUMER.DELETE.APPROVALS.executor", ""},
+		} {
+			if _, err := spy.Request(try.subject, body(try.cfg), 500*time.Millisecond); err == nil {
+				t.Errorf("the publisher was answered on %s", try.subject)
+			}
+			spy.refused(t, "publisher on "+try.subject, try.subject)
+			table.note("publisher", try.subject, false)
+		}
+		table.note("publisher", "$JS.API.CONSUMER.CREATE.RECEIPTS.<name>.receipts.<intent> (send --wait)", true)
+		if _, err := pjs.Consumer(ctx, topology.ApprovalsStream, topology.Consumer); err != nil {
+			t.Fatalf("the executors' consumer is gone: %v", err)
+		}
+	})
+
+	t.Run("the executor cannot read the service's records or counters", func(t *testing.T) {
+		spy := connectAs(t, url, "executor", pw["executor"])
+		for _, subject := range []string{provider.SubjectRecords, provider.SubjectStats} {
+			if _, err := spy.Request(subject, []byte(`{"kind":"tasks"}`), 500*time.Millisecond); err == nil {
+				t.Errorf("the executor was answered on %s", subject)
+			}
+			spy.refused(t, "executor on "+subject, subject)
+			table.note("executor", subject, false)
+		}
+		table.note("executor", provider.SubjectCreate, true)
+		table.note("operator", provider.SubjectRecords+", "+provider.SubjectStats+" (verify, status)", true)
+	})
+
+	t.Run("the streams refuse a message larger than the gate accepts", func(t *testing.T) {
+		big := nats.NewMsg(topology.ApprovalSubject("intent-big"))
+		big.Data = bytes.Repeat([]byte(" "), document.Limits.MaxBytes+topology.HeaderAllowance+1)
+		if _, err := js.PublishMsg(ctx, big); err == nil {
+			t.Fatal("APPROVALS stored a message larger than the gate accepts")
+		} else if !strings.Contains(err.Error(), "maximum") {
+			t.Fatalf("publishing an oversized approval: %v, want the stream's size refusal", err)
+		}
+		exJS, _ := jetstream.New(exConn.Conn)
+		for _, subject := range []string{topology.ReceiptSubject("intent-big"), topology.DeadLetterSubjectFor("intent-big")} {
+			m := nats.NewMsg(subject)
+			m.Data = bytes.Repeat([]byte(" "), topology.DeadLetterMaxMsg+1)
+			if _, err := exJS.PublishMsg(ctx, m); err == nil {
+				t.Errorf("%s stored an oversized message", subject)
+			}
+		}
+		for _, name := range []string{topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream} {
+			st, err := pjs.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := st.CachedInfo().Config
+			if c.MaxMsgSize <= 0 || c.MaxBytes <= 0 || c.Discard != jetstream.DiscardNew {
+				t.Errorf("stream %s: MaxMsgSize %d, MaxBytes %d, discard %v; want both limits set and DiscardNew", name, c.MaxMsgSize, c.MaxBytes, c.Discard)
+			}
 		}
 	})
 

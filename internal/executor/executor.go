@@ -338,7 +338,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		e.fault(Taken, d)
 	}
 
-	v, err := e.cfg.Gate.CheckAt(msg.Data(), d.stored)
+	v, err := e.cfg.Gate.CheckDelivery(msg.Subject(), msg.Data(), d.stored)
 	if err != nil {
 		var ge *gate.Error
 		if !errors.As(err, &ge) {

@@ -1,6 +1,7 @@
 // Package gate decides whether an approved request may be sent to the task
 // service at all. It recomputes digests and checks, in a fixed order, that the
-// message is a strict envelope (envelope), that it carries a task-approval.v1
+// message is a strict envelope, delivered on its own intent's approvals
+// subject when the subject is given (envelope), that it carries a task-approval.v1
 // (approval_format), that a trusted reviewer signed exactly this approval
 // (signature) and that it has not expired (expiry), that the approval binds
 // exactly this candidate and this request (candidate_binding,

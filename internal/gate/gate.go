@@ -8,6 +8,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // Check names, in the order the gate runs them. They are stable: receipts,
@@ -119,7 +120,7 @@ func (c *Checker) Check(envelope []byte) (*Verdict, error) {
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
-	return checkParts(parts, c)
+	return checkParts(parts, c, "")
 }
 
 // CheckAt is Check with expiry judged at the given time. The executor
@@ -134,6 +135,24 @@ func (c *Checker) CheckAt(envelope []byte, at time.Time) (*Verdict, error) {
 	cc := *c
 	cc.Now = func() time.Time { return at }
 	return cc.Check(envelope)
+}
+
+// CheckDelivery is CheckAt for a message delivered on subject: the subject
+// is part of the contract, so the envelope must name the intent whose
+// subject (topology.ApprovalSubject) it was published on, or it is refused
+// at envelope. Permissions that scope who may publish on which approvals
+// subject mean nothing otherwise. An empty subject skips that comparison.
+func (c *Checker) CheckDelivery(subject string, envelope []byte, at time.Time) (*Verdict, error) {
+	parts, err := document.SplitEnvelope(envelope)
+	if err != nil {
+		return nil, fromDecoder(CheckEnvelope, err)
+	}
+	if c == nil {
+		return checkParts(parts, nil, subject)
+	}
+	cc := *c
+	cc.Now = func() time.Time { return at }
+	return checkParts(parts, &cc, subject)
 }
 
 // Check runs the checks that need no keys on one envelope message, in order,
@@ -154,7 +173,7 @@ func CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
 	if err != nil {
 		return nil, err
 	}
-	return checkParts(parts, nil)
+	return checkParts(parts, nil, "")
 }
 
 // CheckDocuments is CheckDocuments with the checker's trust settings: with
@@ -244,7 +263,7 @@ func prefix(err error, member string) error {
 	return err
 }
 
-func checkParts(p *document.EnvelopeParts, c *Checker) (*Verdict, error) {
+func checkParts(p *document.EnvelopeParts, c *Checker, subject string) (*Verdict, error) {
 	cand, err := document.DecodeCandidate("$.candidate", p.Candidate)
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
@@ -252,6 +271,10 @@ func checkParts(p *document.EnvelopeParts, c *Checker) (*Verdict, error) {
 	req, err := document.DecodeRequest("$.request", p.Request)
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
+	}
+	if want := topology.ApprovalSubject(req.IntentID); subject != "" && subject != want {
+		return nil, refuse(CheckEnvelope, "$.request.intent_id",
+			"the message was published on %q, but intent %q is published on %q: an approval counts only on its own intent's subject", subject, req.IntentID, want)
 	}
 
 	if p.Approval == nil {

@@ -54,7 +54,27 @@ type Config struct {
 	NakDelay      time.Duration
 	MaxNakDelay   time.Duration
 	MaxAckPending int
+	// MaxBytes bounds each of the three streams on disk (per replica). A
+	// full stream refuses new messages (DiscardNew) rather than dropping
+	// stored ones: a publisher sees its send fail, an executor retries its
+	// receipt or dead letter later. Negative means unlimited.
+	MaxBytes int64
 }
+
+// Message size limits. An approval is one envelope, which the gate refuses
+// over document.Limits.MaxBytes; the stream refuses anything larger than the
+// gate accepts plus room for headers. Receipts quote the ids and the path of
+// a refused envelope and dead letters copy it whole with their own headers,
+// so both take the envelope limit and a larger header allowance.
+const (
+	MaxEnvelopeBytes  = 256 << 10
+	HeaderAllowance   = 16 << 10
+	ApprovalMaxMsg    = MaxEnvelopeBytes + HeaderAllowance
+	ReceiptMaxMsg     = MaxEnvelopeBytes + 4*HeaderAllowance
+	DeadLetterMaxMsg  = MaxEnvelopeBytes + 4*HeaderAllowance
+	DefaultMaxBytes   = 1 << 30
+	unlimitedMaxBytes = -1
+)
 
 // DefaultConfig is what an embedded, single-node deployment uses.
 func DefaultConfig() Config {
@@ -67,6 +87,7 @@ func DefaultConfig() Config {
 		NakDelay:        time.Second,
 		MaxNakDelay:     30 * time.Second,
 		MaxAckPending:   4096,
+		MaxBytes:        DefaultMaxBytes,
 	}
 }
 
@@ -95,6 +116,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAckPending == 0 {
 		c.MaxAckPending = d.MaxAckPending
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = d.MaxBytes
+	}
+	if c.MaxBytes < 0 {
+		c.MaxBytes = unlimitedMaxBytes
 	}
 	return c
 }
@@ -174,7 +201,11 @@ func ApprovalsConfig(c Config) jetstream.StreamConfig {
 		MaxAge:      c.MaxAge,
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
-		Discard:     jetstream.DiscardOld,
+		MaxMsgSize:  ApprovalMaxMsg,
+		MaxBytes:    c.MaxBytes,
+		// A full stream refuses new approvals: dropping the oldest would
+		// silently lose approvals no executor has handled yet.
+		Discard: jetstream.DiscardNew,
 		// Publishers with many approvals at hand store them as atomic
 		// batches: one sync for the batch instead of one per message.
 		AllowAtomicPublish: true,
@@ -187,14 +218,19 @@ func ApprovalsConfig(c Config) jetstream.StreamConfig {
 func ReceiptsConfig(c Config) jetstream.StreamConfig {
 	c = c.withDefaults()
 	return jetstream.StreamConfig{
-		Name:               ReceiptsStream,
-		Description:        "task-receipt.v1 documents, receipts.<intent>",
-		Subjects:           []string{ReceiptsSubjects},
-		Storage:            jetstream.FileStorage,
-		Retention:          jetstream.LimitsPolicy,
-		MaxAge:             c.MaxAge,
-		Duplicates:         c.DuplicateWindow,
-		Replicas:           c.Replicas,
+		Name:        ReceiptsStream,
+		Description: "task-receipt.v1 documents, receipts.<intent>",
+		Subjects:    []string{ReceiptsSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      c.MaxAge,
+		Duplicates:  c.DuplicateWindow,
+		Replicas:    c.Replicas,
+		MaxMsgSize:  ReceiptMaxMsg,
+		MaxBytes:    c.MaxBytes,
+		// A full stream refuses new receipts; the executor naks and
+		// retries, so a message is never acked without its receipt.
+		Discard:            jetstream.DiscardNew,
 		AllowAtomicPublish: true,
 	}
 }
@@ -212,6 +248,11 @@ func DeadLetterConfig(c Config) jetstream.StreamConfig {
 		MaxAge:      c.MaxAge,
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
+		MaxMsgSize:  DeadLetterMaxMsg,
+		MaxBytes:    c.MaxBytes,
+		// A full stream refuses new dead letters; the message stays in
+		// APPROVALS and is tried again, rather than dropping older ones.
+		Discard: jetstream.DiscardNew,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -105,5 +106,28 @@ func TestVerifyBoundsCallsByTheDeliveriesThatMayHaveCalled(t *testing.T) {
 				t.Fatalf("bound %d, want %d", got, c.bound)
 			}
 		})
+	}
+}
+
+func TestStreamsAreBoundedToWhatTheGateAccepts(t *testing.T) {
+	if topology.MaxEnvelopeBytes != document.Limits.MaxBytes {
+		t.Fatalf("MaxEnvelopeBytes %d, the gate's limit %d", topology.MaxEnvelopeBytes, document.Limits.MaxBytes)
+	}
+	for _, c := range []topology.Config{{}, {MaxBytes: 5 << 20}, {MaxBytes: -1}} {
+		want := c.MaxBytes
+		switch {
+		case want == 0:
+			want = topology.DefaultMaxBytes
+		case want < 0:
+			want = -1
+		}
+		for _, sc := range []jetstream.StreamConfig{topology.ApprovalsConfig(c), topology.ReceiptsConfig(c), topology.DeadLetterConfig(c)} {
+			if sc.MaxMsgSize < topology.MaxEnvelopeBytes || sc.MaxMsgSize > topology.MaxEnvelopeBytes+64<<10 {
+				t.Errorf("%s: MaxMsgSize %d", sc.Name, sc.MaxMsgSize)
+			}
+			if sc.MaxBytes != want || sc.Discard != jetstream.DiscardNew {
+				t.Errorf("%s with %d: MaxBytes %d, discard %v; want %d and DiscardNew", sc.Name, c.MaxBytes, sc.MaxBytes, sc.Discard, want)
+			}
+		}
 	}
 }
