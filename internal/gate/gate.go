@@ -185,7 +185,7 @@ func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict,
 	if err != nil {
 		return nil, err
 	}
-	return checkParts(parts, c)
+	return checkParts(parts, c, "")
 }
 
 func splitDocuments(candidate, request, approval []byte) (*document.EnvelopeParts, error) {
