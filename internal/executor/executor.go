@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -347,7 +348,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		// The ids of a refused message, as far as they can be read.
 		d.id = document.Identify(msg.Data())
 		r := e.receipt(d, document.OutcomeRejected)
-		r.Rejection = &document.Rejection{Check: ge.Check, Path: ge.Path, Reason: ge.Reason}
+		r.Rejection = &document.Rejection{Check: ge.Check, Path: clip(ge.Path), Reason: clip(ge.Reason)}
 		e.finish(d, r, true)
 		return
 	}
@@ -543,8 +544,24 @@ func (e *Executor) deadLetter(d *delivery, reason string) {
 		return
 	}
 	r := e.receipt(d, document.OutcomeDeadLettered)
-	r.Failure = &document.Failure{Reason: reason, Attempts: int64(min(d.delivered, uint64(e.cfg.Topology.MaxDeliver)))}
+	r.Failure = &document.Failure{Reason: clip(reason), Attempts: int64(min(d.delivered, uint64(e.cfg.Topology.MaxDeliver)))}
 	e.finish(d, r, true)
+}
+
+// clip shortens a text taken from the message or an error to what a receipt
+// may hold (document.MaxTextBytes), at a character boundary, so that a
+// message with, say, a very long member name still gets a receipt that
+// decodes.
+func clip(s string) string {
+	const ellipsis = "…"
+	if len(s) <= document.MaxTextBytes {
+		return s
+	}
+	n := document.MaxTextBytes - len(ellipsis)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis
 }
 
 // receipt starts a receipt for this delivery.

@@ -2,10 +2,12 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -236,4 +238,28 @@ func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testi
 		t.Fatalf("after the poison messages: %s, want created", rc.Outcome)
 	}
 	wantCounts(t, env.Counts(), 1, 1, 1)
+}
+
+func TestAMessageRefusedForAVeryLongMemberNameGetsAReceiptThatDecodes(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	var envelope map[string]any
+	if err := json.Unmarshal(seed(t).Original.Envelope(), &envelope); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 6000) // 12,000 bytes, a name no receipt field may hold whole
+	envelope["request"].(map[string]any)[long] = 1
+	body, err := json.Marshal(envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := send(t, env, body)
+	if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != "envelope" {
+		t.Fatalf("receipt %+v, want rejected at envelope", rc)
+	}
+	if len(rc.Rejection.Path) > document.MaxTextBytes || !strings.HasPrefix(rc.Rejection.Path, "$.request.é") || !utf8.ValidString(rc.Rejection.Path) {
+		t.Fatalf("rejection path of %d bytes: %.80q…", len(rc.Rejection.Path), rc.Rejection.Path)
+	}
+	// send reads the receipt with the strict decoder: it decodes.
+	wantCounts(t, env.Counts(), 0, 0, 0)
 }
