@@ -438,9 +438,11 @@ func TestChaos(t *testing.T) {
 		if err != nil {
 			return false
 		}
+		// Every message ends with a receipt, a dead letter with a
+		// dead_lettered one; a dead letter read before its receipt is
+		// stored is not the end yet (Load reads the receipts first).
 		for _, s := range seqs {
-			_, dead := in.DeadLetters[s]
-			if len(in.Receipts[s]) == 0 && !dead {
+			if len(in.Receipts[s]) == 0 {
 				return false
 			}
 		}
