@@ -590,3 +590,24 @@ func hex4(d []byte, i int) (rune, bool) {
 	}
 	return r, true
 }
+
+// TypeName names the JSON type of a value of the tree Parse returns, for
+// error messages: "null", "a boolean", "a number", "a string", "an array",
+// "an object".
+func TypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -95,24 +95,6 @@ func (r *reader) result() error {
 	return r.err
 }
 
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
 func join(path, name string) string { return path + "." + name }
 
 // object checks that v is an object holding exactly the named members. A name
@@ -124,7 +106,7 @@ func (r *reader) object(path string, v any, names ...string) map[string]any {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		r.fail(path, RuleType, ErrType, "must be an object, not %s", typeName(v))
+		r.fail(path, RuleType, ErrType, "must be an object, not %s", canon.TypeName(v))
 		return nil
 	}
 	known := make(map[string]bool, len(names))
@@ -171,7 +153,7 @@ func (r *reader) text(path string, v any, maxBytes int) string {
 	}
 	s, ok := v.(string)
 	if !ok {
-		r.fail(path, RuleType, ErrType, "must be a string, not %s", typeName(v))
+		r.fail(path, RuleType, ErrType, "must be a string, not %s", canon.TypeName(v))
 		return ""
 	}
 	switch {
@@ -233,7 +215,7 @@ func (r *reader) constant(path string, v any, want, rule string, sentinel error)
 	}
 	s, ok := v.(string)
 	if !ok || s != want {
-		got := typeName(v)
+		got := canon.TypeName(v)
 		if ok {
 			got = fmt.Sprintf("%q", s)
 		}
@@ -275,7 +257,7 @@ func (r *reader) integer(path string, v any) int64 {
 	}
 	f, ok := v.(float64)
 	if !ok {
-		r.fail(path, RuleType, ErrType, "must be a number, not %s", typeName(v))
+		r.fail(path, RuleType, ErrType, "must be a number, not %s", canon.TypeName(v))
 		return 0
 	}
 	// From 2^53 on, doubles skip integers: 2^53+1 would read as 2^53.
@@ -292,7 +274,7 @@ func (r *reader) array(path string, v any, minItems int) []any {
 	}
 	a, ok := v.([]any)
 	if !ok {
-		r.fail(path, RuleType, ErrType, "must be an array, not %s", typeName(v))
+		r.fail(path, RuleType, ErrType, "must be an array, not %s", canon.TypeName(v))
 		return nil
 	}
 	if len(a) < minItems {

@@ -85,7 +85,7 @@ func parseBody(data []byte) (map[string]any, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fieldErr("body", "must be a JSON object, not %s", jsonType(v))
+		return nil, fieldErr("body", "must be a JSON object, not %s", canon.TypeName(v))
 	}
 	return m, nil
 }
@@ -95,24 +95,6 @@ func fieldPath(parent, name string) string {
 		return name
 	}
 	return parent + "." + name
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // members refuses members of m (at path parent) not named in known. Names
@@ -145,7 +127,7 @@ func str(parent string, m map[string]any, name string) (string, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", fieldErr(fieldPath(parent, name), "must be a JSON string, not %s", jsonType(v))
+		return "", fieldErr(fieldPath(parent, name), "must be a JSON string, not %s", canon.TypeName(v))
 	}
 	return s, nil
 }
@@ -167,7 +149,7 @@ func whole(parent string, m map[string]any, name string, allowNegative bool) (in
 	}
 	f, ok := v.(float64)
 	if !ok {
-		return 0, fieldErr(fieldPath(parent, name), "must be a JSON number, not %s", jsonType(v))
+		return 0, fieldErr(fieldPath(parent, name), "must be a JSON number, not %s", canon.TypeName(v))
 	}
 	if f != math.Trunc(f) || f > 1<<53 || f < -(1<<53) {
 		return 0, fieldErr(fieldPath(parent, name), "must be a whole number up to 2^53")
@@ -199,7 +181,7 @@ func decodeCreate(data []byte) (CreateRequest, error) {
 	if tv, ok := m["task"]; ok {
 		tm, ok := tv.(map[string]any)
 		if !ok {
-			return CreateRequest{}, fieldErr("task", "must be a JSON object, not %s", jsonType(tv))
+			return CreateRequest{}, fieldErr("task", "must be a JSON object, not %s", canon.TypeName(tv))
 		}
 		if err := members("task", tm, "title", "assignee_person_ref", "due_at"); err != nil {
 			return CreateRequest{}, err

@@ -393,7 +393,7 @@ func parseTrusted(b []byte) ([]Approver, error) {
 	}
 	list, ok := top["approvers"].([]any)
 	if !ok {
-		return nil, fmt.Errorf("$.approvers must be an array, not %s", typeName(top["approvers"]))
+		return nil, fmt.Errorf("$.approvers must be an array, not %s", canon.TypeName(top["approvers"]))
 	}
 	if len(list) == 0 {
 		return nil, errors.New("$.approvers names no approvers")
@@ -412,7 +412,7 @@ func parseTrusted(b []byte) ([]Approver, error) {
 		}{{"name", &a.Name}, {"key_id", &a.KeyID}, {"public_key", &a.PublicKey}} {
 			s, ok := m[f.name].(string)
 			if !ok {
-				return nil, fmt.Errorf("%s.%s must be a string, not %s", path, f.name, typeName(m[f.name]))
+				return nil, fmt.Errorf("%s.%s must be a string, not %s", path, f.name, canon.TypeName(m[f.name]))
 			}
 			*f.dst = s
 		}
@@ -434,7 +434,7 @@ func parseTrusted(b []byte) ([]Approver, error) {
 func members(path string, v any, names ...string) (map[string]any, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s must be an object, not %s", path, typeName(v))
+		return nil, fmt.Errorf("%s must be an object, not %s", path, canon.TypeName(v))
 	}
 	var unknown []string
 	for k := range m {
@@ -462,24 +462,6 @@ func members(path string, v any, names ...string) (map[string]any, error) {
 		}
 	}
 	return m, nil
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // WriteTrusted writes a trusted-approvers file naming exactly approvers,
