@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,27 +192,8 @@ func TestAKilledReceiptBatchLeavesNoMessageAckedWithoutItsReceipt(t *testing.T) 
 			const n = 400
 			seqs := publishApprovals(t, env.JS, "killed-batch", n)
 
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), roleEnv+"=executor", "EXECUTOR_TEST_URL="+env.URL(),
-				"EXECUTOR_TEST_KILL_AT="+string(point), "EXECUTOR_TEST_KILL_NTH=3")
-			var out strings.Builder
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			select {
-			case err := <-exited:
-				ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-				if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-					t.Fatalf("the executor process ended without being killed (%v):\n%s", err, out.String())
-				}
-			case <-time.After(60 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatalf("the executor process never reached %s three times:\n%s", point, out.String())
-			}
-			t.Logf("%s", strings.TrimSpace(out.String()))
+			out := killedExecutor(t, env, point, 3, topology.Config{})
+			t.Logf("%s", strings.TrimSpace(out))
 
 			// Whatever the dead process sent has arrived once a round trip
 			// through the server completes.

@@ -24,15 +24,21 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-// killedExecutor runs an executor process with the topology topo that kills
-// itself (SIGKILL) the first time a delivery reaches point, and waits until
-// it is dead.
-func killedExecutor(t *testing.T, env *testenv.Env, point executor.Point, topo topology.Config) {
+// killedExecutor runs an executor process that kills itself (SIGKILL) the
+// nth time a delivery reaches point, and waits until it is dead; it returns
+// what the process printed. The topology's AckWait and MaxDeliver apply when
+// set.
+func killedExecutor(t *testing.T, env *testenv.Env, point executor.Point, nth int, topo topology.Config) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), roleEnv+"=executor", "EXECUTOR_TEST_URL="+env.URL(),
-		"EXECUTOR_TEST_KILL_AT="+string(point), "EXECUTOR_TEST_KILL_NTH=1",
-		"EXECUTOR_TEST_ACK_WAIT="+topo.AckWait.String(), "EXECUTOR_TEST_MAX_DELIVER="+strconv.Itoa(topo.MaxDeliver))
+		"EXECUTOR_TEST_KILL_AT="+string(point), "EXECUTOR_TEST_KILL_NTH="+strconv.Itoa(nth))
+	if topo.AckWait > 0 {
+		cmd.Env = append(cmd.Env, "EXECUTOR_TEST_ACK_WAIT="+topo.AckWait.String())
+	}
+	if topo.MaxDeliver > 0 {
+		cmd.Env = append(cmd.Env, "EXECUTOR_TEST_MAX_DELIVER="+strconv.Itoa(topo.MaxDeliver))
+	}
 	var out testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -46,10 +52,11 @@ func killedExecutor(t *testing.T, env *testenv.Env, point executor.Point, topo t
 		if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 			t.Fatalf("the executor process ended without being killed (%v):\n%s", err, out.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatalf("the executor process never reached %s:\n%s", point, out.String())
+		t.Fatalf("the executor process never reached %s %d times:\n%s", point, nth, out.String())
 	}
+	return out.String()
 }
 
 // receiptsFor waits until message seq has a receipt and returns its
@@ -117,8 +124,8 @@ func TestAMessageWhoseDeliveriesRanOutWhileEveryExecutorWasDeadIsDeadLetteredByT
 	seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
 	// Two executors take the message in turn and die after the service
 	// call: its budget of two deliveries is spent.
-	killedExecutor(t, env, executor.AfterCall, topo)
-	killedExecutor(t, env, executor.AfterCall, topo)
+	killedExecutor(t, env, executor.AfterCall, 1, topo)
+	killedExecutor(t, env, executor.AfterCall, 1, topo)
 	// Nobody listens while the last delivery's AckWait runs out.
 	time.Sleep(2*topo.AckWait + 500*time.Millisecond)
 	env.Executor(executor.Config{ID: "exec-healthy", Topology: topo})
