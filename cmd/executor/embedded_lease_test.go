@@ -16,28 +16,59 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
-func TestAnEmbeddedExecutorWhoseTaskServiceLosesItsLeaseStops(t *testing.T) {
+// inProcess is "executor serve --embedded" running in this test's process.
+type inProcess struct {
+	url  string
+	done chan error // run's result, once it returns
+	log  *syncBuffer
+}
+
+// serveEmbedded runs "executor serve --embedded" with args on a free port
+// and a data directory of the test's, in this process, and waits until its
+// server accepts connections. Cleanup stops it.
+func serveEmbedded(t *testing.T, args ...string) *inProcess {
+	t.Helper()
 	port := freePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	p := &inProcess{url: fmt.Sprintf("nats://127.0.0.1:%d", port), done: make(chan error, 1), log: &syncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr syncBuffer
-	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--embedded", "--insecure-allow-unsigned", "--data", filepath.Join(t.TempDir(), "data"),
-			"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn"}, &bytes.Buffer{}, &stderr)
+		p.done <- run(ctx, append([]string{"serve", "--embedded", "--data", filepath.Join(t.TempDir(), "data"),
+			"--listen", fmt.Sprintf("127.0.0.1:%d", port)}, args...), &bytes.Buffer{}, p.log)
 	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+		if t.Failed() {
+			t.Logf("executor output:\n%s", p.log.String())
+		}
+	})
+	waitFor(t, 30*time.Second, "the embedded server", func() bool {
+		nc, err := nats.Connect(p.url)
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
+	return p
+}
+
+func TestAnEmbeddedExecutorWhoseTaskServiceLosesItsLeaseStops(t *testing.T) {
+	p := serveEmbedded(t, "--insecure-allow-unsigned", "--log-level", "warn")
+	nc, err := nats.Connect(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var kv jetstream.KeyValue
 	waitFor(t, 30*time.Second, "the embedded task service's lease", func() bool {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			return false
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return false
-		}
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		kv, err = js.KeyValue(c, provider.LeaseBucket)
@@ -54,11 +85,12 @@ func TestAnEmbeddedExecutorWhoseTaskServiceLosesItsLeaseStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
+	case err := <-p.done:
+		p.done <- err // for the cleanup
 		if err == nil || !strings.Contains(err.Error(), "the embedded task service stopped serving") || !strings.Contains(err.Error(), "store-0000000000000bad") {
-			t.Fatalf("serve ended with %v; want an error saying the task service stopped, naming the new holder\n%s", err, stderr.String())
+			t.Fatalf("serve ended with %v; want an error saying the task service stopped, naming the new holder\n%s", err, p.log.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("serve kept running after its task service lost the lease\n%s", stderr.String())
+		t.Fatalf("serve kept running after its task service lost the lease\n%s", p.log.String())
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -32,31 +31,11 @@ func TestARevokedReviewersApprovalIsRejectedAtSignatureAfterSIGHUPWithoutARestar
 	if err := sign.WriteTrusted(trusted, sign.ApproverFor(scenario.Reviewer, reviewer.Public()), sign.ApproverFor("reviewer-2", other.Public())); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--embedded", "--trusted-approvers", trusted, "--data", filepath.Join(dir, "data"),
-			"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", "exec-reload", "--log-level", "info"}, &bytes.Buffer{}, &stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-		if t.Failed() {
-			t.Logf("executor output:\n%s", stderr.String())
-		}
-	})
-	var nc *nats.Conn
-	waitFor(t, 30*time.Second, "the embedded server", func() bool {
-		nc, err = nats.Connect(url)
-		return err == nil
-	})
+	p := serveEmbedded(t, "--trusted-approvers", trusted, "--id", "exec-reload", "--log-level", "info")
+	nc, err := nats.Connect(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -83,9 +62,9 @@ func TestARevokedReviewersApprovalIsRejectedAtSignatureAfterSIGHUPWithoutARestar
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the reload to be logged", func() bool {
-		return strings.Contains(stderr.String(), "trusted approvers reloaded")
+		return strings.Contains(p.log.String(), "trusted approvers reloaded")
 	})
-	logged := stderr.String()
+	logged := p.log.String()
 	if !strings.Contains(logged, scenario.Reviewer+" ("+reviewer.ID+")") || !strings.Contains(logged, "removed") {
 		t.Errorf("the reload does not log the removed reviewer:\n%s", logged)
 	}
@@ -105,10 +84,11 @@ func TestARevokedReviewersApprovalIsRejectedAtSignatureAfterSIGHUPWithoutARestar
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the failed reload to be logged", func() bool {
-		return strings.Contains(stderr.String(), "reloading the trusted approvers failed")
+		return strings.Contains(p.log.String(), "reloading the trusted approvers failed")
 	})
 	select {
-	case err := <-done:
+	case err := <-p.done:
+		p.done <- err // for the cleanup
 		t.Fatalf("serve stopped after a failed reload: %v", err)
 	default:
 	}
