@@ -222,8 +222,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
+	fake := provider.NewClient(nc)
+	fake.Timeout = *callTimeout
 	ex, err := executor.New(nc, executor.Config{
 		ID:          *id,
+		TaskService: fake.TaskService(),
 		Concurrency: *conc,
 		CallTimeout: *callTimeout,
 		Topology:    topo,

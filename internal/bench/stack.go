@@ -230,6 +230,7 @@ func (s *stack) executors(k int) (stop func(), err error) {
 		conns = append(conns, nc)
 		ex, err := executor.New(nc, executor.Config{
 			ID:           "bench-" + strconv.Itoa(i),
+			TaskService:  provider.NewClient(nc).TaskService(),
 			Concurrency:  s.o.Concurrency,
 			ReceiptBatch: s.o.ReceiptBatch,
 			Topology:     s.topo,

@@ -120,6 +120,7 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 	r.key = key
 	ex, err := executor.New(exConn, executor.Config{
 		Gate:        &gate.Checker{Keys: keys},
+		TaskService: provider.NewClient(exConn).TaskService(),
 		ID:          "exec-1",
 		Concurrency: 4,
 		CallTimeout: time.Second,

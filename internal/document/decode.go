@@ -540,13 +540,14 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 }
 
 // receiptRules ties the outcome to the members it implies: a service
-// outcome names its task and the counters; a rejection names its check; a
-// dead letter says why; and nothing names what did not happen.
+// outcome names its task (and the service's counters when it keeps them); a
+// rejection names its check; a dead letter says why; and nothing names what
+// did not happen.
 func (r *reader) receiptRules(rc *Receipt) {
 	service := rc.Outcome == OutcomeCreated || rc.Outcome == OutcomeReplayed || rc.Outcome == OutcomeConflict
 	switch {
-	case service && (rc.TaskID == nil || rc.Counts == nil):
-		r.fail("$.task_id", RuleValue, ErrValue, "a %s receipt must name the task and the service's counters", rc.Outcome)
+	case service && rc.TaskID == nil:
+		r.fail("$.task_id", RuleValue, ErrValue, "a %s receipt must name the task", rc.Outcome)
 	case !service && rc.Counts != nil:
 		r.fail("$.counts", RuleValue, ErrValue, "a %s receipt must not carry counters: the service was not called", rc.Outcome)
 	case !service && rc.StoreID != nil:

@@ -19,6 +19,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -58,6 +59,7 @@ func runExecutorProcess() int {
 	seen := 0
 	ex, err := executor.New(nc, executor.Config{
 		Gate:        &gate.Checker{AllowUnsigned: true},
+		TaskService: provider.NewClient(nc).TaskService(),
 		ID:          "exec-killed",
 		Concurrency: 32,
 		CallTimeout: 2 * time.Second,
@@ -507,7 +509,7 @@ func TestReceiptsStoredAloneStopAtTheFirstSystemicFailure(t *testing.T) {
 	defer nc.Close()
 	var retried atomic.Int64
 	ex, err := executor.New(nc, executor.Config{ID: "exec-1", Gate: &gate.Checker{AllowUnsigned: true},
-		Topology: testenv.Topology, Logger: testenv.Logger(), OnRetry: func(uint64, error) { retried.Add(1) }})
+		TaskService: provider.NewClient(nc).TaskService(), Topology: testenv.Topology, Logger: testenv.Logger(), OnRetry: func(uint64, error) { retried.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // Point names a place in the handling of one delivery where a fault can be
@@ -56,6 +56,9 @@ type Config struct {
 	// the gate and sent to the task service); default 32. Deliveries whose
 	// receipts wait for their batch's commit do not count against it.
 	Concurrency int
+	// TaskService is where tasks are created: the fake task service
+	// (provider.Client.TaskService) or an adapter of a real one. Required.
+	TaskService taskservice.Service
 	// CallTimeout bounds one call to the task service; default 5s.
 	CallTimeout time.Duration
 	// Topology sizes the streams and the consumer that Run provisions. Once
@@ -93,11 +96,11 @@ type Config struct {
 
 // Executor is one executor instance.
 type Executor struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	client *provider.Client
-	log    *slog.Logger
+	cfg Config
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	svc taskservice.Service
+	log *slog.Logger
 
 	// receipts stores receipts, in batches while Run is consuming.
 	receipts *batcher
@@ -153,6 +156,9 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	if cfg.Gate == nil {
 		return nil, errors.New("executor: no gate policy: set Config.Gate (trusted approvers, or unsigned approvals allowed explicitly)")
 	}
+	if cfg.TaskService == nil {
+		return nil, errors.New("executor: no task service: set Config.TaskService")
+	}
 	if cfg.ID == "" {
 		host, _ := os.Hostname()
 		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -181,9 +187,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: opening JetStream: %w", err)
 	}
-	c := provider.NewClient(nc)
-	c.Timeout = cfg.CallTimeout
-	e := &Executor{cfg: cfg, nc: nc, js: js, client: c, log: cfg.Logger.With("executor", cfg.ID)}
+	e := &Executor{cfg: cfg, nc: nc, js: js, svc: cfg.TaskService, log: cfg.Logger.With("executor", cfg.ID)}
 	e.receipts = newBatcher(e)
 	return e, nil
 }
@@ -355,8 +359,10 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	d.id = document.Identity{IntentID: v.Request.IntentID, RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID}
 
 	resp, err := e.call(d, v)
-	if err == nil && (resp.TaskID == "" || !serviceOutcome(resp.Outcome)) {
-		err = fmt.Errorf("executor: the task service answered outcome %q with task %q", resp.Outcome, resp.TaskID)
+	if err == nil {
+		if cerr := taskservice.Check(resp); cerr != nil {
+			err = taskservice.Permanent(fmt.Errorf("executor: the task service broke its contract: %w", cerr))
+		}
 	}
 	if err != nil {
 		e.callFailed(d, err)
@@ -368,10 +374,12 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	if resp.StoreID != "" {
 		r.StoreID = &resp.StoreID
 	}
-	r.Counts = &document.Counts{
-		RequestsReceived: resp.Counts.RequestsReceived,
-		CreatesExecuted:  resp.Counts.CreatesExecuted,
-		TasksExisting:    resp.Counts.TasksExisting,
+	if c := resp.Counts; c != nil {
+		r.Counts = &document.Counts{
+			RequestsReceived: c.RequestsReceived,
+			CreatesExecuted:  c.CreatesExecuted,
+			TasksExisting:    c.TasksExisting,
+		}
 	}
 	e.finish(d, r, false)
 }
@@ -382,25 +390,32 @@ func CallRef(seq, delivered uint64, attempt string) string {
 	return topology.ApprovalsStream + ":" + strconv.FormatUint(seq, 10) + ":" + strconv.FormatUint(delivered, 10) + ":" + attempt
 }
 
-func serviceOutcome(o string) bool {
-	return o == document.OutcomeCreated || o == document.OutcomeReplayed || o == document.OutcomeConflict
-}
-
 // call asks the service to create the task, signalling progress to the
 // server while it waits so that the delivery is not handed to another
 // instance meanwhile.
-func (e *Executor) call(d *delivery, v *gate.Verdict) (provider.CreateResponse, error) {
+func (e *Executor) call(d *delivery, v *gate.Verdict) (taskservice.Result, error) {
 	defer e.progress(d.msg)()
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
 	defer cancel()
+	return e.svc.Create(ctx, CallRequest(v, CallRef(d.seq, d.delivered, d.attempt)))
+}
+
+// CallRequest is the task service call for a message the gate let through.
+func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 	q := v.Request
-	return e.client.Create(ctx, provider.CreateRequest{
+	req := taskservice.Request{
 		IntentID:      q.IntentID,
 		RequestDigest: v.RequestDigest,
 		RequestID:     q.RequestID,
-		Task:          provider.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt},
-		CallRef:       CallRef(d.seq, d.delivered, d.attempt),
-	})
+		Task:          taskservice.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt},
+		CallRef:       callRef,
+		CandidateID:   q.CandidateRef.CandidateID,
+		SourceVersion: q.CandidateRef.SourceVersion,
+	}
+	if v.Approval != nil {
+		req.ApprovedBy = v.Approval.ApprovedBy
+	}
+	return req
 }
 
 // progress sends a progress signal for msg every third of AckWait until the
@@ -432,12 +447,13 @@ func (e *Executor) progress(msg jetstream.Msg) (stop func()) {
 // callFailed retries a transient failure later, and dead-letters a message
 // that has used its deliveries or that the service refuses outright.
 func (e *Executor) callFailed(d *delivery, err error) {
-	if provider.IsTransient(err) && d.delivered < uint64(e.cfg.Topology.MaxDeliver) {
+	permanent := taskservice.IsPermanent(err)
+	if !permanent && d.delivered < uint64(e.cfg.Topology.MaxDeliver) {
 		e.retry(d, "task service call failed; will retry", err)
 		return
 	}
 	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
-	if !provider.IsTransient(err) {
+	if permanent {
 		reason = fmt.Sprintf("task service refused the call: %v", err)
 	}
 	e.deadLetter(d, reason)

@@ -116,6 +116,11 @@ func (e *Env) Executor(cfg executor.Config) (ex *executor.Executor, stop func())
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 500 * time.Millisecond
 	}
+	if cfg.TaskService == nil {
+		c := provider.NewClient(nc)
+		c.Timeout = cfg.CallTimeout
+		cfg.TaskService = c.TaskService()
+	}
 	if cfg.Gate == nil {
 		// Tests send unsigned seed approvals unless they test signing.
 		cfg.Gate = &gate.Checker{AllowUnsigned: true}

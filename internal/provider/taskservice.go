@@ -1,0 +1,41 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/sendtwice/sendtwice/taskservice"
+)
+
+// TaskService returns the fake task service behind c as a
+// taskservice.Service, the contract the executor calls. Failures that
+// IsTransient calls transient are marked taskservice.Transient; the rest
+// (the service refused the call as wrong) taskservice.Permanent.
+func (c *Client) TaskService() taskservice.Service { return contract{c} }
+
+type contract struct{ c *Client }
+
+func (s contract) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
+	resp, err := s.c.Create(ctx, CreateRequest{
+		IntentID:      req.IntentID,
+		RequestDigest: req.RequestDigest,
+		RequestID:     req.RequestID,
+		Task:          Task{Title: req.Task.Title, AssigneePersonRef: req.Task.AssigneePersonRef, DueAt: req.Task.DueAt},
+		CallRef:       req.CallRef,
+	})
+	if err != nil {
+		if IsTransient(err) {
+			return taskservice.Result{}, taskservice.Transient(err)
+		}
+		return taskservice.Result{}, taskservice.Permanent(err)
+	}
+	return taskservice.Result{
+		Outcome: resp.Outcome,
+		TaskID:  resp.TaskID,
+		StoreID: resp.StoreID,
+		Counts: &taskservice.Counts{
+			RequestsReceived: resp.Counts.RequestsReceived,
+			CreatesExecuted:  resp.Counts.CreatesExecuted,
+			TasksExisting:    resp.Counts.TasksExisting,
+		},
+	}, nil
+}

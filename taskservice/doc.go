@@ -1,0 +1,35 @@
+// Package taskservice is the contract between the executor and a task
+// service: create this task for this intent id, with this request digest →
+// created, replayed or idempotency_conflict with the task id, or an error
+// that is transient (retry the delivery later) or permanent (dead-letter it,
+// with the reason).
+//
+// The executor reaches every task service through Service and nothing else.
+// The fake task service over NATS is one implementation (in the provider
+// package of this module); the CalDAV adapter (package
+// taskservice/caldav) is another. A user connects their own system by
+// writing a type with one method, Create, that keeps the contract below.
+//
+// # The contract
+//
+// For one intent id, a Service behaves as one careful clerk handling one
+// call at a time:
+//
+//   - the first call creates one task and answers Created with its id;
+//   - a later call with the same request digest creates nothing and answers
+//     Replayed with the first task's id;
+//   - a later call with another digest creates and changes nothing and
+//     answers Conflict with the id of the task that holds the key (and, when
+//     there is more to say, why in Result.Reason).
+//
+// A call that fails returns an error. Wrap it with Transient when a later
+// retry of the same call may succeed (a timeout, a 5xx, a lost connection:
+// such a call may or may not have taken effect, and the retry will say
+// which), and with Permanent when retrying cannot help (the collection does
+// not exist, the credentials are refused). An error that is neither is
+// treated as transient: retrying an idempotent call is always safe, and the
+// executor's delivery budget bounds it.
+//
+// This package must never import anything of NATS, of Pebble or of the rest
+// of this module: it is the line an adapter is written against.
+package taskservice

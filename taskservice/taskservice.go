@@ -1,0 +1,134 @@
+package taskservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Outcomes of a create call.
+const (
+	Created  = "created"
+	Replayed = "replayed"
+	Conflict = "idempotency_conflict"
+)
+
+// Task is the content of a task as the approval gives it. Unknown values
+// stay nil: an adapter never guesses a person or a date.
+type Task struct {
+	Title             string
+	AssigneePersonRef *string
+	DueAt             *string
+}
+
+// Request asks for a task, keyed by IntentID; the content is compared by
+// RequestDigest ("sha256:" + 64 lower-case hex digits).
+type Request struct {
+	IntentID      string
+	RequestDigest string
+	RequestID     string
+	Task          Task
+	// CallRef names the caller's attempt; the executor sends
+	// "APPROVALS:<stream_seq>:<delivery>:<attempt>". A service that keeps a
+	// log of calls records it so that an audit can match every call to a
+	// message.
+	CallRef string
+	// Where the task comes from, for services that can keep it beside the
+	// task: the candidate's id and its transcript's version, and who
+	// approved it.
+	CandidateID   string
+	SourceVersion string
+	ApprovedBy    string
+}
+
+// Counts are a service's own three counters, for services that keep them.
+type Counts struct {
+	RequestsReceived int64
+	CreatesExecuted  int64
+	TasksExisting    int64
+}
+
+// Result answers a create call.
+type Result struct {
+	// Outcome is Created, Replayed or Conflict.
+	Outcome string
+	// TaskID names the task the intent id is bound to: the one created, the
+	// first one for a replay, and the existing one for a conflict.
+	TaskID string
+	// StoreID names the scope in which the service remembers keys (a
+	// store, a collection), when it can say; two different store ids in one
+	// deployment mean two scopes answered.
+	StoreID string
+	// Counts are the service's counters as of the call; nil when the
+	// service keeps none.
+	Counts *Counts
+	// Reason says why a call was answered Conflict, when there is more to
+	// say than "another request digest".
+	Reason string
+}
+
+// Service creates tasks keyed by intent id. Create must be safe to call
+// concurrently, also with the same intent id.
+type Service interface {
+	Create(ctx context.Context, req Request) (Result, error)
+}
+
+// Func adapts a function to Service.
+type Func func(ctx context.Context, req Request) (Result, error)
+
+// Create calls f.
+func (f Func) Create(ctx context.Context, req Request) (Result, error) { return f(ctx, req) }
+
+// Errors that classify a failed call; test with errors.Is, or IsPermanent.
+var (
+	ErrTransient = errors.New("taskservice: transient failure")
+	ErrPermanent = errors.New("taskservice: permanent failure")
+)
+
+// Transient marks err as a failure that a later retry of the same call may
+// cure. It returns nil for a nil err.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: ErrTransient}
+}
+
+// Permanent marks err as a failure that no retry cures; the executor
+// dead-letters the message with err's text as the reason. It returns nil
+// for a nil err.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: ErrPermanent}
+}
+
+// IsPermanent reports whether err was marked Permanent. Every other error,
+// marked Transient or not marked at all, is worth a retry.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+type classified struct {
+	err   error
+	class error
+}
+
+func (c *classified) Error() string { return c.err.Error() }
+
+func (c *classified) Unwrap() []error { return []error{c.err, c.class} }
+
+// Check reports whether res keeps the contract's form: a known outcome and a
+// task id. The executor checks every result with it
+// and dead-letters the message of a result that fails, as a service that
+// does not keep the contract.
+func Check(res Result) error {
+	switch res.Outcome {
+	case Created, Replayed, Conflict:
+		if res.TaskID == "" {
+			return fmt.Errorf("taskservice: outcome %q without a task id", res.Outcome)
+		}
+	default:
+		return fmt.Errorf("taskservice: unknown outcome %q", res.Outcome)
+	}
+	return nil
+}
