@@ -219,7 +219,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	exConn := connectAs(t, url, "executor", pw["executor"])
 	ex, err := executor.New(exConn.Conn, executor.Config{ID: "exec-1", NoProvision: true, Logger: log,
 		TaskService: provider.NewClient(exConn.Conn).TaskService(),
-		Gate: &gate.Checker{Keys: kr}, Topology: topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}})
+		Gate:        &gate.Checker{Keys: kr}, Topology: topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
