@@ -181,19 +181,16 @@ type Plan struct {
 	opts Options
 }
 
-// String says the plan in two sentences, for a person to consent to.
+// String says the plan in a few sentences, for a person to consent to.
 func (p Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The probe sends %d create calls (at most %d with retries) to the %s, with %d intent ids starting %q, and creates %d tasks there",
-		p.Calls, p.MaxCalls, p.Target, len(p.Intents), p.Prefix, p.Tasks)
-	if p.MaxTasks > p.Tasks {
-		fmt.Fprintf(&b, " (up to %d if the service does not keep its keys)", p.MaxTasks)
-	}
-	b.WriteString(".")
+	fmt.Fprintf(&b, "The probe sends %d create calls to the %s (at most %d if calls fail and are retried),\n", p.Calls, p.Target, p.MaxCalls)
+	fmt.Fprintf(&b, "with %d new intent ids starting %q, and creates %s there\n", len(p.Intents), p.Prefix, plural(p.Tasks, "task"))
+	b.WriteString("(up to one per call if the service does not keep its keys).")
 	if p.Deletes > 0 {
-		fmt.Fprintf(&b, " It deletes %d of its own tasks again.", p.Deletes)
+		fmt.Fprintf(&b, " It deletes %s of its own again.", plural(p.Deletes, "task"))
 	}
-	b.WriteString(" It never touches any other intent id, and leaves its tasks in place.")
+	b.WriteString("\nIt never touches any other intent id, and leaves its tasks in place.")
 	return b.String()
 }
 
@@ -245,7 +242,7 @@ func NewPlan(t Target, o Options) (Plan, error) {
 		p.Calls += calls
 		p.MaxCalls += calls * (1 + o.Retries)
 		p.Tasks += tasks
-		p.MaxTasks += calls * (1 + o.Retries)
+		p.MaxTasks += calls * (1 + o.Retries) // one per call, retries included
 	}
 	add(RowRetry, 2, 1)
 	add(RowConflict, 3, 1)

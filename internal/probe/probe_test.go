@@ -250,7 +250,7 @@ func TestThePlanCountsWhatTheRunSends(t *testing.T) {
 	if p.Tasks != 5 || len(p.Intents) != 5 || p.Deletes != 1 {
 		t.Errorf("plan: %d tasks, %d intents, %d deletes; want 5, 5, 1", p.Tasks, len(p.Intents), p.Deletes)
 	}
-	for _, want := range []string{"25 create calls", `"probe-test1-"`, "creates 5 tasks", "never touches any other intent id"} {
+	for _, want := range []string{"25 create calls", `"probe-test1-"`, "creates 5 tasks", "It deletes 1 task of its own again.", "never touches any other intent id"} {
 		if !strings.Contains(p.String(), want) {
 			t.Errorf("plan %q lacks %q", p.String(), want)
 		}
