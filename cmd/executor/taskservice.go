@@ -40,7 +40,7 @@ const (
 // taskServiceKinds lists the kinds with a line of help each, in the order
 // --help shows them.
 var taskServiceKinds = []struct{ name, help string }{
-	{taskServiceFake, "the fake task service over NATS (the default)"},
+	{taskServiceFake, "the fake task service over NATS"},
 }
 
 // taskServiceFlags are the flags that choose and configure the task
@@ -119,7 +119,10 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 // fakeTarget presents the fake task service on nc. It never deletes a task;
 // its lost reply is the service's fault switch, which exists only on a
 // service started with faults allowed (tests, demos, probe --embedded); its
-// tasks are counted from its own records.
+// tasks are counted from its own records. The switch drops the reply of the
+// next create the service takes, whoever sends it: should another caller's
+// create come first, that caller sees a timeout and retries (a replay), and
+// the probe, whose reply then arrives, reports the row as not measured.
 func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 	c := provider.NewClient(nc)
 	c.Timeout = callTimeout
