@@ -11,8 +11,9 @@ package main
 //   - its flags in taskServiceFlagsVar (--caldav-url, --caldav-user,
 //     --caldav-password-file) and their checks in check: flags of one kind
 //     are refused with another kind; the password is read after parsing,
-//     from the file or else from $CALDAV_PASSWORD through f.getenv, never
-//     from a flag value and never logged;
+//     from the file or else from $CALDAV_PASSWORD (through a getenv field
+//     that tests replace, as cli.ConnFlagsEnv does), never from a flag value
+//     and never logged;
 //   - a case in open that builds the adapter (from its own package) and
 //     returns its Target; needsNATS says false for it, so that a command
 //     does not connect to NATS only to reach a service over HTTP.
@@ -22,7 +23,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -47,15 +47,12 @@ var taskServiceKinds = []struct{ name, help string }{
 // service.
 type taskServiceFlags struct {
 	Kind string
-	// getenv reads secrets that come from the environment, after parsing
-	// (tests replace it).
-	getenv func(string) string
 }
 
 // taskServiceFlagsVar adds --task-service (and, per kind, its own flags) to
 // fs.
 func taskServiceFlagsVar(fs *flag.FlagSet) *taskServiceFlags {
-	f := &taskServiceFlags{getenv: os.Getenv}
+	f := &taskServiceFlags{}
 	names := make([]string, 0, len(taskServiceKinds))
 	for _, k := range taskServiceKinds {
 		names = append(names, k.name+": "+k.help)
