@@ -84,8 +84,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		faults = append(faults, f)
 		return err
 	})
+	tsf := taskServiceFlagsVar(fs)
 	logFormat, logLevel := cli.LogFlags(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := tsf.check(); err != nil {
 		return err
 	}
 	replicasSet := false
@@ -222,11 +226,20 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	fake := provider.NewClient(nc)
-	fake.Timeout = *callTimeout
+	svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *callTimeout)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	defer func() {
+		if err := svc.Close(); err != nil {
+			log.Warn("closing the task service", "err", err)
+		}
+	}()
+	log.Info("task service", "name", svc.Name, "key_scope", svc.Scope)
 	ex, err := executor.New(nc, executor.Config{
 		ID:          *id,
-		TaskService: fake.TaskService(),
+		TaskService: svc.Service,
 		Concurrency: *conc,
 		CallTimeout: *callTimeout,
 		Topology:    topo,
