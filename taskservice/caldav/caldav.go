@@ -331,8 +331,11 @@ func (a *Adapter) Tasks(ctx context.Context) (Listing, error) {
 		return Listing{}, taskservice.Permanent(fmt.Errorf("caldav: %w", err))
 	}
 	objs, err := cc.QueryCalendar(ctx, a.collection.Path, &caldav.CalendarQuery{
-		CompRequest: caldav.CalendarCompRequest{Name: ical.CompCalendar, AllProps: true, AllComps: true},
-		CompFilter:  caldav.CompFilter{Name: ical.CompCalendar, Comps: []caldav.CompFilter{{Name: ical.CompToDo}}},
+		// Every property of the VTODOs: Xandikos reads <allcomp/> as the
+		// components without their properties.
+		CompRequest: caldav.CalendarCompRequest{Name: ical.CompCalendar, AllProps: true,
+			Comps: []caldav.CalendarCompRequest{{Name: ical.CompToDo, AllProps: true, AllComps: true}}},
+		CompFilter: caldav.CompFilter{Name: ical.CompCalendar, Comps: []caldav.CompFilter{{Name: ical.CompToDo}}},
 	})
 	if err != nil {
 		err = fmt.Errorf("caldav: REPORT %s: %w", a.normalized, err)
