@@ -39,6 +39,12 @@
 // Answered the answers with a status (Radicale: its "response status"
 // lines; Xandikos: the status in its access lines).
 //
+// Radicale's built-in server listens with a backlog of 5 connections and
+// davtest raises its max_connections to 256: many simultaneous connections
+// (a test's 64 concurrent calls) are all served, but those beyond the
+// backlog wait for the client's SYN to be sent again (after 1 s, then
+// 2 s more), so such a test takes seconds on Radicale.
+//
 // # Storage
 //
 // Radicale keeps a collection as a folder holding one file per resource,

@@ -2,6 +2,7 @@ package davtest
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,8 +16,10 @@ import (
 // its own connection to the server and reads the whole answer, so the
 // server has processed the request completely; then it passes the answer
 // back, or, for a request whose answer it was told to drop, closes both
-// connections without a byte of it. The client sees the connection closed
-// while it waits for the answer: a lost reply.
+// connections without a byte of it: the client sees the connection closed
+// while it waits for the answer, a lost reply. For a request whose answer
+// it was told to stall, it keeps the client's connection open and silent
+// until the client gives up: a reply slower than the client's timeout.
 type Proxy struct {
 	// URL is "http://127.0.0.1:<port>" of the proxy.
 	URL string
@@ -28,6 +31,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	drop     int
 	dropped  int
+	stall    int
 	requests int
 	conns    map[net.Conn]struct{}
 	wg       sync.WaitGroup
@@ -66,6 +70,15 @@ func (p *Proxy) Rewrite(u string) string {
 func (p *Proxy) DropResponses(n int) {
 	p.mu.Lock()
 	p.drop += n
+	p.mu.Unlock()
+}
+
+// StallResponses makes the proxy hold the answers to the next n requests
+// until it is closed: the server has answered, the client waits until it
+// gives up (its timeout), as with a server that is slow to answer.
+func (p *Proxy) StallResponses(n int) {
+	p.mu.Lock()
+	p.stall += n
 	p.mu.Unlock()
 }
 
@@ -149,22 +162,26 @@ func (p *Proxy) serve(client net.Conn) {
 		}
 		p.mu.Lock()
 		p.requests++
-		drop := p.drop > 0
+		drop, stall := p.drop > 0, p.drop == 0 && p.stall > 0
 		if drop {
 			p.drop--
 			p.dropped++
 		}
+		if stall {
+			p.stall--
+		}
 		p.mu.Unlock()
-		if drop {
-			// Read the whole answer, so the server has finished, then
-			// hang up on both sides.
-			buf := make([]byte, 32<<10)
-			for {
-				if _, err := resp.Body.Read(buf); err != nil {
-					break
-				}
-			}
+		if drop || stall {
+			// Read the whole answer, so the server has finished; then
+			// hang up on both sides (drop) or on the server only (stall).
+			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+			server.Close()
+			if stall {
+				// Hold the client's connection open and silent until the
+				// client gives up, or Close closes it.
+				io.Copy(io.Discard, client)
+			}
 			return
 		}
 		err = resp.Write(client)

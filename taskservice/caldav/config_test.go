@@ -1,6 +1,9 @@
 package caldav
 
 import (
+	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +126,46 @@ func TestTextEscapingRoundTrips(t *testing.T) {
 	for _, s := range []string{"plain", `a\b`, "a,b;c", "line\nbreak", `\n literally`} {
 		if got := unescapeText(escapeText(s)); got != s {
 			t.Errorf("%q → %q → %q", s, escapeText(s), got)
+		}
+	}
+}
+
+func TestStatusClassification(t *testing.T) {
+	a, err := New(Config{CollectionURL: "https://dav.example/alice/tasks/", Username: "alice", Password: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := a.resourceURL("intent-1")
+	for _, c := range []struct {
+		code      int
+		put       bool
+		permanent bool
+		says      string
+	}{
+		{500, true, false, "500"},
+		{502, true, false, "502"},
+		{503, true, false, "503"},
+		{507, true, false, "507"},
+		{408, true, false, "408"},
+		{429, true, false, "429"},
+		{401, true, true, `credentials of user "alice" were refused`},
+		{403, true, true, `user "alice" may not write`},
+		{404, true, true, "does not exist"},
+		{409, true, true, "does not exist"},
+		{301, true, true, "not followed"},
+		{400, true, true, "400"},
+		{415, true, true, "415"},
+	} {
+		resp := &http.Response{StatusCode: c.code, Status: fmt.Sprintf("%d %s", c.code, http.StatusText(c.code)), Header: http.Header{}}
+		err := a.statusError("PUT", target, resp, c.put)
+		if taskservice.IsPermanent(err) != c.permanent || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), fmt.Sprint(c.code)) {
+			t.Errorf("%d: %v (permanent %v); want permanent %v, saying %q", c.code, err, taskservice.IsPermanent(err), c.permanent, c.says)
+		}
+		if !c.permanent && !errors.Is(err, taskservice.ErrTransient) {
+			t.Errorf("%d: not marked transient: %v", c.code, err)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%d: the error shows the password", c.code)
 		}
 	}
 }

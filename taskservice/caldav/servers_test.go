@@ -251,6 +251,22 @@ var scenarios = []struct {
 			t.Errorf("Tasks: %+v", l)
 		}
 	}},
+	{"a reply slower than the timeout is a transient error and the retry is replayed", "", func(t *testing.T, k davtest.Kind) {
+		s := davtest.Start(t, k, davtest.Options{})
+		p := davtest.NewProxy(t, s.BaseURL)
+		a := adapter(t, p.Rewrite(s.CollectionURL), caldav.Config{Timeout: 500 * time.Millisecond})
+		req := request("intent-slow-reply", "the reply to this one is late")
+		p.StallResponses(1)
+		_, err := a.Create(context.Background(), req)
+		if err == nil || taskservice.IsPermanent(err) || !errors.Is(err, taskservice.ErrTransient) {
+			t.Fatalf("the call that timed out: %v; want a transient error", err)
+		}
+		retry := create(t, a, req)
+		if retry.Outcome != taskservice.Replayed {
+			t.Errorf("retry: %+v; want replayed", retry)
+		}
+		counts(t, s, req.IntentID, 2, 1, 1)
+	}},
 	{"a server restarted between two calls replays, nothing lost", "", func(t *testing.T, k davtest.Kind) {
 		s := davtest.Start(t, k, davtest.Options{})
 		a := adapter(t, s.CollectionURL, caldav.Config{})
