@@ -162,7 +162,12 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 		t.Fatalf("davtest: unknown server %q", k)
 	}
 	s.CollectionURL = s.BaseURL + s.CollectionPath
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("the end of the %s log (%s):\n%s", k, s.LogFile, s.tail())
+		}
+	})
 	s.start()
 	s.makeCollection()
 	return s

@@ -243,7 +243,9 @@ func (a *Adapter) readBack(ctx context.Context, req taskservice.Request, target 
 		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name is not a task (no VTODO with a UID): it was not created by this adapter", target.Path)
 		return res, nil
 	}
-	res.TaskID = propText(todo, ical.PropUID)
+	if uid := propText(todo, ical.PropUID); uid != "" {
+		res.TaskID = uid
+	}
 	digest := propText(todo, PropRequestDigest)
 	intent := propText(todo, PropIntentID)
 	switch {

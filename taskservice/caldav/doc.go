@@ -36,6 +36,11 @@
 //     PUT below a missing collection), a redirect, any other answer →
 //     taskservice.Permanent, with the status in the message.
 //
+// The adapter relies on the server honouring If-None-Match: * atomically
+// (RFC 9110 §13.1.2), as Radicale and Xandikos do; a server that ignored it
+// would overwrite a task and answer as if it had created it, which a probe
+// of concurrent calls shows as more than one create.
+//
 // Result.TaskID is the VTODO's UID: the intent id for a task made here
 // (for a conflict with someone else's resource, that resource's UID).
 // Result.StoreID is StoreID: "caldav-" and 16 hexadecimal digits of the
