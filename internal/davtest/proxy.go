@@ -108,7 +108,7 @@ func (p *Proxy) Close() {
 	p.wg.Wait()
 }
 
-func (p *Proxy) track(c net.Conn, add bool) bool {
+func (p *Proxy) track(c net.Conn, add bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if add {
@@ -116,7 +116,6 @@ func (p *Proxy) track(c net.Conn, add bool) bool {
 	} else {
 		delete(p.conns, c)
 	}
-	return true
 }
 
 func (p *Proxy) accept() {
