@@ -130,7 +130,7 @@ func Check(calls []history.Call, opts Options) (Result, error) {
 		sort.Strings(bad)
 		for _, id := range bad {
 			res.Violations = append(res.Violations, Violation{Intents: []string{id},
-				Reason: fmt.Sprintf("intent %q: no order of its %d calls explains the responses", id, countIntent(ops, id))})
+				Reason: fmt.Sprintf("intent %q: no order of its %d calls explains the responses (%s)", id, countIntent(ops, id), responses(ops, id))})
 		}
 		if len(bad) == 0 {
 			// Porcupine found the whole illegal but no partition alone:
@@ -160,6 +160,33 @@ func countIntent(ops []porcupine.Operation, id string) int {
 		}
 	}
 	return n
+}
+
+// responses lists, in the order the calls were sent, what the calls of
+// intent id got back: at most maxListed of them.
+func responses(ops []porcupine.Operation, id string) string {
+	const maxListed = 8
+	var sub []porcupine.Operation
+	for _, op := range ops {
+		if op.Input.(input).IntentID == id {
+			sub = append(sub, op)
+		}
+	}
+	sort.SliceStable(sub, func(i, j int) bool { return sub[i].Call < sub[j].Call })
+	var out []string
+	for _, op := range sub {
+		if len(out) == maxListed {
+			out = append(out, fmt.Sprintf("and %d more", len(sub)-maxListed))
+			break
+		}
+		o := op.Output.(output)
+		if o.Known {
+			out = append(out, o.Outcome+" "+o.TaskID)
+		} else {
+			out = append(out, "no response")
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // sharedTaskIDs finds task ids answered for more than one intent.
