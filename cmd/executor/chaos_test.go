@@ -25,6 +25,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/history"
+	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
@@ -302,11 +304,19 @@ func TestChaos(t *testing.T) {
 	})
 	service := supervise(t, "service", func() *exec.Cmd { return roleCmd("service", filepath.Join(dir, "service"), url, 0) })
 	var executors []*supervised
+	// Every executor process records its calls to the task service in a
+	// file of its own, for the linearizability check at the end.
+	callsDir := filepath.Join(dir, "calls")
+	if err := os.MkdirAll(callsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i <= *chaosExecutors; i++ {
 		id := fmt.Sprintf("exec-%d", i)
+		var launches atomic.Int64
 		executors = append(executors, supervise(t, id, func() *exec.Cmd {
+			calls := filepath.Join(callsDir, fmt.Sprintf("%s-%03d.jsonl", id, launches.Add(1)))
 			cmd := exec.Command(os.Args[0], "serve", "--server", url, "--insecure-allow-unsigned", "--id", id, "--ack-wait", "2s", "--max-deliver", "20",
-				"--call-timeout", "1s", "--concurrency", "64", "--log-level", "warn",
+				"--call-timeout", "1s", "--concurrency", "64", "--log-level", "warn", "--record-calls", calls,
 				"--fault", "after-call:kill:0.0005", "--fault", "after-receipt:kill:0.0005",
 				"--fault", "before-ack:kill:0.0005", "--fault", "before-ack:stall=3s:0.001",
 				"--fault", "taken@"+poisonIntent+":kill")
@@ -490,6 +500,7 @@ func TestChaos(t *testing.T) {
 	var vb strings.Builder
 	printReport(&vb, rep)
 	t.Log("\n" + vb.String())
+	checkLinearizable(t, callsDir)
 	if !rep.OK {
 		t.Fatal("verify found violations after the chaos run")
 	}
@@ -528,6 +539,53 @@ func TestChaos(t *testing.T) {
 	if err := run(context.Background(), []string{"verify", "--server", url}, &out, &errOut); err != nil {
 		t.Fatalf("executor verify: %v\n%s", err, out.String())
 	}
+}
+
+// checkLinearizable merges the call records of every executor process and
+// checks them against the task service's model; a violation fails the test
+// and leaves porcupine's visualisation as a test artifact named after the
+// first intent it names.
+func checkLinearizable(t *testing.T, callsDir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no call records in %s (%v)", callsDir, err)
+	}
+	h, err := history.Read(files...)
+	if err != nil {
+		t.Fatalf("reading the call records: %v", err)
+	}
+	html := filepath.Join(t.ArtifactDir(), "linearizability.html")
+	res, err := linearize.Check(h.Calls, linearize.Options{Visualization: html, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatalf("checking linearizability: %v", err)
+	}
+	t.Logf("call records: %d files from %d executor processes, %d lines cut short by a kill", len(files), h.Sessions, h.Torn)
+	t.Log(res)
+	if res.OK {
+		return
+	}
+	if len(res.Violations) > 0 && len(res.Violations[0].Intents) > 0 {
+		named := filepath.Join(t.ArtifactDir(), "linearizability-"+fileSafe(res.Violations[0].Intents[0])+".html")
+		if err := os.Rename(html, named); err == nil {
+			html = named
+		}
+	}
+	if res.Visualization == "" {
+		t.Errorf("the calls made under faults: %s", res)
+		return
+	}
+	t.Errorf("the calls made under faults: %s; visualisation: %s", res, html)
+}
+
+// fileSafe keeps letters, digits, dot, dash and underscore of s.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // tryStrayService starts a second task service instance on its own store

@@ -21,6 +21,12 @@
 // an absent intent, it binds the intent to its digest with a task id not
 // yet known; the first response that names the task id fixes it.
 //
+// Of the calls without response that one intent got with one digest, only
+// the first sent is given to the checker: any effect of a later one, the
+// first could have had at the same instant. This changes no verdict and
+// keeps the search small where it would otherwise try every subset of
+// those calls (on an intent that fails).
+//
 // Intents are independent, so the history is partitioned by intent id
 // (porcupine's Model.Partition) and the check stays fast at tens of
 // thousands of calls. That a task id belongs to one intent only is a

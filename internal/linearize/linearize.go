@@ -116,14 +116,15 @@ func Check(calls []history.Call, opts Options) (Result, error) {
 	}
 	res.Operations, res.Intents = len(ops), len(intents)
 
+	checked := withoutRedundantCalls(ops)
 	m := Model()
-	verdict := porcupine.CheckOperationsTimeout(m, ops, opts.Timeout)
+	verdict := porcupine.CheckOperationsTimeout(m, checked, opts.Timeout)
 	res.TimedOut = verdict == porcupine.Unknown
 	var bad []string
 	if verdict == porcupine.Illegal {
 		// Find the intents that fail: each partition on its own.
-		for _, part := range m.Partition(ops) {
-			if !porcupine.CheckOperations(m, part) {
+		for _, part := range m.Partition(checked) {
+			if porcupine.CheckOperationsTimeout(m, part, opts.Timeout) == porcupine.Illegal {
 				bad = append(bad, part[0].Input.(input).IntentID)
 			}
 		}
@@ -144,12 +145,43 @@ func Check(calls []history.Call, opts Options) (Result, error) {
 	res.Took = time.Since(start)
 
 	if len(res.Violations) > 0 && opts.Visualization != "" {
-		if err := visualize(opts.Visualization, ops, res.Violations); err != nil {
+		if err := visualize(opts.Visualization, checked, res.Violations); err != nil {
 			return res, err
 		}
 		res.Visualization = opts.Visualization
 	}
 	return res, nil
+}
+
+// withoutRedundantCalls drops, of the calls without response that one
+// intent got with one digest, all but the first sent. The verdict is the
+// same: such a call can only bind an absent intent to its digest, at any
+// time after it was sent, and the first one can do that at any of those
+// times too; with the rest placed after every other call, any order of the
+// whole history gives one of the reduced history, and back. The search,
+// exponential in the number of such calls when it has to try them all (as
+// on a violation), stays small.
+func withoutRedundantCalls(ops []porcupine.Operation) []porcupine.Operation {
+	type key struct{ intent, digest string }
+	first := map[key]int{}
+	for i, op := range ops {
+		if op.Output.(output).Known {
+			continue
+		}
+		in := op.Input.(input)
+		k := key{in.IntentID, in.RequestDigest}
+		if j, seen := first[k]; !seen || op.Call < ops[j].Call {
+			first[k] = i
+		}
+	}
+	out := make([]porcupine.Operation, 0, len(ops))
+	for i, op := range ops {
+		in := op.Input.(input)
+		if op.Output.(output).Known || first[key{in.IntentID, in.RequestDigest}] == i {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 func countIntent(ops []porcupine.Operation, id string) int {

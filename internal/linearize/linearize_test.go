@@ -221,3 +221,26 @@ func TestCheckStaysFastOnTensOfThousandsOfCalls(t *testing.T) {
 	}
 	t.Log(res)
 }
+
+// TestAViolationAmongManyCallsWithoutResponseIsFoundQuickly: a search
+// that tried every subset of 24 calls without response would not end in
+// time.
+func TestAViolationAmongManyCallsWithoutResponseIsFoundQuickly(t *testing.T) {
+	var calls []history.Call
+	for i := range 24 {
+		c := pending("intent-a", []string{d1, d2}[i%2], i)
+		c.ID = fmt.Sprintf("pending-%d", i)
+		calls = append(calls, c)
+	}
+	calls = append(calls,
+		answered("intent-a", d1, 100, 110, "replayed", "task-1"),
+		answered("intent-a", d1, 120, 130, "created", "task-2"))
+	res, err := linearize.Check(calls, linearize.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.TimedOut || res.Operations != 26 || res.WithoutResponse != 24 ||
+		!strings.Contains(res.String(), `intent "intent-a": no order of its 26 calls`) {
+		t.Fatalf("%s (timed out %v)", res, res.TimedOut)
+	}
+}
