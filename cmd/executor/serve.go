@@ -85,8 +85,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		faults = append(faults, f)
 		return err
 	})
+	tsf := taskServiceFlagsVar(fs)
 	logFormat, logLevel := cli.LogFlags(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := tsf.check(); err != nil {
 		return err
 	}
 	replicasSet := false
@@ -223,9 +227,18 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	fake := provider.NewClient(nc)
-	fake.Timeout = *callTimeout
-	taskService, closeRecord, err := recordTaskService(*recordCalls, fake.TaskService(), log)
+	svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *callTimeout)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	defer func() {
+		if err := svc.Close(); err != nil {
+			log.Warn("closing the task service", "err", err)
+		}
+	}()
+	log.Info("task service", "name", svc.Name, "key_scope", svc.Scope)
+	taskService, closeRecord, err := recordTaskService(*recordCalls, svc.Service, log)
 	if err != nil {
 		nc.Close()
 		return err
