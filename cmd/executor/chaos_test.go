@@ -547,35 +547,58 @@ func TestChaos(t *testing.T) {
 // first intent it names.
 func checkLinearizable(t *testing.T, callsDir string) {
 	t.Helper()
+	v, err := checkCallRecords(callsDir, t.ArtifactDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("call records: %d files from %d executor processes, %d lines cut short by a kill", v.files, v.sessions, v.torn)
+	t.Log(v.res)
+	if v.res.OK {
+		return
+	}
+	if v.html == "" {
+		t.Errorf("the calls made under faults: %s", v.res)
+		return
+	}
+	t.Errorf("the calls made under faults: %s; visualisation: %s", v.res, v.html)
+}
+
+// callsVerdict is the linearizability check of a directory of call records.
+type callsVerdict struct {
+	res                   linearize.Result
+	files, sessions, torn int
+	html                  string // the visualisation written, if any
+}
+
+// checkCallRecords checks the call records (*.jsonl) in callsDir; on a
+// violation it writes the visualisation into artifactDir, named after the
+// first intent the violations name.
+func checkCallRecords(callsDir, artifactDir string) (callsVerdict, error) {
 	files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no call records in %s (%v)", callsDir, err)
+		return callsVerdict{}, fmt.Errorf("no call records in %s (%v)", callsDir, err)
 	}
 	h, err := history.Read(files...)
 	if err != nil {
-		t.Fatalf("reading the call records: %v", err)
+		return callsVerdict{}, fmt.Errorf("reading the call records: %w", err)
 	}
-	html := filepath.Join(t.ArtifactDir(), "linearizability.html")
-	res, err := linearize.Check(h.Calls, linearize.Options{Visualization: html, Timeout: 5 * time.Minute})
+	v := callsVerdict{files: len(files), sessions: h.Sessions, torn: h.Torn}
+	html := filepath.Join(artifactDir, "linearizability.html")
+	v.res, err = linearize.Check(h.Calls, linearize.Options{Visualization: html, Timeout: 5 * time.Minute})
 	if err != nil {
-		t.Fatalf("checking linearizability: %v", err)
+		return v, fmt.Errorf("checking linearizability: %w", err)
 	}
-	t.Logf("call records: %d files from %d executor processes, %d lines cut short by a kill", len(files), h.Sessions, h.Torn)
-	t.Log(res)
-	if res.OK {
-		return
+	if v.res.Visualization == "" {
+		return v, nil
 	}
-	if len(res.Violations) > 0 && len(res.Violations[0].Intents) > 0 {
-		named := filepath.Join(t.ArtifactDir(), "linearizability-"+fileSafe(res.Violations[0].Intents[0])+".html")
+	v.html = html
+	if vs := v.res.Violations; len(vs) > 0 && len(vs[0].Intents) > 0 {
+		named := filepath.Join(artifactDir, "linearizability-"+fileSafe(vs[0].Intents[0])+".html")
 		if err := os.Rename(html, named); err == nil {
-			html = named
+			v.html = named
 		}
 	}
-	if res.Visualization == "" {
-		t.Errorf("the calls made under faults: %s", res)
-		return
-	}
-	t.Errorf("the calls made under faults: %s; visualisation: %s", res, html)
+	return v, nil
 }
 
 // fileSafe keeps letters, digits, dot, dash and underscore of s.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,5 +102,44 @@ func TestTheLinearizabilityCheckFailsAndNamesTheIntentWhenTheServiceBreaksTheCon
 				t.Fatalf("the visualisation %s does not name the intent (err %v)", html, err)
 			}
 		})
+	}
+}
+
+// TestTheChaosRunsCheckLeavesAVisualisationNamedAfterTheIntent feeds the
+// chaos test's check records of a service that creates on every call.
+func TestTheChaosRunsCheckLeavesAVisualisationNamedAfterTheIntent(t *testing.T) {
+	callsDir, artifacts := t.TempDir(), t.TempDir()
+	tasks := 0
+	createsEveryCall := taskservice.Func(func(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
+		tasks++
+		return taskservice.Result{Outcome: taskservice.Created, TaskID: fmt.Sprintf("task-%d", tasks)}, nil
+	})
+	for p, intents := range [][]string{{"intent-a", "intent-b"}, {"intent-b"}} {
+		rec, err := history.Open(filepath.Join(callsDir, fmt.Sprintf("exec-%d-001.jsonl", p+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range intents {
+			req := taskservice.Request{IntentID: id, RequestDigest: "sha256:" + strings.Repeat("1", 64), CallRef: "APPROVALS:1:1:1"}
+			if _, err := rec.Wrap(createsEveryCall).Create(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rec.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := checkCallRecords(callsDir, artifacts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.res.OK || v.files != 2 || v.sessions != 2 || !strings.Contains(v.res.String(), `intent "intent-b"`) {
+		t.Fatalf("files %d, sessions %d: %s", v.files, v.sessions, v.res)
+	}
+	if want := filepath.Join(artifacts, "linearizability-intent-b.html"); v.html != want {
+		t.Fatalf("visualisation %q, want %q", v.html, want)
+	}
+	if _, err := os.Stat(v.html); err != nil {
+		t.Fatal(err)
 	}
 }
