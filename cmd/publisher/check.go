@@ -44,7 +44,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	v, err := checker.CheckDocuments(files["candidate"], files["request"], files["approval"])
+	v, err := checkLocally(checker, files["candidate"], files["request"], files["approval"])
 	var res checkResult
 	var ge *gate.Error
 	switch {

@@ -54,7 +54,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
-		if _, err := checker.CheckDocuments(files["candidate"], files["request"], files["approval"]); err != nil {
+		if _, err := checkLocally(checker, files["candidate"], files["request"], files["approval"]); err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
 		if checker == nil {

@@ -38,7 +38,7 @@ func buildApproval(candidate, request []byte, by string, at time.Time, key *sign
 	}
 	raw = append(raw, '\n')
 	// Never keep an approval the gate would refuse.
-	if _, err := gate.CheckDocuments(candidate, request, raw); err != nil {
+	if _, err := gate.CheckDocumentBindings(candidate, request, raw); err != nil {
 		return nil, fmt.Errorf("the approval would not pass the gate, so it was not made: %w", err)
 	}
 	return &kept{Approval: a, Raw: raw}, nil
@@ -270,7 +270,7 @@ func (c *Console) check(env []byte, k *kept) error {
 		return &gate.Error{Check: gate.CheckExpiry, Path: "$.approval.not_after",
 			Reason: fmt.Sprintf("the approval expired at %s; ask the reviewer to approve again", k.Approval.NotAfter)}
 	}
-	_, err := gate.Check(env)
+	_, err := gate.CheckBindings(env)
 	return err
 }
 

@@ -73,7 +73,8 @@ type Config struct {
 	// read); tests use it to crash or stall an instance at a chosen place.
 	// Off (nil) by default.
 	Fault func(p Point, seq, delivered uint64, intentID string)
-	// Gate checks each message; nil runs the gate's default checks.
+	// Gate checks each message: trusted approvers, or unsigned approvals
+	// allowed explicitly. Required.
 	Gate *gate.Checker
 	// NoProvision binds to the existing consumer instead of creating the
 	// streams and the consumer, for deployments where only a provisioning
