@@ -57,4 +57,12 @@
 // that waits for the receipt on the server. With JavaScript, the page instead
 // subscribes to server-sent events and shows the receipt as soon as the
 // executor stores it in the RECEIPTS stream.
+//
+// # What it must never do
+//
+// It must never publish what the gate refuses, never write to the
+// candidates folder, never fill in an unknown assignee or due date, never
+// make an approval in another name than its signing key's owner (with
+// KeyOwner), and never answer a request that lacks an allowed host or the
+// session cookie.
 package console

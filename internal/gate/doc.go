@@ -17,7 +17,8 @@
 //
 // The gate is pure: it reads documents and returns a verdict; its clock is
 // injected. It must never call the task service or the network, or let a message through
-// that the strict decoder refused, and never choose a weaker mode because a
-// policy was left out. It answers "may this call be made"; it does
+// that the strict decoder refused, never choose a weaker mode because a
+// policy was left out, and never import anything of NATS: the delivery's
+// subject is compared by name (package subjects). It answers "may this call be made"; it does
 // not answer "was this already done", which is the task service's job.
 package gate

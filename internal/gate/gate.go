@@ -8,7 +8,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/sign"
-	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 )
 
 // Check names, in the order the gate runs them. They are stable: receipts,
@@ -139,7 +139,7 @@ func (c *Checker) CheckAt(envelope []byte, at time.Time) (*Verdict, error) {
 
 // CheckDelivery is CheckAt for a message delivered on subject: the subject
 // is part of the contract, so the envelope must name the intent whose
-// subject (topology.ApprovalSubject) it was published on, or it is refused
+// subject (subjects.Approval) it was published on, or it is refused
 // at envelope. Permissions that scope who may publish on which approvals
 // subject mean nothing otherwise. An empty subject skips that comparison.
 func (c *Checker) CheckDelivery(subject string, envelope []byte, at time.Time) (*Verdict, error) {
@@ -291,7 +291,7 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
-	if want := topology.ApprovalSubject(req.IntentID); subject != "" && subject != want {
+	if want := subjects.Approval(req.IntentID); subject != "" && subject != want {
 		return nil, refuse(CheckEnvelope, "$.request.intent_id",
 			"the message was published on %q, but intent %q is published on %q: an approval counts only on its own intent's subject", subject, req.IntentID, want)
 	}

@@ -117,6 +117,9 @@
 //     effect was not committed.
 //   - Reuse a task id, or let a counter disagree with its records.
 //   - Guess a person or a date: unknown assignee and due date stay null.
+//   - Import package document, gate or sign: it knows a create call's
+//     fields (intent id, request digest, task), never the documents they
+//     were taken from or the approval that allowed the call.
 //
 // Run one service instance per deployment: Pebble's lock refuses a second
 // process on the same directory, and the lease a second instance on another.
