@@ -39,6 +39,7 @@ Usage:
   executor verify [--server URL] [--json] [--trusted-approvers FILE] [--allow-external N]
   executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
+  executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json] --yes
   executor demo
   executor --version
 
@@ -80,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRedrive(ctx, args[1:], stdout, stderr)
 	case "provision":
 		return runProvision(ctx, args[1:], stdout, stderr)
+	case "probe":
+		return runProbe(ctx, args[1:], stdout, stderr)
 	case demoSendCommand:
 		return runDemoSend(ctx, args[1:], stdout)
 	case "-h", "-help", "--help", "help":

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/probe"
+)
+
+const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
+      [--timeout DURATION] --yes
+
+Answers by experiment whether a task service is safe behind the at-least-once pipeline, where
+every approval may reach it more than once. It sends a short, fixed script of create calls and
+prints one row per question:
+
+  second call, same key and body      a sequential retry: the first result again?
+  same key, different body            a conflict, with the first task kept?
+  N concurrent calls, one key         N calls at once (--concurrency): one create?
+  a lost reply, then a retry          the reply is lost after the service acted: replayed?
+  key remembered after the task is    the task is deleted, then the call retried (a service
+  deleted                             that cannot delete says so)
+  key scope                           as the adapter states it, checked against the store
+                                      ids of all answers
+
+Each row says how it was measured, what was seen (outcomes and task ids, and the tasks the
+service counts) and whether that is safe, unsafe, a caveat or unknown (not measurable for
+this service). The verdict says "safe for at-least-once delivery", or which rows make it
+unsafe and what would fix them. A task created again after it was deleted is a caveat: a
+late resend brings back a task the user deleted, but never makes two at once.
+
+The probe creates real tasks. Every intent id it uses is new and starts with
+"probe-<run id>-"; it never touches any other. Before it starts it says how many calls and
+tasks it will make; without --yes it prints that, sends nothing, and exits 1.
+
+--embedded probes a throwaway fake task service in this process (an embedded NATS server and
+store in a temporary directory, removed afterwards, with faults allowed so that a reply can
+be lost); nothing else needs to run. Against a running fake task service, the lost-reply row
+is measured only when that service was started with faults allowed (tests and demos).
+
+Exit status: 0 the verdict is safe; 1 unsafe, not proven safe, not run for want of --yes, or
+an error; 2 usage.`
+
+func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("probe", probeHelp, stderr)
+	conn := cli.ConnFlags(fs)
+	ts := taskServiceFlagsVar(fs)
+	emb := fs.Bool("embedded", false, "probe a throwaway fake task service run in this process (needs nothing else running)")
+	conc := fs.Int("concurrency", probe.DefaultConcurrency, fmt.Sprintf("`N` calls sent at once with one key, 2 to %d", probe.MaxConcurrency))
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after `DURATION` in all (each call also has its own deadline)")
+	yes := fs.Bool("yes", false, "create the tasks the plan names; without it the probe only prints its plan")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	serverSet := false
+	fs.Visit(func(f *flag.Flag) { serverSet = serverSet || f.Name == "server" })
+	if *conc < 2 || *conc > probe.MaxConcurrency {
+		fs.Usage()
+		return fmt.Errorf("%w: --concurrency %d: want 2 to %d", errUsage, *conc, probe.MaxConcurrency)
+	}
+	if *timeout <= 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: --timeout must be positive", errUsage)
+	}
+	if err := ts.check(); err != nil {
+		fs.Usage()
+		return err
+	}
+	if *emb && (serverSet || ts.Kind != taskServiceFake) {
+		fs.Usage()
+		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", errUsage)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	where := ""
+	if ts.needsNATS() {
+		where = " over NATS at " + cli.RedactURL(conn.Server)
+	}
+	if *emb {
+		dir, err := os.MkdirTemp("", "sendtwice-probe-")
+		if err != nil {
+			return fmt.Errorf("probe: making a temporary directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: -1, AllowFaults: true,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return fmt.Errorf("probe: starting the embedded fake task service: %w", err)
+		}
+		defer func() { _ = st.Close() }()
+		conn.Server = st.URL()
+		where = ", embedded in this process and thrown away afterwards"
+	}
+	var nc *nats.Conn
+	defer func() {
+		if nc != nil {
+			nc.Close()
+		}
+	}()
+	svc, err := ts.open(ctx, func() (*nats.Conn, error) {
+		var err error
+		nc, err = conn.Connect("executor-probe", nil)
+		return nc, err
+	}, probe.DefaultCallTimeout)
+	if err != nil {
+		return fmt.Errorf("probe: opening the task service: %w", err)
+	}
+	defer func() { _ = svc.Close() }()
+
+	plan, err := probe.NewPlan(svc.Target, probe.Options{Concurrency: *conc})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "task service: %s%s\n%s\n", svc.Name, where, plan)
+	if !*yes {
+		fmt.Fprintln(stderr, "Nothing was sent. Run again with --yes to proceed.")
+		return errors.New("probe: not run: give --yes to create the tasks named above")
+	}
+	rep, runErr := probe.Run(ctx, svc.Target, plan)
+	if rep != nil {
+		var err error
+		if *asJSON {
+			err = probe.WriteJSON(stdout, rep)
+		} else {
+			err = probe.WriteText(stdout, rep)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if !rep.Verdict.Safe {
+		return errSilent
+	}
+	return nil
+}

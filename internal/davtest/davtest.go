@@ -1,0 +1,493 @@
+// Package davtest runs real CalDAV servers for tests: Radicale and
+// Xandikos, each as its own process on loopback, with its own storage
+// folder in the test's temporary directory and a calendar collection made
+// for the test. What a test asserts about the server is read from the
+// server itself: the requests and answers from its own request log, the
+// tasks existing from the .ics files in its storage folder.
+//
+// # The servers' logs
+//
+// Radicale (3.1) is run with its logging level at info. It logs every
+// request twice, on stderr, from the thread that handles it:
+//
+//	[...] [INFO] PUT request for '/davtest/tasks/a.ics' received from 127.0.0.1 using 'Go-http-client/1.1'
+//	[...] [INFO] PUT response status for '/davtest/tasks/a.ics' in 0.004 seconds: 201 Created
+//
+// The first line is written when the request arrives, the second when its
+// answer is ready and before it is sent, so both are in the log by the time
+// the client has the answer. The path is the URL path after
+// percent-decoding, written as a Python string literal (quoted, with
+// backslash escapes), and it is decoded as one. (At the debug level
+// Radicale also logs headers and bodies; counting needs only these lines.)
+//
+// Xandikos (0.2.8) serves with aiohttp, whose access log (the logger
+// aiohttp.access, on stderr at info) has one line per request, written
+// after the answer has been sent:
+//
+//	INFO:aiohttp.access:127.0.0.1 [30/Nov/2026:23:58:28 +0000] "PUT /user/calendars/tasks/a.ics HTTP/1.1" 201 205 "-" "Go-http-client/1.1"
+//
+// The path is the request line's, as sent; it is percent-decoded before
+// it is compared. Xandikos therefore logs a request only once it has been
+// answered: a request that never gets an answer (the server killed in the
+// middle) does not appear, and a request appears a moment after its client
+// has the answer. So before it counts, a running Server sends a marker
+// request and waits until the marker is in the log; every request answered
+// before the marker is in the log then too.
+//
+// For each server Received counts the requests the log shows as received
+// (Radicale: its "request for" lines; Xandikos: its access lines) and
+// Answered the answers with a status (Radicale: its "response status"
+// lines; Xandikos: the status in its access lines).
+//
+// Radicale's built-in server listens with a backlog of 5 connections and
+// davtest raises its max_connections to 256: many simultaneous connections
+// (a test's 64 concurrent calls) are all served, but those beyond the
+// backlog wait for the client's SYN to be sent again (after 1 s, then
+// 2 s more), so such a test takes seconds on Radicale.
+//
+// # Storage
+//
+// Radicale keeps a collection as a folder holding one file per resource,
+// named as the resource (collection-root/<user>/<calendar>/<name>.ics).
+// Xandikos keeps it as a Git repository with a working tree holding one
+// file per resource (<user>/calendars/<calendar>/<name>.ics). StoredNames
+// lists the .ics files of the collection's folder, which for both is the
+// set of resources the collection holds.
+package davtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Kind names a CalDAV server.
+type Kind string
+
+// The servers davtest runs, as Debian packages them.
+const (
+	Radicale Kind = "radicale"
+	Xandikos Kind = "xandikos"
+)
+
+// Kinds are all the servers, for a test that runs against each.
+func Kinds() []Kind { return []Kind{Radicale, Xandikos} }
+
+// Binary is where Debian's package installs the server's command.
+func (k Kind) Binary() string { return "/usr/bin/" + string(k) }
+
+// Options change how a server is started.
+type Options struct {
+	// User and Password, when User is set, turn on HTTP basic
+	// authentication with this one user, from an htpasswd file with a
+	// plain password (Radicale only). The collection is then the user's,
+	// and only the user may use it.
+	User, Password string
+}
+
+// Server is one running (or stopped) CalDAV server.
+type Server struct {
+	Kind Kind
+	// BaseURL is "http://127.0.0.1:<port>".
+	BaseURL string
+	// CollectionPath is the calendar collection's path, ending in "/";
+	// CollectionURL is BaseURL + CollectionPath.
+	CollectionPath string
+	CollectionURL  string
+	// Storage is the server's storage folder; CollectionDir the folder in
+	// it that holds the collection's resources as files.
+	Storage       string
+	CollectionDir string
+	// LogFile receives the server's stdout and stderr, across restarts.
+	LogFile string
+
+	opts Options
+	t    testing.TB
+	dir  string
+	argv []string
+	env  []string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	markers int
+}
+
+// Start starts a server of kind k for the test and makes its calendar
+// collection; it is stopped when the test ends. When the server's command
+// is not installed the test is skipped, or fails when the environment has
+// CI=true (CI installs both packages).
+func Start(t testing.TB, k Kind, opts Options) *Server {
+	t.Helper()
+	Require(t, k)
+	if opts.User != "" && k != Radicale {
+		t.Fatalf("davtest: authentication is only set up for radicale, not %s", k)
+	}
+	dir := t.TempDir()
+	s := &Server{Kind: k, opts: opts, t: t, dir: dir,
+		Storage: filepath.Join(dir, "storage"),
+		LogFile: filepath.Join(dir, "server.log"),
+	}
+	port := freePort(t)
+	s.BaseURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	s.env = append(os.Environ(), "HOME="+dir, "PYTHONUNBUFFERED=1", "LC_ALL=C.UTF-8")
+	switch k {
+	case Radicale:
+		owner := "davtest"
+		if opts.User != "" {
+			owner = opts.User
+		}
+		s.CollectionPath = "/" + owner + "/tasks/"
+		s.CollectionDir = filepath.Join(s.Storage, "collection-root", owner, "tasks")
+		s.argv = []string{k.Binary(), "--config", s.writeRadicaleConfig(port)}
+	case Xandikos:
+		s.CollectionPath = "/user/calendars/tasks/"
+		s.CollectionDir = filepath.Join(s.Storage, "user", "calendars", "tasks")
+		s.argv = []string{k.Binary(), "-d", s.Storage, "--autocreate",
+			"-l", "127.0.0.1", "-p", strconv.Itoa(port), "--current-user-principal", "/user/"}
+	default:
+		t.Fatalf("davtest: unknown server %q", k)
+	}
+	s.CollectionURL = s.BaseURL + s.CollectionPath
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("the end of the %s log (%s):\n%s", k, s.LogFile, s.tail())
+		}
+	})
+	s.start()
+	s.makeCollection()
+	return s
+}
+
+// Require skips the test when k's command is missing, or fails it under
+// CI=true.
+func Require(t testing.TB, k Kind) {
+	t.Helper()
+	if _, err := os.Stat(k.Binary()); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("this test needs %s (Debian's %s package; .ci/run installs it): %v", k.Binary(), k, err)
+		}
+		t.Skipf("skipping: %s is not installed (apt-get install %s); with CI=true this fails instead", k.Binary(), k)
+	}
+}
+
+func (s *Server) writeRadicaleConfig(port int) string {
+	auth := "type = none"
+	rights := "authenticated" // with no authentication: everybody, everything
+	if s.opts.User != "" {
+		users := filepath.Join(s.dir, "users")
+		if err := os.WriteFile(users, []byte(s.opts.User+":"+s.opts.Password+"\n"), 0o600); err != nil {
+			s.t.Fatal(err)
+		}
+		auth = "type = htpasswd\nhtpasswd_filename = " + users + "\nhtpasswd_encryption = plain\ndelay = 0"
+		rights = "owner_only"
+	}
+	conf := fmt.Sprintf(`[server]
+hosts = 127.0.0.1:%d
+max_connections = 256
+[auth]
+%s
+[rights]
+type = %s
+[storage]
+filesystem_folder = %s
+[web]
+type = none
+[logging]
+level = info
+mask_passwords = True
+`, port, auth, rights, s.Storage)
+	path := filepath.Join(s.dir, "radicale.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+	return path
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("davtest: finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start runs the command and waits until the server answers HTTP.
+func (s *Server) start() {
+	s.t.Helper()
+	log, err := os.OpenFile(s.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(s.argv[0], s.argv[1:]...)
+	cmd.Dir = s.dir
+	cmd.Env = s.env
+	cmd.Stdout = log
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("davtest: starting %s: %v", s.Kind, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(15 * time.Second)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-exited:
+			s.t.Fatalf("davtest: %s exited while starting; its log:\n%s", s.Kind, s.tail())
+		default:
+		}
+		resp, err := client.Get(s.BaseURL + "/")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("davtest: %s did not answer on %s within 15s: %v; its log:\n%s", s.Kind, s.BaseURL, err, s.tail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *Server) tail() string {
+	b, _ := os.ReadFile(s.LogFile)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// makeCollection makes the calendar collection (and, on Radicale, the
+// principal collection above it).
+func (s *Server) makeCollection() {
+	s.t.Helper()
+	if s.Kind == Radicale {
+		parent := s.CollectionPath[:strings.LastIndex(strings.TrimSuffix(s.CollectionPath, "/"), "/")+1]
+		if code := s.Do("MKCOL", parent, nil); code != http.StatusCreated && code != http.StatusMethodNotAllowed && code != http.StatusConflict {
+			s.t.Fatalf("davtest: MKCOL %s on %s answered %d", parent, s.Kind, code)
+		}
+	}
+	if code := s.Do("MKCALENDAR", s.CollectionPath, nil); code != http.StatusCreated {
+		s.t.Fatalf("davtest: MKCALENDAR %s on %s answered %d; its log:\n%s", s.CollectionPath, s.Kind, code, s.tail())
+	}
+}
+
+// Do sends one request to the server, with the configured user's
+// credentials when there is one, and returns the status code. It fails the
+// test when the server cannot be reached.
+func (s *Server) Do(method, path string, body []byte) int {
+	s.t.Helper()
+	code, err := s.do(method, path, body, nil)
+	if err != nil {
+		s.t.Fatalf("davtest: %s %s: %v", method, path, err)
+	}
+	return code
+}
+
+// Put stores body at path with an unconditional PUT, as another calendar
+// client would, and returns the status code.
+func (s *Server) Put(path string, body []byte) int {
+	s.t.Helper()
+	code, err := s.do(http.MethodPut, path, body, http.Header{"Content-Type": {"text/calendar; charset=utf-8"}})
+	if err != nil {
+		s.t.Fatalf("davtest: PUT %s: %v", path, err)
+	}
+	return code
+}
+
+func (s *Server) do(method, path string, body []byte, h http.Header) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.BaseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if s.opts.User != "" {
+		req.SetBasicAuth(s.opts.User, s.opts.Password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL after 5 s). Its storage and
+// log stay. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Restart stops the server and starts it again on the same port with the
+// same storage.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Running reports whether the server's process is running.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// ResourcePath is the path of the resource name in the collection.
+func (s *Server) ResourcePath(name string) string { return s.CollectionPath + name }
+
+// StoredNames lists the .ics files in the collection's folder, sorted:
+// the resources the collection holds, as the server stored them.
+func (s *Server) StoredNames() []string {
+	s.t.Helper()
+	entries, err := os.ReadDir(s.CollectionDir)
+	if err != nil {
+		s.t.Fatalf("davtest: reading the collection's folder: %v", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".ics") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Stored returns the bytes of the stored resource name, or nil when there
+// is no such file.
+func (s *Server) Stored(name string) []byte {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.CollectionDir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return b
+}
+
+// Received counts the requests with method for path (a URL path,
+// compared after percent-decoding) that the server's log shows.
+func (s *Server) Received(method, path string) int {
+	s.t.Helper()
+	n := 0
+	for _, e := range s.LogEntries() {
+		if e.Received && e.Method == method && e.Path == decodePath(path) {
+			n++
+		}
+	}
+	return n
+}
+
+// Answered counts the answers with status to requests with method for
+// path that the server's log shows.
+func (s *Server) Answered(method, path string, status int) int {
+	s.t.Helper()
+	n := 0
+	for _, e := range s.LogEntries() {
+		if e.Status == status && e.Method == method && e.Path == decodePath(path) {
+			n++
+		}
+	}
+	return n
+}
+
+// PUTs counts the PUT requests for path in the server's log: requests
+// received.
+func (s *Server) PUTs(path string) int { return s.Received(http.MethodPut, path) }
+
+// Creates counts the 201 Created answers to PUTs of path in the server's
+// log: creates executed.
+func (s *Server) Creates(path string) int {
+	return s.Answered(http.MethodPut, path, http.StatusCreated)
+}
+
+// LogEntries parses the server's log (see the package documentation);
+// when the server is running it first waits until every request answered
+// so far is in the log.
+func (s *Server) LogEntries() []Entry {
+	s.t.Helper()
+	if s.Running() {
+		s.syncLog()
+	}
+	b, err := os.ReadFile(s.LogFile)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ParseLog(s.Kind, b)
+}
+
+// syncLog sends a marker request and waits until the log shows it.
+func (s *Server) syncLog() {
+	s.t.Helper()
+	s.mu.Lock()
+	s.markers++
+	marker := fmt.Sprintf("/davtest-log-marker-%d", s.markers)
+	s.mu.Unlock()
+	if _, err := s.do(http.MethodGet, marker, nil, nil); err != nil {
+		s.t.Fatalf("davtest: marker request: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(s.LogFile)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, e := range ParseLog(s.Kind, b) {
+			if e.Path == marker && e.Status != 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("davtest: the marker request %s is not in the %s log after 10s", marker, s.Kind)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

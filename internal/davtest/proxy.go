@@ -1,0 +1,192 @@
+package davtest
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Proxy is a loopback TCP proxy in front of a server, for losing replies.
+// It reads each HTTP request from a client connection, forwards it over
+// its own connection to the server and reads the whole answer, so the
+// server has processed the request completely; then it passes the answer
+// back, or, for a request whose answer it was told to drop, closes both
+// connections without a byte of it: the client sees the connection closed
+// while it waits for the answer, a lost reply. For a request whose answer
+// it was told to stall, it keeps the client's connection open and silent
+// until the client gives up: a reply slower than the client's timeout.
+type Proxy struct {
+	// URL is "http://127.0.0.1:<port>" of the proxy.
+	URL string
+
+	t      testing.TB
+	target string // host:port
+	ln     net.Listener
+
+	mu       sync.Mutex
+	drop     int
+	dropped  int
+	stall    int
+	requests int
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+}
+
+// NewProxy starts a proxy to the server at target (a URL or host:port); it
+// is closed when the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	if u, err := url.Parse(target); err == nil && u.Host != "" {
+		target = u.Host
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("davtest: proxy: %v", err)
+	}
+	p := &Proxy{URL: "http://" + ln.Addr().String(), t: t, target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Rewrite returns u (a URL of the proxied server) with the proxy's host,
+// so that requests to it go through the proxy.
+func (p *Proxy) Rewrite(u string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		p.t.Fatalf("davtest: proxy: %v", err)
+	}
+	parsed.Host = strings.TrimPrefix(p.URL, "http://")
+	return parsed.String()
+}
+
+// DropResponses makes the proxy drop the answers to the next n requests.
+func (p *Proxy) DropResponses(n int) {
+	p.mu.Lock()
+	p.drop += n
+	p.mu.Unlock()
+}
+
+// StallResponses makes the proxy hold the answers to the next n requests
+// until it is closed: the server has answered, the client waits until it
+// gives up (its timeout), as with a server that is slow to answer.
+func (p *Proxy) StallResponses(n int) {
+	p.mu.Lock()
+	p.stall += n
+	p.mu.Unlock()
+}
+
+// Dropped counts the answers dropped so far; Requests the requests
+// forwarded.
+func (p *Proxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// Requests counts the requests forwarded so far.
+func (p *Proxy) Requests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
+}
+
+// Close stops the proxy and closes its connections.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *Proxy) track(c net.Conn, add bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if add {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.track(c, true)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer p.track(c, false)
+			defer c.Close()
+			p.serve(c)
+		}()
+	}
+}
+
+// serve handles one client connection, with one server connection behind
+// it, request by request.
+func (p *Proxy) serve(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	p.track(server, true)
+	defer p.track(server, false)
+	defer server.Close()
+	cr, sr := bufio.NewReader(client), bufio.NewReader(server)
+	for {
+		req, err := http.ReadRequest(cr)
+		if err != nil {
+			return
+		}
+		if err := req.Write(server); err != nil {
+			return
+		}
+		resp, err := http.ReadResponse(sr, req)
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		p.requests++
+		drop, stall := p.drop > 0, p.drop == 0 && p.stall > 0
+		if drop {
+			p.drop--
+			p.dropped++
+		}
+		if stall {
+			p.stall--
+		}
+		p.mu.Unlock()
+		if drop || stall {
+			// Read the whole answer, so the server has finished; then
+			// hang up on both sides (drop) or on the server only (stall).
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			server.Close()
+			if stall {
+				// Hold the client's connection open and silent until the
+				// client gives up, or Close closes it.
+				io.Copy(io.Discard, client)
+			}
+			return
+		}
+		err = resp.Write(client)
+		resp.Body.Close()
+		if err != nil || resp.Close || req.Close {
+			return
+		}
+	}
+}

@@ -1,0 +1,48 @@
+// Package probe answers, by experiment, the questions that decide whether a
+// task service is safe behind an at-least-once pipeline: what a second call
+// with the same key and body returns, what the same key with another body
+// does, what concurrent calls with one key do, whether a retry after a lost
+// reply finds the first call's task, whether a key outlives its task, and in
+// what scope keys are remembered.
+//
+// Run sends a short, bounded script of create calls to a Target through the
+// public contract (package taskservice) and returns a Report: one Row per
+// question, each saying how it was measured, what was seen and whether that
+// is safe, unsafe or unknown, and a Verdict over the rows. The executor
+// command "executor probe" prints it as a table or as JSON.
+//
+// # What the probe must never do
+//
+//   - It never touches an intent id it did not make. Every call carries an
+//     intent id "probe-<run id>-<row>" with a fresh random run id, and
+//     Target.Delete is only ever called with such an id (Run checks the
+//     prefix before each call and refuses otherwise).
+//   - It never runs without consent. Run itself has no prompt; its caller
+//     shows the Plan (how many calls, how many tasks, which prefix) first and
+//     proceeds only when the user said so (the command requires --yes).
+//   - It is bounded: the number of calls is fixed by the Plan (plus at most
+//     Options.Retries retries of a call that failed transiently), and every
+//     call has a deadline.
+//   - It leaves the tasks it created in place as evidence; they are named
+//     by their prefix so that they can be found and removed.
+//
+// # A deleted task that comes back
+//
+// The row "key remembered after the task is deleted" is reported as a
+// caveat, not as unsafe, when a retry after the deletion creates the task
+// again. At-least-once delivery is safe when no intent ever has two tasks at
+// once and no resend creates a second task beside the first; a service that
+// forgets a key together with its task keeps both promises: it holds at most
+// one task per intent at any time. What it does not keep is the user's
+// decision to delete: a late resend of the same approval (a redelivery, a
+// redrive of a dead letter, a second publish) brings the task back. That is
+// a limit of retention, bounded by the approval's lifetime (the gate refuses
+// an approval after its not_after), and the verdict names it with its fix:
+// keep the key after the task is deleted (a tombstone) for at least the
+// approvals' lifetime. A service that cannot delete tasks at all states so
+// (Target.NeverDeletes) and the row is answered by that statement.
+//
+// Rows that cannot be measured for a target (no way to lose a reply, no way
+// to delete) are unknown; a verdict with unknown rows and no unsafe one is
+// "not proven safe", never "safe".
+package probe

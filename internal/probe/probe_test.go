@@ -1,0 +1,384 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/taskservice"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// memService is a task service in memory. keep says whether it keeps its
+// keys; forgetOnDelete whether a key goes with its task.
+type memService struct {
+	keep bool
+
+	mu       sync.Mutex
+	n        int
+	keys     map[string]memEntry // intent id → first digest and task
+	tasks    map[string][]string // intent id → task ids that exist
+	dropNext bool
+	seen     []string // every intent id called or deleted
+}
+
+type memEntry struct{ digest, task string }
+
+func newMem(keep bool) *memService {
+	return &memService{keep: keep, keys: map[string]memEntry{}, tasks: map[string][]string{}}
+}
+
+func (m *memService) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
+	m.mu.Lock()
+	m.seen = append(m.seen, req.IntentID)
+	res := taskservice.Result{StoreID: "mem-1"}
+	e, ok := m.keys[req.IntentID]
+	switch {
+	case ok && m.keep && e.digest == req.RequestDigest:
+		res.Outcome, res.TaskID = taskservice.Replayed, e.task
+	case ok && m.keep:
+		res.Outcome, res.TaskID = taskservice.Conflict, e.task
+	default:
+		m.n++
+		id := fmt.Sprintf("mem-%d", m.n)
+		m.keys[req.IntentID] = memEntry{req.RequestDigest, id}
+		m.tasks[req.IntentID] = append(m.tasks[req.IntentID], id)
+		res.Outcome, res.TaskID = taskservice.Created, id
+	}
+	drop := m.dropNext
+	m.dropNext = false
+	m.mu.Unlock()
+	if drop {
+		<-ctx.Done()
+		return taskservice.Result{}, taskservice.Transient(ctx.Err())
+	}
+	return res, nil
+}
+
+func (m *memService) target(hooks bool) Target {
+	t := Target{Name: "memory service", Service: m, Scope: "the memory"}
+	if !hooks {
+		return t
+	}
+	t.Delete = func(_ context.Context, id string) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.seen = append(m.seen, id)
+		delete(m.tasks, id)
+		delete(m.keys, id) // the key goes with its task
+		return nil
+	}
+	t.LoseReply = func(context.Context) (func(context.Context) error, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.dropNext = true
+		return func(context.Context) error {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.dropNext = false
+			return nil
+		}, nil
+	}
+	t.Count = func(_ context.Context, id string) (int, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.tasks[id]), nil
+	}
+	return t
+}
+
+// fast are options that keep the tests short and their output fixed.
+var fast = Options{RunID: "test1", LostReplyWait: 100 * time.Millisecond, RetryDelay: time.Millisecond}
+
+func statuses(rep *Report) map[string]Status {
+	m := map[string]Status{}
+	for _, r := range rep.Rows {
+		m[r.ID] = r.Status
+	}
+	return m
+}
+
+func run(t *testing.T, target Target, o Options) *Report {
+	t.Helper()
+	p, err := NewPlan(target, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, target, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestTheProbeJudgesEachKindOfService(t *testing.T) {
+	forgetful := taskservice.Func(func(context.Context, taskservice.Request) (taskservice.Result, error) {
+		return taskservice.Result{Outcome: taskservice.Created, TaskID: "t-new"}, nil
+	})
+	for _, tc := range []struct {
+		name        string
+		target      Target
+		want        map[string]Status
+		safe        bool
+		summaryHas  []string
+		verdictLead string
+	}{
+		{
+			name:   "a service that keeps its keys and forgets them with a deleted task is safe, with the deletion as a caveat",
+			target: newMem(true).target(true),
+			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Safe,
+				RowAfterDelete: Caveat, RowScope: Safe},
+			safe:        true,
+			verdictLead: "safe for at-least-once delivery, with a caveat",
+			summaryHas:  []string{"a deleted task is created again by a late resend within the approval's lifetime"},
+		},
+		{
+			name:   "a service that creates on every call is unsafe, and the verdict names the rows",
+			target: newMem(false).target(true),
+			want: map[string]Status{RowRetry: Unsafe, RowConflict: Unsafe, RowConcurrent: Unsafe, RowLostReply: Unsafe,
+				RowAfterDelete: Caveat, RowScope: Safe},
+			verdictLead: "unsafe for at-least-once delivery",
+			summaryHas: []string{"a resend of the same approval creates a second task (second call, same key and body)",
+				"concurrent deliveries of one approval create more than one task (N concurrent calls, one key)"},
+		},
+		{
+			name:   "a function that forgets its keys is unsafe even though it cannot count, lose a reply or delete",
+			target: Target{Name: "forgetful function", Service: forgetful},
+			want: map[string]Status{RowRetry: Unsafe, RowConflict: Unsafe, RowConcurrent: Unsafe, RowLostReply: Unknown,
+				RowAfterDelete: Unknown, RowScope: Unknown},
+			verdictLead: "unsafe for at-least-once delivery",
+			summaryHas:  []string{"second call, same key and body"},
+		},
+		{
+			name:   "a correct service without hooks is not proven safe: the rows it cannot measure are unknown",
+			target: newMem(true).target(false),
+			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Unknown,
+				RowAfterDelete: Unknown, RowScope: Safe},
+			verdictLead: "not proven safe for at-least-once delivery: not measured: a lost reply, then a retry; key remembered after the task is deleted",
+		},
+		{
+			name: "a service that states it never deletes answers the deletion row by that statement",
+			target: func() Target {
+				tg := newMem(true).target(true)
+				tg.Delete, tg.NeverDeletes = nil, true
+				return tg
+			}(),
+			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Safe,
+				RowAfterDelete: Safe, RowScope: Safe},
+			safe:        true,
+			verdictLead: "safe for at-least-once delivery",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := run(t, tc.target, fast)
+			if got := statuses(rep); !mapsEqual(got, tc.want) {
+				var text bytes.Buffer
+				_ = WriteText(&text, rep)
+				t.Errorf("statuses %v, want %v\n%s", got, tc.want, text.String())
+			}
+			if rep.Verdict.Safe != tc.safe {
+				t.Errorf("verdict safe = %v, want %v: %s", rep.Verdict.Safe, tc.safe, rep.Verdict.Summary)
+			}
+			if !strings.HasPrefix(rep.Verdict.Summary, tc.verdictLead) {
+				t.Errorf("verdict %q, want it to start %q", rep.Verdict.Summary, tc.verdictLead)
+			}
+			for _, s := range tc.summaryHas {
+				if !strings.Contains(rep.Verdict.Summary, s) {
+					t.Errorf("verdict %q lacks %q", rep.Verdict.Summary, s)
+				}
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]Status) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestTheProbeTouchesOnlyIntentIdsWithItsOwnPrefix(t *testing.T) {
+	m := newMem(true)
+	rep := run(t, m.target(true), Options{RunID: "", LostReplyWait: 100 * time.Millisecond, RetryDelay: time.Millisecond})
+	if len(rep.RunID) != 16 {
+		t.Errorf("run id %q, want 16 random hex digits", rep.RunID)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.seen) == 0 {
+		t.Fatal("the service saw no call")
+	}
+	for _, id := range m.seen {
+		if !strings.HasPrefix(id, Prefix+rep.RunID+"-") {
+			t.Errorf("the probe touched intent id %q, outside %s%s-", id, Prefix, rep.RunID)
+		}
+	}
+}
+
+func TestThePlanCountsWhatTheRunSends(t *testing.T) {
+	m := newMem(true)
+	target := m.target(true)
+	p, err := NewPlan(target, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), target, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Calls != int64(p.Calls) {
+		t.Errorf("the run sent %d calls, the plan said %d", rep.Calls, p.Calls)
+	}
+	if p.Tasks != 5 || len(p.Intents) != 5 || p.Deletes != 1 {
+		t.Errorf("plan: %d tasks, %d intents, %d deletes; want 5, 5, 1", p.Tasks, len(p.Intents), p.Deletes)
+	}
+	for _, want := range []string{"25 create calls", `"probe-test1-"`, "creates 5 tasks", "It deletes 1 task of its own again.", "never touches any other intent id"} {
+		if !strings.Contains(p.String(), want) {
+			t.Errorf("plan %q lacks %q", p.String(), want)
+		}
+	}
+}
+
+func TestThePlanRefusesBadOptions(t *testing.T) {
+	target := newMem(true).target(false)
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"one call is not concurrency", Options{Concurrency: 1}},
+		{"more than the bound is a load test", Options{Concurrency: MaxConcurrency + 1}},
+		{"a run id must be safe in any intent id", Options{RunID: "../x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewPlan(target, tc.o); err == nil || !strings.HasPrefix(err.Error(), "probe: ") {
+				t.Errorf("NewPlan(%+v) = %v, want a probe: error", tc.o, err)
+			}
+		})
+	}
+	if _, err := NewPlan(Target{}, Options{}); err == nil {
+		t.Error("NewPlan accepted a target without a service")
+	}
+}
+
+func TestAServiceThatAnswersTransientlyWhileTheFirstCallRunsIsSafe(t *testing.T) {
+	// Like some real services: a call with a key whose first call is still
+	// running gets a transient error; the retry gets the first result.
+	m := newMem(true)
+	var mu sync.Mutex
+	running := map[string]bool{}
+	svc := taskservice.Func(func(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
+		mu.Lock()
+		if running[req.IntentID] {
+			mu.Unlock()
+			return taskservice.Result{}, taskservice.Transient(errors.New("409 in progress"))
+		}
+		running[req.IntentID] = true
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		defer func() { mu.Lock(); delete(running, req.IntentID); mu.Unlock() }()
+		return m.Create(ctx, req)
+	})
+	target := m.target(true)
+	target.Service = svc
+	rep := run(t, target, fast)
+	if s := statuses(rep)[RowConcurrent]; s != Safe {
+		t.Errorf("concurrent row %s, want safe: %+v", s, rep.Rows[2])
+	}
+	if !strings.Contains(rep.Rows[2].Seen, "retried after a transient error") {
+		t.Errorf("the concurrent row does not say that calls were retried: %s", rep.Rows[2].Seen)
+	}
+}
+
+func TestAStoppedRunReportsTheRestAsNotRun(t *testing.T) {
+	target := newMem(true).target(false)
+	p, err := NewPlan(target, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := Run(ctx, target, p)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run on a stopped context: %v, want context.Canceled", err)
+	}
+	for _, r := range rep.Rows {
+		if r.Status != Unknown {
+			t.Errorf("row %s is %s after the stop, want unknown", r.ID, r.Status)
+		}
+	}
+	if rep.Verdict.Safe {
+		t.Error("a stopped run was judged safe")
+	}
+}
+
+func TestTheTableMatchesTheGoldenFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file   string
+		target Target
+	}{
+		{"table-safe-with-caveat.golden", newMem(true).target(true)},
+		{"table-unsafe.golden", newMem(false).target(true)},
+		{"table-unproven.golden", newMem(true).target(false)},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			rep := run(t, tc.target, fast)
+			var got bytes.Buffer
+			if err := WriteText(&got, rep); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", tc.file), got.Bytes())
+		})
+	}
+}
+
+func TestTheJSONReportHasEveryRowAndTheVerdict(t *testing.T) {
+	rep := run(t, newMem(false).target(true), fast)
+	var out bytes.Buffer
+	if err := WriteJSON(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join("testdata", "report-unsafe.json.golden"), out.Bytes())
+	ids := make([]string, 0, len(rep.Rows))
+	for _, r := range rep.Rows {
+		ids = append(ids, r.ID)
+	}
+	if !slices.Equal(ids, []string{RowRetry, RowConflict, RowConcurrent, RowLostReply, RowAfterDelete, RowScope}) {
+		t.Errorf("rows %v", ids)
+	}
+}
+
+// golden compares got with the file, or rewrites it under -update.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./internal/probe -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./internal/probe -update rewrites it); got:\n%s", path, got)
+	}
+}

@@ -1,0 +1,573 @@
+package caldav
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-ical"
+	"github.com/emersion/go-webdav"
+	"github.com/emersion/go-webdav/caldav"
+
+	"github.com/sendtwice/sendtwice/taskservice"
+)
+
+// DefaultTimeout bounds one HTTP exchange when Config gives neither an
+// HTTP client nor a timeout.
+const DefaultTimeout = 30 * time.Second
+
+// Config says where the collection is and how to log in to it.
+type Config struct {
+	// CollectionURL is the calendar collection that holds the tasks, for
+	// example "https://dav.example.org/alice/tasks/". It must be http or
+	// https, name a host, and carry no user, password, query or fragment.
+	CollectionURL string
+	// Username and Password are sent with HTTP basic authentication to the
+	// collection's server, and nowhere else. Both empty: no authentication.
+	Username string
+	Password string
+	// HTTPClient, when set, makes the requests (its Timeout and Transport
+	// apply). The adapter uses a copy that never follows a redirect, so
+	// that the credentials stay with the collection's server.
+	HTTPClient *http.Client
+	// Timeout bounds one HTTP exchange when HTTPClient is nil; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Adapter is a taskservice.Service over one CalDAV collection. It is safe
+// for concurrent use.
+type Adapter struct {
+	collection *url.URL // normalized, path ends in "/"
+	normalized string
+	storeID    string
+	user, pass string
+	client     *http.Client
+}
+
+// New checks cfg and returns an adapter for its collection. It makes no
+// request; the first Create or Tasks does.
+func New(cfg Config) (*Adapter, error) {
+	if strings.TrimSpace(cfg.CollectionURL) == "" {
+		return nil, errors.New("caldav: CollectionURL is empty")
+	}
+	u, err := url.Parse(cfg.CollectionURL)
+	if err != nil {
+		return nil, fmt.Errorf("caldav: CollectionURL: %w", err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	default:
+		return nil, fmt.Errorf("caldav: CollectionURL %q: the scheme must be http or https", cfg.CollectionURL)
+	}
+	if u.User != nil {
+		// Not echoed: the user info may hold a password.
+		return nil, errors.New("caldav: CollectionURL must not carry a user or password; give them as Username and Password")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("caldav: CollectionURL %q names no host", cfg.CollectionURL)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("caldav: CollectionURL %q must not have a query or a fragment", cfg.CollectionURL)
+	}
+	if u.Opaque != "" {
+		return nil, fmt.Errorf("caldav: CollectionURL %q is not a hierarchical URL", cfg.CollectionURL)
+	}
+	if strings.Contains(cfg.Username, ":") {
+		return nil, errors.New("caldav: Username must not contain ':' (HTTP basic authentication cannot carry it)")
+	}
+	if cfg.Username == "" && cfg.Password != "" {
+		return nil, errors.New("caldav: Password is set but Username is empty")
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("caldav: Timeout %v is negative", cfg.Timeout)
+	}
+	n := normalize(u)
+
+	var client http.Client
+	if cfg.HTTPClient != nil {
+		client = *cfg.HTTPClient
+	} else {
+		client.Timeout = cfg.Timeout
+		if client.Timeout == 0 {
+			client.Timeout = DefaultTimeout
+		}
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+	sum := sha256.Sum256([]byte(n.String()))
+	return &Adapter{
+		collection: n,
+		normalized: n.String(),
+		storeID:    "caldav-" + hex.EncodeToString(sum[:])[:16],
+		user:       cfg.Username,
+		pass:       cfg.Password,
+		client:     &client,
+	}, nil
+}
+
+// normalize returns u with a lower-case scheme and host, without a default
+// port, with a clean path that ends in "/".
+func normalize(u *url.URL) *url.URL {
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Host)
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		if scheme == "http" && p == "80" || scheme == "https" && p == "443" {
+			host = h
+			if strings.Contains(h, ":") {
+				host = "[" + h + "]"
+			}
+		}
+	}
+	p := path.Clean("/" + u.Path)
+	if p != "/" {
+		p += "/"
+	}
+	return &url.URL{Scheme: scheme, Host: host, Path: p}
+}
+
+// StoreID names the scope in which intent ids are remembered: "caldav-"
+// and the first 16 hexadecimal digits of the SHA-256 of the normalized
+// collection URL. Every Result carries it.
+func (a *Adapter) StoreID() string { return a.storeID }
+
+// Scope says in words where intent ids are remembered: "the collection"
+// and its normalized URL.
+func (a *Adapter) Scope() string { return "the collection " + a.normalized }
+
+// CollectionURL is the normalized collection URL (it ends in "/").
+func (a *Adapter) CollectionURL() string { return a.normalized }
+
+// ResourceURL is the URL of the resource that holds the task of intentID.
+func (a *Adapter) ResourceURL(intentID string) (string, error) {
+	u, err := a.resourceURL(intentID)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
+func (a *Adapter) resourceURL(intentID string) (*url.URL, error) {
+	name, err := ResourceName(intentID)
+	if err != nil {
+		return nil, err
+	}
+	u := *a.collection
+	u.Path += name
+	return &u, nil
+}
+
+// The properties the adapter writes into every VTODO it creates. The intent
+// and digest properties mark a resource as one of ours; the others are kept
+// for audits.
+const (
+	PropIntentID      = "X-SENDTWICE-INTENT-ID"
+	PropRequestDigest = "X-SENDTWICE-REQUEST-DIGEST"
+	PropRequestID     = "X-SENDTWICE-REQUEST-ID"
+	PropCandidateID   = "X-SENDTWICE-CANDIDATE-ID"
+	PropSourceVersion = "X-SENDTWICE-SOURCE-VERSION"
+	PropApprovedBy    = "X-SENDTWICE-APPROVED-BY"
+	PropAssigneeRef   = "X-SENDTWICE-ASSIGNEE-REF"
+	PropCallRef       = "X-SENDTWICE-CALL-REF"
+)
+
+const productID = "-//sendtwice//CalDAV task adapter//EN"
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// Create creates the task of req as one VTODO resource, named after the
+// intent id, with a PUT that only succeeds when no resource has that name
+// (If-None-Match: *). When one has, it reads it back and answers Replayed
+// (our resource, the same request digest) or Conflict (another digest, or
+// a resource that is not ours, said in Result.Reason). The TaskID is the
+// VTODO's UID, which for a resource made here is the intent id.
+func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
+	target, err := a.resourceURL(req.IntentID)
+	if err != nil {
+		return taskservice.Result{}, taskservice.Permanent(err)
+	}
+	body, err := encodeTask(req, time.Now())
+	if err != nil {
+		return taskservice.Result{}, taskservice.Permanent(err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPut, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return taskservice.Result{}, taskservice.Permanent(fmt.Errorf("caldav: PUT: %w", err))
+	}
+	hreq.Header.Set("Content-Type", "text/calendar; charset=utf-8")
+	hreq.Header.Set("If-None-Match", "*")
+	resp, err := a.do(hreq)
+	if err != nil {
+		return taskservice.Result{}, taskservice.Transient(fmt.Errorf("caldav: PUT %s: %w", target, err))
+	}
+	drain(resp)
+	switch resp.StatusCode {
+	case http.StatusCreated, http.StatusNoContent, http.StatusOK:
+		// With If-None-Match: * a success means there was no resource.
+		return taskservice.Result{Outcome: taskservice.Created, TaskID: req.IntentID, StoreID: a.storeID}, nil
+	case http.StatusPreconditionFailed:
+		return a.readBack(ctx, req, target)
+	}
+	return taskservice.Result{}, a.statusError("PUT", target, resp, true)
+}
+
+// readBack answers a PUT that found the name taken.
+func (a *Adapter) readBack(ctx context.Context, req taskservice.Request, target *url.URL) (taskservice.Result, error) {
+	cal, resp, err := a.get(ctx, target)
+	if err != nil {
+		return taskservice.Result{}, err
+	}
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+		// Taken at the PUT, gone at the GET: deleted in between. A retry
+		// finds out what is there now.
+		return taskservice.Result{}, taskservice.Transient(fmt.Errorf("caldav: PUT %s answered 412 (exists), then GET answered %s: the resource was removed in between", target, resp.Status))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return taskservice.Result{}, a.statusError("GET", target, resp, false)
+	}
+	res := taskservice.Result{Outcome: taskservice.Conflict, StoreID: a.storeID, TaskID: target.Path}
+	todo := findTodo(cal)
+	if todo == nil {
+		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name is not a task (no VTODO with a UID): it was not created by this adapter", target.Path)
+		return res, nil
+	}
+	if uid := propText(todo, ical.PropUID); uid != "" {
+		res.TaskID = uid
+	}
+	digest := propText(todo, PropRequestDigest)
+	intent := propText(todo, PropIntentID)
+	switch {
+	case digest == "":
+		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name has no %s property: it was not created by this adapter, and it is left as it is", target.Path, PropRequestDigest)
+	case intent != req.IntentID:
+		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name belongs to intent %q", target.Path, intent)
+	case digest == req.RequestDigest:
+		res.Outcome = taskservice.Replayed
+	}
+	return res, nil
+}
+
+// Delete removes the task of intentID, and only when the resource at its
+// name is one of ours for that intent (the GET and the DELETE are tied by
+// the ETag, so a resource replaced in between is not removed). A missing
+// task is an error wrapping ErrNoTask.
+func (a *Adapter) Delete(ctx context.Context, intentID string) error {
+	target, err := a.resourceURL(intentID)
+	if err != nil {
+		return taskservice.Permanent(err)
+	}
+	cal, resp, err := a.get(ctx, target)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: %w", target, ErrNoTask))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return a.statusError("GET", target, resp, false)
+	}
+	todo := findTodo(cal)
+	if todo == nil || propText(todo, PropIntentID) != intentID || propText(todo, PropRequestDigest) == "" {
+		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: the resource was not created by this adapter for intent %q; left as it is", target, intentID))
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodDelete, target.String(), nil)
+	if err != nil {
+		return taskservice.Permanent(fmt.Errorf("caldav: DELETE: %w", err))
+	}
+	if etag := resp.Header.Get("ETag"); etag != "" {
+		hreq.Header.Set("If-Match", etag)
+	}
+	dresp, err := a.do(hreq)
+	if err != nil {
+		return taskservice.Transient(fmt.Errorf("caldav: DELETE %s: %w", target, err))
+	}
+	drain(dresp)
+	switch dresp.StatusCode {
+	case http.StatusOK, http.StatusNoContent, http.StatusAccepted:
+		return nil
+	case http.StatusNotFound, http.StatusGone:
+		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: %w", target, ErrNoTask))
+	}
+	return a.statusError("DELETE", target, dresp, false)
+}
+
+// ErrNoTask is wrapped by Delete when the intent has no task.
+var ErrNoTask = errors.New("caldav: no task for this intent")
+
+// TaskInfo is one VTODO of ours in the collection.
+type TaskInfo struct {
+	IntentID      string // the X-SENDTWICE-INTENT-ID property
+	TaskID        string // the UID, as Create answers it
+	RequestDigest string // the X-SENDTWICE-REQUEST-DIGEST property
+	Href          string // the resource's path on the server
+}
+
+// Listing is what the collection holds, read with one calendar-query
+// REPORT (RFC 4791 §7.8) for VTODO components.
+type Listing struct {
+	// Tasks are the VTODOs that carry PropIntentID, ordered by intent id
+	// and href.
+	Tasks []TaskInfo
+	// VTODOs counts every VTODO in the collection, ours or not.
+	VTODOs int
+}
+
+// Tasks lists the VTODOs in the collection, for a probe or an audit: the
+// tasks existing, as the server reports them.
+func (a *Adapter) Tasks(ctx context.Context) (Listing, error) {
+	rec := &statusRecorder{a: a}
+	cc, err := caldav.NewClient(rec, a.normalized)
+	if err != nil {
+		return Listing{}, taskservice.Permanent(fmt.Errorf("caldav: %w", err))
+	}
+	objs, err := cc.QueryCalendar(ctx, a.collection.Path, &caldav.CalendarQuery{
+		// Every property of the VTODOs: Xandikos reads <allcomp/> as the
+		// components without their properties.
+		CompRequest: caldav.CalendarCompRequest{Name: ical.CompCalendar, AllProps: true,
+			Comps: []caldav.CalendarCompRequest{{Name: ical.CompToDo, AllProps: true, AllComps: true}}},
+		CompFilter: caldav.CompFilter{Name: ical.CompCalendar, Comps: []caldav.CompFilter{{Name: ical.CompToDo}}},
+	})
+	if err != nil {
+		err = fmt.Errorf("caldav: REPORT %s: %w", a.normalized, err)
+		if rec.transportErr || rec.status == 0 || rec.status >= 500 || rec.status == http.StatusTooManyRequests || rec.status == http.StatusRequestTimeout {
+			return Listing{}, taskservice.Transient(err)
+		}
+		return Listing{}, taskservice.Permanent(err)
+	}
+	var l Listing
+	for _, o := range objs {
+		if o.Data == nil {
+			continue
+		}
+		for _, c := range o.Data.Children {
+			if c.Name != ical.CompToDo {
+				continue
+			}
+			l.VTODOs++
+			intent := propText(c, PropIntentID)
+			if intent == "" {
+				continue
+			}
+			uid := propText(c, ical.PropUID)
+			l.Tasks = append(l.Tasks, TaskInfo{IntentID: intent, TaskID: uid, RequestDigest: propText(c, PropRequestDigest), Href: o.Path})
+		}
+	}
+	sort.Slice(l.Tasks, func(i, j int) bool {
+		if l.Tasks[i].IntentID != l.Tasks[j].IntentID {
+			return l.Tasks[i].IntentID < l.Tasks[j].IntentID
+		}
+		return l.Tasks[i].Href < l.Tasks[j].Href
+	})
+	return l, nil
+}
+
+// statusRecorder lets Tasks classify a failed REPORT: the library reports a
+// status only in its error text.
+type statusRecorder struct {
+	a            *Adapter
+	status       int
+	transportErr bool
+}
+
+func (r *statusRecorder) Do(req *http.Request) (*http.Response, error) {
+	resp, err := r.a.do(req)
+	if err != nil {
+		r.transportErr = true
+		return nil, err
+	}
+	r.status = resp.StatusCode
+	return resp, nil
+}
+
+var _ webdav.HTTPClient = (*statusRecorder)(nil)
+
+// do sends req with the credentials. Requests go only to the collection's
+// origin: every URL is built from it and redirects are not followed.
+func (a *Adapter) do(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != a.collection.Scheme || !strings.EqualFold(req.URL.Host, a.collection.Host) {
+		return nil, fmt.Errorf("caldav: refusing a request to %s://%s, which is not the collection's server", req.URL.Scheme, req.URL.Host)
+	}
+	if a.user != "" {
+		req.SetBasicAuth(a.user, a.pass)
+	}
+	return a.client.Do(req)
+}
+
+// get fetches and decodes target. A non-200 answer is returned with a nil
+// calendar and its body drained; err is a classified transport or decode
+// failure.
+func (a *Adapter) get(ctx context.Context, target *url.URL) (*ical.Calendar, *http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	if err != nil {
+		return nil, nil, taskservice.Permanent(fmt.Errorf("caldav: GET: %w", err))
+	}
+	hreq.Header.Set("Accept", ical.MIMEType)
+	resp, err := a.do(hreq)
+	if err != nil {
+		return nil, nil, taskservice.Transient(fmt.Errorf("caldav: GET %s: %w", target, err))
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp, nil
+	}
+	cal, err := ical.NewDecoder(io.LimitReader(resp.Body, maxResourceBytes)).Decode()
+	if err != nil {
+		// A body cut short by a lost connection reads as a decode error
+		// too; reading again is harmless.
+		return nil, nil, taskservice.Transient(fmt.Errorf("caldav: GET %s: decoding the resource: %w", target, err))
+	}
+	return cal, resp, nil
+}
+
+const maxResourceBytes = 1 << 20
+
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxResourceBytes))
+	resp.Body.Close()
+}
+
+// statusError classifies an unexpected answer. 5xx, 408 and 429 are
+// transient; everything else (401, 403, a missing collection, a redirect)
+// is permanent. The message names the method, the URL and the status, and
+// never the password.
+func (a *Adapter) statusError(method string, target *url.URL, resp *http.Response, put bool) error {
+	msg := fmt.Sprintf("caldav: %s %s: the server answered %s", method, target, resp.Status)
+	switch code := resp.StatusCode; {
+	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+		return taskservice.Transient(errors.New(msg))
+	case code == http.StatusUnauthorized:
+		msg += fmt.Sprintf(": the credentials of user %q were refused", a.user)
+	case code == http.StatusForbidden:
+		msg += fmt.Sprintf(": user %q may not write to %s", a.user, a.normalized)
+	case put && (code == http.StatusNotFound || code == http.StatusConflict || code == http.StatusGone):
+		msg += fmt.Sprintf(": the collection %s does not exist", a.normalized)
+	case code >= 300 && code < 400:
+		msg += fmt.Sprintf(" with a redirect to %q, which is not followed: configure the collection's own URL", resp.Header.Get("Location"))
+	}
+	return taskservice.Permanent(errors.New(msg))
+}
+
+// encodeTask writes req as an iCalendar object holding one VTODO.
+func encodeTask(req taskservice.Request, now time.Time) ([]byte, error) {
+	if !digestRE.MatchString(req.RequestDigest) {
+		return nil, fmt.Errorf("caldav: request digest %q is not \"sha256:\" and 64 lower-case hexadecimal digits", req.RequestDigest)
+	}
+	if strings.TrimSpace(req.Task.Title) == "" {
+		return nil, errors.New("caldav: the task's title is empty")
+	}
+	todo := ical.NewComponent(ical.CompToDo)
+	todo.Props.SetText(ical.PropUID, req.IntentID)
+	todo.Props.SetDateTime(ical.PropDateTimeStamp, now.UTC().Truncate(time.Second))
+	todo.Props.SetText(ical.PropSummary, req.Task.Title)
+	if req.Task.DueAt != nil {
+		due, err := dueProp(*req.Task.DueAt)
+		if err != nil {
+			return nil, err
+		}
+		todo.Props.Set(due)
+	}
+	setX(todo, PropIntentID, req.IntentID)
+	setX(todo, PropRequestDigest, req.RequestDigest)
+	setX(todo, PropRequestID, req.RequestID)
+	setX(todo, PropCandidateID, req.CandidateID)
+	setX(todo, PropSourceVersion, req.SourceVersion)
+	setX(todo, PropApprovedBy, req.ApprovedBy)
+	setX(todo, PropCallRef, req.CallRef)
+	if req.Task.AssigneePersonRef != nil {
+		// A person reference, not an address: never an ATTENDEE.
+		setX(todo, PropAssigneeRef, *req.Task.AssigneePersonRef)
+	}
+	cal := ical.NewCalendar()
+	cal.Props.SetText(ical.PropVersion, "2.0")
+	cal.Props.SetText(ical.PropProductID, productID)
+	cal.Children = append(cal.Children, todo)
+	var buf bytes.Buffer
+	if err := ical.NewEncoder(&buf).Encode(cal); err != nil {
+		return nil, fmt.Errorf("caldav: encoding the task: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// dueProp turns an RFC 3339 date-time into a UTC DATE-TIME, and an RFC
+// 3339 full-date (2026-12-01) into a DATE.
+func dueProp(s string) (*ical.Prop, error) {
+	p := ical.NewProp(ical.PropDue)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		p.SetDateTime(t.UTC().Truncate(time.Second))
+		return p, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		p.SetDate(t)
+		return p, nil
+	}
+	return nil, fmt.Errorf("caldav: due_at %q is neither an RFC 3339 date-time nor a date", s)
+}
+
+func setX(c *ical.Component, name, value string) {
+	if value == "" {
+		return
+	}
+	p := ical.NewProp(name)
+	p.Value = escapeText(value)
+	c.Props.Set(p)
+}
+
+// propText reads a TEXT property (RFC 5545 §3.3.11) as one value, without
+// splitting at unescaped commas. A missing property reads as "".
+func propText(c *ical.Component, name string) string {
+	p := c.Props.Get(name)
+	if p == nil {
+		return ""
+	}
+	return unescapeText(p.Value)
+}
+
+var textEscaper = strings.NewReplacer(`\`, `\\`, `;`, `\;`, `,`, `\,`, "\r\n", `\n`, "\r", `\n`, "\n", `\n`)
+
+func escapeText(s string) string { return textEscaper.Replace(s) }
+
+func unescapeText(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) {
+			i++
+			switch s[i] {
+			case 'n', 'N':
+				b.WriteByte('\n')
+			default:
+				b.WriteByte(s[i])
+			}
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func findTodo(cal *ical.Calendar) *ical.Component {
+	if cal == nil {
+		return nil
+	}
+	for _, c := range cal.Children {
+		if c.Name == ical.CompToDo && c.Props.Get(ical.PropUID) != nil {
+			return c
+		}
+	}
+	return nil
+}

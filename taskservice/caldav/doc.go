@@ -1,0 +1,73 @@
+// Package caldav is a task service over a CalDAV calendar collection (RFC
+// 4791): it keeps the taskservice contract with the server's own atomic
+// create-if-absent, so that a resent approval reaches the calendar and
+// creates no second task. Nextcloud Tasks, Apple Reminders, Thunderbird
+// and DAVx⁵ show the tasks it makes; it is proven against Radicale and
+// Xandikos.
+//
+// # One intent, one resource
+//
+// Create writes the task of one intent id as one VTODO in one resource,
+// named after the intent id (see ResourceName):
+//
+//	PUT {collection}/{ResourceName(intent_id)}
+//	If-None-Match: *
+//
+// The VTODO's UID is the intent id, SUMMARY the title, DUE the due date
+// (an RFC 3339 date-time as a UTC DATE-TIME, a full-date as a DATE) only
+// when there is one, and DTSTAMP the time of the call. The request digest,
+// the intent id, the request id, the candidate id, the source version, who
+// approved it and the call reference travel as X-SENDTWICE-* properties
+// (the Prop* constants); an assignee person reference, when there is one,
+// as X-SENDTWICE-ASSIGNEE-REF, since it names a person and is not a
+// calendar address.
+//
+// The server's answer decides the outcome:
+//
+//   - 201 (or another 2xx: with If-None-Match: * any success is a create)
+//     → taskservice.Created;
+//   - 412 (a resource has the name) → the resource is read back: our
+//     digest → taskservice.Replayed with its task; another digest →
+//     taskservice.Conflict, the resource untouched; a resource without our
+//     digest property (someone else's) → taskservice.Conflict with
+//     Result.Reason saying so;
+//   - 5xx, 408, 429, a timeout, a lost connection → taskservice.Transient;
+//   - 401, 403, a missing collection (404, or 409 as RFC 4918 answers a
+//     PUT below a missing collection), a redirect, any other answer →
+//     taskservice.Permanent, with the status in the message.
+//
+// The adapter relies on the server honouring If-None-Match: * atomically
+// (RFC 9110 §13.1.2), as Radicale and Xandikos do; a server that ignored it
+// would overwrite a task and answer as if it had created it, which a probe
+// of concurrent calls shows as more than one create.
+//
+// Result.TaskID is the VTODO's UID: the intent id for a task made here
+// (for a conflict with someone else's resource, that resource's UID).
+// Result.StoreID is StoreID: "caldav-" and 16 hexadecimal digits of the
+// SHA-256 of the normalized collection URL; intent ids are remembered per
+// collection (Scope). Result.Counts is nil: a CalDAV server keeps no
+// counters, so an audit counts from the server's own log and storage.
+//
+// The key lives as long as the resource: a task deleted by a user in the
+// calendar frees its intent id, and a later resend of the same approval
+// creates the task again. That is the retention limit a probe reports.
+//
+// # For a probe and an audit
+//
+// Tasks lists the VTODOs in the collection (one calendar-query REPORT):
+// ours, those carrying X-SENDTWICE-INTENT-ID, with their intent id, task
+// id, digest and href, and the count of all VTODOs. Delete removes the
+// task of one intent id, and only a resource made here for it. Scope and
+// StoreID say where keys are remembered.
+//
+// # What it must never do
+//
+//   - Never overwrite or change a resource: every write is a PUT with
+//     If-None-Match: *; a conflict leaves the resource as it is.
+//   - Never send the password anywhere but the collection's server: every
+//     request goes to the collection's scheme and host, redirects are not
+//     followed, the collection URL may not carry credentials, and no error
+//     message holds the password.
+//   - Never guess: no ATTENDEE or assignee without an assignee reference,
+//     no DUE without a due date.
+package caldav

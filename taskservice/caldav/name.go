@@ -1,0 +1,113 @@
+package caldav
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Resource names.
+//
+// One intent is one resource, named after its intent id. An intent id may
+// hold any character (a slash, a space, a question mark, CJK), so it is
+// encoded into one path segment that every server stores as it is:
+//
+//   - the bytes A-Z, a-z, 0-9, '-', '_' and '.' stand for themselves, except
+//     a '.' at the start (servers hide or refuse names starting with a dot);
+//   - every other byte, '~' included, is written as '~' and two upper-case
+//     hexadecimal digits ("team/a b" → "team~2Fa~20b");
+//   - ".ics" is appended.
+//
+// The result holds only characters that RFC 3986 calls unreserved, so it
+// is the same before and after a server percent-decodes the path; it is
+// never "." or "..", never starts with a dot and never ends with '~' (which
+// Radicale refuses). Decoding accepts exactly the names encoding produces,
+// so the mapping is one to one. Names are limited to MaxResourceNameBytes
+// so that they fit a file name on the servers that store one file per
+// resource; a longer intent id is refused, not shortened.
+
+// MaxResourceNameBytes is the longest resource name, ".ics" included, that
+// ResourceName produces.
+const MaxResourceNameBytes = 240
+
+// ResourceSuffix ends every resource name.
+const ResourceSuffix = ".ics"
+
+// ErrResourceName is returned for an intent id that cannot be named, and
+// for a name that ResourceName does not produce.
+var ErrResourceName = errors.New("caldav: no resource name")
+
+const upperHex = "0123456789ABCDEF"
+
+func plainByte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// ResourceName returns the resource name of an intent id: its encoding as
+// described above, followed by ".ics".
+func ResourceName(intentID string) (string, error) {
+	if intentID == "" {
+		return "", fmt.Errorf("%w: the intent id is empty", ErrResourceName)
+	}
+	var b strings.Builder
+	for i := 0; i < len(intentID); i++ {
+		c := intentID[i]
+		if plainByte(c) && !(i == 0 && c == '.') {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('~')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&0x0f])
+	}
+	b.WriteString(ResourceSuffix)
+	if b.Len() > MaxResourceNameBytes {
+		return "", fmt.Errorf("%w: the intent id encodes to a %d-byte resource name, longer than %d bytes", ErrResourceName, b.Len(), MaxResourceNameBytes)
+	}
+	return b.String(), nil
+}
+
+// IntentIDFromResourceName reverses ResourceName. It refuses every name
+// that ResourceName does not produce, so that one intent id has exactly one
+// name.
+func IntentIDFromResourceName(name string) (string, error) {
+	enc, ok := strings.CutSuffix(name, ResourceSuffix)
+	if !ok || enc == "" || len(name) > MaxResourceNameBytes {
+		return "", fmt.Errorf("%w: %q is not an encoded intent id followed by %s", ErrResourceName, name, ResourceSuffix)
+	}
+	out := make([]byte, 0, len(enc))
+	for i := 0; i < len(enc); i++ {
+		c := enc[i]
+		switch {
+		case c == '~':
+			if i+2 >= len(enc) {
+				return "", fmt.Errorf("%w: %q ends inside an escape", ErrResourceName, name)
+			}
+			hi, lo := unhex(enc[i+1]), unhex(enc[i+2])
+			if hi < 0 || lo < 0 {
+				return "", fmt.Errorf("%w: %q has an escape that is not '~' and two upper-case hexadecimal digits", ErrResourceName, name)
+			}
+			v := byte(hi<<4 | lo)
+			if plainByte(v) && !(len(out) == 0 && v == '.') {
+				return "", fmt.Errorf("%w: %q escapes %q, which stands for itself", ErrResourceName, name, v)
+			}
+			out = append(out, v)
+			i += 2
+		case plainByte(c) && !(i == 0 && c == '.'):
+			out = append(out, c)
+		default:
+			return "", fmt.Errorf("%w: %q holds %q unescaped", ErrResourceName, name, c)
+		}
+	}
+	return string(out), nil
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}

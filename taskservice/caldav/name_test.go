@@ -1,0 +1,84 @@
+package caldav
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestResourceName(t *testing.T) {
+	for _, c := range []struct{ id, name string }{
+		{"intent-0001", "intent-0001.ics"},
+		{"team/a b?#%", "team~2Fa~20b~3F~23~25.ics"},
+		{"a~b", "a~7Eb.ics"},
+		{".hidden", "~2Ehidden.ics"},
+		{"..", "~2E..ics"},
+		{"a.b", "a.b.ics"},
+		{"通知", "~E9~80~9A~E7~9F~A5.ics"},
+	} {
+		got, err := ResourceName(c.id)
+		if err != nil || got != c.name {
+			t.Errorf("ResourceName(%q) = %q, %v; want %q", c.id, got, err, c.name)
+			continue
+		}
+		back, err := IntentIDFromResourceName(got)
+		if err != nil || back != c.id {
+			t.Errorf("IntentIDFromResourceName(%q) = %q, %v; want %q", got, back, err, c.id)
+		}
+	}
+}
+
+func TestResourceNameRefuses(t *testing.T) {
+	if _, err := ResourceName(""); !errors.Is(err, ErrResourceName) {
+		t.Errorf("empty intent id: %v", err)
+	}
+	long := strings.Repeat("x", MaxResourceNameBytes-len(ResourceSuffix))
+	if _, err := ResourceName(long); err != nil {
+		t.Errorf("an intent id of the longest length: %v", err)
+	}
+	if _, err := ResourceName(long + "x"); !errors.Is(err, ErrResourceName) {
+		t.Errorf("an intent id one byte too long: %v", err)
+	}
+	for _, name := range []string{"", ".ics", "a", "a.ICS", "a~2f.ics", "a~41.ics", "a~4.ics", "a~.ics", "a b.ics", ".a.ics", "a/b.ics", "~2E~2E.ics"} {
+		if id, err := IntentIDFromResourceName(name); err == nil {
+			if again, _ := ResourceName(id); again != name {
+				t.Errorf("IntentIDFromResourceName(%q) = %q, which encodes to %q", name, id, again)
+			}
+		}
+	}
+}
+
+// FuzzResourceName checks that the encoding is reversible, one to one, and
+// always a single path segment that every server stores as it is.
+func FuzzResourceName(f *testing.F) {
+	for _, s := range []string{"intent-0001", "team/a b?#%", "~", ".", "..", "a.ics", "通知設定", "%2F", "a\x00b", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		name, err := ResourceName(id)
+		if err != nil {
+			if id != "" && len(id)*3+len(ResourceSuffix) <= MaxResourceNameBytes {
+				t.Fatalf("ResourceName(%q) refused a short id: %v", id, err)
+			}
+		} else {
+			back, err := IntentIDFromResourceName(name)
+			if err != nil || back != id {
+				t.Fatalf("decode(encode(%q)) = %q, %v", id, back, err)
+			}
+			if name == "." || name == ".." || strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") ||
+				strings.ContainsAny(name, "/%") || url.PathEscape(name) != name || len(name) > MaxResourceNameBytes {
+				t.Fatalf("ResourceName(%q) = %q is not a safe path segment", id, name)
+			}
+			if u, err := url.PathUnescape(name); err != nil || u != name {
+				t.Fatalf("ResourceName(%q) = %q changes when percent-decoded", id, name)
+			}
+		}
+		// Read as a name: whatever decodes encodes back to itself.
+		if back, err := IntentIDFromResourceName(id); err == nil {
+			if again, err := ResourceName(back); err != nil || again != id {
+				t.Fatalf("IntentIDFromResourceName(%q) = %q, which encodes to %q, %v", id, back, again, err)
+			}
+		}
+	})
+}
