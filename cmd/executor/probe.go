@@ -128,6 +128,9 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "Nothing was sent. Run again with --yes to proceed.")
 		return errors.New("probe: not run: give --yes to create the tasks named above")
 	}
+	if err := svc.Reach(ctx); err != nil {
+		return fmt.Errorf("probe: not run, nothing was created: %w", err)
+	}
 	rep, runErr := probe.Run(ctx, svc.Target, plan)
 	if rep != nil {
 		var err error

@@ -33,6 +33,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -144,7 +145,21 @@ func (f *taskServiceFlags) needsNATS() bool { return f.Kind == taskServiceFake }
 // what releases it.
 type taskService struct {
 	probe.Target
+	// reach checks, creating nothing, that the service answers and accepts
+	// the login; nil for a kind that has no such check. A command calls it
+	// before its first create, so that a wrong URL or password is one clear
+	// error rather than a failure of every call.
+	reach func(ctx context.Context) error
 	close func() error
+}
+
+// Reach checks that the service can be used, creating nothing; it does
+// nothing for a kind without such a check.
+func (s *taskService) Reach(ctx context.Context) error {
+	if s == nil || s.reach == nil {
+		return nil
+	}
+	return s.reach(ctx)
 }
 
 // Close releases what open took.
@@ -167,11 +182,21 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 		}
 		return &taskService{Target: fakeTarget(nc, callTimeout)}, nil
 	case taskServiceCalDAV:
-		t, err := caldavTarget(caldav.Config{CollectionURL: f.CalDAVURL, Username: f.CalDAVUser, Password: f.calDAVPassword}, callTimeout)
+		t, a, err := caldavTarget(caldav.Config{CollectionURL: f.CalDAVURL, Username: f.CalDAVUser, Password: f.calDAVPassword}, callTimeout)
 		if err != nil {
 			return nil, err
 		}
-		return &taskService{Target: t}, nil
+		return &taskService{Target: t, reach: func(ctx context.Context) error {
+			// One calendar-query REPORT: it reads the collection and
+			// creates nothing.
+			if _, err := a.Tasks(ctx); err != nil {
+				if taskservice.IsPermanent(err) {
+					return fmt.Errorf("listing the collection's tasks: %w (a permanent error: check --caldav-url, --caldav-user and the password)", err)
+				}
+				return fmt.Errorf("listing the collection's tasks: %w", err)
+			}
+			return nil
+		}}, nil
 	}
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
 }
@@ -223,12 +248,12 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 // the adapter made for that intent); its tasks are counted from the
 // collection's listing; a reply is lost by the transport, which lets the
 // server answer and then drops the answer, as a broken connection would.
-func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, error) {
+func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *caldav.Adapter, error) {
 	lossy := &lossyTransport{next: http.DefaultTransport}
 	cfg.HTTPClient = &http.Client{Transport: lossy, Timeout: callTimeout}
 	a, err := caldav.New(cfg)
 	if err != nil {
-		return probe.Target{}, err
+		return probe.Target{}, nil, err
 	}
 	return probe.Target{
 		Name:         "CalDAV collection " + a.CollectionURL(),
@@ -253,7 +278,7 @@ func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, e
 			}
 			return n, nil
 		},
-	}, nil
+	}, a, nil
 }
 
 // errReplyLost is what a call whose reply was dropped on purpose returns.
