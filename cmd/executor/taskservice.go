@@ -31,6 +31,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -150,6 +151,9 @@ type taskService struct {
 	// before its first create, so that a wrong URL or password is one clear
 	// error rather than a failure of every call.
 	reach func(ctx context.Context) error
+	// list reads the tasks the service holds, from the service itself, for
+	// the demo; nil for a kind that cannot list them.
+	list  func(ctx context.Context) (demo.Listing, error)
 	close func() error
 }
 
@@ -196,6 +200,16 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 				return fmt.Errorf("listing the collection's tasks: %w", err)
 			}
 			return nil
+		}, list: func(ctx context.Context) (demo.Listing, error) {
+			l, err := a.Tasks(ctx)
+			if err != nil {
+				return demo.Listing{}, err
+			}
+			out := demo.Listing{All: l.VTODOs}
+			for _, t := range l.Tasks {
+				out.Tasks = append(out.Tasks, demo.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest})
+			}
+			return out, nil
 		}}, nil
 	}
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
