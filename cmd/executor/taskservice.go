@@ -16,7 +16,10 @@ package main
 //     and never logged;
 //   - a case in open that builds the adapter (from its own package) and
 //     returns its Target; needsNATS says false for it, so that a command
-//     does not connect to NATS only to reach a service over HTTP.
+//     does not connect to NATS only to reach a service over HTTP. Where the
+//     service can say so without creating anything, reach checks that it
+//     answers and accepts the login (probe and demo call it first), and
+//     list reads its tasks (the demo's figures).
 
 import (
 	"context"
