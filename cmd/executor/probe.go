@@ -41,7 +41,9 @@ late resend brings back a task the user deleted, but never makes two at once.
 
 The probe creates real tasks. Every intent id it uses is new and starts with
 "probe-<run id>-"; it never touches any other. Before it starts it says how many calls and
-tasks it will make; without --yes it prints that, sends nothing, and exits 1.
+tasks it will make; without --yes it prints that, sends nothing, and exits 1. With --yes, a
+service that can be read without creating anything (a CalDAV collection) is read once first,
+so that a wrong URL or password is one error and no table.
 
 --embedded probes a throwaway fake task service in this process (an embedded NATS server and
 store in a temporary directory, removed afterwards, with faults allowed so that a reply can
