@@ -25,6 +25,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/history"
+	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
@@ -302,11 +304,19 @@ func TestChaos(t *testing.T) {
 	})
 	service := supervise(t, "service", func() *exec.Cmd { return roleCmd("service", filepath.Join(dir, "service"), url, 0) })
 	var executors []*supervised
+	// Every executor process records its calls to the task service in a
+	// file of its own, for the linearizability check at the end.
+	callsDir := filepath.Join(dir, "calls")
+	if err := os.MkdirAll(callsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i <= *chaosExecutors; i++ {
 		id := fmt.Sprintf("exec-%d", i)
+		var launches atomic.Int64
 		executors = append(executors, supervise(t, id, func() *exec.Cmd {
+			calls := filepath.Join(callsDir, fmt.Sprintf("%s-%03d.jsonl", id, launches.Add(1)))
 			cmd := exec.Command(os.Args[0], "serve", "--server", url, "--insecure-allow-unsigned", "--id", id, "--ack-wait", "2s", "--max-deliver", "20",
-				"--call-timeout", "1s", "--concurrency", "64", "--log-level", "warn",
+				"--call-timeout", "1s", "--concurrency", "64", "--log-level", "warn", "--record-calls", calls,
 				"--fault", "after-call:kill:0.0005", "--fault", "after-receipt:kill:0.0005",
 				"--fault", "before-ack:kill:0.0005", "--fault", "before-ack:stall=3s:0.001",
 				"--fault", "taken@"+poisonIntent+":kill")
@@ -490,6 +500,7 @@ func TestChaos(t *testing.T) {
 	var vb strings.Builder
 	printReport(&vb, rep)
 	t.Log("\n" + vb.String())
+	checkLinearizable(t, callsDir)
 	if !rep.OK {
 		t.Fatal("verify found violations after the chaos run")
 	}
@@ -528,6 +539,76 @@ func TestChaos(t *testing.T) {
 	if err := run(context.Background(), []string{"verify", "--server", url}, &out, &errOut); err != nil {
 		t.Fatalf("executor verify: %v\n%s", err, out.String())
 	}
+}
+
+// checkLinearizable merges the call records of every executor process and
+// checks them against the task service's model; a violation fails the test
+// and leaves porcupine's visualisation as a test artifact named after the
+// first intent it names.
+func checkLinearizable(t *testing.T, callsDir string) {
+	t.Helper()
+	v, err := checkCallRecords(callsDir, t.ArtifactDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("call records: %d files from %d executor processes, %d lines cut short by a kill", v.files, v.sessions, v.torn)
+	t.Log(v.res)
+	if v.res.OK {
+		return
+	}
+	if v.html == "" {
+		t.Errorf("the calls made under faults: %s", v.res)
+		return
+	}
+	t.Errorf("the calls made under faults: %s; visualisation: %s", v.res, v.html)
+}
+
+// callsVerdict is the linearizability check of a directory of call records.
+type callsVerdict struct {
+	res                   linearize.Result
+	files, sessions, torn int
+	html                  string // the visualisation written, if any
+}
+
+// checkCallRecords checks the call records (*.jsonl) in callsDir; on a
+// violation it writes the visualisation into artifactDir, named after the
+// first intent the violations name.
+func checkCallRecords(callsDir, artifactDir string) (callsVerdict, error) {
+	files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		return callsVerdict{}, fmt.Errorf("no call records in %s (%v)", callsDir, err)
+	}
+	h, err := history.Read(files...)
+	if err != nil {
+		return callsVerdict{}, fmt.Errorf("reading the call records: %w", err)
+	}
+	v := callsVerdict{files: len(files), sessions: h.Sessions, torn: h.Torn}
+	html := filepath.Join(artifactDir, "linearizability.html")
+	v.res, err = linearize.Check(h.Calls, linearize.Options{Visualization: html, Timeout: 5 * time.Minute})
+	if err != nil {
+		return v, fmt.Errorf("checking linearizability: %w", err)
+	}
+	if v.res.Visualization == "" {
+		return v, nil
+	}
+	v.html = html
+	if vs := v.res.Violations; len(vs) > 0 && len(vs[0].Intents) > 0 {
+		named := filepath.Join(artifactDir, "linearizability-"+fileSafe(vs[0].Intents[0])+".html")
+		if err := os.Rename(html, named); err == nil {
+			v.html = named
+		}
+	}
+	return v, nil
+}
+
+// fileSafe keeps letters, digits, dot, dash and underscore of s.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // tryStrayService starts a second task service instance on its own store

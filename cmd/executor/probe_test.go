@@ -153,7 +153,7 @@ func TestProbeRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{"one call at once is not concurrency", []string{"--embedded", "--concurrency", "1"}, "--concurrency 1"},
-		{"an unknown task service is named", []string{"--task-service", "exchange"}, `--task-service "exchange"`},
+		{"an unknown task service is named", []string{"--task-service", "jira"}, `--task-service "jira"`},
 		{"embedded goes with no server", []string{"--embedded", "--server", "nats://127.0.0.1:1"}, "--embedded"},
 		{"the timeout must be positive", []string{"--embedded", "--timeout", "0s"}, "--timeout"},
 	} {

@@ -77,6 +77,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
 	maxBytes := maxBytesFlag(fs)
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
+	recordCalls := fs.String("record-calls", "", "record every task service call for a linearizability check: append its invocation (before the call)\nand its response (after) to `FILE` as JSON lines; one FILE per instance")
 	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
 	var faults []executor.FaultSpec
 	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
@@ -237,9 +238,15 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 	log.Info("task service", "name", svc.Name, "key_scope", svc.Scope)
+	taskService, closeRecord, err := recordTaskService(*recordCalls, svc.Service, log)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	defer closeRecord()
 	ex, err := executor.New(nc, executor.Config{
 		ID:          *id,
-		TaskService: svc.Service,
+		TaskService: taskService,
 		Concurrency: *conc,
 		CallTimeout: *callTimeout,
 		Topology:    topo,

@@ -29,7 +29,7 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 	if _, err := demo.SendAndWait(ctx, env.JS, s.Original.Envelope(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	v, err := gate.Check(s.NewIntent.Envelope())
+	v, err := gate.CheckBindings(s.NewIntent.Envelope())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 	}
 	b = append(b, '\n')
 	// Never hand out an approval the gate would refuse.
-	if _, err := gate.CheckDocuments(files["candidate"], files["request"], b); err != nil {
+	if _, err := gate.CheckDocumentBindings(files["candidate"], files["request"], b); err != nil {
 		return fmt.Errorf("the approval would not pass the gate, so it was not written: %w", err)
 	}
 	if *out == "" {

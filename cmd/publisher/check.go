@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // checkResult is check's --json output.
@@ -40,21 +40,21 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	checker, err := localGate(*trusted)
+	check, withKeys, err := localCheck(*trusted)
 	if err != nil {
 		return err
 	}
-	v, err := checker.CheckDocuments(files["candidate"], files["request"], files["approval"])
+	v, err := check.Documents(send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]})
 	var res checkResult
-	var ge *gate.Error
+	var refused *send.Refusal
 	switch {
 	case err == nil:
 		res = checkResult{Result: "pass", CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest, SignedBy: v.SignedBy}
-		if checker == nil {
+		if !withKeys {
 			res.NotChecked = notChecked
 		}
-	case errors.As(err, &ge):
-		res = checkResult{Result: "fail", Check: ge.Check, Path: ge.Path, Reason: ge.Reason}
+	case errors.As(err, &refused):
+		res = checkResult{Result: "fail", Check: refused.Check, Path: refused.Path, Reason: refused.Reason}
 	default:
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 const consoleHelp = `console [--listen HOST:PORT] [--allowed-host HOST]... [--candidates DIR] [--key FILE [--valid-for D]] [--trusted-approvers FILE] [--server URL] [--by NAME] [--wait DURATION]
@@ -88,18 +89,18 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	var trusted *sign.Keyring
+	var trusted *send.TrustedApprovers
 	var owner string
 	if *trustedFile != "" {
 		var err error
-		if trusted, err = sign.LoadTrusted(*trustedFile); err != nil {
+		if trusted, err = send.LoadTrustedApprovers(*trustedFile); err != nil {
 			return err
 		}
-		a, err := trusted.Lookup(key.ID)
-		if err != nil {
+		name, ok := trusted.NameOf(key.ID)
+		if !ok {
 			return usageErr(fs, "--key %s (key %s) is not among the trusted approvers in %s: executors would refuse every approval it signs", *keyFile, key.ID, *trustedFile)
 		}
-		owner = a.Name
+		owner = name
 		switch {
 		case !byGiven:
 			*by = owner

@@ -166,7 +166,7 @@ func tampered(t *testing.T) ([]scenario.Tampered, map[string]*gate.Error) {
 	cases := s.TamperedCases()
 	refusals := make(map[string]*gate.Error, len(cases))
 	for _, tc := range cases {
-		_, err := gate.Check(tc.Envelope)
+		_, err := gate.CheckBindings(tc.Envelope)
 		var ge *gate.Error
 		if !errors.As(err, &ge) {
 			t.Fatalf("%s: the gate does not refuse it: %v", tc.Name, err)
@@ -293,7 +293,7 @@ func TestApprove(t *testing.T) {
 				if a.Candidate != want.Candidate || a.Request != want.Request {
 					t.Errorf("the approval binds %+v %+v; the fixture %+v %+v", a.Candidate, a.Request, want.Candidate, want.Request)
 				}
-				if _, err := gate.CheckDocuments(readFile(t, seed.f.candidate), readFile(t, seed.f.request), approval); err != nil {
+				if _, err := gate.CheckDocumentBindings(readFile(t, seed.f.candidate), readFile(t, seed.f.request), approval); err != nil {
 					t.Fatalf("the gate refuses the approval: %v", err)
 				}
 				check := publisher(t, nil, files{seed.f.candidate, seed.f.request, out}.args("check")...)

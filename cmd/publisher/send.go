@@ -10,8 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
-	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
@@ -49,19 +48,20 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	docs := send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]}
 	if !*noCheck {
-		checker, err := localGate(*trusted)
+		check, withKeys, err := localCheck(*trusted)
 		if err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
-		if _, err := checker.CheckDocuments(files["candidate"], files["request"], files["approval"]); err != nil {
+		if _, err := check.Documents(docs); err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
-		if checker == nil {
+		if !withKeys {
 			fmt.Fprintf(stderr, "publisher: local gate passed (%s)\n", notChecked)
 		}
 	}
-	env, err := document.BuildEnvelope(files["candidate"], files["request"], files["approval"])
+	env, err := send.Build(docs)
 	if err != nil {
 		return fmt.Errorf("nothing published: %w", err)
 	}
@@ -69,7 +69,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // sendEnvelope publishes env and, with a wait, prints its receipt.
-func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env []byte, wait time.Duration, asJSON bool, stdout io.Writer) error {
+func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope, wait time.Duration, asJSON bool, stdout io.Writer) error {
 	nc, err := conn.Connect("publisher", nil)
 	if err != nil {
 		return err
@@ -79,9 +79,10 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env []byte, wait ti
 	if err != nil {
 		return err
 	}
+	client := send.NewClient(js)
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sent, err := publish.Send(pctx, js, env)
+	sent, err := client.Publish(pctx, env)
 	if err != nil {
 		return err
 	}
@@ -95,10 +96,10 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env []byte, wait ti
 	}
 	wctx, wcancel := context.WithTimeout(ctx, wait)
 	defer wcancel()
-	r, err := publish.WaitReceipt(wctx, js, sent.IntentID, sent.StreamSeq)
+	r, err := client.WaitReceipt(wctx, sent)
 	if err != nil {
 		// The wait can also end while the receipts are still being opened.
-		if errors.Is(err, publish.ErrNoReceipt) || wctx.Err() != nil {
+		if errors.Is(err, send.ErrNoReceipt) || wctx.Err() != nil {
 			why := fmt.Sprintf("no receipt within %s", wait)
 			if ctx.Err() != nil {
 				why = "no receipt before the wait was interrupted"
@@ -110,14 +111,14 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env []byte, wait ti
 	if asJSON {
 		fmt.Fprintf(stdout, "%s\n", r.Raw)
 	} else {
-		printReceipt(stdout, r.Receipt)
+		printReceipt(stdout, r)
 	}
 	switch r.Outcome {
-	case document.OutcomeCreated, document.OutcomeReplayed:
+	case send.Created, send.Replayed:
 		return nil
-	case document.OutcomeConflict:
+	case send.Conflict:
 		return &exitError{exitConflict, errSilent}
-	case document.OutcomeRejected:
+	case send.Rejected:
 		return &exitError{exitRejected, errSilent}
 	default:
 		return &exitError{exitDead, errSilent}
@@ -131,26 +132,27 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env []byte, wait ti
 const deadLetteredAdvice = "whether the task was created is unknown; sending the same approval again is safe and will say: " +
 	"created, or replayed if an earlier attempt reached the task service (nothing is created twice)"
 
-func deref(s *string, unknown string) string {
-	if s == nil {
+// orElse returns s, or unknown for a member the receipt leaves null.
+func orElse(s, unknown string) string {
+	if s == "" {
 		return unknown
 	}
-	return *s
+	return s
 }
 
 // printReceipt writes a receipt for a person.
-func printReceipt(w io.Writer, r *document.Receipt) {
-	intent := deref(r.IntentID, "(unknown)")
+func printReceipt(w io.Writer, r *send.Receipt) {
+	intent := orElse(r.IntentID, "(unknown)")
 	switch r.Outcome {
-	case document.OutcomeCreated:
-		fmt.Fprintf(w, "created: task %s for intent %s\n", deref(r.TaskID, "?"), intent)
-	case document.OutcomeReplayed:
-		fmt.Fprintf(w, "replayed: the same task %s for intent %s; nothing new was created\n", deref(r.TaskID, "?"), intent)
-	case document.OutcomeConflict:
-		fmt.Fprintf(w, "idempotency_conflict: intent %s already created task %s from different content; nothing was created or changed\n", intent, deref(r.TaskID, "?"))
-	case document.OutcomeRejected:
+	case send.Created:
+		fmt.Fprintf(w, "created: task %s for intent %s\n", orElse(r.TaskID, "?"), intent)
+	case send.Replayed:
+		fmt.Fprintf(w, "replayed: the same task %s for intent %s; nothing new was created\n", orElse(r.TaskID, "?"), intent)
+	case send.Conflict:
+		fmt.Fprintf(w, "idempotency_conflict: intent %s already created task %s from different content; nothing was created or changed\n", intent, orElse(r.TaskID, "?"))
+	case send.Rejected:
 		fmt.Fprintf(w, "rejected at %s (%s): %s\n", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
-	case document.OutcomeDeadLettered:
+	case send.DeadLettered:
 		fmt.Fprintf(w, "dead_lettered after %d attempt(s): %s\n", r.Failure.Attempts, r.Failure.Reason)
 		fmt.Fprintf(w, "  %s\n", deadLetteredAdvice)
 	}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // advice is what a dead_lettered send must say besides the failure.
@@ -16,7 +16,7 @@ var advice = []string{"whether the task was created is unknown", "sending the sa
 
 func TestADeadLetteredReceiptReadsAsAnUnknownOutcomeThatIsSafeToResend(t *testing.T) {
 	t.Parallel()
-	rc, err := document.DecodeReceipt(readFile(t, "../../testdata/receipts/dead_lettered.json"))
+	rc, err := send.ParseReceipt(readFile(t, "../../testdata/receipts/dead_lettered.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

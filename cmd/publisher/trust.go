@@ -4,8 +4,7 @@ import (
 	"flag"
 	"os"
 
-	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // trustedEnv names the trusted-approvers file when --trusted-approvers is
@@ -20,21 +19,21 @@ func trustedApproversFlag(fs *flag.FlagSet) *string {
 	return fs.String("trusted-approvers", "", "check signature and expiry too, as executors do, against the trusted-approvers `FILE`\n(default $"+trustedEnv+"; without either, only the checks that need no keys run)")
 }
 
-// localGate returns the local gate's checker: with trusted approvers (the
-// flag, else $SENDTWICE_TRUSTED_APPROVERS, read after parsing) it checks
-// signatures and expiry as an executor does; without, it is nil and runs
-// the checks that need no keys.
-func localGate(flagValue string) (*gate.Checker, error) {
+// localCheck returns the local gate's check: with trusted approvers (the
+// flag, else $SENDTWICE_TRUSTED_APPROVERS, read after parsing) every check
+// an executor runs, signature and expiry included; without, the checks that
+// need no keys. trusted says which.
+func localCheck(flagValue string) (c send.Check, trusted bool, err error) {
 	path := flagValue
 	if path == "" {
 		path = os.Getenv(trustedEnv)
 	}
 	if path == "" {
-		return nil, nil
+		return send.Bindings(), false, nil
 	}
-	kr, err := sign.LoadTrusted(path)
+	t, err := send.LoadTrustedApprovers(path)
 	if err != nil {
-		return nil, err
+		return send.Check{}, false, err
 	}
-	return &gate.Checker{Keys: kr}, nil
+	return send.Trusted(t, nil), true, nil
 }

@@ -61,7 +61,7 @@ func TestApprovingTheSeedRequestsBindsBothDocuments(t *testing.T) {
 				t.Fatalf("Approve: %v", err)
 			}
 			doc := marshal(t, a)
-			v, err := gate.CheckDocuments(cand, req, doc)
+			v, err := gate.CheckDocumentBindings(cand, req, doc)
 			if err != nil {
 				t.Fatalf("the approval does not pass the gate: %v\n%s", err, doc)
 			}
@@ -232,7 +232,7 @@ func TestApprovalIDsAndTimes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := gate.CheckDocuments(cand, req, marshal(t, a)); err != nil {
+		if _, err := gate.CheckDocumentBindings(cand, req, marshal(t, a)); err != nil {
 			t.Fatalf("the approval does not pass the gate: %v", err)
 		}
 		return a

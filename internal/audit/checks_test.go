@@ -96,7 +96,7 @@ func (w *world) serve(req provider.CreateRequest, at time.Time) provider.Request
 // does after the gate; no receipt is stored.
 func (w *world) call(seq, delivered uint64, attempt string, at time.Time) provider.RequestRecord {
 	w.t.Helper()
-	v, err := gate.Check(w.in.Approvals[seq].Data)
+	v, err := gate.CheckBindings(w.in.Approvals[seq].Data)
 	if err != nil {
 		w.t.Fatalf("message %d does not pass the gate: %v", seq, err)
 	}
@@ -388,7 +388,7 @@ func TestVerifyChecks(t *testing.T) {
 			build: func(w *world) {
 				tampered := w.seed.TamperedCases()[2] // candidate-changed
 				seq := w.publish(tampered.Envelope, hourAgo)
-				v, err := gate.Check(w.seed.Original.Envelope())
+				v, err := gate.CheckBindings(w.seed.Original.Envelope())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -488,7 +488,7 @@ func TestVerifyChecks(t *testing.T) {
 			name: "a message for intent A whose receipt and service call are for intent B fails checks 7 and 8",
 			build: func(w *world) {
 				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
-				v, err := gate.Check(w.seed.NewIntent.Envelope())
+				v, err := gate.CheckBindings(w.seed.NewIntent.Envelope())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -502,7 +502,7 @@ func TestVerifyChecks(t *testing.T) {
 			name: "a call with its message's intent but another request digest fails check 7",
 			build: func(w *world) {
 				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
-				v, err := gate.Check(w.seed.Changed.Envelope())
+				v, err := gate.CheckBindings(w.seed.Changed.Envelope())
 				if err != nil {
 					t.Fatal(err)
 				}

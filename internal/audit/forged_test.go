@@ -46,7 +46,7 @@ func publishApproval(t *testing.T, env *testenv.Env, intent string, envelope []b
 // and with the given call reference.
 func callService(t *testing.T, env *testenv.Env, envelope []byte, intent, callRef string) provider.CreateResponse {
 	t.Helper()
-	v, err := gate.Check(envelope)
+	v, err := gate.CheckBindings(envelope)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func newView(in *Input, o Options) *view {
 			v.msgs[seq] = mv
 		}
 		mv.hasData = true
-		verdict, err := o.Gate.CheckDelivery(m.Subject, m.Data, m.Stored)
+		verdict, err := o.recheck(m.Subject, m.Data, m.Stored)
 		if err != nil {
 			mv.gateErr = err
 			mv.digest = requestDigest(m.Data)

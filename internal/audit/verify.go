@@ -226,6 +226,15 @@ type Options struct {
 	AllowRepeatedDeliveries int
 }
 
+// recheck re-runs the gate on one stored message: the full check with the
+// Gate, else the checks that need no keys.
+func (o Options) recheck(subject string, envelope []byte, stored time.Time) (*gate.Verdict, error) {
+	if o.Gate == nil {
+		return gate.CheckDeliveryBindings(subject, envelope)
+	}
+	return o.Gate.CheckDelivery(subject, envelope, stored)
+}
+
 // Verify applies the rules to in with the default Options: no external
 // calls, no repeated delivery numbers, the gate's checks that need no keys.
 func Verify(in *Input) Report { return VerifyWith(in, Options{}) }

@@ -28,4 +28,10 @@
 // approval has a terminal receipt, creates executed = tasks existing =
 // distinct intents, one created receipt per intent, and all receipts of an
 // intent name one task. A run that fails the check fails.
+//
+// It is a client of the pipeline, not a part of it: it must never change
+// how an executor or the task service behaves to make a figure look better,
+// never report a figure from a run that failed its check, and never be
+// imported by a package the pipeline runs on (only by the publisher
+// command).
 package bench

@@ -46,4 +46,8 @@
 // All errors wrap one of the package's sentinel errors, so callers can test
 // them with errors.Is; Parse reports an *Error with the byte offset and the
 // path of the offending value.
+//
+// It must never import anything but the standard library: every document,
+// signature and gate decision rests on these bytes, so they depend on
+// nothing that could change them.
 package canon

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 //go:embed templates/*.html
@@ -56,7 +57,7 @@ type Config struct {
 	KeyOwner string
 	// Trusted, when set, are the executors' trusted approvers: every send
 	// then runs the signature and expiry checks too, as executors do.
-	Trusted *sign.Keyring
+	Trusted *send.TrustedApprovers
 	// Clock stamps approvals and sends; default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -68,6 +69,9 @@ type Console struct {
 	log     *slog.Logger
 	pages   map[string]*template.Template
 	handler http.Handler
+
+	// client publishes the approvals and reads their receipts.
+	client *send.Client
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -120,7 +124,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger, pages: pages, hosts: hosts, approvals: map[string]*kept{}}
+	c := &Console{cfg: cfg, log: cfg.Logger, pages: pages, hosts: hosts, approvals: map[string]*kept{}, client: send.NewClient(cfg.JetStream)}
 	if c.token, err = newSecret(); err != nil {
 		return nil, err
 	}

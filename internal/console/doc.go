@@ -19,13 +19,15 @@
 // Pressing Approve makes a task-approval.v1 (approve.Approve, approved_by
 // from the form) over the two documents exactly as the page showed them,
 // keeps it for the item, and publishes the three documents as one envelope
-// (publish.Send, a new Nats-Msg-Id). Pressing again publishes the kept
-// approval again: a real resend, which the task service answers as replayed
-// with the first task. Each press is one send with a page of its own, which
-// shows the receipt for that send's stream message (publish.WaitReceipt).
+// through package send (send.Build, Client.Publish: a new Nats-Msg-Id).
+// Pressing again publishes the kept approval again: a real resend, which the
+// task service answers as replayed with the first task. Each press is one
+// send with a page of its own, which shows the receipt for that send's
+// stream message (Client.WaitReceipt).
 //
-// Every send runs the gate locally first, with the files as they are on disk
-// at that moment. When a file changed after the approval, the gate refuses,
+// Every send runs the gate locally first (send.Bindings, or send.Trusted
+// with Config.Trusted), on the message as an executor will read it, with the
+// files as they are on disk at that moment. When a file changed after the approval, the gate refuses,
 // nothing is published, and the page says which check failed and why.
 //
 // A signed approval is valid until its not_after, which the review page
@@ -57,4 +59,12 @@
 // that waits for the receipt on the server. With JavaScript, the page instead
 // subscribes to server-sent events and shows the receipt as soon as the
 // executor stores it in the RECEIPTS stream.
+//
+// # What it must never do
+//
+// It must never publish what the gate refuses, never write to the
+// candidates folder, never fill in an unknown assignee or due date, never
+// make an approval in another name than its signing key's owner (with
+// KeyOwner), and never answer a request that lacks an allowed host or the
+// session cookie.
 package console

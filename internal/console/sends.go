@@ -11,9 +11,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // kept is the approval the console made for one item, kept for the sends
@@ -38,7 +37,7 @@ func buildApproval(candidate, request []byte, by string, at time.Time, key *sign
 	}
 	raw = append(raw, '\n')
 	// Never keep an approval the gate would refuse.
-	if _, err := gate.CheckDocuments(candidate, request, raw); err != nil {
+	if _, err := send.Bindings().Documents(send.Documents{Candidate: candidate, Request: request, Approval: raw}); err != nil {
 		return nil, fmt.Errorf("the approval would not pass the gate, so it was not made: %w", err)
 	}
 	return &kept{Approval: a, Raw: raw}, nil
@@ -59,17 +58,17 @@ type Send struct {
 	SentCandidate, SentRequest         string
 
 	// Refused is the local gate's refusal: nothing was published.
-	Refused *gate.Error
+	Refused *send.Refusal
 	// Unsendable says why the files could not be sent at all (a file is
 	// missing or unreadable): nothing was published.
 	Unsendable string
 	// Failed says why publishing failed.
 	Failed string
 	// Sent is the published message.
-	Sent publish.Sent
+	Sent send.Sent
 
 	mu      sync.Mutex
-	receipt *publish.Receipt
+	receipt *send.Receipt
 	waitErr string
 	waiting chan struct{}
 }
@@ -79,7 +78,7 @@ func (s *Send) Published() bool { return s.Sent.StreamSeq != 0 }
 
 // status is a consistent view of a send's receipt state.
 type status struct {
-	Receipt *publish.Receipt
+	Receipt *send.Receipt
 	// Waiting is true while a wait for the receipt runs.
 	Waiting bool
 	// WaitErr says why the last wait ended without a receipt.
@@ -119,13 +118,13 @@ func (c *Console) watch(s *Send) <-chan struct{} {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Wait)
 		defer cancel()
-		r, err := publish.WaitReceipt(ctx, c.cfg.JetStream, s.Sent.IntentID, s.Sent.StreamSeq)
+		r, err := c.client.WaitReceipt(ctx, s.Sent)
 		s.mu.Lock()
 		switch {
 		case err == nil:
 			s.receipt, s.waitErr = r, ""
 			c.log.Info("receipt", "item", s.Item, "send", s.N, "stream_seq", s.Sent.StreamSeq, "outcome", r.Outcome)
-		case errors.Is(err, publish.ErrNoReceipt) || ctx.Err() != nil:
+		case errors.Is(err, send.ErrNoReceipt) || ctx.Err() != nil:
 			s.waitErr = fmt.Sprintf("no receipt within %s", c.cfg.Wait)
 			if c.ctx.Err() != nil {
 				s.waitErr = "the console stopped waiting"
@@ -230,24 +229,24 @@ func (c *Console) attempt(s *Send, it *Item, k *kept) {
 	}
 	s.SentCandidate, _ = canon.Digest(it.CandidateRaw)
 	s.SentRequest, _ = canon.Digest(it.RequestRaw)
-	env, err := document.BuildEnvelope(it.CandidateRaw, it.RequestRaw, k.Raw)
+	env, err := send.Build(send.Documents{Candidate: it.CandidateRaw, Request: it.RequestRaw, Approval: k.Raw})
 	if err != nil {
 		s.Unsendable = err.Error()
 		return
 	}
 	if err := c.check(env, k); err != nil {
-		var ge *gate.Error
-		if !errors.As(err, &ge) {
-			ge = &gate.Error{Check: gate.CheckEnvelope, Path: "$", Reason: err.Error()}
+		var refused *send.Refusal
+		if !errors.As(err, &refused) {
+			refused = &send.Refusal{Check: send.CheckEnvelope, Path: "$", Reason: err.Error()}
 		}
-		s.Refused = ge
+		s.Refused = refused
 		return
 	}
 	// The publish belongs to the console, not to the browser's request: it
 	// completes even if the browser goes away.
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.PublishTimeout)
 	defer cancel()
-	sent, err := publish.Send(ctx, c.cfg.JetStream, env)
+	sent, err := c.client.Publish(ctx, env)
 	if err != nil {
 		s.Failed = err.Error()
 		return
@@ -260,17 +259,16 @@ func (c *Console) attempt(s *Send, it *Item, k *kept) {
 // that need no keys, and the approval's not_after against the clock (the
 // gate's expiry check judges that at the time the stream stores the
 // message, moments later).
-func (c *Console) check(env []byte, k *kept) error {
+func (c *Console) check(env *send.Envelope, k *kept) error {
 	if c.cfg.Trusted != nil {
-		g := gate.Checker{Keys: c.cfg.Trusted, Now: c.cfg.Clock}
-		_, err := g.Check(env)
+		_, err := send.Trusted(c.cfg.Trusted, c.cfg.Clock).Envelope(env)
 		return err
 	}
 	if k.expired(c.cfg.Clock()) {
-		return &gate.Error{Check: gate.CheckExpiry, Path: "$.approval.not_after",
+		return &send.Refusal{Check: send.CheckExpiry, Path: "$.approval.not_after",
 			Reason: fmt.Sprintf("the approval expired at %s; ask the reviewer to approve again", k.Approval.NotAfter)}
 	}
-	_, err := gate.Check(env)
+	_, err := send.Bindings().Envelope(env)
 	return err
 }
 

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"net/http"
 	"net/url"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // TestSignedApprovals: with a key, the console's approvals pass an executor
@@ -120,12 +122,12 @@ func TestTrustedApproversCheckedBeforeSending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trust := func(t *testing.T, approvers ...sign.Approver) *sign.Keyring {
-		kr, err := sign.NewKeyring(approvers...)
+	trust := func(t *testing.T, name string, pub ed25519.PublicKey) *send.TrustedApprovers {
+		tr, err := send.NewTrustedApprovers(send.Approver{Name: name, PublicKey: pub})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return kr
+		return tr
 	}
 	for _, tc := range []struct {
 		name     string
@@ -133,16 +135,16 @@ func TestTrustedApproversCheckedBeforeSending(t *testing.T) {
 		want     string
 		advances time.Duration
 	}{
-		{"unsigned", func(c *console.Config) { c.Trusted = trust(t, sign.ApproverFor("reviewer-1", key.Public())) },
+		{"unsigned", func(c *console.Config) { c.Trusted = trust(t, "reviewer-1", key.Public()) },
 			"the approval is not signed", 0},
 		{"an untrusted key", func(c *console.Config) {
-			c.Key, c.Trusted = key, trust(t, sign.ApproverFor("reviewer-1", other.Public()))
+			c.Key, c.Trusted = key, trust(t, "reviewer-1", other.Public())
 		}, "which is not among the trusted approvers", 0},
 		{"the key of another name", func(c *console.Config) {
-			c.Key, c.Trusted = key, trust(t, sign.ApproverFor("reviewer-2", key.Public()))
+			c.Key, c.Trusted = key, trust(t, "reviewer-2", key.Public())
 		}, "approved_by says &#34;reviewer-1&#34;, but the signature is by trusted approver &#34;reviewer-2&#34;", 0},
 		{"expired", func(c *console.Config) {
-			c.Key, c.Lifetime, c.Trusted = key, time.Minute, trust(t, sign.ApproverFor("reviewer-1", key.Public()))
+			c.Key, c.Lifetime, c.Trusted = key, time.Minute, trust(t, "reviewer-1", key.Public())
 		}, "the approval expired at", 2 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,10 +176,13 @@ func TestTrustedApproversCheckedBeforeSending(t *testing.T) {
 
 	// Trusted, signed in the key's name, in time: sent, and created.
 	env := testenv.Start(t)
-	kr := trust(t, sign.ApproverFor("reviewer-1", key.Public()))
+	kr, err := sign.NewKeyring(sign.ApproverFor("reviewer-1", key.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}})
 	s := startConsole(t, env, copyFixtures(t), func(c *console.Config) {
-		c.Key, c.Trusted, c.Clock = key, kr, func() time.Time { return time.Now().UTC() }
+		c.Key, c.Trusted, c.Clock = key, trust(t, "reviewer-1", key.Public()), func() time.Time { return time.Now().UTC() }
 	})
 	s.get(t, press(t, s, approveForm("reviewer-1"))+"?wait=1").expect(t, http.StatusOK, `data-state="created"`)
 }

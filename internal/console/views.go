@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 type listView struct {
@@ -57,7 +58,7 @@ type resultView struct {
 	Refused    *refusal
 	Unsendable string
 	Failed     string
-	Receipt    *document.Receipt
+	Receipt    *send.Receipt
 	Pending    bool
 	WaitErr    string
 
@@ -71,7 +72,7 @@ type resultView struct {
 func (v resultView) State() string {
 	switch {
 	case v.Receipt != nil:
-		return v.Receipt.Outcome
+		return string(v.Receipt.Outcome)
 	case v.Refused != nil:
 		return "refused"
 	case v.Failed != "" || v.Unsendable != "":
@@ -117,7 +118,7 @@ func (c *Console) resultView(s *Send, k *kept) resultView {
 	st := s.status()
 	switch {
 	case st.Receipt != nil:
-		v.Receipt = st.Receipt.Receipt
+		v.Receipt = st.Receipt
 		v.RawReceipt = indentJSON(st.Receipt.Raw)
 		if r := v.Receipt.Rejection; r != nil {
 			v.Refused = explain(r.Check, r.Path, r.Reason)
@@ -237,12 +238,6 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"isoTime": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"deref": func(s *string) string {
-		if s == nil {
-			return ""
-		}
-		return *s
-	},
 }
 
 // parseTemplates parses the layout and partials once for each page.

@@ -12,5 +12,6 @@
 // This package must never guess: it does not fill in an unknown assignee or
 // due date, never merges one document into another (an approval is not written
 // back into the candidate), and never accepts a document it cannot represent
-// exactly. It performs no I/O.
+// exactly. It performs no I/O, and must never import anything of NATS: the
+// documents are the same on any transport.
 package document

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,12 +257,6 @@ func (b *batcher) store(batch []*pending) {
 		}
 	}
 	b.e.log.Warn("storing a receipt batch failed; storing its receipts one by one", "receipts", len(batch), "err", err)
-	for _, p := range batch {
-		p.m.Header.Del(headerBatchID)
-		p.m.Header.Del(headerBatchSeq)
-		p.m.Header.Del(headerBatchCommit)
-		p.m.Reply = ""
-	}
 	b.storeAlone(batch)
 }
 
@@ -346,9 +341,7 @@ func (b *batcher) publishBatch(batch []*pending) error {
 	nc := b.e.nc
 	last := len(batch) - 1
 	for i, p := range batch {
-		m := p.m
-		m.Header.Set(headerBatchID, id)
-		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
+		m := batchMember(p.m, id, i+1)
 		if i == last {
 			b.e.fault(BatchStaged, batch[0].d)
 			m.Header.Set(headerBatchCommit, "1")
@@ -382,6 +375,19 @@ func (b *batcher) publishBatch(batch []*pending) error {
 			ack.Stream, ack.Batch, ack.Count, topology.ReceiptsStream, id, len(batch))
 	}
 	return nil
+}
+
+// batchMember returns a copy of the receipt message r that carries the
+// batch headers for its place seq in batch id. The receipt itself stays as
+// it was, so that a batch that fails can store its receipts alone.
+func batchMember(r *nats.Msg, id string, seq int) *nats.Msg {
+	h := make(nats.Header, len(r.Header)+3)
+	for k, vs := range r.Header {
+		h[k] = slices.Clone(vs)
+	}
+	h.Set(headerBatchID, id)
+	h.Set(headerBatchSeq, strconv.Itoa(seq))
+	return &nats.Msg{Subject: r.Subject, Header: h, Data: r.Data}
 }
 
 // reply routes a commit's ack to the batch waiting for it.

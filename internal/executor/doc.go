@@ -12,4 +12,8 @@
 // server, own the end of a message's life: the consumer never gives up on a
 // message, and a delivery past the budget (topology.Config.MaxDeliver) is
 // dead-lettered before anything else is done with it.
+//
+// It must never import package provider: it reaches every task service,
+// the fake one included, only through the taskservice contract
+// (Config.TaskService).
 package executor

@@ -73,7 +73,8 @@ type Config struct {
 	// read); tests use it to crash or stall an instance at a chosen place.
 	// Off (nil) by default.
 	Fault func(p Point, seq, delivered uint64, intentID string)
-	// Gate checks each message; nil runs the gate's default checks.
+	// Gate checks each message: trusted approvers, or unsigned approvals
+	// allowed explicitly. Required.
 	Gate *gate.Checker
 	// NoProvision binds to the existing consumer instead of creating the
 	// streams and the consumer, for deployments where only a provisioning
@@ -108,44 +109,6 @@ type Executor struct {
 	consumer jetstream.ConsumerConfig
 
 	inflight sync.WaitGroup // deliveries taken and not yet finished
-	stats    Stats
-}
-
-// Stats count what this instance did.
-type Stats struct {
-	mu         sync.Mutex
-	Handled    int64
-	ByOutcome  map[string]int64
-	Naks       int64
-	Redelivery int64
-}
-
-// Snapshot returns a copy of the counts.
-func (s *Stats) Snapshot() (handled int64, byOutcome map[string]int64, naks, redeliveries int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := make(map[string]int64, len(s.ByOutcome))
-	for k, v := range s.ByOutcome {
-		m[k] = v
-	}
-	return s.Handled, m, s.Naks, s.Redelivery
-}
-
-func (s *Stats) count(outcome string, delivered uint64, nak bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ByOutcome == nil {
-		s.ByOutcome = map[string]int64{}
-	}
-	s.Handled++
-	if delivered > 1 {
-		s.Redelivery++
-	}
-	if nak {
-		s.Naks++
-	} else {
-		s.ByOutcome[outcome]++
-	}
 }
 
 // maxReceiptBatch is the server's default bound on an atomic batch.
@@ -191,9 +154,6 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	e.receipts = newBatcher(e)
 	return e, nil
 }
-
-// Stats returns the instance's counts.
-func (e *Executor) Stats() *Stats { return &e.stats }
 
 // Run ensures the topology, consumes until ctx is done, then stops pulling,
 // lets the deliveries already taken finish (their receipts stored and their
@@ -637,7 +597,7 @@ func (e *Executor) pendingReceipt(d *delivery, r *document.Receipt, term bool) (
 }
 
 // stored finishes a delivery whose receipt is stored: the fault points, the
-// ack (or termination), the counts and the hooks.
+// ack (or termination) and the hooks.
 func (e *Executor) stored(p *pending) {
 	d, r := p.d, p.r
 	p.stopProgress()
@@ -652,7 +612,6 @@ func (e *Executor) stored(p *pending) {
 	if err != nil {
 		e.log.Warn("ack failed; the delivery comes back and is answered as a replay", "stream_seq", d.seq, "err", err)
 	}
-	e.stats.count(r.Outcome, d.delivered, false)
 	took := time.Since(d.start)
 	if e.cfg.OnReceipt != nil {
 		e.cfg.OnReceipt(r, took)
@@ -679,7 +638,6 @@ func (e *Executor) notStored(p *pending, err error) {
 }
 
 func (e *Executor) retried(d *delivery, reason error) {
-	e.stats.count("", d.delivered, true)
 	if e.cfg.OnRetry != nil {
 		e.cfg.OnRetry(d.delivered, reason)
 	}

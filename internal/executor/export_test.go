@@ -35,3 +35,6 @@ func (e *Executor) StoreAlone(msgs []jetstream.Msg) {
 	e.receipts.storeAlone(batch)
 	wg.Wait()
 }
+
+// BatchMember is batchMember, for tests of the copy it makes.
+var BatchMember = batchMember

@@ -9,8 +9,16 @@
 // capability (capability). It stops at the first failure with an *Error
 // naming the check, the field path and a reason.
 //
+// It has two modes, each called by name. A *Checker (trusted approvers, or
+// unsigned approvals allowed explicitly) runs every check; CheckBindings,
+// CheckDeliveryBindings and CheckDocumentBindings run the checks that need
+// no keys, for local checks and audits without the trusted approvers. A nil
+// *Checker runs nothing and returns ErrNoChecker.
+//
 // The gate is pure: it reads documents and returns a verdict; its clock is
 // injected. It must never call the task service or the network, or let a message through
-// that the strict decoder refused. It answers "may this call be made"; it does
+// that the strict decoder refused, never choose a weaker mode because a
+// policy was left out, and never import anything of NATS: the delivery's
+// subject is compared by name (package subjects). It answers "may this call be made"; it does
 // not answer "was this already done", which is the task service's job.
 package gate

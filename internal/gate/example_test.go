@@ -16,7 +16,7 @@ func Example() {
 		panic(err)
 	}
 
-	v, err := gate.Check(s.Original.Envelope())
+	v, err := gate.CheckBindings(s.Original.Envelope())
 	if err != nil {
 		panic(err)
 	}
@@ -24,7 +24,7 @@ func Example() {
 
 	var edited error
 	for _, tc := range s.TamperedCases() {
-		_, err := gate.Check(tc.Envelope)
+		_, err := gate.CheckBindings(tc.Envelope)
 		var ge *gate.Error
 		if !errors.As(err, &ge) {
 			panic(fmt.Sprintf("%s: the gate let it through", tc.Name))

@@ -8,7 +8,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/sign"
-	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 )
 
 // Check names, in the order the gate runs them. They are stable: receipts,
@@ -100,11 +100,17 @@ const DefaultMaxLifetime = 30 * 24 * time.Hour
 // clockSkew is how far in the future approved_at may lie.
 const clockSkew = 5 * time.Minute
 
+// ErrNoChecker is returned by a nil *Checker: the full check needs a real
+// policy (trusted approvers, or unsigned approvals allowed explicitly), and
+// the checks that need no keys are run by name (CheckBindings), never by
+// leaving the policy out.
+var ErrNoChecker = errors.New("gate: no checker: the full check needs a *Checker with trusted approvers or AllowUnsigned; CheckBindings runs the checks that need no keys")
+
 // Checker is the gate with its trust settings: the executor's policy. With
 // Keys it verifies signed approvals (checks signature and expiry); unsigned
 // approvals are refused at signature unless AllowUnsigned is set, an
-// insecure mode for demos and tests. A nil *Checker runs only the checks that
-// need no keys, as Check does.
+// insecure mode for demos and tests. Its methods run every check, in order;
+// on a nil *Checker they run none and return ErrNoChecker.
 type Checker struct {
 	Keys          *sign.Keyring
 	AllowUnsigned bool
@@ -116,11 +122,10 @@ type Checker struct {
 
 // Check runs the checker's checks on one envelope message, in order.
 func (c *Checker) Check(envelope []byte) (*Verdict, error) {
-	parts, err := document.SplitEnvelope(envelope)
-	if err != nil {
-		return nil, fromDecoder(CheckEnvelope, err)
+	if c == nil {
+		return nil, ErrNoChecker
 	}
-	return checkParts(parts, c, "")
+	return checkEnvelope(envelope, c, "")
 }
 
 // CheckAt is Check with expiry judged at the given time. The executor
@@ -129,46 +134,60 @@ func (c *Checker) Check(envelope []byte) (*Verdict, error) {
 // valid when it was sent is not refused on a redelivery after its not_after
 // (its first delivery may already have reached the task service).
 func (c *Checker) CheckAt(envelope []byte, at time.Time) (*Verdict, error) {
-	if c == nil {
-		return Check(envelope)
-	}
-	cc := *c
-	cc.Now = func() time.Time { return at }
-	return cc.Check(envelope)
+	return c.CheckDelivery("", envelope, at)
 }
 
 // CheckDelivery is CheckAt for a message delivered on subject: the subject
 // is part of the contract, so the envelope must name the intent whose
-// subject (topology.ApprovalSubject) it was published on, or it is refused
+// subject (subjects.Approval) it was published on, or it is refused
 // at envelope. Permissions that scope who may publish on which approvals
 // subject mean nothing otherwise. An empty subject skips that comparison.
 func (c *Checker) CheckDelivery(subject string, envelope []byte, at time.Time) (*Verdict, error) {
-	parts, err := document.SplitEnvelope(envelope)
-	if err != nil {
-		return nil, fromDecoder(CheckEnvelope, err)
-	}
 	if c == nil {
-		return checkParts(parts, nil, subject)
+		return nil, ErrNoChecker
 	}
 	cc := *c
 	cc.Now = func() time.Time { return at }
-	return checkParts(parts, &cc, subject)
+	return checkEnvelope(envelope, &cc, subject)
 }
 
-// Check runs the checks that need no keys on one envelope message, in order,
-// and stops at the first failure: envelope, approval_format,
-// candidate_binding, request_binding, capability. Signature and expiry are
-// the executor's, through a Checker. The error, when there is one, is an
-// *Error.
-func Check(envelope []byte) (*Verdict, error) {
-	var c *Checker
-	return c.Check(envelope)
+// CheckDocuments runs the checker's checks on three separate documents, as
+// if they were one envelope: with Keys it also checks signature and expiry
+// (at the checker's clock), in the executor's order, so that a local check
+// says what an executor will say. A nil approval means there is none. Paths
+// are given as inside an envelope ($.candidate..., $.request...,
+// $.approval...).
+func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
+	if c == nil {
+		return nil, ErrNoChecker
+	}
+	parts, err := splitDocuments(candidate, request, approval)
+	if err != nil {
+		return nil, err
+	}
+	return checkParts(parts, c, "")
 }
 
-// CheckDocuments runs the gate on three separate documents, as if they were
-// one envelope. A nil approval means there is none. Paths are given as inside
-// an envelope ($.candidate..., $.request..., $.approval...).
-func CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
+// CheckBindings runs the checks that need no keys on one envelope message,
+// in order, and stops at the first failure: envelope, approval_format,
+// candidate_binding, request_binding, capability. It checks no signature
+// and no expiry, on signed and unsigned approvals alike: those are a
+// Checker's. The error, when there is one, is an *Error.
+func CheckBindings(envelope []byte) (*Verdict, error) {
+	return checkEnvelope(envelope, nil, "")
+}
+
+// CheckDeliveryBindings is CheckBindings for a message delivered on
+// subject, which must be its own intent's approvals subject (see
+// Checker.CheckDelivery); an empty subject skips that comparison.
+func CheckDeliveryBindings(subject string, envelope []byte) (*Verdict, error) {
+	return checkEnvelope(envelope, nil, subject)
+}
+
+// CheckDocumentBindings runs the checks that need no keys on three separate
+// documents, as if they were one envelope. A nil approval means there is
+// none. Paths are given as inside an envelope.
+func CheckDocumentBindings(candidate, request, approval []byte) (*Verdict, error) {
 	parts, err := splitDocuments(candidate, request, approval)
 	if err != nil {
 		return nil, err
@@ -176,16 +195,14 @@ func CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
 	return checkParts(parts, nil, "")
 }
 
-// CheckDocuments is CheckDocuments with the checker's trust settings: with
-// Keys it also checks signature and expiry (at the checker's clock), in the
-// executor's order, so that a local check says what an executor will say. A
-// nil *Checker runs the checks that need no keys.
-func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict, error) {
-	parts, err := splitDocuments(candidate, request, approval)
+// checkEnvelope splits one envelope message and checks it; a nil policy
+// runs the checks that need no keys.
+func checkEnvelope(envelope []byte, policy *Checker, subject string) (*Verdict, error) {
+	parts, err := document.SplitEnvelope(envelope)
 	if err != nil {
-		return nil, err
+		return nil, fromDecoder(CheckEnvelope, err)
 	}
-	return checkParts(parts, c, "")
+	return checkParts(parts, policy, subject)
 }
 
 func splitDocuments(candidate, request, approval []byte) (*document.EnvelopeParts, error) {
@@ -263,7 +280,9 @@ func prefix(err error, member string) error {
 	return err
 }
 
-func checkParts(p *document.EnvelopeParts, c *Checker, subject string) (*Verdict, error) {
+// checkParts runs the checks in order. policy is nil only when called by the
+// Bindings functions, which run the checks that need no keys by name.
+func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Verdict, error) {
 	cand, err := document.DecodeCandidate("$.candidate", p.Candidate)
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
@@ -272,7 +291,7 @@ func checkParts(p *document.EnvelopeParts, c *Checker, subject string) (*Verdict
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
-	if want := topology.ApprovalSubject(req.IntentID); subject != "" && subject != want {
+	if want := subjects.Approval(req.IntentID); subject != "" && subject != want {
 		return nil, refuse(CheckEnvelope, "$.request.intent_id",
 			"the message was published on %q, but intent %q is published on %q: an approval counts only on its own intent's subject", subject, req.IntentID, want)
 	}
@@ -291,8 +310,8 @@ func checkParts(p *document.EnvelopeParts, c *Checker, subject string) (*Verdict
 		return nil, fromDecoder(CheckApprovalFormat, err)
 	}
 	var signedBy string
-	if c != nil {
-		if signedBy, err = c.checkSignature(p.Approval.(map[string]any), appr); err != nil {
+	if policy != nil {
+		if signedBy, err = policy.checkSignature(p.Approval.(map[string]any), appr); err != nil {
 			return nil, err
 		}
 	}

@@ -26,14 +26,14 @@ func TestSeedApprovalsPass(t *testing.T) {
 	s := seed(t)
 	for name, a := range map[string]scenario.Approved{"original": s.Original, "changed": s.Changed, "new intent": s.NewIntent} {
 		t.Run("the "+name+" request passes with its own approval", func(t *testing.T) {
-			v, err := gate.Check(a.Envelope())
+			v, err := gate.CheckBindings(a.Envelope())
 			if err != nil {
 				t.Fatalf("gate refused: %v", err)
 			}
 			if v.RequestDigest != mustApproval(t, a.Approval).Request.Digest {
 				t.Errorf("verdict digest %s differs from the approval's", v.RequestDigest)
 			}
-			if _, err := gate.CheckDocuments(a.Candidate, a.Request, a.Approval); err != nil {
+			if _, err := gate.CheckDocumentBindings(a.Candidate, a.Request, a.Approval); err != nil {
 				t.Fatalf("gate refused the separate documents: %v", err)
 			}
 		})
@@ -102,10 +102,10 @@ func TestShuffledRequestKeepsItsDigestAndPasses(t *testing.T) {
 			} else {
 				a.Candidate = shuf
 			}
-			if _, err := gate.CheckDocuments(a.Candidate, a.Request, a.Approval); err != nil {
+			if _, err := gate.CheckDocumentBindings(a.Candidate, a.Request, a.Approval); err != nil {
 				t.Fatalf("gate refused the shuffled %s: %v", name, err)
 			}
-			if _, err := gate.Check(a.Envelope()); err != nil {
+			if _, err := gate.CheckBindings(a.Envelope()); err != nil {
 				t.Fatalf("gate refused the shuffled %s in an envelope: %v", name, err)
 			}
 		})
@@ -120,7 +120,7 @@ func TestTamperedMessagesStopAtTheirCheck(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.Name+" stops at "+c.Check, func(t *testing.T) {
-			v, err := gate.Check(c.Envelope)
+			v, err := gate.CheckBindings(c.Envelope)
 			if err == nil {
 				t.Fatalf("gate passed a tampered message: %+v", v)
 			}
@@ -144,7 +144,7 @@ func TestGateChecksInOrder(t *testing.T) {
 	// A message with every fault at once must stop at the first check in order.
 	bad := strings.Replace(string(o.Envelope()), `"create_fake_task"`, `"publish"`, 1)
 	bad = strings.Replace(bad, `"v3"`, `"v4"`, -1)
-	_, err := gate.Check([]byte(bad))
+	_, err := gate.CheckBindings([]byte(bad))
 	var ge *gate.Error
 	if !errors.As(err, &ge) || ge.Check != gate.CheckCandidateBinding {
 		t.Fatalf("want candidate_binding first, got %v", err)
@@ -194,7 +194,7 @@ func badEnvelopes(t testing.TB) []struct {
 func TestBadInputIsRefusedAtTheEnvelopeCheck(t *testing.T) {
 	for _, c := range badEnvelopes(t) {
 		t.Run(c.name+" is refused naming its path", func(t *testing.T) {
-			_, err := gate.Check(c.input)
+			_, err := gate.CheckBindings(c.input)
 			var ge *gate.Error
 			if !errors.As(err, &ge) {
 				t.Fatalf("want a *gate.Error, got %v", err)
@@ -225,7 +225,7 @@ func FuzzGate(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := gate.Check(data)
+		v, err := gate.CheckBindings(data)
 		if err != nil {
 			var ge *gate.Error
 			if !errors.As(err, &ge) || ge.Check == "" || ge.Reason == "" {

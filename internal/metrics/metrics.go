@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -35,6 +34,15 @@ const (
 var Outcomes = []string{
 	document.OutcomeCreated, document.OutcomeReplayed, document.OutcomeConflict,
 	document.OutcomeRejected, document.OutcomeDeadLettered,
+}
+
+// GateChecks are the gate's check names, in its order, each exported from
+// the start like Outcomes. They are the stable names receipts carry in
+// rejection.check; a test holds them equal to the gate's list, which this
+// package does not import.
+var GateChecks = []string{
+	"envelope", "approval_format", "signature", "expiry",
+	"candidate_binding", "request_binding", "capability",
 }
 
 // ProcessingBuckets are the bounds of the processing histogram, in seconds:
@@ -91,7 +99,7 @@ func NewExecutor(reg prometheus.Registerer) (*Executor, error) {
 	for _, o := range Outcomes {
 		m.receipts.WithLabelValues(o)
 	}
-	for _, c := range gate.Checks {
+	for _, c := range GateChecks {
 		m.rejections.WithLabelValues(c)
 	}
 	for _, c := range []prometheus.Collector{m.receipts, m.rejections, m.redeliveries, m.retries, m.processing} {

@@ -1,11 +1,3 @@
-// Package ops serves a process's operational endpoints over HTTP:
-//
-//	/metrics  Prometheus metrics (text exposition format)
-//	/healthz  liveness: 200 while the process is serving
-//	/readyz   readiness: 200 when every registered check holds, else 503
-//	          naming the checks that fail; ?verbose lists every check
-//
-// It listens only on the address it is given, and only when asked to.
 package ops
 
 import (

@@ -1,9 +1,9 @@
 package provider
 
 // This file is the wire contract of the fake task service: the NATS subjects
-// and the JSON bodies of its micro endpoints. Callers (the executor, the
-// checker, the command line) use these types and the Client; nothing outside
-// this package reaches the store directly.
+// and the JSON bodies of its micro endpoints. Callers (the executor through
+// the taskservice contract, the audit, the command line) use these types and
+// the Client over NATS; none of them calls the Store's Create or Records.
 
 // ServiceName is the micro service name; endpoints live under it as subjects.
 const ServiceName = "fake-task-provider"
@@ -17,7 +17,7 @@ const (
 	SubjectFault = ServiceName + ".fault"
 )
 
-// Outcomes of a create call, as in DESIGN.md's table.
+// Outcomes of a create call (see the package documentation, "What it does").
 const (
 	OutcomeCreated  = "created"
 	OutcomeReplayed = "replayed"
@@ -47,9 +47,11 @@ type CreateRequest struct {
 	RequestDigest string `json:"request_digest"`
 	RequestID     string `json:"request_id,omitempty"`
 	Task          Task   `json:"task"`
-	// CallRef names the caller's attempt (the executor sends
-	// "<stream>:<stream_seq>:<delivery>"); it is recorded with the request
-	// so that an audit can match every request to a receipt or explain it.
+	// CallRef names the caller's attempt: the executor sends four fields,
+	// "APPROVALS:<stream_seq>:<delivery>:<attempt>" (executor.CallRef), the
+	// stream, the message's sequence in it, its delivery count and the id
+	// of this handling of the delivery. It is recorded with the request so
+	// that an audit can match every request to a receipt or explain it.
 	CallRef string `json:"call_ref,omitempty"`
 }
 

@@ -102,7 +102,13 @@
 //
 //   - Be reached by a function call from the executor: the executor talks to
 //     it only over NATS through Client, as it would to an external system.
-//     The Store methods are for this package, the provider command and tests.
+//     Store is opened and served (Open, Serve) only by the processes that
+//     host the service: the provider command, internal/embedded (the
+//     executor's --embedded mode, the demo and the test environment) and
+//     the bench's own instance. Those may read its id and counters
+//     (Store.ID, Store.Stats) for logs and metrics; its Create and Records
+//     are for this package and tests, and every other caller goes through
+//     the service over NATS.
 //   - Create a second task for an intent id it has seen, or overwrite the
 //     first result of an intent id. (Options.UnsafeCreateEveryCall breaks this
 //     on purpose, for tests that must show the audit failing; it is logged
@@ -111,6 +117,9 @@
 //     effect was not committed.
 //   - Reuse a task id, or let a counter disagree with its records.
 //   - Guess a person or a date: unknown assignee and due date stay null.
+//   - Import package document, gate or sign: it knows a create call's
+//     fields (intent id, request digest, task), never the documents they
+//     were taken from or the approval that allowed the call.
 //
 // Run one service instance per deployment: Pebble's lock refuses a second
 // process on the same directory, and the lease a second instance on another.

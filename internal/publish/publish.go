@@ -50,8 +50,15 @@ func SendWithID(ctx context.Context, js jetstream.JetStream, envelope []byte, ms
 // names the dead letter). The subject and the message id are set as by
 // SendWithID; header must not carry a message id of its own.
 func SendWithHeaders(ctx context.Context, js jetstream.JetStream, envelope []byte, msgID string, header nats.Header) (Sent, error) {
-	id := document.Identify(envelope)
-	s := Sent{Subject: topology.ApprovalSubject(id.IntentID), MsgID: msgID, IntentID: id.IntentID}
+	return SendIntent(ctx, js, document.Identify(envelope).IntentID, envelope, msgID, header)
+}
+
+// SendIntent is SendWithHeaders for a caller that already knows the
+// envelope's intent id ("" when the envelope names none an executor could
+// read, see document.Identify), so the envelope is not read again. The
+// subject is that intent's approvals subject.
+func SendIntent(ctx context.Context, js jetstream.JetStream, intentID string, envelope []byte, msgID string, header nats.Header) (Sent, error) {
+	s := Sent{Subject: topology.ApprovalSubject(intentID), MsgID: msgID, IntentID: intentID}
 	if header.Get(jetstream.MsgIDHeader) != "" {
 		return s, errors.New("publish: the message id is the msgID argument, not a header")
 	}

@@ -93,7 +93,7 @@ func TestEachApprovalCarriesTheDigestsOfItsDocuments(t *testing.T) {
 			if a.Candidate.Digest != cd || a.Request.Digest != rd {
 				t.Fatalf("approval names %s / %s; files digest to %s / %s", a.Candidate.Digest, a.Request.Digest, cd, rd)
 			}
-			if _, err := gate.CheckDocuments(read(c.candidate), read(c.request), read(c.approval)); err != nil {
+			if _, err := gate.CheckDocumentBindings(read(c.candidate), read(c.request), read(c.approval)); err != nil {
 				t.Fatal(err)
 			}
 		})

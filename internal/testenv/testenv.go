@@ -1,8 +1,3 @@
-// Package testenv starts, for tests, what the pipeline runs on: an embedded
-// NATS server with JetStream (random port, store in a test directory, fsync
-// before ack) and the fake task service over Pebble, plus executor instances
-// in this process. Everything is real; nothing is mocked. It is used only by
-// tests and must never be imported by a command.
 package testenv
 
 import (

@@ -2,13 +2,13 @@ package topology
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/subjects"
 )
 
 // Names of the streams, subjects and the consumer.
@@ -352,44 +352,17 @@ func DeadLetterBudget(c Config) Budget {
 	return b
 }
 
-// token turns an id into one subject token: the id itself when it is made of
-// letters, digits, '-' and '_' only (and not too long), else "h-" and a hash.
-func token(id string) string {
-	ok := id != "" && len(id) <= 128
-	for i := 0; ok && i < len(id); i++ {
-		c := id[i]
-		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
-	}
-	if ok {
-		return id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return "h-" + hex.EncodeToString(sum[:16])
-}
-
 // Unknown is the subject token used when a message's intent id is unknown.
-const Unknown = "_unknown"
+const Unknown = subjects.Unknown
 
-// ApprovalSubject is where an approved request for this intent is published.
-func ApprovalSubject(intentID string) string {
-	if intentID == "" {
-		return "approvals." + Unknown
-	}
-	return "approvals." + token(intentID)
-}
+// ApprovalSubject is where an approved request for this intent is published
+// (subjects.Approval).
+func ApprovalSubject(intentID string) string { return subjects.Approval(intentID) }
 
-// ReceiptSubject is where receipts for this intent are published.
-func ReceiptSubject(intentID string) string {
-	if intentID == "" {
-		return "receipts." + Unknown
-	}
-	return "receipts." + token(intentID)
-}
+// ReceiptSubject is where receipts for this intent are published
+// (subjects.Receipt).
+func ReceiptSubject(intentID string) string { return subjects.Receipt(intentID) }
 
-// DeadLetterSubjectFor is where a dead letter for this intent is published.
-func DeadLetterSubjectFor(intentID string) string {
-	if intentID == "" {
-		return "deadletters." + Unknown
-	}
-	return "deadletters." + token(intentID)
-}
+// DeadLetterSubjectFor is where a dead letter for this intent is published
+// (subjects.DeadLetter).
+func DeadLetterSubjectFor(intentID string) string { return subjects.DeadLetter(intentID) }

@@ -1,0 +1,15 @@
+package metrics_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/metrics"
+)
+
+func TestTheRejectionLabelsAreTheGatesChecksInItsOrder(t *testing.T) {
+	if !slices.Equal(metrics.GateChecks, gate.Checks) {
+		t.Fatalf("metrics.GateChecks %q, gate.Checks %q", metrics.GateChecks, gate.Checks)
+	}
+}

@@ -1,0 +1,13 @@
+// Package testenv starts, for tests, what the pipeline runs on: an embedded
+// NATS server with JetStream (random port, store in a test directory, fsync
+// before ack) and the fake task service over Pebble, plus executor instances
+// in this process. Everything is real; nothing is mocked.
+//
+// It is a test rig. Like the other rigs (internal/deploytest,
+// internal/davtest), it must never be imported by a production package: a
+// command or any package's non-test files (internal/boundary checks it).
+// It must never weaken what it starts to make a test pass: the server
+// fsyncs before every ack as in production, and an executor started
+// without a gate policy accepts unsigned approvals only because tests say
+// so through this package, never through the executor's own defaults.
+package testenv

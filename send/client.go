@@ -1,0 +1,183 @@
+package send
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/publish"
+)
+
+// ErrNoReceipt is returned when a wait ends before the receipt arrives. The
+// message is stored and an executor may still be working on it; sending
+// again is safe.
+var ErrNoReceipt = errors.New("send: no receipt yet")
+
+// Outcome is what a receipt says happened to a message.
+type Outcome string
+
+// The outcomes of a receipt.
+const (
+	// Created: the task service created the task.
+	Created Outcome = document.OutcomeCreated
+	// Replayed: the intent was created before; the task service returned
+	// the first task and created nothing.
+	Replayed Outcome = document.OutcomeReplayed
+	// Conflict: the intent was created before from different content;
+	// nothing was created or changed.
+	Conflict Outcome = document.OutcomeConflict
+	// Rejected: an executor's gate refused the message (Receipt.Rejection);
+	// the task service never heard of it.
+	Rejected Outcome = document.OutcomeRejected
+	// DeadLettered: the message kept failing (Receipt.Failure). Whether the
+	// task was created is unknown; sending the same approval again is safe
+	// and will say Created or Replayed.
+	DeadLettered Outcome = document.OutcomeDeadLettered
+)
+
+// Sent is one published message.
+type Sent struct {
+	Subject   string
+	MsgID     string
+	StreamSeq uint64
+	// Duplicate is true when the stream had already stored this call's
+	// message (a transport retry of the same call).
+	Duplicate bool
+	IntentID  string
+}
+
+// Receipt is an executor's task-receipt.v1 for one message. Members that
+// are null in the document are empty strings and nil pointers here.
+type Receipt struct {
+	ReceiptID  string
+	Outcome    Outcome
+	IntentID   string
+	RequestID  string
+	ApprovalID string
+	TaskID     string
+	// Rejection is set for Rejected, Failure for DeadLettered.
+	Rejection *Rejection
+	Failure   *Failure
+	// Counts are the task service's counters as of the call; nil when it
+	// was not called.
+	Counts *Counts
+	// StoreID names the task service's store that answered.
+	StoreID  string
+	Delivery Delivery
+	IssuedAt string
+	// Raw is the receipt document as stored.
+	Raw []byte
+}
+
+// Rejection names the gate check that stopped a message.
+type Rejection struct {
+	Check, Path, Reason string
+}
+
+// Failure says why a message was dead-lettered.
+type Failure struct {
+	Reason   string
+	Attempts int64
+}
+
+// Counts are the task service's three counters.
+type Counts struct {
+	RequestsReceived int64
+	CreatesExecuted  int64
+	TasksExisting    int64
+}
+
+// Delivery says which delivery of which stream message a receipt is for.
+type Delivery struct {
+	StreamSeq uint64
+	Delivered uint64
+	Attempt   string
+	Executor  string
+	StoredAt  string
+}
+
+// Client publishes envelopes onto the APPROVALS stream and reads their
+// receipts from the RECEIPTS stream.
+type Client struct {
+	js jetstream.JetStream
+}
+
+// NewClient returns a client over js (jetstream.New of a connection).
+func NewClient(js jetstream.JetStream) *Client { return &Client{js: js} }
+
+// Publish stores the envelope on the APPROVALS stream under its intent's
+// subject, with a message id of its own, and returns once the stream
+// acknowledged it. Every call is a real send: the same envelope published
+// again reaches the task service again.
+func (c *Client) Publish(ctx context.Context, e *Envelope) (Sent, error) {
+	s, err := publish.SendIntent(ctx, c.js, e.IntentID(), e.data, publish.NewMsgID(), nil)
+	if err != nil {
+		return Sent{}, err
+	}
+	return Sent{Subject: s.Subject, MsgID: s.MsgID, StreamSeq: s.StreamSeq, Duplicate: s.Duplicate, IntentID: s.IntentID}, nil
+}
+
+// WaitReceipt returns the first terminal receipt for the sent message,
+// also one stored before the wait began. It returns an error matching
+// ErrNoReceipt when ctx ends first.
+func (c *Client) WaitReceipt(ctx context.Context, s Sent) (*Receipt, error) {
+	r, err := publish.WaitReceipt(ctx, c.js, s.IntentID, s.StreamSeq)
+	switch {
+	case errors.Is(err, publish.ErrNoReceipt) || (err != nil && ctx.Err() != nil):
+		return nil, fmt.Errorf("%w for stream message %d: %w", ErrNoReceipt, s.StreamSeq, ctx.Err())
+	case err != nil:
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	return receipt(r), nil
+}
+
+// Send publishes the envelope and waits, until ctx ends, for its receipt.
+func (c *Client) Send(ctx context.Context, e *Envelope) (Sent, *Receipt, error) {
+	s, err := c.Publish(ctx, e)
+	if err != nil {
+		return s, nil, err
+	}
+	r, err := c.WaitReceipt(ctx, s)
+	return s, r, err
+}
+
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ParseReceipt reads a task-receipt.v1 document strictly, as the commands
+// do.
+func ParseReceipt(data []byte) (*Receipt, error) {
+	r, err := document.DecodeReceipt(data)
+	if err != nil {
+		return nil, err
+	}
+	return receipt(&publish.Receipt{Receipt: r, Raw: append([]byte(nil), data...)}), nil
+}
+
+func receipt(p *publish.Receipt) *Receipt {
+	r := p.Receipt
+	out := &Receipt{
+		ReceiptID: r.ReceiptID, Outcome: Outcome(r.Outcome),
+		IntentID: str(r.IntentID), RequestID: str(r.RequestID), ApprovalID: str(r.ApprovalID), TaskID: str(r.TaskID),
+		StoreID: str(r.StoreID), IssuedAt: r.IssuedAt, Raw: p.Raw,
+		Delivery: Delivery{StreamSeq: r.Delivery.StreamSeq, Delivered: r.Delivery.Delivered, Attempt: r.Delivery.Attempt,
+			Executor: r.Delivery.Executor, StoredAt: r.Delivery.StoredAt},
+	}
+	if r.Rejection != nil {
+		out.Rejection = &Rejection{Check: r.Rejection.Check, Path: r.Rejection.Path, Reason: r.Rejection.Reason}
+	}
+	if r.Failure != nil {
+		out.Failure = &Failure{Reason: r.Failure.Reason, Attempts: r.Failure.Attempts}
+	}
+	if r.Counts != nil {
+		out.Counts = &Counts{RequestsReceived: r.Counts.RequestsReceived, CreatesExecuted: r.Counts.CreatesExecuted, TasksExisting: r.Counts.TasksExisting}
+	}
+	return out
+}

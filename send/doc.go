@@ -1,0 +1,34 @@
+// Package send is the Go API for services that publish approved task
+// requests from their own code: it lays the three documents of one request
+// (the action candidate, the task request and the reviewer's approval) in
+// one task-envelope.v1 message, checks it locally as the executors will,
+// publishes it onto the APPROVALS stream and waits for its receipt.
+//
+//	docs := send.Documents{Candidate: c, Request: r, Approval: a}
+//	if _, err := send.Trusted(approvers, nil).Documents(docs); err != nil {
+//		// a *send.Refusal names the check, the path and the reason
+//	}
+//	env, err := send.Build(docs)
+//	sent, receipt, err := send.NewClient(js).Send(ctx, env)
+//	switch receipt.Outcome {
+//	case send.Created, send.Replayed: // the task exists: receipt.TaskID
+//	}
+//
+// Each Publish is a real send with a message id of its own: publishing the
+// same envelope again reaches the task service again, which answers
+// Replayed with the first task. That is what makes "send again" safe after
+// a timeout, and why the package never retries a send under a new id on its
+// own.
+//
+// The local check runs the executors' gate before anything is published.
+// Its mode is always named: Bindings runs the checks that need no keys,
+// Trusted adds the signature and expiry checks against the executors'
+// trusted approvers. The zero Check runs nothing and refuses. A local pass
+// is advice, not permission: the executors run the gate again on every
+// delivery, and their verdict is the one in the receipt.
+//
+// The commands (publisher send and check) and the approval console send
+// through this package. It must never expose the module's internal types,
+// never publish what a local check refused, never reuse a message id for
+// another send, and never report a receipt that is not for its own message.
+package send

@@ -1,0 +1,220 @@
+package send
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
+)
+
+// Documents are the three documents of one approved request, each as its
+// author wrote it (JSON). A nil Approval builds a message without one, which
+// every gate refuses at approval_format.
+type Documents struct {
+	Candidate []byte // an action-candidate.v1
+	Request   []byte // a task-request.v1
+	Approval  []byte // a task-approval.v1
+}
+
+// The gate's check names, in the order it runs them. A Refusal and a
+// rejected receipt name one of them.
+const (
+	CheckEnvelope         = gate.CheckEnvelope
+	CheckApprovalFormat   = gate.CheckApprovalFormat
+	CheckSignature        = gate.CheckSignature
+	CheckExpiry           = gate.CheckExpiry
+	CheckCandidateBinding = gate.CheckCandidateBinding
+	CheckRequestBinding   = gate.CheckRequestBinding
+	CheckCapability       = gate.CheckCapability
+)
+
+var (
+	// ErrRefused is matched by every Refusal.
+	ErrRefused = errors.New("send: refused by the local gate")
+	// ErrNoCheck is returned by the zero Check, which runs nothing.
+	ErrNoCheck = errors.New("send: no check chosen: use Bindings or Trusted")
+	// ErrNoTrustedApprovers is returned by a Trusted check without trusted
+	// approvers.
+	ErrNoTrustedApprovers = errors.New("send: no trusted approvers: Trusted needs them; Bindings runs the checks that need none")
+)
+
+// Refusal is the gate's refusal of a message: the check that failed, the
+// field path (such as $.approval.capabilities) and a reason a person can
+// act on. Nothing was published.
+type Refusal struct {
+	Check  string
+	Path   string
+	Reason string
+	cause  error
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("gate: %s failed at %s: %s", r.Check, r.Path, r.Reason)
+}
+
+// Unwrap gives ErrRefused and, where there is one, the gate's own error.
+func (r *Refusal) Unwrap() []error {
+	if r.cause != nil {
+		return []error{ErrRefused, r.cause}
+	}
+	return []error{ErrRefused}
+}
+
+// refusal turns the gate's error into a Refusal; other errors pass.
+func refusal(err error) error {
+	var ge *gate.Error
+	if errors.As(err, &ge) {
+		return &Refusal{Check: ge.Check, Path: ge.Path, Reason: ge.Reason, cause: err}
+	}
+	return err
+}
+
+// Verdict is what a local check found: the ids and the digests it
+// recomputed.
+type Verdict struct {
+	IntentID   string
+	RequestID  string
+	ApprovalID string
+	// CandidateDigest and RequestDigest are the documents' digests
+	// ("sha256:" over RFC 8785 JSON).
+	CandidateDigest string
+	RequestDigest   string
+	// SignedBy names the trusted approver whose signature was verified;
+	// empty when signatures were not checked or the approval is unsigned.
+	SignedBy string
+	// NotAfter is the approval's not_after; empty for an unsigned approval.
+	NotAfter string
+	// NotChecked names the checks this check did not run.
+	NotChecked []string
+}
+
+func verdict(v *gate.Verdict, notChecked []string) *Verdict {
+	return &Verdict{
+		IntentID: v.Request.IntentID, RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID,
+		CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest,
+		SignedBy: v.SignedBy, NotAfter: v.Approval.NotAfter, NotChecked: notChecked,
+	}
+}
+
+type mode int
+
+const (
+	modeNone mode = iota
+	modeBindings
+	modeTrusted
+)
+
+// Check is a local run of the executors' gate. Its mode is chosen by name
+// (Bindings, Trusted); the zero Check runs nothing and returns ErrNoCheck.
+type Check struct {
+	mode    mode
+	trusted *TrustedApprovers
+	now     func() time.Time
+}
+
+// Bindings runs the checks that need no keys: envelope, approval_format,
+// candidate_binding, request_binding and capability. Signature and expiry
+// are left to the executors (Verdict.NotChecked names them).
+func Bindings() Check { return Check{mode: modeBindings} }
+
+// Trusted runs every check an executor runs, with the signature checked
+// against the trusted approvers and expiry judged at now() (nil means
+// time.Now).
+func Trusted(t *TrustedApprovers, now func() time.Time) Check {
+	return Check{mode: modeTrusted, trusted: t, now: now}
+}
+
+// notChecked is what Bindings leaves out.
+var notChecked = []string{CheckSignature, CheckExpiry}
+
+func (c Check) checker() (*gate.Checker, error) {
+	switch {
+	case c.mode == modeNone:
+		return nil, ErrNoCheck
+	case c.mode == modeTrusted && (c.trusted == nil || c.trusted.keys == nil):
+		return nil, ErrNoTrustedApprovers
+	case c.mode == modeTrusted:
+		return &gate.Checker{Keys: c.trusted.keys, Now: c.now}, nil
+	}
+	return nil, nil
+}
+
+// Documents runs the check on the three documents before they are laid in
+// an envelope, in the gate's order, and stops at the first failure, a
+// *Refusal. Paths are given as inside an envelope ($.candidate...,
+// $.request..., $.approval...).
+func (c Check) Documents(d Documents) (*Verdict, error) {
+	g, err := c.checker()
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		v, err := gate.CheckDocumentBindings(d.Candidate, d.Request, d.Approval)
+		if err != nil {
+			return nil, refusal(err)
+		}
+		return verdict(v, notChecked), nil
+	}
+	v, err := g.CheckDocuments(d.Candidate, d.Request, d.Approval)
+	if err != nil {
+		return nil, refusal(err)
+	}
+	return verdict(v, nil), nil
+}
+
+// Envelope runs the check on the message exactly as an executor reads it,
+// and on a pass lets the envelope keep the ids it found.
+func (c Check) Envelope(e *Envelope) (*Verdict, error) {
+	g, err := c.checker()
+	if err != nil {
+		return nil, err
+	}
+	var v *gate.Verdict
+	nc := notChecked
+	if g == nil {
+		v, err = gate.CheckBindings(e.data)
+	} else {
+		v, err = g.Check(e.data)
+		nc = nil
+	}
+	if err != nil {
+		return nil, refusal(err)
+	}
+	e.intentID, e.identified = v.Request.IntentID, true
+	return verdict(v, nc), nil
+}
+
+// Envelope is one task-envelope.v1 message: the three documents side by
+// side, each with its own bytes (compacted), so that its digest is
+// unchanged.
+type Envelope struct {
+	data       []byte
+	intentID   string
+	identified bool
+}
+
+// Build lays the three documents in one envelope. It checks nothing but
+// that each is JSON: run a Check first, or the executors' gate decides
+// alone.
+func Build(d Documents) (*Envelope, error) {
+	b, err := document.BuildEnvelope(d.Candidate, d.Request, d.Approval)
+	if err != nil {
+		return nil, err
+	}
+	return &Envelope{data: b}, nil
+}
+
+// Bytes returns the message.
+func (e *Envelope) Bytes() []byte { return e.data }
+
+// IntentID is the intent id an executor reads from the message, which
+// names its subjects: the checked one after Check.Envelope passed, else
+// read from the message as far as it can be ("" when it names none).
+func (e *Envelope) IntentID() string {
+	if !e.identified {
+		e.intentID, e.identified = document.Identify(e.data).IntentID, true
+	}
+	return e.intentID
+}

@@ -1,0 +1,191 @@
+package send_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/send"
+)
+
+func docs(a scenario.Approved) send.Documents {
+	return send.Documents{Candidate: a.Candidate, Request: a.Request, Approval: a.Approval}
+}
+
+func trusted(t *testing.T, name string, pub ed25519.PublicKey) *send.TrustedApprovers {
+	t.Helper()
+	tr, err := send.NewTrustedApprovers(send.Approver{Name: name, PublicKey: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestALocalCheckRunsTheModeItIsGivenByName(t *testing.T) {
+	key := scenario.TestKey()
+	signed, err := scenario.BuildSigned(key, scenario.ApprovedAt, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTime := func() time.Time { return scenario.ApprovedAt.Add(time.Minute) }
+	late := func() time.Time { return scenario.ApprovedAt.Add(2 * time.Hour) }
+	for _, tc := range []struct {
+		name       string
+		check      send.Check
+		docs       send.Documents
+		wantErr    error
+		wantCheck  string
+		signedBy   string
+		notChecked []string
+	}{
+		{"the zero check runs nothing and refuses", send.Check{}, docs(signed.Original), send.ErrNoCheck, "", "", nil},
+		{"a trusted check without approvers refuses", send.Trusted(nil, nil), docs(signed.Original), send.ErrNoTrustedApprovers, "", "", nil},
+		{"the bindings pass a signed approval and say what they did not check", send.Bindings(), docs(signed.Original), nil, "", "", []string{"signature", "expiry"}},
+		{"the bindings pass an unsigned approval", send.Bindings(), docs(unsigned.Original), nil, "", "", []string{"signature", "expiry"}},
+		{"the bindings refuse a changed request", send.Bindings(),
+			send.Documents{Candidate: signed.Original.Candidate, Request: signed.Changed.Request, Approval: signed.Original.Approval}, send.ErrRefused, send.CheckRequestBinding, "", nil},
+		{"a trusted check passes the signer's approval and names the signer", send.Trusted(trusted(t, scenario.Reviewer, key.Public()), inTime), docs(signed.Original), nil, "", scenario.Reviewer, nil},
+		{"a trusted check refuses another key's approval", send.Trusted(trusted(t, scenario.Reviewer, other), inTime), docs(signed.Original), send.ErrRefused, send.CheckSignature, "", nil},
+		{"a trusted check refuses an unsigned approval", send.Trusted(trusted(t, scenario.Reviewer, key.Public()), inTime), docs(unsigned.Original), send.ErrRefused, send.CheckSignature, "", nil},
+		{"a trusted check refuses an expired approval", send.Trusted(trusted(t, scenario.Reviewer, key.Public()), late), docs(signed.Original), send.ErrRefused, send.CheckExpiry, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := send.Build(tc.docs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromDocs, errDocs := tc.check.Documents(tc.docs)
+			fromEnv, errEnv := tc.check.Envelope(env)
+			for _, r := range []struct {
+				v   *send.Verdict
+				err error
+			}{{fromDocs, errDocs}, {fromEnv, errEnv}} {
+				if tc.wantErr != nil {
+					if r.v != nil || !errors.Is(r.err, tc.wantErr) {
+						t.Fatalf("got %+v, %v; want %v", r.v, r.err, tc.wantErr)
+					}
+					var refused *send.Refusal
+					if tc.wantCheck != "" && (!errors.As(r.err, &refused) || refused.Check != tc.wantCheck ||
+						r.err.Error() != "gate: "+refused.Check+" failed at "+refused.Path+": "+refused.Reason) {
+						t.Fatalf("%v, want a refusal at %s in the gate's words", r.err, tc.wantCheck)
+					}
+					continue
+				}
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.v.IntentID != "intent-0001" || r.v.SignedBy != tc.signedBy || !slices.Equal(r.v.NotChecked, tc.notChecked) ||
+					!strings.HasPrefix(r.v.RequestDigest, "sha256:") {
+					t.Fatalf("verdict %+v", r.v)
+				}
+			}
+		})
+	}
+}
+
+func TestAnEnvelopeNamesTheIntentAnExecutorReads(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		docs send.Documents
+		want string
+	}{
+		{"a well-formed message names its request's intent", docs(s.Original), "intent-0001"},
+		{"a message whose candidate has a duplicate member names none, as the executor reads it",
+			send.Documents{Candidate: []byte(`{"a":1,"a":2}`), Request: s.Original.Request, Approval: s.Original.Approval}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := send.Build(tc.docs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := env.IntentID(); got != tc.want {
+				t.Fatalf("intent %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, err := send.Build(send.Documents{Candidate: []byte(`{`), Request: s.Original.Request}); err == nil {
+		t.Fatal("a candidate that is not JSON was laid in an envelope")
+	}
+}
+
+func TestAReceiptReadsNullMembersAsEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		outcome send.Outcome
+		task    string
+		counts  bool
+	}{
+		{"created.json", send.Created, "fake-task-0001", true},
+		{"rejected.json", send.Rejected, "", false},
+		{"dead_lettered.json", send.DeadLettered, "", false},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("..", "testdata", "receipts", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := send.ParseReceipt(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Outcome != tc.outcome || r.TaskID != tc.task || (r.Counts != nil) != tc.counts || string(r.Raw) != string(b) {
+				t.Fatalf("receipt %+v", r)
+			}
+			if (r.Rejection != nil) != (tc.outcome == send.Rejected) || (r.Failure != nil) != (tc.outcome == send.DeadLettered) {
+				t.Fatalf("rejection %v, failure %v for %s", r.Rejection, r.Failure, tc.outcome)
+			}
+		})
+	}
+}
+
+func TestAWaitWithoutAnExecutorEndsWithErrNoReceiptAndEachPublishIsANewMessage(t *testing.T) {
+	env := testenv.Start(t)
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := send.Build(docs(s.Original))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := send.NewClient(env.JS)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := c.Publish(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.Publish(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.StreamSeq == second.StreamSeq || first.MsgID == second.MsgID || second.Duplicate ||
+		first.Subject != "approvals.intent-0001" || first.IntentID != "intent-0001" {
+		t.Fatalf("two publishes: %+v and %+v; want two messages on approvals.intent-0001", first, second)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer wcancel()
+	if r, err := c.WaitReceipt(wctx, first); r != nil || !errors.Is(err, send.ErrNoReceipt) {
+		t.Fatalf("got %v, %v; want ErrNoReceipt", r, err)
+	}
+}

@@ -1,0 +1,60 @@
+package send
+
+import (
+	"crypto/ed25519"
+	"fmt"
+
+	"github.com/sendtwice/sendtwice/internal/sign"
+)
+
+// Approver is one trusted reviewer: the name an approval signed with the
+// key must carry in approved_by, and the Ed25519 public key.
+type Approver struct {
+	Name      string
+	PublicKey ed25519.PublicKey
+}
+
+// TrustedApprovers are the reviewers whose signatures the executors accept:
+// what their trusted-approvers file names.
+type TrustedApprovers struct {
+	keys *sign.Keyring
+}
+
+// LoadTrustedApprovers reads a trusted-approvers file (the executors'
+// --trusted-approvers; publisher keygen --trusted writes one).
+func LoadTrustedApprovers(path string) (*TrustedApprovers, error) {
+	kr, err := sign.LoadTrusted(path)
+	if err != nil {
+		return nil, err
+	}
+	return &TrustedApprovers{keys: kr}, nil
+}
+
+// NewTrustedApprovers trusts exactly the given approvers.
+func NewTrustedApprovers(approvers ...Approver) (*TrustedApprovers, error) {
+	list := make([]sign.Approver, 0, len(approvers))
+	for _, a := range approvers {
+		if len(a.PublicKey) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("send: approver %q: a public key of %d bytes, want %d", a.Name, len(a.PublicKey), ed25519.PublicKeySize)
+		}
+		list = append(list, sign.ApproverFor(a.Name, a.PublicKey))
+	}
+	kr, err := sign.NewKeyring(list...)
+	if err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	return &TrustedApprovers{keys: kr}, nil
+}
+
+// Len is the number of trusted approvers.
+func (t *TrustedApprovers) Len() int { return t.keys.Len() }
+
+// NameOf returns the name the trusted approvers give the key with this id
+// (the key_id an approval signed with it carries).
+func (t *TrustedApprovers) NameOf(keyID string) (string, bool) {
+	a, err := t.keys.Lookup(keyID)
+	if err != nil {
+		return "", false
+	}
+	return a.Name, true
+}
