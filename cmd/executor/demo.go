@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,13 +20,21 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 )
 
-const demoHelp = `demo [--verbose] [--keep DIR]
+const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL [--caldav-user USER]]
 
 Plays the whole story in a temporary directory, needing nothing but Go: an embedded NATS
 server with JetStream, the fake task service, one executor, and publishers sending the seed
 scenario. Steps 1 and 2 are sent by two separate publisher processes, with the task service
 restarted in between. Prints one table and exits non-zero if any row differs from what is
-expected.`
+expected.
+
+With --task-service caldav the executor calls a real CalDAV collection instead (the fake
+task service is stopped): the same approval from two publisher processes, a changed request
+under the same intent, a second intent with the same content, tampered messages, and a reply
+lost after the server answered. It creates 3 tasks (VTODOs) in the collection, under intent
+ids new in every run ("demo-<run id>-intent-…"), and leaves them there. A CalDAV server keeps
+no counters, so the table shows the receipts and the tasks the collection lists after each
+step. The password comes from --caldav-password-file or $` + caldavPasswordEnv + `.`
 
 // demoSendCommand is the hidden subcommand the demo runs as a separate
 // publisher process.
@@ -35,10 +44,32 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("demo", demoHelp, stderr)
 	verbose := fs.Bool("verbose", false, "show the components' logs")
 	keep := fs.String("keep", "", "work in `DIR` and keep it, instead of a temporary directory")
+	ts := taskServiceFlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := ts.check(); err != nil {
+		fs.Usage()
+		return err
+	}
 	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendInProcess}
+	if !ts.needsNATS() {
+		svc, err := ts.open(ctx, func() (*nats.Conn, error) {
+			return nil, errors.New("demo: this task service is not reached over NATS")
+		}, 10*time.Second)
+		if err != nil {
+			return fmt.Errorf("demo: opening the task service: %w", err)
+		}
+		defer func() { _ = svc.Close() }()
+		if svc.list == nil || svc.LoseReply == nil {
+			return fmt.Errorf("demo: the %s cannot list its tasks or lose a reply", svc.Name)
+		}
+		if err := svc.Reach(ctx); err != nil {
+			return fmt.Errorf("demo: not run, nothing was created: %w", err)
+		}
+		opts.Service = &demo.RealService{Name: svc.Name, Service: svc.Service, List: svc.list,
+			LoseReply: svc.LoseReply, CallTimeout: 10 * time.Second}
+	}
 	if *verbose {
 		log, _ := cli.NewLogger(stderr, "text", "info")
 		opts.Logger = log

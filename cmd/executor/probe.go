@@ -41,7 +41,9 @@ late resend brings back a task the user deleted, but never makes two at once.
 
 The probe creates real tasks. Every intent id it uses is new and starts with
 "probe-<run id>-"; it never touches any other. Before it starts it says how many calls and
-tasks it will make; without --yes it prints that, sends nothing, and exits 1.
+tasks it will make; without --yes it prints that, sends nothing, and exits 1. With --yes, a
+service that can be read without creating anything (a CalDAV collection) is read once first,
+so that a wrong URL or password is one error and no table.
 
 --embedded probes a throwaway fake task service in this process (an embedded NATS server and
 store in a temporary directory, removed afterwards, with faults allowed so that a reply can
@@ -127,6 +129,9 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !*yes {
 		fmt.Fprintln(stderr, "Nothing was sent. Run again with --yes to proceed.")
 		return errors.New("probe: not run: give --yes to create the tasks named above")
+	}
+	if err := svc.Reach(ctx); err != nil {
+		return fmt.Errorf("probe: not run, nothing was created: %w", err)
 	}
 	rep, runErr := probe.Run(ctx, svc.Target, plan)
 	if rep != nil {

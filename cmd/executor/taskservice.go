@@ -16,7 +16,10 @@ package main
 //     and never logged;
 //   - a case in open that builds the adapter (from its own package) and
 //     returns its Target; needsNATS says false for it, so that a command
-//     does not connect to NATS only to reach a service over HTTP.
+//     does not connect to NATS only to reach a service over HTTP. Where the
+//     service can say so without creating anything, reach checks that it
+//     answers and accepts the login (probe and demo call it first), and
+//     list reads its tasks (the demo's figures).
 
 import (
 	"context"
@@ -31,8 +34,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -144,7 +149,24 @@ func (f *taskServiceFlags) needsNATS() bool { return f.Kind == taskServiceFake }
 // what releases it.
 type taskService struct {
 	probe.Target
+	// reach checks, creating nothing, that the service answers and accepts
+	// the login; nil for a kind that has no such check. A command calls it
+	// before its first create, so that a wrong URL or password is one clear
+	// error rather than a failure of every call.
+	reach func(ctx context.Context) error
+	// list reads the tasks the service holds, from the service itself, for
+	// the demo; nil for a kind that cannot list them.
+	list  func(ctx context.Context) (demo.Listing, error)
 	close func() error
+}
+
+// Reach checks that the service can be used, creating nothing; it does
+// nothing for a kind without such a check.
+func (s *taskService) Reach(ctx context.Context) error {
+	if s == nil || s.reach == nil {
+		return nil
+	}
+	return s.reach(ctx)
 }
 
 // Close releases what open took.
@@ -167,11 +189,31 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 		}
 		return &taskService{Target: fakeTarget(nc, callTimeout)}, nil
 	case taskServiceCalDAV:
-		t, err := caldavTarget(caldav.Config{CollectionURL: f.CalDAVURL, Username: f.CalDAVUser, Password: f.calDAVPassword}, callTimeout)
+		t, a, err := caldavTarget(caldav.Config{CollectionURL: f.CalDAVURL, Username: f.CalDAVUser, Password: f.calDAVPassword}, callTimeout)
 		if err != nil {
 			return nil, err
 		}
-		return &taskService{Target: t}, nil
+		return &taskService{Target: t, reach: func(ctx context.Context) error {
+			// One calendar-query REPORT: it reads the collection and
+			// creates nothing.
+			if _, err := a.Tasks(ctx); err != nil {
+				if taskservice.IsPermanent(err) {
+					return fmt.Errorf("listing the collection's tasks: %w (a permanent error: check --caldav-url, --caldav-user and the password)", err)
+				}
+				return fmt.Errorf("listing the collection's tasks: %w", err)
+			}
+			return nil
+		}, list: func(ctx context.Context) (demo.Listing, error) {
+			l, err := a.Tasks(ctx)
+			if err != nil {
+				return demo.Listing{}, err
+			}
+			out := demo.Listing{All: l.VTODOs}
+			for _, t := range l.Tasks {
+				out.Tasks = append(out.Tasks, demo.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest})
+			}
+			return out, nil
+		}}, nil
 	}
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
 }
@@ -223,12 +265,12 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 // the adapter made for that intent); its tasks are counted from the
 // collection's listing; a reply is lost by the transport, which lets the
 // server answer and then drops the answer, as a broken connection would.
-func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, error) {
+func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *caldav.Adapter, error) {
 	lossy := &lossyTransport{next: http.DefaultTransport}
 	cfg.HTTPClient = &http.Client{Transport: lossy, Timeout: callTimeout}
 	a, err := caldav.New(cfg)
 	if err != nil {
-		return probe.Target{}, err
+		return probe.Target{}, nil, err
 	}
 	return probe.Target{
 		Name:         "CalDAV collection " + a.CollectionURL(),
@@ -253,7 +295,7 @@ func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, e
 			}
 			return n, nil
 		},
-	}, nil
+	}, a, nil
 }
 
 // errReplyLost is what a call whose reply was dropped on purpose returns.

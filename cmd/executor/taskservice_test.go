@@ -5,6 +5,9 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +46,114 @@ func TestTaskServiceFlags(t *testing.T) {
 		}, time.Second)
 		if calls != 1 || !errors.Is(err, refused) {
 			t.Errorf("open: %d connects, error %v; want 1 and the connect error", calls, err)
+		}
+	})
+	noEnv := func(string) string { return "" }
+	const url = "http://127.0.0.1:5232/alice/tasks/"
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	usageErr := func(t *testing.T, ts *taskServiceFlags, want ...string) error {
+		t.Helper()
+		err := ts.check()
+		if !errors.Is(err, errUsage) {
+			t.Fatalf("check: %v, want a usage error", err)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("check: %q lacks %q", err, w)
+			}
+		}
+		return err
+	}
+	for _, flagArgs := range [][]string{
+		{"--caldav-url", url},
+		{"--caldav-user", "alice"},
+		{"--caldav-password-file", file("pw-fake", "secret")},
+	} {
+		t.Run("with the fake service "+flagArgs[0]+" is refused", func(t *testing.T) {
+			ts := parseTS(t, append([]string{"--task-service", "fake"}, flagArgs...)...)
+			usageErr(t, ts, "need --task-service caldav")
+		})
+	}
+	t.Run("caldav needs --caldav-url", func(t *testing.T) {
+		ts := parseTS(t, "--task-service", "caldav")
+		ts.getenv = noEnv
+		usageErr(t, ts, "needs --caldav-url")
+	})
+	for _, content := range []string{"", "\n", "\r\n"} {
+		t.Run("an empty password file is refused", func(t *testing.T) {
+			ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice",
+				"--caldav-password-file", file("empty", content))
+			usageErr(t, ts, "--caldav-password-file", "is empty")
+		})
+	}
+	t.Run("a missing password file is refused", func(t *testing.T) {
+		ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice",
+			"--caldav-password-file", filepath.Join(dir, "missing"))
+		usageErr(t, ts, "--caldav-password-file")
+	})
+	t.Run("a password without a user is refused", func(t *testing.T) {
+		ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-password-file", file("pw", "s3cret-file\n"))
+		err := usageErr(t, ts, "no --caldav-user")
+		ts = parseTS(t, "--task-service", "caldav", "--caldav-url", url)
+		ts.getenv = func(k string) string {
+			if k == caldavPasswordEnv {
+				return "s3cret-env"
+			}
+			return ""
+		}
+		err2 := usageErr(t, ts, "no --caldav-user", "$"+caldavPasswordEnv)
+		for _, e := range []error{err, err2} {
+			if strings.Contains(e.Error(), "s3cret") {
+				t.Errorf("check: %q shows the password", e)
+			}
+		}
+	})
+	t.Run("a URL with user info is refused without echoing it", func(t *testing.T) {
+		ts := parseTS(t, "--task-service", "caldav", "--caldav-url", "https://alice:s3cret-url@dav.example.org/alice/tasks/")
+		ts.getenv = noEnv
+		err := usageErr(t, ts, "--caldav-url", "must not carry a user or password")
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "alice:") || strings.Contains(err.Error(), "dav.example.org") {
+			t.Errorf("check: %q echoes the URL", err)
+		}
+	})
+	t.Run("the password comes from the file, else the environment, and caldav needs no NATS", func(t *testing.T) {
+		env := func(k string) string {
+			if k == caldavPasswordEnv {
+				return "from-env"
+			}
+			return ""
+		}
+		ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice",
+			"--caldav-password-file", file("pw-both", "from-file\r\n"))
+		ts.getenv = env
+		if err := ts.check(); err != nil || ts.calDAVPassword != "from-file" {
+			t.Errorf("check: %v; password from the file %v, want it without its line end", err, ts.calDAVPassword == "from-file")
+		}
+		ts = parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice")
+		ts.getenv = env
+		if err := ts.check(); err != nil || ts.calDAVPassword != "from-env" {
+			t.Errorf("check: %v; password from the environment %v", err, ts.calDAVPassword == "from-env")
+		}
+		if ts.needsNATS() {
+			t.Error("caldav needs NATS")
+		}
+		svc, err := ts.open(context.Background(), func() (*nats.Conn, error) {
+			t.Error("opening caldav connected to NATS")
+			return nil, errors.New("no")
+		}, time.Second)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		defer svc.Close()
+		if svc.Service == nil || svc.Delete == nil || svc.LoseReply == nil || svc.Count == nil || svc.reach == nil {
+			t.Errorf("the caldav target lacks a part: %+v", svc.Target)
 		}
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // ErrMismatch is returned when a row differs from what it must be.
@@ -46,6 +47,41 @@ type Options struct {
 	Logger *slog.Logger
 	// Process sends as a separate OS process; nil sends in this process.
 	Process Sender
+	// Service, when set, is a real task service that the executor calls
+	// instead of the fake one, which is then stopped (see RealService).
+	Service *RealService
+}
+
+// RealService is a task service other than the fake one, such as a CalDAV
+// collection. It keeps no counters, so the story is told with what it can
+// show: the receipts, and the tasks it lists after each step. The story
+// uses intent ids of its own, new in every run ("demo-<run id>-intent-…"),
+// so that it can be told again against the same service.
+type RealService struct {
+	// Name says which service it is ("CalDAV collection https://…").
+	Name string
+	// Service is what the executor calls.
+	Service taskservice.Service
+	// List reads the tasks the service holds, from the service itself.
+	List func(ctx context.Context) (Listing, error)
+	// LoseReply arranges that the answer to the next create is lost after
+	// the service has acted; it returns what disarms it.
+	LoseReply func(ctx context.Context) (disarm func(context.Context) error, err error)
+	// CallTimeout bounds each call; zero means 10 seconds.
+	CallTimeout time.Duration
+}
+
+// Listing is what a real service lists.
+type Listing struct {
+	// Tasks are the tasks made through the contract, with their keys.
+	Tasks []ListedTask
+	// All counts every task the service holds, those of others included.
+	All int
+}
+
+// ListedTask is one task a real service lists.
+type ListedTask struct {
+	IntentID, TaskID, RequestDigest string
 }
 
 // Row is one line of the table.
@@ -65,6 +101,9 @@ type run struct {
 	dir   string
 	rows  []Row
 	key   *sign.Key
+	// intents are the intent ids of a run against a real service, in the
+	// order A, B, C.
+	intents []string
 }
 
 // Run plays the story and prints the table. It returns the rows and
@@ -90,6 +129,17 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		return nil, err
 	}
 	defer stack.Close()
+	taskSvc, callTimeout := taskservice.Service(nil), time.Second
+	if opts.Service != nil {
+		// Nothing may reach the fake task service in this run.
+		if err := stack.StopService(); err != nil {
+			return nil, fmt.Errorf("demo: stopping the fake task service: %w", err)
+		}
+		taskSvc, callTimeout = opts.Service.Service, opts.Service.CallTimeout
+		if callTimeout <= 0 {
+			callTimeout = 10 * time.Second
+		}
+	}
 	nc, err := nats.Connect(stack.URL(), nats.Name("demo"))
 	if err != nil {
 		return nil, fmt.Errorf("demo: connecting: %w", err)
@@ -108,6 +158,9 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		return nil, fmt.Errorf("demo: connecting the executor: %w", err)
 	}
 	defer exConn.Close()
+	if taskSvc == nil {
+		taskSvc = provider.NewClient(exConn).TaskService()
+	}
 	// The reviewer signs with a throwaway key that only this run trusts.
 	key, err := sign.Generate()
 	if err != nil {
@@ -120,10 +173,10 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 	r.key = key
 	ex, err := executor.New(exConn, executor.Config{
 		Gate:        &gate.Checker{Keys: keys},
-		TaskService: provider.NewClient(exConn).TaskService(),
+		TaskService: taskSvc,
 		ID:          "exec-1",
 		Concurrency: 4,
-		CallTimeout: time.Second,
+		CallTimeout: callTimeout,
 		Topology:    topology.Config{AckWait: 3 * time.Second, MaxDeliver: 5, NakDelay: 100 * time.Millisecond},
 		Logger:      opts.Logger,
 	})
@@ -142,10 +195,17 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		return nil, ctx.Err()
 	}
 
-	if err := r.story(ctx); err != nil {
-		return r.rows, err
+	if opts.Service != nil {
+		if err := r.storyReal(ctx); err != nil {
+			return r.rows, err
+		}
+		r.printReal()
+	} else {
+		if err := r.story(ctx); err != nil {
+			return r.rows, err
+		}
+		r.print()
 	}
-	r.print()
 	for _, row := range r.rows {
 		if !row.OK {
 			return r.rows, ErrMismatch
@@ -221,12 +281,7 @@ func (r *run) story(ctx context.Context) error {
 	}
 	var checks []string
 	ok := true
-	tampered := append(seed.TamperedCases(), scenario.Tampered{
-		Name: "approval-edited-after-signing", Check: gate.CheckSignature,
-		Envelope: scenario.Approved{Candidate: seed.Original.Candidate, Request: seed.Original.Request,
-			Approval: bytes.Replace(seed.Original.Approval, []byte(`"approved_by": "`+scenario.Reviewer+`"`), []byte(`"approved_by": "someone-else"`), 1)}.Envelope(),
-	})
-	for _, t := range tampered {
+	for _, t := range tamperedCases(seed) {
 		rc, err := r.sendHere(ctx, r.stack.URL(), t.Envelope)
 		if err != nil {
 			return fmt.Errorf("demo: tampered %s: %w", t.Name, err)
@@ -268,6 +323,16 @@ func (r *run) story(ctx context.Context) error {
 		r.rows[len(r.rows)-1].OK = false
 	}
 	return nil
+}
+
+// tamperedCases are the seed's tampered messages and one approval edited
+// after it was signed.
+func tamperedCases(seed *scenario.Seed) []scenario.Tampered {
+	return append(seed.TamperedCases(), scenario.Tampered{
+		Name: "approval-edited-after-signing", Check: gate.CheckSignature,
+		Envelope: scenario.Approved{Candidate: seed.Original.Candidate, Request: seed.Original.Request,
+			Approval: bytes.Replace(seed.Original.Approval, []byte(`"approved_by": "`+scenario.Reviewer+`"`), []byte(`"approved_by": "someone-else"`), 1)}.Envelope(),
+	})
 }
 
 func (r *run) restartService(dir string) error {

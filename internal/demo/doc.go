@@ -4,6 +4,13 @@
 // service restarted, replaced by a fresh one, and made to drop a reply. It
 // prints one table and reports whether every row is what it must be.
 //
-// It must never fake a row: each figure printed is read from a receipt or
-// from the task service's counters at that moment.
+// Told against a real task service (Options.Service, such as a CalDAV
+// collection), the fake service is stopped and the story uses intent ids
+// new in every run; such a service keeps no counters, so the table shows the
+// receipts and the tasks the service itself lists after each step, and says
+// where each figure comes from.
+//
+// It must never fake a row: each figure printed is read from a receipt, from
+// the fake task service's counters or from a real service's own listing at
+// that moment.
 package demo

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/taskservice/caldav"
+)
+
+// puts counts the PUT requests the server's own log shows as received.
+func puts(s *davtest.Server) int {
+	n := 0
+	for _, e := range s.LogEntries() {
+		if e.Received && e.Method == http.MethodPut {
+			n++
+		}
+	}
+	return n
+}
+
+// probeReport decodes the JSON report of "executor probe --json".
+func probeReport(t *testing.T, out string) probe.Report {
+	t.Helper()
+	var rep probe.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("probe --json printed %q: %v", out, err)
+	}
+	return rep
+}
+
+// checkCalDAVReport checks the rows and the verdict a CalDAV collection
+// earns: every row safe but the one after a deletion, a caveat because the
+// task is created again.
+func checkCalDAVReport(t *testing.T, rep probe.Report, collectionURL string) {
+	t.Helper()
+	want := map[string]struct {
+		status probe.Status
+		answer string
+		seen   string
+	}{
+		probe.RowRetry:       {probe.Safe, "first result", "then replayed"},
+		probe.RowConflict:    {probe.Safe, "conflict, first kept", "the first body again: replayed"},
+		probe.RowConcurrent:  {probe.Safe, "1 create", "1 created"},
+		probe.RowLostReply:   {probe.Safe, "replayed", "the retry: replayed"},
+		probe.RowAfterDelete: {probe.Caveat, "no (created again)", "deleted it; the retry: created"},
+		probe.RowScope:       {probe.Safe, "the collection " + collectionURL, "every answer came from store caldav-"},
+	}
+	if len(rep.Rows) != len(want) {
+		t.Errorf("the report has %d rows, want %d", len(rep.Rows), len(want))
+	}
+	for _, r := range rep.Rows {
+		w, ok := want[r.ID]
+		if !ok {
+			t.Errorf("unexpected row %q", r.ID)
+			continue
+		}
+		if r.Status != w.status || r.Answer != w.answer || !strings.Contains(r.Seen, w.seen) {
+			t.Errorf("row %s: %s %q, seen %q; want %s %q, seen holding %q", r.ID, r.Status, r.Answer, r.Seen, w.status, w.answer, w.seen)
+		}
+		if r.ID != probe.RowScope && !strings.HasSuffix(r.Seen, "1 task for the intent") {
+			t.Errorf("row %s: seen %q, want one task for the intent, counted from the collection", r.ID, r.Seen)
+		}
+	}
+	v := rep.Verdict
+	if !v.Safe || v.Headline != "safe for at-least-once delivery" || len(v.Caveats) != 1 ||
+		!strings.Contains(v.Caveats[0], "a deleted task is created again by a late resend") ||
+		!strings.Contains(v.Summary, "with a caveat") {
+		t.Errorf("verdict %+v; want safe with the caveat that a deleted task is created again", v)
+	}
+}
+
+// The probe against each real server: every row measured, the server's own
+// log and storage agreeing with what the report says.
+func TestProbeCalDAVAgainstEachServer(t *testing.T) {
+	for _, kind := range davtest.Kinds() {
+		t.Run(string(kind), func(t *testing.T) {
+			s := davtest.Start(t, kind, davtest.Options{})
+			out, errOut, err := runProbeCmd(t, "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--yes", "--json")
+			if err != nil {
+				t.Fatalf("probe ended with %v (exit %d)\n%s%s", err, exitCode(err), out, errOut)
+			}
+			rep := probeReport(t, out)
+			checkCalDAVReport(t, rep, s.CollectionURL)
+
+			// The server's side: one .ics file per intent of the run, and
+			// for the concurrent row one 201 among all its PUTs.
+			names := s.StoredNames()
+			if len(names) != 5 {
+				t.Errorf("the collection's folder holds %v, want the 5 intents of the run", names)
+			}
+			for _, n := range names {
+				if !strings.HasPrefix(n, rep.Prefix) {
+					t.Errorf("the collection holds %s, which is not the run's (%s*)", n, rep.Prefix)
+				}
+			}
+			for _, r := range rep.Rows {
+				if r.ID != probe.RowConcurrent {
+					continue
+				}
+				name, err := caldav.ResourceName(r.IntentID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				path := s.ResourcePath(name)
+				if got, creates := s.PUTs(path), s.Creates(path); got != rep.Concurrency || creates != 1 {
+					t.Errorf("the %s log shows %d PUTs and %d creates (201) of %s; want %d and 1", kind, got, creates, path, rep.Concurrency)
+				}
+			}
+			if got := int64(puts(s)); got != rep.Calls {
+				t.Errorf("the %s log shows %d PUTs, the report %d create calls", kind, got, rep.Calls)
+			}
+		})
+	}
+}
+
+func TestProbeCalDAVWithoutYesCreatesNothing(t *testing.T) {
+	s := davtest.Start(t, davtest.Xandikos, davtest.Options{})
+	before := s.StoredNames()
+	out, errOut, err := runProbeCmd(t, "--task-service", "caldav", "--caldav-url", s.CollectionURL)
+	if exitCode(err) != 1 || err == nil || !strings.Contains(err.Error(), "--yes") {
+		t.Fatalf("probe without --yes ended with %v (exit %d), want exit 1 naming --yes", err, exitCode(err))
+	}
+	if out != "" {
+		t.Errorf("probe without --yes printed a report:\n%s", out)
+	}
+	for _, want := range []string{"CalDAV collection " + s.CollectionURL, "creates 5 tasks", "deletes 1 task of its own", "Nothing was sent"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, errOut)
+		}
+	}
+	after := s.StoredNames()
+	if len(before) != 0 || len(after) != 0 {
+		t.Errorf("the collection's folder held %v before and %v after, want nothing both times", before, after)
+	}
+	if n := puts(s); n != 0 {
+		t.Errorf("the server's log shows %d PUTs without --yes", n)
+	}
+}
+
+// The probe with a login (Radicale's htpasswd): the password from a file
+// and from $CALDAV_PASSWORD works, a wrong one is a clear permanent error,
+// and the password is printed nowhere.
+func TestProbeCalDAVWithALogin(t *testing.T) {
+	const user, password = "alice", "pw-7d1f0c-not-for-print"
+	secrets := []string{password, base64.StdEncoding.EncodeToString([]byte(user + ":" + password))}
+	noSecret := func(t *testing.T, what, text string) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s shows the password:\n%s", what, text)
+			}
+		}
+	}
+	s := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
+	dir := t.TempDir()
+	writeFile := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	base := []string{"--task-service", "caldav", "--caldav-url", s.CollectionURL, "--caldav-user", user, "--concurrency", "4", "--yes"}
+
+	t.Run("the password from --caldav-password-file", func(t *testing.T) {
+		t.Setenv(caldavPasswordEnv, "")
+		file := writeFile("password", password+"\n")
+		out, errOut, err := runProbeCmd(t, append(base, "--caldav-password-file", file, "--json")...)
+		if err != nil {
+			t.Fatalf("probe ended with %v (exit %d)\n%s%s", err, exitCode(err), out, errOut)
+		}
+		checkCalDAVReport(t, probeReport(t, out), s.CollectionURL)
+		noSecret(t, "the JSON report", out)
+		noSecret(t, "stderr", errOut)
+	})
+	t.Run("the password from $CALDAV_PASSWORD", func(t *testing.T) {
+		t.Setenv(caldavPasswordEnv, password)
+		out, errOut, err := runProbeCmd(t, base...)
+		if err != nil {
+			t.Fatalf("probe ended with %v (exit %d)\n%s%s", err, exitCode(err), out, errOut)
+		}
+		if !strings.Contains(out, "verdict: safe for at-least-once delivery") {
+			t.Errorf("the report lacks the safe verdict:\n%s", out)
+		}
+		noSecret(t, "the report", out)
+		noSecret(t, "stderr", errOut)
+	})
+	for _, tc := range []struct {
+		name string
+		file bool
+	}{{"a wrong password from the file", true}, {"a wrong password from $CALDAV_PASSWORD", false}} {
+		t.Run(tc.name+" is a permanent error naming 401, and exit 1", func(t *testing.T) {
+			wrong := password + "-wrong"
+			args := append([]string{}, base...)
+			if tc.file {
+				t.Setenv(caldavPasswordEnv, "")
+				args = append(args, "--caldav-password-file", writeFile("wrong", wrong))
+			} else {
+				t.Setenv(caldavPasswordEnv, wrong)
+			}
+			before := s.StoredNames()
+			out, errOut, err := runProbeCmd(t, args...)
+			if exitCode(err) != 1 {
+				t.Fatalf("probe with a wrong password ended with %v (exit %d), want exit 1\n%s%s", err, exitCode(err), out, errOut)
+			}
+			// One clear error before the first create, not a table of
+			// failed rows: the service is not unsafe, the login is wrong.
+			if out != "" {
+				t.Errorf("probe with a wrong password printed a report:\n%s", out)
+			}
+			for _, want := range []string{"probe: not run, nothing was created", "401 Unauthorized", "a permanent error", "--caldav-user"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error %q lacks %q", err, want)
+				}
+			}
+			all := out + errOut + err.Error()
+			for _, s := range append(secrets, wrong) {
+				if strings.Contains(all, s) {
+					t.Errorf("the output shows a password:\n%s", all)
+				}
+			}
+			if after := s.StoredNames(); len(after) != len(before) {
+				t.Errorf("the collection went from %d to %d resources with a wrong password", len(before), len(after))
+			}
+		})
+	}
+	t.Run("--help shows no password", func(t *testing.T) {
+		t.Setenv(caldavPasswordEnv, password)
+		_, errOut, err := runProbeCmd(t, "--help")
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("probe --help: %v", err)
+		}
+		for _, want := range []string{"-caldav-url", "-caldav-user", "-caldav-password-file", "$" + caldavPasswordEnv} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("help lacks %q", want)
+			}
+		}
+		noSecret(t, "--help", errOut)
+	})
+}
