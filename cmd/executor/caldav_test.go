@@ -163,6 +163,22 @@ func awaitReceipts(t *testing.T, r *davRig, seqs []uint64, within time.Duration)
 	}
 }
 
+// awaitPullers waits until n executors wait on the shared consumer, so
+// that the messages published next are shared among them.
+func (r *davRig) awaitPullers(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for {
+		st, err := audit.Consumer(ctx, r.env.JS)
+		if err == nil && st.Waiting >= n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d executors wait on the consumer (%v), want %d", st.Waiting, err, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // checkServiceReceipt fails unless rc is a receipt of the CalDAV service:
 // outcome want, task id task (when given), store id store, null counts.
 func checkServiceReceipt(t *testing.T, what string, rc *document.Receipt, want, task, store string) {
@@ -277,12 +293,15 @@ func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *t
 			r := startDAVRig(t, k)
 			// Radicale takes the connections beyond its listen backlog of 5
 			// only when the client sends its SYN again (after 1 s, then 2 s
-			// more), so the calls get time enough for that.
+			// more), so the calls get time enough for that. Each instance
+			// takes at most 22 deliveries at once, so that all three share
+			// the 64.
 			for i := 1; i <= 3; i++ {
-				r.executor(t, r.srv.CollectionURL, fmt.Sprintf("exec-%d", i), "--call-timeout", "10s", "--ack-wait", "20s", "--concurrency", "64")
+				r.executor(t, r.srv.CollectionURL, fmt.Sprintf("exec-%d", i), "--call-timeout", "10s", "--ack-wait", "20s", "--concurrency", "22")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
+			r.awaitPullers(ctx, t, 3)
 			seqs := make([]uint64, copies)
 			var wg sync.WaitGroup
 			errs := make(chan error, copies)
