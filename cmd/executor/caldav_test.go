@@ -445,7 +445,13 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 				time.Sleep(20 * time.Millisecond)
 			}
 			r.srv.Restart()
-			restartedAfter, _ := audit.CountReceipts(ctx, r.env.JS)
+			restartedAfter, err := audit.CountReceipts(ctx, r.env.JS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if restartedAfter[document.OutcomeCreated] >= batch {
+				t.Fatalf("all %d receipts were in when the server was back: the restart was not mid-run", batch)
+			}
 			if err := <-published; err != nil {
 				t.Fatalf("publishing: %v", err)
 			}
