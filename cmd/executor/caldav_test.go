@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -520,6 +521,11 @@ func TestCalDAVATaskDeletedByAUserIsCreatedAgainByAResend(t *testing.T) {
 			if l := r.listing(t); l.VTODOs != 0 {
 				t.Fatalf("after the DELETE the collection lists %d VTODOs", l.VTODOs)
 			}
+			// Verify notes the task as deleted since, and holds.
+			report, err := verifyCalDAV(t, r, r.srv.CollectionURL)
+			if err != nil || !strings.Contains(report, "which CalDAV collection "+r.srv.CollectionURL+" no longer holds") {
+				t.Errorf("verify after the user's DELETE: %v\n%s", err, report)
+			}
 			again := r.send(t, s.Original.Envelope())
 			puts, creates := r.srv.PUTs(path), r.srv.Creates(path)
 			l := r.listing(t)
@@ -528,6 +534,109 @@ func TestCalDAVATaskDeletedByAUserIsCreatedAgainByAResend(t *testing.T) {
 			checkServiceReceipt(t, "the resend", again.Receipt, document.OutcomeCreated, "intent-0001", store)
 			if puts != 2 || creates != 2 || l.VTODOs != 1 || tasksFor(l, "intent-0001") != 1 {
 				t.Fatalf("%d PUTs, %d answered 201, %d VTODOs listed; want 2 PUTs, 2 creates (one after the deletion), one VTODO", puts, creates, l.VTODOs)
+			}
+			// Verify sees the second create in the receipts.
+			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: verify after the resend:\n%s", k, violationLines(report))
+			if err == nil || !strings.Contains(report, `intent "intent-0001" has created receipts from 2 deliveries`) {
+				t.Errorf("verify after the resend: %v\n%s", err, report)
+			}
+		})
+	}
+}
+
+// verifyCalDAV runs executor verify against the pipeline with the CalDAV
+// collection at collectionURL, and returns its report and error.
+func verifyCalDAV(t *testing.T, r *davRig, collectionURL string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"verify", "--server", r.env.URL(), "--task-service", "caldav", "--caldav-url", collectionURL}, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+// violationLines keeps the lines of a report that say what failed.
+func violationLines(report string) string {
+	var keep []string
+	for _, line := range strings.Split(report, "\n") {
+		if strings.HasPrefix(line, "FAIL") || strings.Contains(line, "! ") || strings.HasPrefix(line, "verify:") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// handMadeTodo is a VTODO another client stores, with our intent property.
+func handMadeTodo(uid, intent string) []byte {
+	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//by hand//EN\r\nBEGIN:VTODO\r\nUID:" + uid +
+		"\r\nDTSTAMP:20261201T000000Z\r\nSUMMARY:added by hand\r\n" + caldav.PropIntentID + ":" + intent + "\r\n" +
+		caldav.PropRequestDigest + ":sha256:" + strings.Repeat("0", 64) + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
+}
+
+func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k)+" verify holds after a clean run and names the intent of a task added by hand", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			r.executor(t, r.srv.CollectionURL, "exec-1")
+			for _, e := range [][]byte{s.Original.Envelope(), s.Original.Envelope(), s.Changed.Envelope(), s.NewIntent.Envelope(), s.TamperedCases()[0].Envelope} {
+				r.send(t, e)
+			}
+			report, err := verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: executor verify --task-service caldav after a clean run:\n%s", k, report)
+			if err != nil {
+				t.Fatalf("verify failed after a clean run: %v", err)
+			}
+			for _, want := range []string{"task service: store " + r.dav.StoreID() + ", CalDAV collection " + r.srv.CollectionURL,
+				"n/a  4.", "n/a  5.", "n/a  7.", "n/a  10.", "not applicable: the CalDAV server keeps no call log",
+				"ok   2.", "ok   3.", "ok   11.", "verify: all checks hold"} {
+				if !strings.Contains(report, want) {
+					t.Errorf("the report does not say %q", want)
+				}
+			}
+
+			// The same collection through another URL is another store id:
+			// every receipt names a store that is not the audited one.
+			proxy := davtest.NewProxy(t, r.srv.BaseURL)
+			report, err = verifyCalDAV(t, r, proxy.Rewrite(r.srv.CollectionURL))
+			t.Logf("%s: verify through a proxy's URL:\n%s", k, violationLines(report))
+			if err == nil || !strings.Contains(report, "FAIL 11.") || !strings.Contains(report, "name store "+r.dav.StoreID()) {
+				t.Errorf("verify through another URL: %v\n%s", err, report)
+			}
+
+			// A second VTODO for intent-0001, stored by another client.
+			path := r.srv.ResourcePath("by-hand.ics")
+			if code := r.srv.Put(path, handMadeTodo("by-hand", "intent-0001")); code != http.StatusCreated {
+				t.Fatalf("PUT %s answered %d", path, code)
+			}
+			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: verify with a second VTODO for intent-0001:\n%s", k, violationLines(report))
+			if err == nil || !strings.Contains(report, "FAIL 2.") || !strings.Contains(report, `intent "intent-0001" has 2 tasks`) {
+				t.Errorf("verify with a second VTODO for intent-0001: %v\n%s", err, report)
+			}
+			if code := r.srv.Do(http.MethodDelete, path, nil); code/100 != 2 {
+				t.Fatalf("DELETE %s answered %d", path, code)
+			}
+
+			// A VTODO with intent-0001's property and intent-0002's task id
+			// (its UID), under another name.
+			// CalDAV forbids two resources with one UID in a collection
+			// (RFC 4791 §5.3.2.1, no-uid-conflict); a server that keeps to
+			// it refuses the task.
+			code := r.srv.Put(path, handMadeTodo("intent-0002", "intent-0001"))
+			if r.srv.Stored("by-hand.ics") == nil {
+				t.Logf("%s refuses a second resource with the UID intent-0002 (answer %d): such a task cannot be added", k, code)
+				if code/100 == 2 && code != http.StatusMultiStatus {
+					t.Errorf("%s answered %d but did not store the resource", k, code)
+				}
+				return
+			}
+			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: a VTODO with intent-0001's property and intent-0002's task id stored (answer %d); verify says:\n%s", k, code, report)
+			if err == nil || !strings.Contains(report, `intent "intent-0001" has 2 tasks`) || !strings.Contains(report, `task id intent-0002 is held by tasks of 2 intents`) {
+				t.Errorf("verify with intent-0002's task id under intent-0001: %v", err)
 			}
 		})
 	}

@@ -237,7 +237,7 @@ func checkListedTasks(in *Input, v *view) Check {
 	c.fig("tasks existing (carrying an intent id)", len(l.Tasks))
 	c.fig("intents with a task", len(tasks))
 	c.fig("intents with a created or replayed receipt", len(withReceipt))
-	c.fig("of which the task is gone (deleted since; noted, not a violation)", len(gone))
+	c.fig("of which the task is gone (deleted since; noted)", len(gone))
 	c.fig("tasks no receipt names", probed+dead+older+unnamed)
 	c.fig("of which made by executor probe (excluded)", probed)
 	c.fig("of which for a dead-lettered message", dead)
