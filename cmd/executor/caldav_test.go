@@ -298,7 +298,7 @@ func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *t
 			// takes at most 22 deliveries at once, so that all three share
 			// the 64.
 			for i := 1; i <= 3; i++ {
-				r.executor(t, r.srv.CollectionURL, fmt.Sprintf("exec-%d", i), "--call-timeout", "10s", "--ack-wait", "20s", "--concurrency", "22")
+				r.executor(t, r.srv.CollectionURL, fmt.Sprintf("exec-%d", i), "--call-timeout", "15s", "--ack-wait", "30s", "--concurrency", "22")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
