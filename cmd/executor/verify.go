@@ -45,6 +45,7 @@ approvals are refused unless --insecure-allow-unsigned.
 The audit covers the messages the APPROVALS stream holds (its window, printed first). Records
 of messages that aged out (all older than the stream's max age) are excluded and counted;
 records younger than the max age whose message is gone (purged, deleted) are violations.
+
 With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
 no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
 REPORT. Checks 2 and 3 then read: at most one task per intent id, no task id under two intents,
