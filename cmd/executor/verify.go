@@ -8,14 +8,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
 const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
        [--allow-external N] [--allow-repeated-deliveries N]
+       [--task-service caldav --caldav-url URL [--caldav-user USER --caldav-password-file FILE]]
 
 Reads the APPROVALS stream, the receipts, the dead letters and the task service's records,
 and checks that nothing was lost or done twice:
@@ -41,6 +45,17 @@ approvals are refused unless --insecure-allow-unsigned.
 The audit covers the messages the APPROVALS stream holds (its window, printed first). Records
 of messages that aged out (all older than the stream's max age) are excluded and counted;
 records younger than the max age whose message is gone (purged, deleted) are violations.
+
+With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
+no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
+REPORT. Checks 2 and 3 then read: at most one task per intent id, no task id under two intents,
+at most one created receipt per intent, every created/replayed receipt names the intent's task;
+and every task is named by a created/replayed receipt (tasks of executor probe, of dead-lettered
+messages, and of messages before the window are counted apart). A task deleted in the calendar
+since is noted, not a violation: a resend of its approval would create it again. Checks 4, 5, 7
+and 10 need the service's record of every call and are reported as not applicable. The store id
+of check 11 is the collection's: verify with the URL the executors were given.
+
 Prints each check with its figures. Exit status 0 when all hold, 1 on any violation.
 It only reads; running it changes nothing. Run it once the executors have drained.`
 
@@ -54,7 +69,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "with --trusted-approvers: refuse signed approvals valid for longer than this, as the executors do")
 	allowExternal := fs.Int("allow-external", 0, "accept up to `N` task service calls from outside the executors (with no call reference)")
 	allowRepeated := fs.Int("allow-repeated-deliveries", 0, "accept up to `N` calls on a delivery number that already made one\n(only a NATS server that lost consumer state, in a crash or a leader change, numbers a delivery twice)")
+	tsf := taskServiceFlagsVar(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := tsf.check(); err != nil {
 		return err
 	}
 	if *allowExternal < 0 || *allowRepeated < 0 {
@@ -81,7 +100,18 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	in, err := audit.Load(ctx, nc)
+	var lister audit.TaskLister
+	if !tsf.needsNATS() {
+		svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
+		if err != nil {
+			return err
+		}
+		defer svc.Close()
+		if lister, err = taskLister(svc); err != nil {
+			return err
+		}
+	}
+	in, err := audit.LoadWith(ctx, nc, lister)
 	if err != nil {
 		return err
 	}
@@ -96,6 +126,35 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("verify: a check failed: %w", errSilent)
 	}
 	return nil
+}
+
+// calDAVLister is what verify needs of the CalDAV adapter: its listing and
+// the store id its receipts carry.
+type calDAVLister interface {
+	Tasks(ctx context.Context) (caldav.Listing, error)
+	StoreID() string
+	CollectionURL() string
+}
+
+// taskLister presents an opened task service that keeps no call log to the
+// audit, by the tasks it lists.
+func taskLister(svc *taskService) (audit.TaskLister, error) {
+	c, ok := svc.Service.(calDAVLister)
+	if !ok {
+		return nil, fmt.Errorf("verify: the task service %s cannot list its tasks", svc.Name)
+	}
+	return audit.ListerFunc(func(ctx context.Context) (audit.TaskListing, error) {
+		l, err := c.Tasks(ctx)
+		if err != nil {
+			return audit.TaskListing{}, fmt.Errorf("verify: %w", err)
+		}
+		out := audit.TaskListing{Name: "CalDAV collection " + c.CollectionURL(), StoreID: c.StoreID(), Items: l.VTODOs,
+			NoCallLog: "the CalDAV server keeps no call log"}
+		for _, t := range l.Tasks {
+			out.Tasks = append(out.Tasks, audit.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
+		}
+		return out, nil
+	}), nil
 }
 
 func printReport(w io.Writer, rep audit.Report) {
@@ -115,7 +174,9 @@ func printReport(w io.Writer, rep audit.Report) {
 				a.Messages, a.Calls, a.Receipts)
 		}
 	}
-	if id := rep.Service; id.StoreID != "" {
+	if id := rep.Service; id.StoreID != "" && id.Name != "" {
+		fmt.Fprintf(w, "task service: store %s, %s\n", id.StoreID, id.Name)
+	} else if id.StoreID != "" {
 		fmt.Fprintf(w, "task service: store %s, answered by instance %s on %s (pid %d)\n", id.StoreID, id.Instance, id.Host, id.PID)
 	}
 	if len(rep.Gate.Checks) > 0 {
@@ -127,15 +188,24 @@ func printReport(w io.Writer, rep audit.Report) {
 	}
 	for _, c := range rep.Checks {
 		mark := "ok  "
-		if !c.OK {
+		switch {
+		case !c.OK:
 			mark = "FAIL"
+		case c.NotApplicable != "":
+			mark = "n/a "
 		}
 		fmt.Fprintf(w, "%s %d. %s\n", mark, c.N, c.Name)
+		if c.NotApplicable != "" {
+			fmt.Fprintf(w, "       not applicable: %s\n", c.NotApplicable)
+		}
 		for _, f := range c.Figures {
 			fmt.Fprintf(w, "       %-60s %d\n", f.Name, f.Value)
 		}
 		for _, v := range c.Violations {
 			fmt.Fprintf(w, "       ! %s\n", v)
+		}
+		for _, n := range c.Notes {
+			fmt.Fprintf(w, "       - %s\n", n)
 		}
 	}
 	if rep.OK {

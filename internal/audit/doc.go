@@ -11,6 +11,11 @@
 // messages that aged out before it. A record younger than the max age whose
 // message is gone is a violation, not an exclusion.
 //
+// A task service that keeps no call log and no counters (a CalDAV
+// collection) is audited by the tasks it lists (LoadWith and a TaskLister):
+// the checks that need its record of every call are then reported as not
+// applicable, with the reason.
+//
 // It only reads. It must never publish, ack, or call the task service's
 // create endpoint, so that running it cannot change what it measures.
 package audit

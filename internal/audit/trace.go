@@ -560,8 +560,12 @@ func checkOneStore(in *Input) Check {
 	for _, id := range ids {
 		rs := others[id]
 		foreign += len(rs)
-		c.violate("%d receipts name store %s, not the audited store %s: a second task service instance answered (first: %s)",
-			len(rs), id, in.Service.StoreID, rs[0])
+		why := "a second task service instance answered"
+		if in.Listing != nil {
+			why = "another scope answered (another collection, or this one under another URL)"
+		}
+		c.violate("%d receipts name store %s, not the audited store %s: %s (first: %s)",
+			len(rs), id, in.Service.StoreID, why, rs[0])
 	}
 	c.fig("receipts naming the audited store", named)
 	c.fig("receipts naming another store", foreign)

@@ -32,6 +32,11 @@ type Input struct {
 	Tasks    []provider.TaskRecord
 	Intents  []provider.FirstResult
 	Consumer ConsumerState
+	// Listing, when set, is all the audit knows of a task service that
+	// keeps no call log and no counters (a CalDAV collection): the tasks it
+	// holds. Counts and the records above are then empty, and the checks
+	// that need them are reported as not applicable.
+	Listing *TaskListing
 
 	// Approvals holds each stored approval message's data and the time the
 	// stream stored it, by stream sequence, for the gate to be re-run.
@@ -55,7 +60,9 @@ type Input struct {
 // ServiceIdentity names the task service's store and the instance that
 // answered the audit.
 type ServiceIdentity struct {
-	StoreID  string `json:"store_id"`
+	StoreID string `json:"store_id"`
+	// Name names a listed service ("CalDAV collection https://…/").
+	Name     string `json:"name,omitempty"`
 	Instance string `json:"instance,omitempty"`
 	Host     string `json:"host,omitempty"`
 	PID      int    `json:"pid,omitempty"`
@@ -84,8 +91,13 @@ type StreamState struct {
 	LastSeqAfter uint64
 }
 
-// Load reads the Input over the connection nc.
-func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
+// Load reads the Input over the connection nc, from the fake task service.
+func Load(ctx context.Context, nc *nats.Conn) (*Input, error) { return LoadWith(ctx, nc, nil) }
+
+// LoadWith reads the Input over the connection nc. With a lister, the task
+// service is known by its listing only (Input.Listing); without one, the
+// fake task service's counters and records are read over nc.
+func LoadWith(ctx context.Context, nc *nats.Conn, lister TaskLister) (*Input, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -114,6 +126,15 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
 	if in.Consumer, in.MaxDeliver, err = consumer(ctx, js); err != nil {
 		return nil, err
 	}
+	if lister != nil {
+		l, err := lister.ListTasks(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("audit: listing the task service's tasks: %w", err)
+		}
+		in.Listing = &l
+		in.Service = ServiceIdentity{StoreID: l.StoreID, Name: l.Name}
+		return in, finishLoad(ctx, js, in)
+	}
 	svc := provider.NewClient(nc)
 	si, err := svc.Info(ctx)
 	if err != nil {
@@ -138,16 +159,22 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) {
 			after = page.NextSeq
 		}
 	}
+	return in, finishLoad(ctx, js, in)
+}
+
+// finishLoad notes the APPROVALS stream's last sequence once everything
+// else was read.
+func finishLoad(ctx context.Context, js jetstream.JetStream, in *Input) error {
 	s, err := js.Stream(ctx, topology.ApprovalsStream)
 	if err != nil {
-		return nil, fmt.Errorf("audit: opening stream %s: %w", topology.ApprovalsStream, err)
+		return fmt.Errorf("audit: opening stream %s: %w", topology.ApprovalsStream, err)
 	}
 	end, err := s.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("audit: reading stream %s: %w", topology.ApprovalsStream, err)
+		return fmt.Errorf("audit: reading stream %s: %w", topology.ApprovalsStream, err)
 	}
 	in.Stream.LastSeqAfter = max(in.Stream.LastSeq, end.State.LastSeq)
-	return in, nil
+	return nil
 }
 
 // Figure is one named number a check reports.
@@ -163,6 +190,12 @@ type Check struct {
 	OK         bool     `json:"ok"`
 	Figures    []Figure `json:"figures"`
 	Violations []string `json:"violations,omitempty"`
+	// Notes list what a check found worth saying that is not a violation.
+	Notes []string `json:"notes,omitempty"`
+	// NotApplicable, when set, says why the check could not be made on
+	// this task service (OK is then true: nothing was found, because
+	// nothing could be looked at).
+	NotApplicable string `json:"not_applicable,omitempty"`
 }
 
 // Report is the checker's verdict.
@@ -242,7 +275,10 @@ func Verify(in *Input) Report { return VerifyWith(in, Options{}) }
 // VerifyWith applies the rules to in.
 func VerifyWith(in *Input, o Options) Report {
 	v := newView(in, o)
-	checks := []Check{
+	if in.Listing != nil {
+		return report(in, v, o, verifyListed(in, v))
+	}
+	return report(in, v, o, []Check{
 		checkTerminal(in),
 		checkOneCreate(in),
 		checkCounters(in),
@@ -254,7 +290,10 @@ func VerifyWith(in *Input, o Options) Report {
 		checkGate(v),
 		checkDeliveries(v),
 		checkOneStore(in),
-	}
+	})
+}
+
+func report(in *Input, v *view, o Options, checks []Check) Report {
 	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate), Service: in.Service, Checks: checks}
 	for _, c := range checks {
 		rep.OK = rep.OK && c.OK

@@ -1,0 +1,643 @@
+package main
+
+// The pipeline against real CalDAV servers: executor processes started with
+// --task-service caldav, the JetStream pipeline of testenv, and Radicale or
+// Xandikos started fresh for each test by davtest. What the tests assert
+// about the server is read from the server itself: PUTs and 201 answers from
+// its own request log, VTODOs from a REPORT on the collection and from the
+// .ics files in its storage folder. The server keeps no counters, so the
+// receipts' counts are null.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/taskservice/caldav"
+)
+
+// davRig is the pipeline with a CalDAV server as its task service.
+type davRig struct {
+	env *testenv.Env
+	srv *davtest.Server
+	// dav reads the collection directly (not through a proxy), as an audit
+	// would.
+	dav *caldav.Adapter
+}
+
+// startDAVRig starts the JetStream pipeline and a fresh server of kind k.
+func startDAVRig(t *testing.T, k davtest.Kind) *davRig {
+	t.Helper()
+	srv := davtest.Start(t, k, davtest.Options{})
+	env := testenv.Start(t)
+	dav, err := caldav.New(caldav.Config{CollectionURL: srv.CollectionURL, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &davRig{env: env, srv: srv, dav: dav}
+}
+
+// executor starts an executor process whose task service is the CalDAV
+// collection at collectionURL (the server's, or a proxy's in front of it).
+func (r *davRig) executor(t *testing.T, collectionURL, id string, extra ...string) *process {
+	t.Helper()
+	args := append([]string{"--task-service", "caldav", "--caldav-url", collectionURL}, extra...)
+	return startExecutor(t, r.env.URL(), id, args...)
+}
+
+// resource is the path of intent's resource on the server.
+func (r *davRig) resource(t *testing.T, intent string) string {
+	t.Helper()
+	name, err := caldav.ResourceName(intent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.srv.ResourcePath(name)
+}
+
+// listing reads the collection with the adapter's REPORT.
+func (r *davRig) listing(t *testing.T) caldav.Listing {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := r.dav.Tasks(ctx)
+	if err != nil {
+		t.Fatalf("listing the collection: %v", err)
+	}
+	return l
+}
+
+// tasksFor counts the listed VTODOs that carry intent's property.
+func tasksFor(l caldav.Listing, intent string) int {
+	n := 0
+	for _, task := range l.Tasks {
+		if task.IntentID == intent {
+			n++
+		}
+	}
+	return n
+}
+
+// sendByProcess publishes envelope from a publisher process of its own (this
+// test binary as the demo's publisher command) and returns the receipt it
+// waited for.
+func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Receipt {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "envelope.json")
+	if err := os.WriteFile(file, envelope, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], demoSendCommand, "--server", natsURL, "--envelope", file)
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("publisher process: %v\n%s", err, errOut.String())
+	}
+	rc, err := document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
+	if err != nil {
+		t.Fatalf("the publisher process printed no receipt: %v\n%s", err, out.String())
+	}
+	return rc
+}
+
+// send publishes envelope in this process and waits for its first terminal
+// receipt.
+func (r *davRig) send(t *testing.T, envelope []byte) *publish.Receipt {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sent, err := publish.Send(ctx, r.env.JS, envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receiptFor(t, r.env.JS, sent.IntentID, sent.StreamSeq)
+}
+
+// awaitReceipts waits until every message in seqs has a terminal receipt or
+// a dead letter, and returns the receipts by message.
+func awaitReceipts(t *testing.T, r *davRig, seqs []uint64, within time.Duration) map[uint64][]*document.Receipt {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		byseq, err := audit.ReceiptsBySeq(ctx, r.env.JS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, seq := range seqs {
+			terminal := false
+			for _, rc := range byseq[seq] {
+				terminal = terminal || document.Terminal(rc.Outcome)
+			}
+			if _, isDead := dead[seq]; terminal || isDead {
+				done++
+			}
+		}
+		if done == len(seqs) {
+			return byseq
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d messages have a terminal receipt or a dead letter after %s", done, len(seqs), within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// awaitPullers waits until n executors wait on the shared consumer, so
+// that the messages published next are shared among them.
+func (r *davRig) awaitPullers(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for {
+		st, err := audit.Consumer(ctx, r.env.JS)
+		if err == nil && st.Waiting >= n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d executors wait on the consumer (%v), want %d", st.Waiting, err, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkServiceReceipt fails unless rc is a receipt of the CalDAV service:
+// outcome want, task id task (when given), store id store, null counts.
+func checkServiceReceipt(t *testing.T, what string, rc *document.Receipt, want, task, store string) {
+	t.Helper()
+	if rc.Outcome != want {
+		t.Errorf("%s: outcome %s, want %s (rejection %+v, failure %+v)", what, rc.Outcome, want, rc.Rejection, rc.Failure)
+		return
+	}
+	if rc.TaskID == nil || task != "" && *rc.TaskID != task {
+		t.Errorf("%s: task id %v, want %s", what, ptr(rc.TaskID), task)
+	}
+	if rc.StoreID == nil || *rc.StoreID != store {
+		t.Errorf("%s: store id %v, want the collection's %s", what, ptr(rc.StoreID), store)
+	}
+	if rc.Counts != nil {
+		t.Errorf("%s: counts %+v, want null: the CalDAV server keeps no counters", what, *rc.Counts)
+	}
+}
+
+func ptr(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return *s
+}
+
+func TestCalDAVTheSeedsLineCountsTwoOneOneOnTheServer(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("two publisher processes send one approval to "+string(k)+": created, replayed, 2 PUTs, one 201, one VTODO", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			r.executor(t, r.srv.CollectionURL, "exec-1")
+			intent := "intent-0001"
+			first := sendByProcess(t, r.env.URL(), s.Original.Envelope())
+			second := sendByProcess(t, r.env.URL(), s.Original.Envelope())
+			checkServiceReceipt(t, "first receipt", first, document.OutcomeCreated, intent, r.dav.StoreID())
+			checkServiceReceipt(t, "second receipt", second, document.OutcomeReplayed, ptr(first.TaskID), r.dav.StoreID())
+
+			path := r.resource(t, intent)
+			puts, creates := r.srv.PUTs(path), r.srv.Creates(path)
+			l := r.listing(t)
+			stored := r.srv.StoredNames()
+			t.Logf("%s: %d PUTs of %s, %d answered 201, %d VTODOs listed (%d ours), %d .ics files stored %q",
+				k, puts, path, creates, l.VTODOs, len(l.Tasks), len(stored), stored)
+			if puts != 2 || creates != 1 || l.VTODOs != 1 || tasksFor(l, intent) != 1 || len(stored) != 1 {
+				t.Fatalf("requests received %d, creates executed %d, tasks existing %d by the REPORT (%d ours for %s) and %d by storage; want 2, 1, 1",
+					puts, creates, l.VTODOs, tasksFor(l, intent), intent, len(stored))
+			}
+		})
+	}
+}
+
+func TestCalDAVAChangedRequestConflictsAndTwoIntentsMakeTwoTasks(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k)+" a changed request under one intent conflicts and leaves the first VTODO byte for byte; another intent with the same content is a second VTODO", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			r.executor(t, r.srv.CollectionURL, "exec-1")
+			store := r.dav.StoreID()
+			created := r.send(t, s.Original.Envelope())
+			checkServiceReceipt(t, "the original", created.Receipt, document.OutcomeCreated, "intent-0001", store)
+			name, err := caldav.ResourceName("intent-0001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := r.srv.Stored(name)
+			if before == nil {
+				t.Fatalf("no %s in the server's storage after the create", name)
+			}
+
+			changed := r.send(t, s.Changed.Envelope())
+			checkServiceReceipt(t, "the changed request", changed.Receipt, document.OutcomeConflict, "intent-0001", store)
+			if after := r.srv.Stored(name); !bytes.Equal(after, before) {
+				t.Fatalf("the conflict changed the stored VTODO:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			path := r.resource(t, "intent-0001")
+			if puts, creates := r.srv.PUTs(path), r.srv.Creates(path); puts != 2 || creates != 1 {
+				t.Fatalf("%s: %d PUTs, %d answered 201; want 2 and 1", path, puts, creates)
+			}
+
+			other := r.send(t, s.NewIntent.Envelope())
+			checkServiceReceipt(t, "the second intent", other.Receipt, document.OutcomeCreated, "intent-0002", store)
+			l := r.listing(t)
+			stored := r.srv.StoredNames()
+			t.Logf("%s: conflict %q; VTODOs listed %d (intent-0001: %d, intent-0002: %d); stored %q",
+				k, ptr(changed.TaskID), l.VTODOs, tasksFor(l, "intent-0001"), tasksFor(l, "intent-0002"), stored)
+			if l.VTODOs != 2 || tasksFor(l, "intent-0001") != 1 || tasksFor(l, "intent-0002") != 1 || len(stored) != 2 {
+				t.Fatalf("VTODOs listed %d (per intent %d and %d), stored %q; want one per intent, two in all",
+					l.VTODOs, tasksFor(l, "intent-0001"), tasksFor(l, "intent-0002"), stored)
+			}
+			if p := r.resource(t, "intent-0002"); r.srv.Creates(p) != 1 {
+				t.Fatalf("%s answered 201 %d times, want once", p, r.srv.Creates(p))
+			}
+		})
+	}
+}
+
+func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *testing.T) {
+	const copies = 64
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run(fmt.Sprintf("on %s %d concurrent deliveries of one approval across three executor processes get one 201", k, copies), func(t *testing.T) {
+			r := startDAVRig(t, k)
+			// Radicale takes the connections beyond its listen backlog of 5
+			// only when the client sends its SYN again (after 1 s, then 2 s
+			// more), so the calls get time enough for that. Each instance
+			// takes at most 22 deliveries at once, so that all three share
+			// the 64.
+			for i := 1; i <= 3; i++ {
+				r.executor(t, r.srv.CollectionURL, fmt.Sprintf("exec-%d", i), "--call-timeout", "15s", "--ack-wait", "30s", "--concurrency", "22")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r.awaitPullers(ctx, t, 3)
+			seqs := make([]uint64, copies)
+			var wg sync.WaitGroup
+			errs := make(chan error, copies)
+			for i := range copies {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sent, err := publish.Send(ctx, r.env.JS, s.Original.Envelope())
+					if err != nil {
+						errs <- err
+						return
+					}
+					seqs[i] = sent.StreamSeq
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("publishing: %v", err)
+			}
+			byseq := awaitReceipts(t, r, seqs, 60*time.Second)
+			outcomes := map[string]int{}
+			executors := map[string]int{}
+			for _, seq := range seqs {
+				rc := byseq[seq][0]
+				outcomes[rc.Outcome]++
+				executors[rc.Delivery.Executor]++
+				if rc.Outcome == document.OutcomeCreated || rc.Outcome == document.OutcomeReplayed {
+					checkServiceReceipt(t, fmt.Sprintf("message %d", seq), rc, rc.Outcome, "intent-0001", r.dav.StoreID())
+				}
+			}
+			path := r.resource(t, "intent-0001")
+			puts, creates := r.srv.PUTs(path), r.srv.Creates(path)
+			l := r.listing(t)
+			t.Logf("%s: receipts %v by executor %v; %d PUTs, %d answered 201, %d VTODOs listed, stored %q",
+				k, outcomes, executors, puts, creates, l.VTODOs, r.srv.StoredNames())
+			if creates != 1 {
+				t.Fatalf("%d answers 201 in the server's log, want exactly one", creates)
+			}
+			if outcomes[document.OutcomeCreated] != 1 || outcomes[document.OutcomeReplayed] != copies-1 {
+				t.Fatalf("receipts %v, want 1 created and %d replayed", outcomes, copies-1)
+			}
+			if puts < copies || l.VTODOs != 1 || len(r.srv.StoredNames()) != 1 {
+				t.Fatalf("%d PUTs (want at least %d), %d VTODOs listed, stored %q; want one VTODO", puts, copies, l.VTODOs, r.srv.StoredNames())
+			}
+			if len(executors) < 2 {
+				t.Errorf("only %v handled the deliveries; the consumer was not shared", executors)
+			}
+		})
+	}
+}
+
+func TestCalDAVALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k)+" the reply to the PUT is lost, the redelivery is replayed and the server holds one VTODO", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			proxy := davtest.NewProxy(t, r.srv.BaseURL)
+			viaProxy := proxy.Rewrite(r.srv.CollectionURL)
+			through, err := caldav.New(caldav.Config{CollectionURL: viaProxy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.executor(t, viaProxy, "exec-1")
+			proxy.DropResponses(1)
+			rc := r.send(t, s.Original.Envelope())
+			checkServiceReceipt(t, "the receipt", rc.Receipt, document.OutcomeReplayed, "intent-0001", through.StoreID())
+			if rc.Delivery.Delivered < 2 {
+				t.Errorf("the replay came on delivery %d, want a redelivery", rc.Delivery.Delivered)
+			}
+			path := r.resource(t, "intent-0001")
+			puts, creates := r.srv.PUTs(path), r.srv.Creates(path)
+			l := r.listing(t)
+			t.Logf("%s: %d answers dropped by the proxy; receipt %s on delivery %d; %d PUTs, %d answered 201, %d VTODOs listed, stored %q",
+				k, proxy.Dropped(), rc.Outcome, rc.Delivery.Delivered, puts, creates, l.VTODOs, r.srv.StoredNames())
+			if proxy.Dropped() != 1 {
+				t.Fatalf("the proxy dropped %d answers, want 1", proxy.Dropped())
+			}
+			if creates != 1 || puts != 2 || l.VTODOs != 1 || len(r.srv.StoredNames()) != 1 {
+				t.Fatalf("%d PUTs, %d answered 201, %d VTODOs listed, stored %q; want 2, 1, 1", puts, creates, l.VTODOs, r.srv.StoredNames())
+			}
+		})
+	}
+}
+
+func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
+	const batch = 30
+	cand := scenario.Candidate()
+	envelopes := make([][]byte, batch)
+	intents := make([]string, batch)
+	for i := range batch {
+		a, err := scenario.Generate(cand, "restart", i+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envelopes[i] = a.Envelope()
+		intents[i] = document.Identify(envelopes[i]).IntentID
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k)+" restarted while the executors work, every message ends with a receipt and every intent with one VTODO", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			// The budget outlasts a restart: redeliveries come after 1 s,
+			// 2 s, 4 s, ….
+			r.executor(t, r.srv.CollectionURL, "exec-1", "--max-deliver", "6")
+			r.executor(t, r.srv.CollectionURL, "exec-2", "--max-deliver", "6")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// The batch is spread over about a second and a half; the
+			// server restarts once a few receipts are in.
+			seqs := make([]uint64, 0, batch)
+			published := make(chan error, 1)
+			var mu sync.Mutex
+			go func() {
+				for _, e := range envelopes {
+					sent, err := publish.Send(ctx, r.env.JS, e)
+					if err != nil {
+						published <- err
+						return
+					}
+					mu.Lock()
+					seqs = append(seqs, sent.StreamSeq)
+					mu.Unlock()
+					time.Sleep(50 * time.Millisecond)
+				}
+				published <- nil
+			}()
+			for {
+				n, err := audit.CountReceipts(ctx, r.env.JS)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n[document.OutcomeCreated] >= 3 {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal("no receipts before the restart")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			r.srv.Restart()
+			restartedAfter, err := audit.CountReceipts(ctx, r.env.JS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if restartedAfter[document.OutcomeCreated] >= batch {
+				t.Fatalf("all %d receipts were in when the server was back: the restart was not mid-run", batch)
+			}
+			if err := <-published; err != nil {
+				t.Fatalf("publishing: %v", err)
+			}
+			mu.Lock()
+			all := slices.Clone(seqs)
+			mu.Unlock()
+			byseq := awaitReceipts(t, r, all, 60*time.Second)
+			dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outcomes := map[string]int{}
+			redelivered := 0
+			for _, seq := range all {
+				rc := byseq[seq][0]
+				outcomes[rc.Outcome]++
+				if rc.Delivery.Delivered > 1 {
+					redelivered++
+				}
+			}
+			l := r.listing(t)
+			var puts, doubled int
+			for _, intent := range intents {
+				path := r.resource(t, intent)
+				puts += r.srv.PUTs(path)
+				if c := r.srv.Creates(path); c != 1 {
+					doubled++
+					t.Errorf("%s answered 201 %d times, want once", path, c)
+				}
+				if n := tasksFor(l, intent); n != 1 {
+					t.Errorf("intent %s has %d VTODOs listed, want 1", intent, n)
+				}
+			}
+			t.Logf("%s: restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; %d PUTs for %d intents; %d VTODOs listed, %d stored",
+				k, restartedAfter[document.OutcomeCreated], outcomes, redelivered, len(dead), puts, batch, l.VTODOs, len(r.srv.StoredNames()))
+			if len(dead) != 0 {
+				t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
+			}
+			if outcomes[document.OutcomeCreated]+outcomes[document.OutcomeReplayed] != batch {
+				t.Errorf("receipts %v, want %d created or replayed", outcomes, batch)
+			}
+			if l.VTODOs != batch || len(r.srv.StoredNames()) != batch {
+				t.Errorf("%d VTODOs listed and %d stored, want %d", l.VTODOs, len(r.srv.StoredNames()), batch)
+			}
+		})
+	}
+}
+
+func TestCalDAVATaskDeletedByAUserIsCreatedAgainByAResend(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k)+" a resend after a calendar app deleted the task creates it again: the retention caveat", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			r.executor(t, r.srv.CollectionURL, "exec-1")
+			store := r.dav.StoreID()
+			first := r.send(t, s.Original.Envelope())
+			checkServiceReceipt(t, "the first send", first.Receipt, document.OutcomeCreated, "intent-0001", store)
+			path := r.resource(t, "intent-0001")
+			// A calendar app deletes the task: a plain DELETE of its resource.
+			if code := r.srv.Do(http.MethodDelete, path, nil); code/100 != 2 {
+				t.Fatalf("DELETE %s answered %d", path, code)
+			}
+			if l := r.listing(t); l.VTODOs != 0 {
+				t.Fatalf("after the DELETE the collection lists %d VTODOs", l.VTODOs)
+			}
+			// Verify notes the task as deleted since, and holds.
+			report, err := verifyCalDAV(t, r, r.srv.CollectionURL)
+			if err != nil || !strings.Contains(report, "which CalDAV collection "+r.srv.CollectionURL+" no longer holds") {
+				t.Errorf("verify after the user's DELETE: %v\n%s", err, report)
+			}
+			again := r.send(t, s.Original.Envelope())
+			puts, creates := r.srv.PUTs(path), r.srv.Creates(path)
+			l := r.listing(t)
+			t.Logf("%s: after the user's DELETE the resend came back %s %s; %d PUTs, %d answered 201, %d VTODOs listed: the key was forgotten with the task",
+				k, again.Outcome, ptr(again.TaskID), puts, creates, l.VTODOs)
+			checkServiceReceipt(t, "the resend", again.Receipt, document.OutcomeCreated, "intent-0001", store)
+			if puts != 2 || creates != 2 || l.VTODOs != 1 || tasksFor(l, "intent-0001") != 1 {
+				t.Fatalf("%d PUTs, %d answered 201, %d VTODOs listed; want 2 PUTs, 2 creates (one after the deletion), one VTODO", puts, creates, l.VTODOs)
+			}
+			// Verify sees the second create in the receipts.
+			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: verify after the resend:\n%s", k, violationLines(report))
+			if err == nil || !strings.Contains(report, `intent "intent-0001" has created receipts from 2 deliveries`) {
+				t.Errorf("verify after the resend: %v\n%s", err, report)
+			}
+		})
+	}
+}
+
+// verifyCalDAV runs executor verify against the pipeline with the CalDAV
+// collection at collectionURL, and returns its report and error.
+func verifyCalDAV(t *testing.T, r *davRig, collectionURL string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"verify", "--server", r.env.URL(), "--task-service", "caldav", "--caldav-url", collectionURL}, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+// violationLines keeps the lines of a report that say what failed.
+func violationLines(report string) string {
+	var keep []string
+	for _, line := range strings.Split(report, "\n") {
+		if strings.HasPrefix(line, "FAIL") || strings.Contains(line, "! ") || strings.HasPrefix(line, "verify:") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// handMadeTodo is a VTODO another client stores, with our intent property.
+func handMadeTodo(uid, intent string) []byte {
+	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//by hand//EN\r\nBEGIN:VTODO\r\nUID:" + uid +
+		"\r\nDTSTAMP:20261201T000000Z\r\nSUMMARY:added by hand\r\n" + caldav.PropIntentID + ":" + intent + "\r\n" +
+		caldav.PropRequestDigest + ":sha256:" + strings.Repeat("0", 64) + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
+}
+
+func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k)+" verify holds after a clean run and names the intent of a task added by hand", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			r.executor(t, r.srv.CollectionURL, "exec-1")
+			for _, e := range [][]byte{s.Original.Envelope(), s.Original.Envelope(), s.Changed.Envelope(), s.NewIntent.Envelope(), s.TamperedCases()[0].Envelope} {
+				r.send(t, e)
+			}
+			report, err := verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: executor verify --task-service caldav after a clean run:\n%s", k, report)
+			if err != nil {
+				t.Fatalf("verify failed after a clean run: %v", err)
+			}
+			for _, want := range []string{"task service: store " + r.dav.StoreID() + ", CalDAV collection " + r.srv.CollectionURL,
+				"n/a  4.", "n/a  5.", "n/a  7.", "n/a  10.", "not applicable: the CalDAV server keeps no call log",
+				"ok   2.", "ok   3.", "ok   11.", "verify: all checks hold"} {
+				if !strings.Contains(report, want) {
+					t.Errorf("the report does not say %q", want)
+				}
+			}
+
+			// The same collection through another URL is another store id:
+			// every receipt names a store that is not the audited one.
+			proxy := davtest.NewProxy(t, r.srv.BaseURL)
+			report, err = verifyCalDAV(t, r, proxy.Rewrite(r.srv.CollectionURL))
+			t.Logf("%s: verify through a proxy's URL:\n%s", k, violationLines(report))
+			if err == nil || !strings.Contains(report, "FAIL 11.") || !strings.Contains(report, "name store "+r.dav.StoreID()) {
+				t.Errorf("verify through another URL: %v\n%s", err, report)
+			}
+
+			// A second VTODO for intent-0001, stored by another client.
+			path := r.srv.ResourcePath("by-hand.ics")
+			if code := r.srv.Put(path, handMadeTodo("by-hand", "intent-0001")); code != http.StatusCreated {
+				t.Fatalf("PUT %s answered %d", path, code)
+			}
+			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: verify with a second VTODO for intent-0001:\n%s", k, violationLines(report))
+			if err == nil || !strings.Contains(report, "FAIL 2.") || !strings.Contains(report, `intent "intent-0001" has 2 tasks`) {
+				t.Errorf("verify with a second VTODO for intent-0001: %v\n%s", err, report)
+			}
+			if code := r.srv.Do(http.MethodDelete, path, nil); code/100 != 2 {
+				t.Fatalf("DELETE %s answered %d", path, code)
+			}
+
+			// A VTODO with intent-0001's property and intent-0002's task id
+			// (its UID), under another name.
+			// CalDAV forbids two resources with one UID in a collection
+			// (RFC 4791 §5.3.2.1, no-uid-conflict); a server that keeps to
+			// it refuses the task.
+			code := r.srv.Put(path, handMadeTodo("intent-0002", "intent-0001"))
+			if r.srv.Stored("by-hand.ics") == nil {
+				t.Logf("%s refuses a second resource with the UID intent-0002 (answer %d): such a task cannot be added", k, code)
+				if code/100 == 2 && code != http.StatusMultiStatus {
+					t.Errorf("%s answered %d but did not store the resource", k, code)
+				}
+				return
+			}
+			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: a VTODO with intent-0001's property and intent-0002's task id stored (answer %d); verify says:\n%s", k, code, report)
+			if err == nil || !strings.Contains(report, `intent "intent-0001" has 2 tasks`) || !strings.Contains(report, `task id intent-0002 is held by tasks of 2 intents`) {
+				t.Errorf("verify with intent-0002's task id under intent-0001: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,264 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/probe"
+)
+
+// This file audits a task service that keeps no log of calls and no
+// counters, only its tasks: a CalDAV collection. What the audit reads of it
+// is a listing of the tasks it holds; the receipts say the rest. The checks
+// that need the service's record of every call (4, 5, 7 and 10) cannot be
+// made and are reported as not applicable, with the reason, rather than
+// passed.
+
+// ListedTask is one task a listing shows: one that carries the intent id it
+// was created for.
+type ListedTask struct {
+	IntentID      string `json:"intent_id"`
+	TaskID        string `json:"task_id"`
+	RequestDigest string `json:"request_digest,omitempty"`
+	// Where names the task in the service (a resource's path).
+	Where string `json:"where,omitempty"`
+}
+
+// TaskListing is what a task service without a call log shows of itself.
+type TaskListing struct {
+	// Name names the service in the report ("CalDAV collection https://…/").
+	Name string
+	// StoreID names the scope in which the service remembers intent ids,
+	// as its receipts name it.
+	StoreID string
+	// Tasks are the tasks that carry an intent id.
+	Tasks []ListedTask
+	// Items counts everything the service holds, tasks of ours or not.
+	Items int
+	// NoCallLog says why the checks that need a log of calls do not apply
+	// ("the CalDAV server keeps no call log").
+	NoCallLog string
+}
+
+// TaskLister lists a task service's tasks. An adapter that can list its
+// tasks is audited through it, without the audit knowing the adapter.
+type TaskLister interface {
+	ListTasks(ctx context.Context) (TaskListing, error)
+}
+
+// ListerFunc adapts a function to TaskLister.
+type ListerFunc func(ctx context.Context) (TaskListing, error)
+
+// ListTasks calls f.
+func (f ListerFunc) ListTasks(ctx context.Context) (TaskListing, error) { return f(ctx) }
+
+// verifyListed applies the rules to an input whose service is known by its
+// listing only.
+func verifyListed(in *Input, v *view) []Check {
+	why := in.Listing.NoCallLog
+	if why == "" {
+		why = "the task service keeps no call log"
+	}
+	na := func(c Check) Check {
+		return Check{N: c.N, Name: c.Name, OK: true, NotApplicable: why}
+	}
+	return []Check{
+		checkTerminal(in),
+		checkListedOneTask(in),
+		checkListedTasks(in, v),
+		na(checkRequests(v)),
+		na(checkFirstRecords(in)),
+		checkRejected(in),
+		na(checkCallsNameMessages(v)),
+		checkReceiptsNameMessages(v),
+		checkGate(v),
+		na(checkDeliveries(v)),
+		checkOneStore(in),
+	}
+}
+
+// byIntent groups the listed tasks by intent id.
+func (l *TaskListing) byIntent() map[string][]ListedTask {
+	out := map[string][]ListedTask{}
+	for _, t := range l.Tasks {
+		out[t.IntentID] = append(out[t.IntentID], t)
+	}
+	return out
+}
+
+func describeTasks(ts []ListedTask) string {
+	parts := make([]string, 0, len(ts))
+	for _, t := range ts {
+		p := "task " + t.TaskID
+		if t.Where != "" {
+			p += " at " + t.Where
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// 2, for a listed service. Per intent id at most one task, no task id held
+// by two intents, at most one created receipt, and every created or replayed
+// receipt names the task the service holds for its intent.
+func checkListedOneTask(in *Input) Check {
+	c := Check{N: 2, Name: "at most one task per intent id; its created and replayed receipts name it", OK: true}
+	l := in.Listing
+	tasks := l.byIntent()
+	intents := sortedKeys(tasks)
+	var doubled int
+	for _, intent := range intents {
+		if ts := tasks[intent]; len(ts) > 1 {
+			doubled++
+			c.violate("intent %q has %d tasks in %s: %s", intent, len(ts), l.Name, describeTasks(ts))
+		}
+	}
+	holders := map[string][]string{}
+	for _, t := range l.Tasks {
+		if !slices.Contains(holders[t.TaskID], t.IntentID) {
+			holders[t.TaskID] = append(holders[t.TaskID], t.IntentID)
+		}
+	}
+	for _, id := range sortedKeys(holders) {
+		if hs := holders[id]; len(hs) > 1 {
+			slices.Sort(hs)
+			c.violate("task id %s is held by tasks of %d intents: %q", id, len(hs), hs)
+		}
+	}
+	type delivery struct{ seq, delivered uint64 }
+	created := map[string]map[delivery]bool{}
+	named := map[string]string{}
+	var checked, gone int
+	for _, seq := range sortedSeqs(in.Receipts) {
+		for _, r := range in.Receipts[seq] {
+			if r.Outcome != document.OutcomeCreated && r.Outcome != document.OutcomeReplayed || r.IntentID == nil || r.TaskID == nil {
+				continue
+			}
+			checked++
+			intent, task := *r.IntentID, *r.TaskID
+			if r.Outcome == document.OutcomeCreated {
+				if created[intent] == nil {
+					created[intent] = map[delivery]bool{}
+				}
+				created[intent][delivery{seq, r.Delivery.Delivered}] = true
+			}
+			if prev, ok := named[intent]; ok && prev != task {
+				c.violate("intent %q: receipts name tasks %s and %s", intent, prev, task)
+			}
+			named[intent] = task
+			ts, held := tasks[intent]
+			switch {
+			case !held:
+				gone++
+			case !slices.ContainsFunc(ts, func(t ListedTask) bool { return t.TaskID == task }):
+				c.violate("intent %q: receipt %s of message %d (%s) names task %s, but %s holds %s for it",
+					intent, r.ReceiptID, seq, r.Outcome, task, l.Name, describeTasks(ts))
+			}
+		}
+	}
+	var again int
+	for _, intent := range sortedKeys(created) {
+		if n := len(created[intent]); n > 1 {
+			again++
+			c.violate("intent %q has created receipts from %d deliveries: the service created its task %d times "+
+				"(a task deleted in the service, then created again by a resend, is one way)", intent, n, n)
+		}
+	}
+	c.fig("tasks carrying an intent id", len(l.Tasks))
+	c.fig("intents with a task", len(tasks))
+	c.fig("intents with more than one task", doubled)
+	c.fig("created and replayed receipts checked", checked)
+	c.fig("of which for an intent whose task is gone (see 3)", gone)
+	c.fig("intents created more than once, by their receipts", again)
+	return c
+}
+
+// 3, for a listed service. The tasks existing are the intents whose
+// receipts say created or replayed. A task no such receipt names is a
+// violation unless it is accounted for: made by executor probe, for a
+// message that was dead-lettered (a call may have created it before its
+// reply was lost), or possibly for a message no longer in the stream. An
+// intent whose task is gone was deleted in the service since, by a user or
+// another client: reported, not a violation, since a task service's users
+// may delete their tasks.
+func checkListedTasks(in *Input, v *view) Check {
+	c := Check{N: 3, Name: "tasks existing = intents with a created or replayed receipt", OK: true}
+	l := in.Listing
+	tasks := l.byIntent()
+	withReceipt := map[string]string{}
+	for _, seq := range sortedSeqs(in.Receipts) {
+		for _, r := range in.Receipts[seq] {
+			if (r.Outcome == document.OutcomeCreated || r.Outcome == document.OutcomeReplayed) && r.IntentID != nil {
+				withReceipt[*r.IntentID] = deref(r.TaskID)
+			}
+		}
+	}
+	deadIntent := map[string]bool{}
+	for seq := range in.DeadLetters {
+		if m, ok := v.msgs[seq]; ok && m.id.IntentID != "" {
+			deadIntent[m.id.IntentID] = true
+		}
+	}
+	var gone []string
+	for _, intent := range sortedKeys(withReceipt) {
+		if _, ok := tasks[intent]; !ok {
+			gone = append(gone, intent)
+		}
+	}
+	for _, intent := range gone {
+		c.note("intent %q: its receipts name task %s, which %s no longer holds: deleted in the service since; a resend of its approval would create it again",
+			intent, withReceipt[intent], l.Name)
+	}
+	var probed, dead, older, unnamed int
+	for _, intent := range sortedKeys(tasks) {
+		if _, ok := withReceipt[intent]; ok {
+			continue
+		}
+		ts := tasks[intent]
+		switch {
+		case strings.HasPrefix(intent, probe.Prefix):
+			probed += len(ts)
+		case deadIntent[intent]:
+			dead += len(ts)
+			c.note("intent %q: %s exists, and its message was dead-lettered: a call created it before its reply was lost; a redrive replays it", intent, describeTasks(ts))
+		case v.first > 1:
+			older += len(ts)
+			c.note("intent %q: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
+		default:
+			unnamed += len(ts)
+			c.violate("intent %q: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline",
+				intent, describeTasks(ts))
+		}
+	}
+	c.fig("items in the service, ours or not", l.Items)
+	c.fig("tasks existing (carrying an intent id)", len(l.Tasks))
+	c.fig("intents with a task", len(tasks))
+	c.fig("intents with a created or replayed receipt", len(withReceipt))
+	c.fig("of which the task is gone (deleted since; noted)", len(gone))
+	c.fig("tasks no receipt names", probed+dead+older+unnamed)
+	c.fig("of which made by executor probe (excluded)", probed)
+	c.fig("of which for a dead-lettered message", dead)
+	c.fig("of which possibly for a message before the window", older)
+	c.fig("of which unaccounted for", unnamed)
+	return c
+}
+
+func (c *Check) note(format string, args ...any) {
+	if len(c.Notes) < maxListed {
+		c.Notes = append(c.Notes, fmt.Sprintf(format, args...))
+	} else if len(c.Notes) == maxListed {
+		c.Notes = append(c.Notes, "… (more not listed)")
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	s := make([]string, 0, len(m))
+	for k := range m {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}

@@ -1,0 +1,149 @@
+package audit_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/provider"
+)
+
+// listedRun is the correct history of world.run against a task service that
+// keeps no call log and no counters: the audit knows it by its listing of
+// tasks (one per intent, named as the receipts name it), and the receipts
+// carry no counts.
+func listedRun(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t)
+	w.run(auditedAt.Add(-time.Hour))
+	l := &audit.TaskListing{Name: "CalDAV collection http://dav.test/tasks/", StoreID: auditedStore,
+		NoCallLog: "the CalDAV server keeps no call log"}
+	for _, f := range w.in.Intents {
+		l.Tasks = append(l.Tasks, audit.ListedTask{IntentID: f.IntentID, TaskID: f.TaskID, Where: "/tasks/" + f.IntentID + ".ics"})
+	}
+	l.Items = len(l.Tasks)
+	w.in.Listing = l
+	w.in.Service = audit.ServiceIdentity{StoreID: auditedStore, Name: l.Name}
+	w.in.Requests, w.in.Creates, w.in.Tasks, w.in.Intents = nil, nil, nil, nil
+	w.in.Counts = provider.Counts{}
+	for _, rs := range w.in.Receipts {
+		for _, r := range rs {
+			r.Counts = nil
+		}
+	}
+	return w
+}
+
+func checkNotes(rep audit.Report, n int) string {
+	for _, c := range rep.Checks {
+		if c.N == n {
+			return strings.Join(c.Notes, "\n")
+		}
+	}
+	return ""
+}
+
+func TestVerifyAListedTaskService(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func(w *world)
+		fail  []int
+		says  string
+		notes string // check 3's notes must contain it
+	}{
+		{name: "a correct history passes, with the checks that need a call log not applicable"},
+		{
+			name: "a second task for one intent, under another name, fails naming the intent",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-0001", TaskID: "by-hand", Where: "/tasks/by-hand.ics"})
+			},
+			fail: []int{2}, says: `intent "intent-0001" has 2 tasks`,
+		},
+		{
+			name: "a task added by hand with one intent's property and another intent's task id fails naming both",
+			build: func(w *world) {
+				other := w.in.Listing.Tasks[1]
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-0001", TaskID: other.TaskID, Where: "/tasks/by-hand.ics"})
+			},
+			fail: []int{2}, says: `is held by tasks of 2 intents: ["intent-0001" "intent-0002"]`,
+		},
+		{
+			name: "a receipt naming a task other than the one the service holds fails",
+			build: func(w *world) {
+				w.in.Listing.Tasks[0].TaskID = "another-task"
+			},
+			fail: []int{2}, says: `but CalDAV collection http://dav.test/tasks/ holds task another-task`,
+		},
+		{
+			name: "a task no receipt names fails as made outside the pipeline",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-outside", TaskID: "intent-outside"})
+			},
+			fail: []int{3}, says: `intent "intent-outside": task intent-outside exists, but no created or replayed receipt names it`,
+		},
+		{
+			name: "a task of executor probe is counted apart",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "probe-abc-1", TaskID: "probe-abc-1"})
+			},
+		},
+		{
+			name: "a task deleted in the service since is noted, not a violation",
+			build: func(w *world) {
+				w.in.Listing.Tasks = w.in.Listing.Tasks[:1]
+			},
+			notes: `intent "intent-0002": its receipts name task fake-task-0002, which CalDAV collection http://dav.test/tasks/ no longer holds`,
+		},
+		{
+			name: "an intent created again after its task was deleted fails",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), auditedAt.Add(-time.Minute))
+				first := w.in.Receipts[1][0]
+				r := *first
+				r.ReceiptID, r.Delivery.StreamSeq = "receipt-again", seq
+				w.in.Receipts[seq] = append(w.in.Receipts[seq], &r)
+			},
+			fail: []int{2}, says: `intent "intent-0001" has created receipts from 2 deliveries`,
+		},
+		{
+			name: "a receipt naming another store fails check 11",
+			build: func(w *world) {
+				other := "caldav-ffffffffffffffff"
+				w.in.Receipts[2][0].StoreID = &other
+			},
+			fail: []int{11}, says: "name store caldav-ffffffffffffffff, not the audited store " + auditedStore,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := listedRun(t)
+			if tc.build != nil {
+				tc.build(w)
+			}
+			rep := audit.Verify(w.in)
+			if got := failing(rep); !slices.Equal(got, tc.fail) {
+				t.Fatalf("failing checks %v, want %v:\n%s", got, tc.fail, violations(rep))
+			}
+			if tc.says != "" && !strings.Contains(violations(rep), tc.says) {
+				t.Errorf("the violations do not say %q:\n%s", tc.says, violations(rep))
+			}
+			if tc.notes != "" && !strings.Contains(checkNotes(rep, 3), tc.notes) {
+				t.Errorf("check 3's notes do not say %q:\n%s", tc.notes, checkNotes(rep, 3))
+			}
+			if len(rep.Checks) != 11 {
+				t.Fatalf("%d checks, want 11", len(rep.Checks))
+			}
+			for _, c := range rep.Checks {
+				na := c.N == 4 || c.N == 5 || c.N == 7 || c.N == 10
+				if na != (c.NotApplicable != "") || na && (!c.OK || len(c.Figures) != 0) {
+					t.Errorf("check %d: not applicable %q, ok %v, figures %v", c.N, c.NotApplicable, c.OK, c.Figures)
+				}
+			}
+			if rep.Service.Name != w.in.Listing.Name || rep.Service.StoreID != auditedStore {
+				t.Errorf("the report names the service %+v", rep.Service)
+			}
+		})
+	}
+}
