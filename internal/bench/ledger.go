@@ -75,6 +75,8 @@ type ledgerRun struct {
 	rows     int // rows in the ledger at the end
 	distinct int
 	problems []string
+	// results holds each message's outcome, by stream sequence - 1.
+	results []ledgerOutcome
 }
 
 // decide turns the insert's answer and the first record into an outcome:
@@ -418,7 +420,7 @@ func (s *stack) ledgerReference(ctx context.Context, pg *pgCluster, w *Workload,
 	}
 	stops = nil
 
-	run := &ledgerRun{outcomes: map[string]int{}, distinct: w.Distinct}
+	run := &ledgerRun{outcomes: map[string]int{}, distinct: w.Distinct, results: results}
 	if err := pools[0].QueryRow(ctx, "SELECT count(*) FROM intents").Scan(&run.rows); err != nil {
 		return nil, fmt.Errorf("bench: counting the ledger's rows: %w", err)
 	}

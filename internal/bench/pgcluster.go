@@ -22,6 +22,10 @@ import (
 // binaries are installed.
 var ErrNoPostgres = errors.New("bench: no PostgreSQL found (looked for initdb and postgres in PATH and in /usr/lib/postgresql/*/bin; Debian's package is postgresql)")
 
+// pgDebianBinDirs is where Debian's packages install each major version's
+// server programs.
+var pgDebianBinDirs = "/usr/lib/postgresql/*/bin"
+
 // pgBinaries are the PostgreSQL server programs a private cluster needs.
 type pgBinaries struct {
 	initdb, postgres string
@@ -41,7 +45,7 @@ func findPostgres() (*pgBinaries, error) {
 		}
 		dirs = append(dirs, filepath.Dir(p))
 	}
-	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	debian, _ := filepath.Glob(pgDebianBinDirs)
 	slices.SortFunc(debian, func(a, b string) int {
 		ma, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
 		mb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
