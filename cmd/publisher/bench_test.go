@@ -66,6 +66,14 @@ func TestBenchLiveReportsLatency(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^  40/s\s+\d+/s\s+1\s+40\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+\s+ok: 40/40 with receipt`).MatchString(r.stdout) {
 		t.Fatalf("no checked live row for 40/s:\n%s", r.stdout)
 	}
+	// Where the time goes: each stage of the 40 approvals, from the
+	// scheduled publish to the receipt read.
+	for _, stage := range []string{"latency per stage at 40/s (40 of 40 approvals", "stored → taken by a handler", "gate (taken → service call)",
+		"service call (request → answer)", "receipt queued, stored in a batch, message acked", "total: scheduled → receipt read"} {
+		if !strings.Contains(r.stdout, stage) {
+			t.Errorf("the live report lacks the stage %q:\n%s", stage, r.stdout)
+		}
+	}
 }
 
 func TestBenchRefusesBadUsage(t *testing.T) {

@@ -140,6 +140,18 @@ func (r *report) write(w io.Writer) {
 				ratio(float64(l.pct(0.99)), float64(l.pct(0.50))), l.check.summary())
 		}
 		tw.Flush()
+		for _, l := range r.lives {
+			if l.stagesN == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s\n", stagesHeader(l))
+			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  stage\tp50\tp99\tmean")
+			for _, st := range l.stages {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", st.name, ms(st.pct(0.50)), ms(st.pct(0.99)), ms(st.mean))
+			}
+			tw.Flush()
+		}
 	}
 
 	if len(r.memory) > 0 {
