@@ -105,7 +105,11 @@ func startPostgres(ctx context.Context, bin *pgBinaries, maxConns int) (*pgClust
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "sendtwice-pg-")
+	base := os.TempDir()
+	if cred != nil && !traversable(base) {
+		base = "/tmp" // TMPDIR is private to root
+	}
+	dir, err := os.MkdirTemp(base, "sendtwice-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: a directory for PostgreSQL: %w", err)
 	}
@@ -216,6 +220,20 @@ func pgCredential() (*syscall.Credential, error) {
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 	}
 	return nil, errors.New("bench: running as root, and neither a postgres nor a nobody user exists to run PostgreSQL as (it refuses root)")
+}
+
+// traversable reports whether every directory from dir up to the root lets
+// other users through, as the PostgreSQL user must reach its directory.
+func traversable(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
 }
 
 // logTail is the end of the server's log, for an error message.
