@@ -15,7 +15,7 @@ import (
 )
 
 // A small backlog run as its own process, with the task service in a
-// process of its own: the three references are measured and printed, the drains
+// process of its own: the references are measured and printed (the PostgreSQL ledger where it is installed), the drains
 // with one and two executors pass the check, and the service's memory is
 // reported.
 func TestBenchBacklogMeasuresAndChecks(t *testing.T) {
