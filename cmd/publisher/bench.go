@@ -24,8 +24,12 @@ Measures durable end-to-end throughput (backlog) or publish→receipt latency (l
 the references measured in the same run: naive JetStream (consume, publish one receipt-sized
 message alone, ack; no gate, no service), batched JetStream (the same with the receipt-sized
 messages stored in atomic batches, each message acked after its batch's commit ack: the
-JetStream part of the executor alone) and Pebble alone (the service's batch per request,
-synced, by as many writers as the executors have handlers). Prints the figures and their
+JetStream part of the executor alone), Pebble alone (the service's batch per request,
+synced, by as many writers as the executors have handlers) and JetStream + PostgreSQL ledger
+(the conventional design: the same approvals and handlers, one PostgreSQL transaction per
+approval keyed by the intent id, the receipt published alone, ack; on a private cluster that
+the bench starts with initdb in a temporary directory, synchronous_commit and fsync on;
+skipped with a line in the report when PostgreSQL is not installed). Prints the figures and their
 ratios to the references, the time per stage, and a check that every approval has its
 receipt and that creates executed equal the distinct intents; exits 1 if anything was lost
 or doubled.
@@ -75,6 +79,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "live: how long each rate is offered")
 	fs.BoolVar(&o.NoReferences, "no-references", false, "skip the reference measurements")
 	fs.IntVar(&o.RefApprovals, "ref-approvals", 0, "messages in each reference measurement (default: --approvals)")
+	fs.StringVar(&o.Ledger, "ledger", bench.LedgerAuto, "the JetStream + PostgreSQL ledger reference: auto (when PostgreSQL is installed), on (required) or off")
+	fs.IntVar(&o.LedgerPool, "ledger-pool", 0, "PostgreSQL connections per instance in the ledger reference (default: --concurrency, one per handler)")
 	inproc := fs.Bool("service-in-process", false, "--embedded: run the task service in this process instead of its own")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound for one measurement")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to `FILE` (and of the service process to FILE.service)")
@@ -90,6 +96,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.Mode != bench.Backlog && o.Mode != bench.Live {
 		return usageErr(fs, "mode %q: want backlog or live", o.Mode)
+	}
+	if o.Ledger != bench.LedgerAuto && o.Ledger != bench.LedgerOn && o.Ledger != bench.LedgerOff {
+		return usageErr(fs, "--ledger %q: want auto, on or off", o.Ledger)
 	}
 	var err error
 	if o.Executors, err = intList(*executors); err != nil {

@@ -76,6 +76,12 @@ type Options struct {
 	// References.
 	NoReferences bool
 	RefApprovals int // approvals of each reference; 0 means Approvals
+	// Ledger says whether to measure the JetStream + PostgreSQL ledger
+	// reference: LedgerAuto (the default) when PostgreSQL is installed,
+	// LedgerOn always, LedgerOff never. LedgerPool is its connections per
+	// instance; 0 means Concurrency (one per handler).
+	Ledger     string
+	LedgerPool int
 
 	// ServiceProcess, when set (embedded only), starts the task service as
 	// its own process serving the store in dir on the server at url; it
@@ -152,6 +158,13 @@ func (o *Options) defaults() error {
 	}
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
+	}
+	switch o.Ledger {
+	case "":
+		o.Ledger = LedgerAuto
+	case LedgerAuto, LedgerOn, LedgerOff:
+	default:
+		return fmt.Errorf("bench: ledger %q: want auto, on or off", o.Ledger)
 	}
 	if o.RefApprovals <= 0 {
 		o.RefApprovals = o.Approvals

@@ -12,7 +12,9 @@
 //     1, 2, 3, ... executor instances, each on a fresh backlog.
 //   - live: K publishers offer approvals at a given rate; the figure is the
 //     latency from each message's scheduled publish time to its receipt
-//     being readable from the RECEIPTS stream (p50, p95, p99, max).
+//     being readable from the RECEIPTS stream (p50, p95, p99, max), and
+//     that latency split into stages (publish, wait for a handler, gate,
+//     service call, receipt batch and ack, receipt read).
 //
 // The references, measured with the same server (so the same sync setting),
 // the same message size and the same concurrency:
@@ -23,6 +25,14 @@
 //   - Pebble alone: the service's records for one create call, committed as
 //     one synced batch per request by as many writers as the executors have
 //     handlers.
+//   - JetStream + PostgreSQL ledger: the conventional design, on the same
+//     approvals with the same handlers and no gate: one PostgreSQL
+//     transaction per approval keyed by the intent id (insert if absent,
+//     read the first record, compare the request digest), the receipt
+//     published alone and its ack awaited, then the ack. It runs on a
+//     private cluster the bench starts (initdb, a temporary directory, a
+//     Unix socket; fsync and synchronous_commit on) and is skipped, with a
+//     line in the report, where PostgreSQL is not installed.
 //
 // Every run ends with a check that nothing was lost or doubled: every
 // approval has a terminal receipt, creates executed = tasks existing =

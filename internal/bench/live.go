@@ -25,6 +25,9 @@ type liveResult struct {
 	n         int
 	lat       []time.Duration // sorted
 	check     *checkResult
+	// stages split the latency of stagesN approvals (see stageClock).
+	stages  []stageFigure
+	stagesN int
 }
 
 func (l *liveResult) pct(p float64) time.Duration {
@@ -140,7 +143,10 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 	if err != nil {
 		return nil, err
 	}
+	clock := newStageClock(fromApproval, n)
+	s.clock = clock
 	stop, err := s.executors(k)
+	s.clock = nil
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +188,7 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 	bar := newProgress(o.Status, o.Terminal)
 	bar.begin("live "+thousands(rate)+"/s", n)
 	seqs := make([]uint64, n)
+	published := make([]int64, n) // when each approval's batch was acknowledged
 	interval := time.Duration(float64(time.Second) / rate)
 	t0 := time.Now().Add(50 * time.Millisecond)
 	sched := func(i int) time.Time { return t0.Add(time.Duration(i) * interval) }
@@ -212,10 +219,12 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 					pubMu.Unlock()
 					return
 				}
+				at := time.Now().UnixNano()
 				for j, x := range idx {
 					seqs[x] = got[j]
+					published[x] = at
 				}
-				lastPublish.Store(time.Now().UnixNano())
+				lastPublish.Store(at)
 			}
 		})
 	}
@@ -236,7 +245,7 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 		bar.end()
 		return nil, pubErr
 	}
-	published := time.Unix(0, lastPublish.Load())
+	lastPublished := time.Unix(0, lastPublish.Load())
 	select {
 	case <-allSeen:
 	case <-time.After(o.Duration + 2*time.Minute):
@@ -253,7 +262,7 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 	stop()
 
 	l := &liveResult{rate: r, offered: rate, executors: k, n: n}
-	if el := published.Sub(t0).Seconds(); el > 0 {
+	if el := lastPublished.Sub(t0).Seconds(); el > 0 {
 		l.achieved = float64(n) / el
 	}
 	arrMu.Lock()
@@ -261,6 +270,7 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 	for i, seq := range seqs {
 		l.lat = append(l.lat, arrived[seq].Sub(sched(i)))
 	}
+	l.stages, l.stagesN = clock.liveStages(seqs, sched, published, arrived)
 	arrMu.Unlock()
 	slices.Sort(l.lat)
 	end = st.begin("check " + label)

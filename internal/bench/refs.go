@@ -44,7 +44,8 @@ const (
 	naiveConsumer = "naive"
 )
 
-// measureReferences measures the three references on s, with the
+// measureReferences measures the references on s (the ledger when
+// PostgreSQL is there and the run asks for it), with the
 // concurrency of the first executor count measured.
 func measureReferences(ctx context.Context, s *stack, st *stages, rep *report) error {
 	o := s.o
@@ -86,6 +87,11 @@ func measureReferences(ctx context.Context, s *stack, st *stages, rep *report) e
 	end()
 	rep.pebble = &reference{name: "Pebble alone", n: o.RefApprovals, took: took, unit: "requests/s",
 		what: fmt.Sprintf("%d writers; the service's records for one create call, one synced batch per request", writers)}
+	syscall.Sync()
+
+	if err := measureLedger(ctx, s, st, rep); err != nil {
+		return err
+	}
 	// Write back what the references left in the page cache now, not
 	// during the next measurement.
 	syscall.Sync()

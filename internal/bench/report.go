@@ -25,10 +25,14 @@ type report struct {
 	naive   *reference
 	batched *reference // the JetStream part of the design alone
 	pebble  *reference
-	drains  []*drainResult
-	lives   []*liveResult
-	memory  []memoryFigure
-	stages  []stageTime
+	// ledger is the conventional design (JetStream + PostgreSQL); when
+	// it was not measured, ledgerSkipped says why.
+	ledger        *ledgerRun
+	ledgerSkipped string
+	drains        []*drainResult
+	lives         []*liveResult
+	memory        []memoryFigure
+	stages        []stageTime
 }
 
 func (r *report) ok() bool {
@@ -43,6 +47,14 @@ func (r *report) ok() bool {
 		}
 	}
 	return true
+}
+
+// ledgerRef is the ledger reference's figure, nil when it was not measured.
+func (r *report) ledgerRef() *reference {
+	if r.ledger == nil {
+		return nil
+	}
+	return r.ledger.ref
 }
 
 func ratio(a, b float64) string {
@@ -80,29 +92,35 @@ func (r *report) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "executors: %d handlers each, receipts in atomic batches of up to %d\n", o.Concurrency, batch)
 
-	if r.naive != nil || r.batched != nil || r.pebble != nil {
+	if r.naive != nil || r.batched != nil || r.pebble != nil || r.ledger != nil || r.ledgerSkipped != "" {
 		fmt.Fprintln(w, "\nreferences (this run, this server, same message size and concurrency):")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		for _, ref := range []*reference{r.naive, r.batched, r.pebble} {
+		for _, ref := range []*reference{r.naive, r.batched, r.pebble, r.ledgerRef()} {
 			if ref == nil {
 				continue
 			}
 			fmt.Fprintf(tw, "  %s\t%d in %s\t%s %s\t%s\n", ref.name, ref.n, ref.took.Round(time.Millisecond), thousands(ref.rate()), ref.unit, ref.what)
 		}
 		tw.Flush()
+		if r.ledger != nil {
+			fmt.Fprintf(w, "  (ledger check: %s)\n", r.ledger.summary())
+		}
+		if r.ledgerSkipped != "" {
+			fmt.Fprintf(w, "  JetStream + PostgreSQL ledger: %s\n", r.ledgerSkipped)
+		}
 	}
 
 	if len(r.drains) > 0 {
 		fmt.Fprintln(w, "\nbacklog drains (executors started → every message acked, so every receipt stored):")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  stored intents\texecutors\tapprovals\tenvelope\tdrain\tapprovals/s\t× naive\t× batched\t× Pebble\t× 1st row\tCPU/approval\treceipts/batch\tcheck")
+		fmt.Fprintln(tw, "  stored intents\texecutors\tapprovals\tenvelope\tdrain\tapprovals/s\t× naive\t× batched\t× ledger\t× Pebble\t× 1st row\tCPU/approval\treceipts/batch\tcheck")
 		var first float64
 		for i, d := range r.drains {
 			if i == 0 {
 				first = d.rate()
 			}
-			fmt.Fprintf(tw, "  %d\t%d\t%d\t%d B\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.preload, d.executors, d.n, d.envelope,
-				d.took.Round(time.Millisecond), thousands(d.rate()), ratio(d.rate(), r.naive.rate()), ratio(d.rate(), r.batched.rate()), ratio(d.rate(), r.pebble.rate()),
+			fmt.Fprintf(tw, "  %d\t%d\t%d\t%d B\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.preload, d.executors, d.n, d.envelope,
+				d.took.Round(time.Millisecond), thousands(d.rate()), ratio(d.rate(), r.naive.rate()), ratio(d.rate(), r.batched.rate()), ratio(d.rate(), r.ledgerRef().rate()), ratio(d.rate(), r.pebble.rate()),
 				ratio(d.rate(), first), cpuString(d), batchString(d), d.check.summary())
 		}
 		tw.Flush()
@@ -122,6 +140,18 @@ func (r *report) write(w io.Writer) {
 				ratio(float64(l.pct(0.99)), float64(l.pct(0.50))), l.check.summary())
 		}
 		tw.Flush()
+		for _, l := range r.lives {
+			if l.stagesN == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s\n", stagesHeader(l))
+			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  stage\tp50\tp99\tmean")
+			for _, st := range l.stages {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", st.name, ms(st.pct(0.50)), ms(st.pct(0.99)), ms(st.mean))
+			}
+			tw.Flush()
+		}
 	}
 
 	if len(r.memory) > 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -49,6 +50,9 @@ type stack struct {
 	gate *gate.Checker
 
 	running []*executor.Executor // the executors of the current measurement
+	// clock, when set, times the stages of the executors started next
+	// (live runs).
+	clock *stageClock
 }
 
 // receiptBatches sums the receipt batches of the running executors.
@@ -228,9 +232,15 @@ func (s *stack) executors(k int) (stop func(), err error) {
 			return nil, err
 		}
 		conns = append(conns, nc)
+		svc := provider.NewClient(nc).TaskService()
+		var onReceipt func(*document.Receipt, time.Duration)
+		if s.clock != nil {
+			svc, onReceipt = s.clock.service(svc), s.clock.receipt
+		}
 		ex, err := executor.New(nc, executor.Config{
 			ID:           "bench-" + strconv.Itoa(i),
-			TaskService:  provider.NewClient(nc).TaskService(),
+			TaskService:  svc,
+			OnReceipt:    onReceipt,
 			Concurrency:  s.o.Concurrency,
 			ReceiptBatch: s.o.ReceiptBatch,
 			Topology:     s.topo,
