@@ -10,13 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	sharedcli "github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
-func (c *cli) serve(ctx context.Context, args []string) error {
+func (c *app) serve(ctx context.Context, args []string) error {
 	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT]",
 		`Runs the fake task service on NATS, with its state in the Pebble database
 in DIR (created if missing), until SIGINT or SIGTERM. Then it stops taking
@@ -99,27 +98,7 @@ logged as a warning.
 // connectService connects the service to NATS, reconnecting without limit;
 // closed is closed when the connection is.
 func (cf *common) connectService(log *slog.Logger, closed chan<- struct{}) (*nats.Conn, error) {
-	auth, err := cf.natsOptions()
-	if err != nil {
-		return nil, err
-	}
-	nc, err := nats.Connect(cf.server, append(auth,
-		nats.Name(provider.ServiceName),
-		nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("disconnected from NATS; reconnecting", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("reconnected to NATS", "server", nc.ConnectedUrlRedacted())
-		}),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", sharedcli.RedactURL(cf.server), err)
-	}
-	return nc, nil
+	return cf.connect(provider.ServiceName, log, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 }
 
 // servingState is what the readiness checks see.
