@@ -78,10 +78,10 @@ func Main(prog string, run func(ctx context.Context) error) {
 	os.Exit(Report(prog, err, os.Stderr))
 }
 
-// SignalContext returns a context that ends at the first SIGINT or SIGTERM,
-// saying so on stderr; the command then shuts down in order. A second
-// signal exits the process at once with ExitSecondSignal. stop releases the
-// signals.
+// SignalContext returns a context that ends at the first SIGINT or SIGTERM;
+// the command then shuts down in order and says so in its log. A second
+// signal exits the process at once with ExitSecondSignal, saying so on
+// stderr. stop releases the signals.
 func SignalContext(prog string, stderr io.Writer) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
@@ -89,8 +89,9 @@ func SignalContext(prog string, stderr io.Writer) (ctx context.Context, stop fun
 	done := make(chan struct{})
 	go func() {
 		select {
-		case sig := <-sigs:
-			fmt.Fprintf(stderr, "%s: %v: shutting down (send it again to exit at once)\n", prog, sig)
+		case <-sigs:
+			// The command says it is shutting down in its own log, whose
+			// format (--log-format json) a plain line here would break.
 			cancel()
 		case <-done:
 			return
