@@ -106,17 +106,12 @@ func startPipeline() (url string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- ex.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case err := <-done:
+	stopEx, err := ex.Start(context.Background())
+	if err != nil {
 		panic(err)
 	}
 	return st.URL(), func() {
-		cancel()
-		<-done
+		_ = stopEx()
 		nc.Close()
 		_ = st.Close()
 		_ = os.RemoveAll(dir)

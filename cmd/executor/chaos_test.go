@@ -61,26 +61,17 @@ func runRole(role string) int {
 		s.WaitForShutdown()
 		return 0
 	case "service":
-		nc, err := nats.Connect(url, nats.Name("fake-task-provider"), nats.MaxReconnects(-1),
-			nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+		connect := func() (*nats.Conn, error) {
+			return nats.Connect(url, nats.Name("fake-task-provider"), nats.MaxReconnects(-1),
+				nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
 		}
-		st, err := provider.Open(dir, provider.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		svc, err := provider.Serve(nc, st, provider.ServiceConfig{AllowFaults: true})
+		h, err := provider.Host(dir, provider.Options{}, provider.ServiceConfig{AllowFaults: true}, connect)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		<-ctx.Done()
-		_ = svc.Stop()
-		_ = drain(nc)
-		_ = st.Close()
+		_ = h.Stop()
 		return 0
 	}
 	return 2

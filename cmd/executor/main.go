@@ -6,28 +6,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // from here on a second signal ends the process at once
-	}()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if err != nil && !errors.Is(err, errSilent) && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "executor:", err)
-	}
-	os.Exit(exitCode(err))
+	cli.Main("executor", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	})
 }
 
 const usage = `executor: consume approved requests, gate them, call the task service, publish receipts
@@ -48,20 +38,12 @@ The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
 `
 
 // errSilent marks a failure whose explanation was already printed.
-var errSilent = errors.New("already reported")
+var errSilent = cli.ErrSilent
 
 // errUsage marks bad flags or arguments (exit status 2).
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
-func exitCode(err error) int {
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	}
-	return 1
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -98,26 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // newFlagSet returns a flag set that reports errors instead of exiting.
 func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: executor %s\n\n", help)
-		fs.PrintDefaults()
-	}
-	return fs
+	return cli.NewFlagSet(name, "Usage: executor "+help+"\n\n", stderr)
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	cli.ApplyEnv(fs)
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	return nil
-}
+func parse(fs *flag.FlagSet, args []string) error { return cli.ParseNoArgs(fs, args) }

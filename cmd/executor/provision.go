@@ -74,7 +74,8 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	log, _ := cli.NewLogger(stderr, "text", "warn")
-	cfg, err := setUp(ctx, js, topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver, MaxBytes: *maxBytes}, false, *replicas != 0, log)
+	cfg, err := topology.SetUp(ctx, js, topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver, MaxBytes: *maxBytes},
+		topology.SetUpOptions{ReplicasGiven: *replicas != 0, Logger: log})
 	if err != nil {
 		return err
 	}

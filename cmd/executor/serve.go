@@ -14,12 +14,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/metrics"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/sign"
@@ -57,247 +59,350 @@ approvers added and removed; a file that does not load keeps the approvers loade
 // /metrics.
 const consumerPollInterval = 5 * time.Second
 
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+// serveFlags are serve's flags, as given.
+type serveFlags struct {
+	fs          *flag.FlagSet
+	conn        *cli.ConnConfig
+	embedded    *bool
+	data        *string
+	listen      *string
+	allowFaults *bool
+	conc        *int
+	id          *string
+	callTimeout *time.Duration
+	ackWait     *time.Duration
+	maxDeliver  *int
+	replicas    *int
+	noProvision *bool
+	waitJS      *time.Duration
+	httpAddr    *string
+	trusted     *string
+	insecure    *bool
+	maxBytes    *int64
+	maxLifetime *time.Duration
+	recordCalls *string
+	checkOnly   *bool
+	faults      []executor.FaultSpec
+	tsf         *taskServiceFlags
+	logFormat   *string
+	logLevel    *string
+
+	// Settled by check.
+	replicasSet bool
+	host        string // the embedded server's, with --embedded
+	port        int
+}
+
+// newServeFlags defines serve's flags on a flag set of its own.
+func newServeFlags(stderr io.Writer) *serveFlags {
 	fs := newFlagSet("serve", serveHelp, stderr)
-	conn := cli.ConnFlags(fs)
-	emb := fs.Bool("embedded", false, "run a NATS server and the task service in this process")
-	data := fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store and the task service's Pebble store")
-	listen := fs.String("listen", "127.0.0.1:4222", "`HOST:PORT` the embedded NATS server listens on")
-	allowFaults := fs.Bool("allow-faults", false, "embedded task service: accept fault-switch calls (tests and demos only)")
-	conc := fs.Int("concurrency", 512, "deliveries handled at once by this instance")
-	id := fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
-	callTimeout := fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
-	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back (the retry delay after an executor died)")
-	maxDeliver := fs.Int("max-deliver", 5, "deliveries that may try a message before it is dead-lettered, counted by the executors\n(the consumer itself never drops a message; with --no-provision, the provisioned consumer's budget applies)")
-	replicas := fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: 3 on a three-node cluster\n(default: as the existing streams have it, else 1; always 1 with --embedded)")
-	noProvision := fs.Bool("no-provision", false, "bind to the existing consumer; never create or change streams (for a user without JetStream admin rights)")
-	waitJS := fs.Duration("wait-jetstream", 2*time.Minute, "at start, keep trying this long to reach JetStream and set up or find the streams")
-	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
-	trusted := fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
-	insecure := fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
-	maxBytes := maxBytesFlag(fs)
-	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
-	recordCalls := fs.String("record-calls", "", "record every task service call for a linearizability check: append its invocation (before the call)\nand its response (after) to `FILE` as JSON lines; one FILE per instance")
-	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
-	var faults []executor.FaultSpec
+	f := &serveFlags{fs: fs}
+	f.conn = cli.ConnFlags(fs)
+	f.embedded = fs.Bool("embedded", false, "run a NATS server and the task service in this process")
+	f.data = fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store and the task service's Pebble store")
+	f.listen = fs.String("listen", "127.0.0.1:4222", "`HOST:PORT` the embedded NATS server listens on")
+	f.allowFaults = fs.Bool("allow-faults", false, "embedded task service: accept fault-switch calls (tests and demos only)")
+	f.conc = fs.Int("concurrency", 512, "deliveries handled at once by this instance")
+	f.id = fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
+	f.callTimeout = fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
+	f.ackWait = fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back (the retry delay after an executor died)")
+	f.maxDeliver = fs.Int("max-deliver", 5, "deliveries that may try a message before it is dead-lettered, counted by the executors\n(the consumer itself never drops a message; with --no-provision, the provisioned consumer's budget applies)")
+	f.replicas = fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: 3 on a three-node cluster\n(default: as the existing streams have it, else 1; always 1 with --embedded)")
+	f.noProvision = fs.Bool("no-provision", false, "bind to the existing consumer; never create or change streams (for a user without JetStream admin rights)")
+	f.waitJS = fs.Duration("wait-jetstream", 2*time.Minute, "at start, keep trying this long to reach JetStream and set up or find the streams")
+	f.httpAddr = fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
+	f.trusted = fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
+	f.insecure = fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
+	f.maxBytes = maxBytesFlag(fs)
+	f.maxLifetime = fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
+	f.recordCalls = fs.String("record-calls", "", "record every task service call for a linearizability check: append its invocation (before the call)\nand its response (after) to `FILE` as JSON lines; one FILE per instance")
+	f.checkOnly = fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
 	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
-		f, err := executor.ParseFault(s)
-		faults = append(faults, f)
+		spec, err := executor.ParseFault(s)
+		f.faults = append(f.faults, spec)
 		return err
 	})
-	tsf := taskServiceFlagsVar(fs)
-	logFormat, logLevel := cli.LogFlags(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := tsf.check(); err != nil {
-		return err
-	}
-	replicasSet := false
-	fs.Visit(func(f *flag.Flag) { replicasSet = replicasSet || f.Name == "replicas" })
-	if *conc < 1 || *conc > 4096 {
-		return fmt.Errorf("%w: --concurrency %d: want 1 to 4096", errUsage, *conc)
-	}
-	if *maxDeliver < 2 {
-		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *maxDeliver)
-	}
-	if err := checkMaxBytes(*maxBytes); err != nil {
-		return err
-	}
-	if replicasSet && (*replicas < 1 || *replicas > 5) {
-		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
-	}
-	if *emb && *replicas > 1 {
-		return fmt.Errorf("%w: --replicas %d with --embedded: the embedded server is a single node; run a cluster for replicas", errUsage, *replicas)
-	}
-	var host string
-	var port int
-	if *emb {
-		*replicas = 1
-		h, portStr, err := net.SplitHostPort(*listen)
-		if err != nil {
-			return fmt.Errorf("%w: --listen %q: %v", errUsage, *listen, err)
-		}
-		if port, err = strconv.Atoi(portStr); err != nil {
-			return fmt.Errorf("%w: --listen %q: port must be a number", errUsage, *listen)
-		}
-		host = h
-	}
-	log, err := cli.NewLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
+	f.tsf = taskServiceFlagsVar(fs)
+	f.logFormat, f.logLevel = cli.LogFlags(fs)
+	return f
+}
 
-	if len(faults) > 0 {
-		log.Warn("FAULT INJECTION IS ON: this instance will crash or stall on purpose", "faults", len(faults))
+// parseServeFlags parses and checks serve's command line.
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := newServeFlags(stderr)
+	if err := parse(f.fs, args); err != nil {
+		return nil, err
 	}
-	if *trusted == "" && !*insecure {
-		fs.Usage()
-		return fmt.Errorf("%w: give --trusted-approvers FILE (from publisher keygen --trusted), or --insecure-allow-unsigned to accept unsigned approvals", errUsage)
+	if err := f.tsf.check(); err != nil {
+		return nil, err
 	}
-	if *maxLifetime <= 0 {
-		return fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+	return f, f.check()
+}
+
+// check refuses values serve cannot run with, and settles the replicas and
+// the embedded server's address.
+func (f *serveFlags) check() error {
+	f.fs.Visit(func(fl *flag.Flag) { f.replicasSet = f.replicasSet || fl.Name == "replicas" })
+	if *f.conc < 1 || *f.conc > 4096 {
+		return fmt.Errorf("%w: --concurrency %d: want 1 to 4096", errUsage, *f.conc)
 	}
-	checker := &gate.Checker{AllowUnsigned: *insecure, MaxLifetime: *maxLifetime}
-	if *trusted != "" {
-		if checker.Keys, err = sign.LoadTrusted(*trusted); err != nil {
-			return err
+	if *f.maxDeliver < 2 {
+		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *f.maxDeliver)
+	}
+	if err := checkMaxBytes(*f.maxBytes); err != nil {
+		return err
+	}
+	if f.replicasSet && (*f.replicas < 1 || *f.replicas > 5) {
+		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *f.replicas)
+	}
+	if *f.embedded && *f.replicas > 1 {
+		return fmt.Errorf("%w: --replicas %d with --embedded: the embedded server is a single node; run a cluster for replicas", errUsage, *f.replicas)
+	}
+	if !*f.embedded {
+		return nil
+	}
+	*f.replicas = 1
+	h, portStr, err := net.SplitHostPort(*f.listen)
+	if err != nil {
+		return fmt.Errorf("%w: --listen %q: %v", errUsage, *f.listen, err)
+	}
+	if f.port, err = strconv.Atoi(portStr); err != nil {
+		return fmt.Errorf("%w: --listen %q: port must be a number", errUsage, *f.listen)
+	}
+	f.host = h
+	return nil
+}
+
+// gate builds the gate's policy from the flags and, with
+// --trusted-approvers, reloads the approvers on SIGHUP until the returned
+// stop is called.
+func (f *serveFlags) gate(log *slog.Logger) (checker *gate.Checker, stop func(), err error) {
+	stop = func() {}
+	if len(f.faults) > 0 {
+		log.Warn("FAULT INJECTION IS ON: this instance will crash or stall on purpose", "faults", len(f.faults))
+	}
+	if *f.trusted == "" && !*f.insecure {
+		f.fs.Usage()
+		return nil, stop, fmt.Errorf("%w: give --trusted-approvers FILE (from publisher keygen --trusted), or --insecure-allow-unsigned to accept unsigned approvals", errUsage)
+	}
+	if *f.maxLifetime <= 0 {
+		return nil, stop, fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+	}
+	checker = &gate.Checker{AllowUnsigned: *f.insecure, MaxLifetime: *f.maxLifetime}
+	if *f.trusted != "" {
+		if checker.Keys, err = sign.LoadTrusted(*f.trusted); err != nil {
+			return nil, stop, err
 		}
-		log.Info("signed approvals accepted from trusted approvers", "file", *trusted, "approvers", checker.Keys.Len())
-		defer reloadTrustedOnHangup(*trusted, checker.Keys, log)()
+		log.Info("signed approvals accepted from trusted approvers", "file", *f.trusted, "approvers", checker.Keys.Len())
+		stop = reloadTrustedOnHangup(*f.trusted, checker.Keys, log)
 	}
-	if *insecure {
+	if *f.insecure {
 		log.Warn("INSECURE: unsigned approvals are accepted; anyone allowed to publish approvals can approve (--insecure-allow-unsigned)")
 	}
-	if *checkOnly {
-		return checkConfig(log, conn, *httpAddr)
-	}
+	return checker, stop, nil
+}
 
-	reg := metrics.NewRegistry()
-	em, err := metrics.NewExecutor(reg)
-	if err != nil {
-		return err
-	}
-	lag, err := metrics.NewConsumer(reg)
-	if err != nil {
-		return err
-	}
-	srv, closeOps, err := ops.Start(ctx, *httpAddr, reg, log)
-	if err != nil {
-		return err
-	}
-	defer closeOps()
-	var checks []ops.Check
+// serving is one run of serve: what it started, to be closed in reverse.
+type serving struct {
+	f       *serveFlags
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	em      *metrics.Executor
+	lag     *metrics.Consumer
+	srv     *ops.Server
+	checks  []ops.Check
+	closers []func()
 	// service is the embedded task service, when there is one: if it stops
 	// serving on its own (its lease taken by another instance), this
 	// process stops too, rather than run executors against no service.
-	var service *provider.Service
+	service *provider.Service
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	topo    topology.Config
+}
 
-	if *emb {
-		st, err := embedded.StartStack(embedded.StackOptions{Dir: *data, Host: host, Port: port, AllowFaults: *allowFaults, Logger: log})
-		if err != nil {
-			return err
-		}
-		// The metrics and the readiness check see the store through open,
-		// which is cleared before the stack closes it.
-		var open atomic.Pointer[provider.Store]
-		open.Store(st.Store)
-		service = st.Service
-		defer func() {
-			open.Store(nil)
-			if err := st.Close(); err != nil {
-				log.Warn("stopping the embedded server", "err", err)
-			}
-		}()
-		conn.Server = st.URL()
-		log.Info("embedded NATS server and task service running", "url", conn.Server, "data", st.Dir(),
-			"store_id", st.Store.ID(), "sync", "always")
-		if err := metrics.RegisterService(reg, func() (provider.Counts, bool) {
-			if s := open.Load(); s != nil {
-				return s.Stats(), true
-			}
-			return provider.Counts{}, false
-		}); err != nil {
-			return err
-		}
-		checks = append(checks, ops.Check{Name: "store", Func: func(context.Context) error {
-			if open.Load() == nil {
-				return errors.New("the task service's store is closed")
-			}
-			return nil
-		}})
+func (s *serving) onClose(f func()) { s.closers = append(s.closers, f) }
+
+// close closes what was started, last first.
+func (s *serving) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
 	}
+}
 
-	nc, err := conn.Connect("executor", log)
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	checks = append(checks, ops.Check{Name: "nats", Func: func(context.Context) error { return connected(nc) }})
+	log, err := cli.NewLogger(stderr, *f.logFormat, *f.logLevel)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	checker, stopReload, err := f.gate(log)
+	if err != nil {
+		return err
+	}
+	defer stopReload()
+	if *f.checkOnly {
+		return checkConfig(log, f.conn, *f.httpAddr)
+	}
+	s := &serving{f: f, log: log}
+	defer s.close()
+	if err := s.startOps(ctx); err != nil {
+		return err
+	}
+	if *f.embedded {
+		if err := s.startEmbedded(); err != nil {
+			return err
+		}
+	}
+	if err := s.connect(ctx); err != nil {
+		return err
+	}
+	if s.nc == nil {
+		return nil // stopped while starting
+	}
+	ex, err := s.newExecutor(ctx, checker)
+	if err != nil {
+		s.nc.Close()
+		return err
+	}
+	return s.run(ctx, ex)
+}
+
+// startOps makes the metrics and starts the HTTP server of --http.
+func (s *serving) startOps(ctx context.Context) error {
+	s.reg = metrics.NewRegistry()
+	var err error
+	if s.em, err = metrics.NewExecutor(s.reg); err != nil {
+		return err
+	}
+	if s.lag, err = metrics.NewConsumer(s.reg); err != nil {
+		return err
+	}
+	srv, closeOps, err := ops.Start(ctx, *s.f.httpAddr, s.reg, s.log)
+	if err != nil {
+		return err
+	}
+	s.srv = srv
+	s.onClose(closeOps)
+	return nil
+}
+
+// startEmbedded starts the NATS server and the task service of --embedded
+// and points the connection flags at the server.
+func (s *serving) startEmbedded() error {
+	f := s.f
+	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, AllowFaults: *f.allowFaults, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	// The metrics and the readiness check see the store through open,
+	// which is cleared before the stack closes it.
+	var open atomic.Pointer[provider.Store]
+	open.Store(st.Store)
+	s.service = st.Service
+	s.onClose(func() {
+		open.Store(nil)
+		if err := st.Close(); err != nil {
+			s.log.Warn("stopping the embedded server", "err", err)
+		}
+	})
+	f.conn.Server = st.URL()
+	s.log.Info("embedded NATS server and task service running", "url", f.conn.Server, "data", st.Dir(),
+		"store_id", st.Store.ID(), "sync", "always")
+	if err := metrics.RegisterService(s.reg, func() (provider.Counts, bool) {
+		if st := open.Load(); st != nil {
+			return st.Stats(), true
+		}
+		return provider.Counts{}, false
+	}); err != nil {
+		return err
+	}
+	s.checks = append(s.checks, ops.Check{Name: "store", Func: func(context.Context) error {
+		if open.Load() == nil {
+			return errors.New("the task service's store is closed")
+		}
+		return nil
+	}})
+	return nil
+}
+
+// connect connects to NATS and awaits the topology; on failure, or when ctx
+// ends first, the connection is closed and s.nc stays nil.
+func (s *serving) connect(ctx context.Context) error {
+	f := s.f
+	nc, err := f.conn.Connect("executor", s.log)
+	if err != nil {
+		return err
+	}
+	s.checks = append(s.checks, ops.Check{Name: "nats", Func: func(context.Context) error { return connected(nc) }})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return err
 	}
-	topo := topology.Config{AckWait: *ackWait, MaxDeliver: *maxDeliver, Replicas: *replicas, MaxBytes: *maxBytes}
-	topo, err = awaitJetStream(ctx, js, topo, *noProvision, replicasSet, *waitJS, log)
+	topo := topology.Config{AckWait: *f.ackWait, MaxDeliver: *f.maxDeliver, Replicas: *f.replicas, MaxBytes: *f.maxBytes}
+	topo, err = topology.Await(ctx, js, topo,
+		topology.SetUpOptions{NoProvision: *f.noProvision, ReplicasGiven: f.replicasSet, Logger: s.log}, *f.waitJS)
 	if err != nil || ctx.Err() != nil {
 		nc.Close()
 		if ctx.Err() != nil {
-			return nil // stopped while starting
+			return nil // stopped while starting; s.nc stays nil
 		}
 		return err
 	}
-	svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *callTimeout)
+	s.nc, s.js, s.topo = nc, js, topo
+	return nil
+}
+
+// newExecutor opens the task service of --task-service (recording its calls
+// with --record-calls) and makes the executor.
+func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*executor.Executor, error) {
+	f := s.f
+	svc, err := f.tsf.open(ctx, func() (*nats.Conn, error) { return s.nc, nil }, *f.callTimeout)
 	if err != nil {
-		nc.Close()
-		return err
+		return nil, err
 	}
-	defer func() {
+	s.onClose(func() {
 		if err := svc.Close(); err != nil {
-			log.Warn("closing the task service", "err", err)
+			s.log.Warn("closing the task service", "err", err)
 		}
-	}()
-	log.Info("task service", "name", svc.Name, "key_scope", svc.Scope)
-	taskService, closeRecord, err := recordTaskService(*recordCalls, svc.Service, log)
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	defer closeRecord()
-	ex, err := executor.New(nc, executor.Config{
-		ID:          *id,
-		TaskService: taskService,
-		Concurrency: *conc,
-		CallTimeout: *callTimeout,
-		Topology:    topo,
-		Logger:      log,
-		Fault:       executor.Faults(faults, log),
-		NoProvision: *noProvision,
-		Gate:        checker,
-		OnReceipt:   em.ObserveReceipt,
-		OnRetry:     em.ObserveRetry,
 	})
+	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope)
+	taskService, closeRecord, err := recordTaskService(*f.recordCalls, svc.Service, s.log)
 	if err != nil {
-		nc.Close()
-		return err
+		return nil, err
 	}
+	s.onClose(closeRecord)
+	return executor.New(s.nc, executor.Config{
+		ID:          *f.id,
+		TaskService: taskService,
+		Concurrency: *f.conc,
+		CallTimeout: *f.callTimeout,
+		Topology:    s.topo,
+		Logger:      s.log,
+		Fault:       executor.Faults(f.faults, s.log),
+		NoProvision: *f.noProvision,
+		Gate:        checker,
+		OnReceipt:   s.em.ObserveReceipt,
+		OnRetry:     s.em.ObserveRetry,
+	})
+}
+
+// run consumes until ctx ends or the embedded task service stops serving,
+// then drains the connection.
+func (s *serving) run(ctx context.Context, ex *executor.Executor) error {
 	bound := make(chan struct{})
-	checks = append(checks, ops.Check{Name: "consumer", Func: func(ctx context.Context) error {
-		select {
-		case <-bound:
-		default:
-			return errors.New("not yet bound to the consumer")
-		}
-		if lag.Err() == nil {
-			return nil
-		}
-		return lag.Read(ctx, js)
-	}})
-	if srv != nil {
-		for _, c := range checks {
-			srv.AddCheck(c.Name, c.Func)
-		}
-	}
+	s.addChecks(bound)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go lag.Watch(watchCtx, js, consumerPollInterval)
+	go s.lag.Watch(watchCtx, s.js, consumerPollInterval)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	serviceLost := make(chan error, 1)
-	if service != nil {
-		go func() {
-			select {
-			case <-service.Done():
-				if err := service.Err(); err != nil {
-					log.Error("the embedded task service stopped serving; shutting down", "err", err)
-					serviceLost <- err
-					stopRun()
-				}
-			case <-runCtx.Done():
-			}
-		}()
-	}
+	serviceLost := s.watchService(runCtx, stopRun)
 	runErr := ex.Run(runCtx, bound)
 	stopWatch()
 	select {
@@ -305,10 +410,53 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		runErr = errors.Join(runErr, fmt.Errorf("serve: the embedded task service stopped serving: %w", err))
 	default:
 	}
-	if err := drain(nc); err != nil {
-		log.Warn("draining the connection", "err", err)
+	if err := natsconn.Drain(s.nc, 0); err != nil {
+		s.log.Warn("draining the connection", "err", err)
 	}
 	return runErr
+}
+
+// addChecks gives the readiness checks to the HTTP server, the consumer's
+// last: ready once bound is closed and the consumer's lag can be read.
+func (s *serving) addChecks(bound <-chan struct{}) {
+	s.checks = append(s.checks, ops.Check{Name: "consumer", Func: func(ctx context.Context) error {
+		select {
+		case <-bound:
+		default:
+			return errors.New("not yet bound to the consumer")
+		}
+		if s.lag.Err() == nil {
+			return nil
+		}
+		return s.lag.Read(ctx, s.js)
+	}})
+	if s.srv != nil {
+		for _, c := range s.checks {
+			s.srv.AddCheck(c.Name, c.Func)
+		}
+	}
+}
+
+// watchService stops the run (stopRun) when the embedded task service, if
+// there is one, stops serving on its own, and sends why on the channel it
+// returns.
+func (s *serving) watchService(runCtx context.Context, stopRun context.CancelFunc) <-chan error {
+	lost := make(chan error, 1)
+	if s.service == nil {
+		return lost
+	}
+	go func() {
+		select {
+		case <-s.service.Done():
+			if err := s.service.Err(); err != nil {
+				s.log.Error("the embedded task service stopped serving; shutting down", "err", err)
+				lost <- err
+				stopRun()
+			}
+		case <-runCtx.Done():
+		}
+	}()
+	return lost
 }
 
 // connected reports whether nc is connected now.
@@ -317,69 +465,4 @@ func connected(nc *nats.Conn) error {
 		return fmt.Errorf("NATS connection %s", s)
 	}
 	return nil
-}
-
-// awaitJetStream sets up the streams and the consumer (or, with
-// noProvision, finds the consumer), retrying while JetStream does not answer
-// yet: a cluster that is still electing its leaders, or a node that is not up
-// yet. It returns the topology with the replicas settled: when not given,
-// those of the existing streams, else 1.
-func awaitJetStream(ctx context.Context, js jetstream.JetStream, topo topology.Config, noProvision, replicasSet bool, wait time.Duration, log *slog.Logger) (topology.Config, error) {
-	deadline := time.Now().Add(wait)
-	delay := 250 * time.Millisecond
-	for {
-		resolved, err := setUp(ctx, js, topo, noProvision, replicasSet, log)
-		if err == nil {
-			return resolved, nil
-		}
-		if ctx.Err() != nil {
-			return topo, ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return topo, fmt.Errorf("JetStream not ready after %s: %w", wait, err)
-		}
-		log.Warn("JetStream not ready; trying again", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return topo, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-}
-
-func setUp(ctx context.Context, js jetstream.JetStream, topo topology.Config, noProvision, replicasSet bool, log *slog.Logger) (topology.Config, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if noProvision {
-		if replicasSet {
-			log.Warn("--replicas is ignored with --no-provision: the streams are as provisioned")
-		}
-		if _, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer); err != nil {
-			return topo, fmt.Errorf("finding consumer %s on %s: %w", topology.Consumer, topology.ApprovalsStream, err)
-		}
-		return topo, nil
-	}
-	existing := 0
-	s, err := js.Stream(ctx, topology.ApprovalsStream)
-	switch {
-	case err == nil:
-		existing = s.CachedInfo().Config.Replicas
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-	default:
-		return topo, fmt.Errorf("reading stream %s: %w", topology.ApprovalsStream, err)
-	}
-	switch {
-	case topo.Replicas == 0 && existing > 0:
-		topo.Replicas = existing
-	case topo.Replicas == 0:
-		topo.Replicas = 1
-	case existing > 0 && existing != topo.Replicas:
-		log.Warn("changing the replicas of the streams and the consumer", "from", existing, "to", topo.Replicas)
-	}
-	if _, err := topology.Ensure(ctx, js, topo); err != nil {
-		return topo, err
-	}
-	log.Info("streams and consumer ready", "replicas", topo.Replicas)
-	return topo, nil
 }

@@ -13,7 +13,7 @@ func TestServeCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	serve := func(args ...string) error {
-		c := newCLI(io.Discard, io.Discard, func(string) string { return "" })
+		c := newApp(io.Discard, io.Discard, func(string) string { return "" })
 		return c.run(context.Background(), append([]string{"serve", "--check-config"}, args...))
 	}
 	if err := serve("--data", data, "--lease-replicas", "3", "--server", "nats://a:4222,nats://b:4222", "--http", "0.0.0.0:9090"); err != nil {

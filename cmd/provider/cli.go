@@ -2,27 +2,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	sharedcli "github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
 // version is the micro service version this command registers.
 const version = "0.1.0"
 
-const defaultServer = "nats://127.0.0.1:4222"
+const defaultServer = cli.DefaultServer
 
 // errUsage marks a command line that cannot be run; main exits with 2.
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
 func usageErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
@@ -59,17 +57,17 @@ The NATS server defaults to $NATS_URL, else ` + defaultServer + `. Every command
 Run "provider <subcommand> --help" for its flags.
 `
 
-// cli holds the streams and environment of one invocation.
-type cli struct {
+// app holds the streams and environment of one invocation.
+type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 }
 
-func newCLI(stdout, stderr io.Writer, getenv func(string) string) *cli {
-	return &cli{stdout: stdout, stderr: stderr, getenv: getenv}
+func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
+	return &app{stdout: stdout, stderr: stderr, getenv: getenv}
 }
 
-func (c *cli) run(ctx context.Context, args []string) error {
+func (c *app) run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(c.stderr, mainUsage)
 		return usageErr("no subcommand given")
@@ -87,7 +85,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		fmt.Fprint(c.stdout, mainUsage)
 		return nil
 	case "version", "-version", "--version":
-		fmt.Fprintln(c.stdout, "provider", sharedcli.Version())
+		fmt.Fprintln(c.stdout, "provider", cli.Version())
 		return nil
 	default:
 		fmt.Fprint(c.stderr, mainUsage)
@@ -97,71 +95,42 @@ func (c *cli) run(ctx context.Context, args []string) error {
 
 // flagSet makes the flag set of one subcommand; its --help prints the
 // explanation followed by the flags.
-func (c *cli) flagSet(name, synopsis, explanation string) *flag.FlagSet {
-	fs := flag.NewFlagSet("provider "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: provider %s %s\n\n%s\nFlags:\n", name, synopsis, explanation)
-		fs.PrintDefaults()
-	}
-	return fs
+func (c *app) flagSet(name, synopsis, explanation string) *flag.FlagSet {
+	return cli.NewFlagSet("provider "+name,
+		fmt.Sprintf("Usage: provider %s %s\n\n%s\nFlags:\n", name, synopsis, explanation), c.stderr)
 }
 
 // parse parses args, refusing positional arguments.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("%s: %v", fs.Name(), err)
-	}
-	sharedcli.ApplyEnv(fs)
-	if fs.NArg() > 0 {
-		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
-	}
-	return nil
-}
+func parse(fs *flag.FlagSet, args []string) error { return cli.ParseNoArgs(fs, args) }
 
 // common are the flags every subcommand has.
 type common struct {
-	server    string
-	logFormat string
-	logLevel  string
-	auth      *sharedcli.ConnConfig
+	conn      *cli.ConnConfig
+	logFormat *string
+	logLevel  *string
 }
 
-func (c *cli) commonFlags(fs *flag.FlagSet) *common {
-	cf := &common{}
-	sharedcli.ServerFlagVar(fs, &cf.server, c.getenv)
-	fs.StringVar(&cf.logFormat, "log-format", "text", "log format on stderr: text or json")
-	fs.StringVar(&cf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	cf.auth = sharedcli.AuthFlagsEnv(fs, c.getenv)
+func (c *app) commonFlags(fs *flag.FlagSet) *common {
+	cf := &common{conn: cli.ConnFlagsEnv(fs, c.getenv)}
+	cf.logFormat, cf.logLevel = cli.LogFlags(fs)
 	return cf
 }
 
-// natsOptions are the authentication and TLS options from the flags.
-func (cf *common) natsOptions() ([]nats.Option, error) {
-	opts, err := cf.auth.Options()
+func (cf *common) logger(w io.Writer) (*slog.Logger, error) {
+	log, err := cli.NewLogger(w, *cf.logFormat, *cf.logLevel)
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
-	return opts, nil
+	return log, nil
 }
 
-func (cf *common) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cf.logLevel)); err != nil {
-		return nil, usageErr("--log-level %q: want debug, info, warn or error", cf.logLevel)
+// connect connects to NATS as name; a flag that cannot make a connection
+// option is a usage error.
+func (cf *common) connect(name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	if _, err := cf.conn.Options(); err != nil {
+		return nil, usageErr("%v", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(cf.logFormat) {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	default:
-		return nil, usageErr("--log-format %q: want text or json", cf.logFormat)
-	}
+	return cf.conn.Connect(name, log, extra...)
 }
 
 // clientFlags are the flags of the subcommands that call the service.
@@ -170,7 +139,7 @@ type clientFlags struct {
 	timeout time.Duration
 }
 
-func (c *cli) clientFlags(fs *flag.FlagSet) *clientFlags {
+func (c *app) clientFlags(fs *flag.FlagSet) *clientFlags {
 	cf := &clientFlags{common: c.commonFlags(fs)}
 	fs.DurationVar(&cf.timeout, "timeout", provider.DefaultTimeout, "how long to wait for each reply of the service")
 	return cf
@@ -181,13 +150,9 @@ func (cf *clientFlags) dial(name string) (*nats.Conn, *provider.Client, error) {
 	if _, err := cf.logger(io.Discard); err != nil {
 		return nil, nil, err
 	}
-	auth, err := cf.natsOptions()
+	nc, err := cf.connect("provider "+name, nil)
 	if err != nil {
 		return nil, nil, err
-	}
-	nc, err := nats.Connect(cf.server, append(auth, nats.Name("provider "+name))...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", sharedcli.RedactURL(cf.server), err)
 	}
 	client := provider.NewClient(nc)
 	client.Timeout = cf.timeout

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-func (c *cli) fault(ctx context.Context, args []string) error {
+func (c *app) fault(ctx context.Context, args []string) error {
 	fs := c.flagSet("fault", "[--server URL] --drop-replies N",
 		`Arms the fault switch of a service started with --allow-faults: the replies
 of the next N create calls are withheld after their effect is committed, so

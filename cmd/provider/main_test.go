@@ -52,7 +52,7 @@ func invoke(t *testing.T, url string, args ...string) (string, string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := newCLI(&stdout, &stderr, env).run(ctx, args)
+	err := newApp(&stdout, &stderr, env).run(ctx, args)
 	return stdout.String(), stderr.String(), err
 }
 
@@ -106,7 +106,7 @@ func TestServeStatsRecordsFault(t *testing.T) {
 	serveLog := &syncBuffer{}
 	served := make(chan error, 1)
 	go func() {
-		served <- newCLI(&bytes.Buffer{}, serveLog, func(string) string { return "" }).
+		served <- newApp(&bytes.Buffer{}, serveLog, func(string) string { return "" }).
 			run(ctx, []string{"serve", "--server", url, "--data", dir, "--allow-faults", "--log-format", "json"})
 	}()
 

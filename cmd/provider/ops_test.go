@@ -58,7 +58,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 	serveLog := &syncBuffer{}
 	served := make(chan error, 1)
 	go func() {
-		served <- newCLI(&bytes.Buffer{}, serveLog, func(string) string { return "" }).
+		served <- newApp(&bytes.Buffer{}, serveLog, func(string) string { return "" }).
 			run(ctx, []string{"serve", "--server", url, "--data", dir, "--http", addr})
 	}()
 	base := "http://" + addr

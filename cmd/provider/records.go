@@ -7,7 +7,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
-func (c *cli) records(ctx context.Context, args []string) error {
+func (c *app) records(ctx context.Context, args []string) error {
 	fs := c.flagSet("records", "[--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]",
 		`Prints audit records of the service as JSON lines, in sequence order:
   requests  every request received, with its outcome and task id

@@ -7,20 +7,15 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
-	sharedcli "github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
-// drainTimeout bounds the wait for in-flight replies at shutdown.
-const drainTimeout = 10 * time.Second
-
-func (c *cli) serve(ctx context.Context, args []string) error {
+func (c *app) serve(ctx context.Context, args []string) error {
 	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT]",
 		`Runs the fake task service on NATS, with its state in the Pebble database
 in DIR (created if missing), until SIGINT or SIGTERM. Then it stops taking
@@ -69,118 +64,97 @@ logged as a warning.
 	if *checkOnly {
 		return checkServeConfig(log, cf, *httpAddr)
 	}
-
 	reg := metrics.NewRegistry()
-	var storeOpen, serving atomic.Bool
 	srv, closeOps, err := ops.Start(ctx, *httpAddr, reg, log)
 	if err != nil {
 		return err
 	}
 	defer closeOps()
-
-	st, err := provider.Open(*data, provider.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	storeOpen.Store(true)
-	if err := metrics.RegisterService(reg, func() (provider.Counts, bool) { return st.Stats(), true }); err != nil {
-		return errors.Join(err, st.Close())
-	}
 	closed := make(chan struct{})
-	auth, err := cf.natsOptions()
+	h, err := provider.Host(*data, provider.Options{Logger: log},
+		provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version, LeaseTTL: *leaseTTL, LeaseReplicas: *leaseReplicas},
+		func() (*nats.Conn, error) { return cf.connectService(log, closed) })
 	if err != nil {
-		return errors.Join(err, st.Close())
+		return err
 	}
-	nc, err := nats.Connect(cf.server, append(auth,
-		nats.Name(provider.ServiceName),
-		nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("disconnected from NATS; reconnecting", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("reconnected to NATS", "server", nc.ConnectedUrlRedacted())
-		}),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	)...)
-	if err != nil {
-		return errors.Join(fmt.Errorf("connect to %s: %w", sharedcli.RedactURL(cf.server), err), st.Close())
+	var sv servingState
+	sv.storeOpen.Store(true)
+	if err := metrics.RegisterService(reg, func() (provider.Counts, bool) { return h.Store.Stats(), true }); err != nil {
+		return errors.Join(err, h.Stop())
 	}
-	svc, err := provider.Serve(nc, st, provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version,
-		LeaseTTL: *leaseTTL, LeaseReplicas: *leaseReplicas})
-	if err != nil {
-		nc.Close()
-		return errors.Join(fmt.Errorf("serve: %w", err), st.Close())
-	}
-	serving.Store(true)
-	if srv != nil {
-		srv.AddCheck("nats", func(context.Context) error {
-			if s := nc.Status(); s != nats.CONNECTED {
-				return fmt.Errorf("NATS connection %s", s)
-			}
-			return nil
-		})
-		srv.AddCheck("service", func(context.Context) error {
-			if !serving.Load() {
-				return errors.New("the service is stopped")
-			}
-			return nil
-		})
-		srv.AddCheck("store", func(context.Context) error {
-			if !storeOpen.Load() {
-				return errors.New("the store is closed")
-			}
-			return nil
-		})
-	}
-	counts := st.Stats()
-	abs, aerr := filepath.Abs(*data)
-	if aerr != nil {
-		abs = *data
-	}
-	log.Info("serving; stop with SIGINT or SIGTERM", "server", nc.ConnectedUrlRedacted(), "data", abs, "store_id", st.ID(),
-		"requests_received", counts.RequestsReceived, "creates_executed", counts.CreatesExecuted,
-		"tasks_existing", counts.TasksExisting)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case <-closed:
-		runErr = errors.New("NATS connection closed")
-		log.Error("NATS connection closed; shutting down")
-	case <-svc.Done():
-		runErr = fmt.Errorf("serve: stopped serving: %w", svc.Err())
-		log.Error("stopped serving; shutting down", "err", svc.Err())
-	}
-	serving.Store(false)
-	err = shutdown(log, svc, nc, closed, st)
-	storeOpen.Store(false)
+	sv.serving.Store(true)
+	sv.addChecks(srv, h.Conn)
+	logServing(log, h, *data)
+	runErr := awaitStop(ctx, log, closed, h.Service)
+	sv.serving.Store(false)
+	err = h.Stop()
+	sv.storeOpen.Store(false)
+	counts := h.Store.Stats()
+	log.Info("stopped", "requests_received", counts.RequestsReceived,
+		"creates_executed", counts.CreatesExecuted, "tasks_existing", counts.TasksExisting)
 	return errors.Join(runErr, err)
 }
 
-// shutdown stops the service, drains the connection so that every reply is
-// sent, and closes the store.
-func shutdown(log *slog.Logger, svc *provider.Service, nc *nats.Conn, closed <-chan struct{}, st *provider.Store) error {
-	var errs []error
-	if err := svc.Stop(); err != nil {
-		errs = append(errs, err)
+// connectService connects the service to NATS, reconnecting without limit;
+// closed is closed when the connection is.
+func (cf *common) connectService(log *slog.Logger, closed chan<- struct{}) (*nats.Conn, error) {
+	return cf.connect(provider.ServiceName, log, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+}
+
+// servingState is what the readiness checks see.
+type servingState struct {
+	storeOpen, serving atomic.Bool
+}
+
+// addChecks gives the readiness checks to the HTTP server of --http, if any.
+func (sv *servingState) addChecks(srv *ops.Server, nc *nats.Conn) {
+	if srv == nil {
+		return
 	}
-	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		errs = append(errs, fmt.Errorf("drain NATS connection: %w", err))
+	srv.AddCheck("nats", func(context.Context) error {
+		if s := nc.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("NATS connection %s", s)
+		}
+		return nil
+	})
+	srv.AddCheck("service", func(context.Context) error {
+		if !sv.serving.Load() {
+			return errors.New("the service is stopped")
+		}
+		return nil
+	})
+	srv.AddCheck("store", func(context.Context) error {
+		if !sv.storeOpen.Load() {
+			return errors.New("the store is closed")
+		}
+		return nil
+	})
+}
+
+// logServing says that the service serves, where, and its counters.
+func logServing(log *slog.Logger, h *provider.Hosted, data string) {
+	counts := h.Store.Stats()
+	abs, aerr := filepath.Abs(data)
+	if aerr != nil {
+		abs = data
 	}
+	log.Info("serving; stop with SIGINT or SIGTERM", "server", h.Conn.ConnectedUrlRedacted(), "data", abs, "store_id", h.Store.ID(),
+		"requests_received", counts.RequestsReceived, "creates_executed", counts.CreatesExecuted,
+		"tasks_existing", counts.TasksExisting)
+}
+
+// awaitStop waits until ctx ends, the connection closes or the service stops
+// serving on its own; the last two are errors.
+func awaitStop(ctx context.Context, log *slog.Logger, closed <-chan struct{}, svc *provider.Service) error {
 	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+		return nil
 	case <-closed:
-	case <-time.After(drainTimeout):
-		log.Warn("NATS drain timed out; closing", "timeout", drainTimeout)
-		nc.Close()
+		log.Error("NATS connection closed; shutting down")
+		return errors.New("NATS connection closed")
+	case <-svc.Done():
+		log.Error("stopped serving; shutting down", "err", svc.Err())
+		return fmt.Errorf("serve: stopped serving: %w", svc.Err())
 	}
-	if err := st.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close store: %w", err))
-	}
-	counts := st.Stats()
-	log.Info("stopped", "requests_received", counts.RequestsReceived,
-		"creates_executed", counts.CreatesExecuted, "tasks_existing", counts.TasksExisting)
-	return errors.Join(errs...)
 }

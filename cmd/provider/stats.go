@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-func (c *cli) stats(ctx context.Context, args []string) error {
+func (c *app) stats(ctx context.Context, args []string) error {
 	fs := c.flagSet("stats", "[--server URL] [--json]",
 		`Prints the service's three counters: requests received (every well-formed
 create call), creates executed, and tasks existing. They are exact and

@@ -56,7 +56,7 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "publisher: %s records no reviewer name, so --by %q is not checked against it; executors accept the approval only if their trusted-approvers file names key %s %q\n",
 				*keyFile, opts.By, opts.Key.ID, opts.By)
 		} else if err := opts.Key.CheckSigner(opts.By); opts.By != "" && err != nil {
-			return &exitError{exitUsage, fmt.Errorf("refusing --by %q: %w", opts.By, err)}
+			return &exitError{Code: exitUsage, Err: fmt.Errorf("refusing --by %q: %w", opts.By, err)}
 		}
 		opts.Lifetime = *validFor
 	}

@@ -75,7 +75,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "fail: %s at %s: %s\n", res.Check, res.Path, res.Reason)
 	}
 	if res.Result != "pass" {
-		return &exitError{exitFailure, errSilent}
+		return &exitError{Code: exitFailure, Err: errSilent}
 	}
 	return nil
 }

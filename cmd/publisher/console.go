@@ -47,91 +47,139 @@ only to the --listen host, localhost, 127.0.0.1 and [::1] (with its port), and e
 
 Needs a running NATS server with the streams, and an executor: go run ./cmd/executor serve --embedded`
 
-func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// consoleFlags are console's flags, as given.
+type consoleFlags struct {
+	fs          *flag.FlagSet
+	listen      *string
+	dir         *string
+	conn        *cli.ConnConfig
+	by          *string
+	trustedFile *string
+	wait        *time.Duration
+	keyFile     *string
+	validFor    *time.Duration
+	allowed     hostList
+	byGiven     bool
+}
+
+func newConsoleFlags(stderr io.Writer) *consoleFlags {
 	fs := newFlagSet("console", consoleHelp, stderr)
-	listen := fs.String("listen", "127.0.0.1:8080", "`HOST:PORT` to serve the console on")
-	dir := fs.String("candidates", "testdata/console", "the candidates `DIR`: NAME.candidate.json + NAME.request.json pairs")
-	conn := cli.ConnFlags(fs)
-	by := fs.String("by", "", "the approver `NAME` the form starts with, recorded as approved_by (default: the key's name in --trusted-approvers, else $USER)")
-	trustedFile := fs.String("trusted-approvers", "", "the executors' trusted-approvers `FILE`: run the signature and expiry checks before sending, and take the approver name from it (default $SENDTWICE_TRUSTED_APPROVERS)")
-	wait := fs.Duration("wait", 30*time.Second, "how long to wait for each receipt")
-	keyFile := fs.String("key", "", "sign approvals with the private key in `FILE` (made by publisher keygen)")
-	validFor := fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime")
-	var allowed hostList
-	fs.Var(&allowed, "allowed-host", "also answer to `HOST` or HOST:PORT, a name the console is reached by (repeatable)")
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
+	f := &consoleFlags{fs: fs}
+	f.listen = fs.String("listen", "127.0.0.1:8080", "`HOST:PORT` to serve the console on")
+	f.dir = fs.String("candidates", "testdata/console", "the candidates `DIR`: NAME.candidate.json + NAME.request.json pairs")
+	f.conn = cli.ConnFlags(fs)
+	f.by = fs.String("by", "", "the approver `NAME` the form starts with, recorded as approved_by (default: the key's name in --trusted-approvers, else $USER)")
+	f.trustedFile = fs.String("trusted-approvers", "", "the executors' trusted-approvers `FILE`: run the signature and expiry checks before sending, and take the approver name from it (default $SENDTWICE_TRUSTED_APPROVERS)")
+	f.wait = fs.Duration("wait", 30*time.Second, "how long to wait for each receipt")
+	f.keyFile = fs.String("key", "", "sign approvals with the private key in `FILE` (made by publisher keygen)")
+	f.validFor = fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime")
+	fs.Var(&f.allowed, "allowed-host", "also answer to `HOST` or HOST:PORT, a name the console is reached by (repeatable)")
+	return f
+}
+
+// check refuses values the console cannot run with.
+func (f *consoleFlags) check() error {
+	fs := f.fs
 	if fs.NArg() != 0 {
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	*by = strings.TrimSpace(*by)
-	byGiven := false
-	fs.Visit(func(f *flag.Flag) { byGiven = byGiven || f.Name == "by" })
-	if *trustedFile == "" {
-		*trustedFile = os.Getenv("SENDTWICE_TRUSTED_APPROVERS")
+	*f.by = strings.TrimSpace(*f.by)
+	fs.Visit(func(fl *flag.Flag) { f.byGiven = f.byGiven || fl.Name == "by" })
+	if *f.trustedFile == "" {
+		*f.trustedFile = os.Getenv("SENDTWICE_TRUSTED_APPROVERS")
 	}
 	switch {
-	case *wait <= 0:
+	case *f.wait <= 0:
 		return usageErr(fs, "--wait must be positive")
-	case len(*by) > document.MaxIDBytes || !utf8.ValidString(*by):
+	case len(*f.by) > document.MaxIDBytes || !utf8.ValidString(*f.by):
 		return usageErr(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
-	case *trustedFile != "" && *keyFile == "":
+	case *f.trustedFile != "" && *f.keyFile == "":
 		return usageErr(fs, "--trusted-approvers needs --key: without it the console's approvals are unsigned, and the signature check refuses every one")
 	}
-	var key *sign.Key
-	if *keyFile != "" {
-		if *validFor <= 0 || *validFor > gate.DefaultMaxLifetime {
-			return usageErr(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
+	return nil
+}
+
+// approver is who the console approves as: the signing key, the trusted
+// approvers checked before each send, the key's owner, and the name the form
+// starts with.
+type approver struct {
+	key     *sign.Key
+	trusted *send.TrustedApprovers
+	owner   string
+	by      string
+}
+
+// approver loads the key and the trusted approvers and settles the
+// approver's name: the key's owner when known (a different --by is refused),
+// else --by, else $USER.
+func (f *consoleFlags) approver() (*approver, error) {
+	fs := f.fs
+	a := &approver{by: *f.by}
+	if *f.keyFile != "" {
+		if *f.validFor <= 0 || *f.validFor > gate.DefaultMaxLifetime {
+			return nil, usageErr(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
 		}
 		var err error
-		if key, err = sign.LoadKey(*keyFile); err != nil {
-			return err
+		if a.key, err = sign.LoadKey(*f.keyFile); err != nil {
+			return nil, err
 		}
 	}
-	var trusted *send.TrustedApprovers
-	var owner string
-	if *trustedFile != "" {
+	if *f.trustedFile != "" {
 		var err error
-		if trusted, err = send.LoadTrustedApprovers(*trustedFile); err != nil {
-			return err
+		if a.trusted, err = send.LoadTrustedApprovers(*f.trustedFile); err != nil {
+			return nil, err
 		}
-		name, ok := trusted.NameOf(key.ID)
+		name, ok := a.trusted.NameOf(a.key.ID)
 		if !ok {
-			return usageErr(fs, "--key %s (key %s) is not among the trusted approvers in %s: executors would refuse every approval it signs", *keyFile, key.ID, *trustedFile)
+			return nil, usageErr(fs, "--key %s (key %s) is not among the trusted approvers in %s: executors would refuse every approval it signs", *f.keyFile, a.key.ID, *f.trustedFile)
 		}
-		owner = name
+		a.owner = name
 		switch {
-		case !byGiven:
-			*by = owner
-		case *by != owner:
-			return usageErr(fs, "--by %q: the key %s (key %s) belongs to %q in %s, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
-				*by, *keyFile, key.ID, owner, *trustedFile, owner)
+		case !f.byGiven:
+			a.by = a.owner
+		case a.by != a.owner:
+			return nil, usageErr(fs, "--by %q: the key %s (key %s) belongs to %q in %s, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
+				a.by, *f.keyFile, a.key.ID, a.owner, *f.trustedFile, a.owner)
 		}
 	}
-	if owner == "" && key != nil && key.Name != "" {
+	if a.owner == "" && a.key != nil && a.key.Name != "" {
 		// The key file records its reviewer's name (publisher keygen).
-		owner = key.Name
+		a.owner = a.key.Name
 		switch {
-		case !byGiven:
-			*by = owner
-		case *by != owner:
-			return usageErr(fs, "--by %q: the key %s belongs to %q, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
-				*by, *keyFile, owner, owner)
+		case !f.byGiven:
+			a.by = a.owner
+		case a.by != a.owner:
+			return nil, usageErr(fs, "--by %q: the key %s belongs to %q, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
+				a.by, *f.keyFile, a.owner, a.owner)
 		}
 	}
-	if !byGiven && owner == "" {
-		*by = strings.TrimSpace(os.Getenv("USER"))
-		if len(*by) > document.MaxIDBytes || !utf8.ValidString(*by) {
-			*by = ""
+	if !f.byGiven && a.owner == "" {
+		a.by = strings.TrimSpace(os.Getenv("USER"))
+		if len(a.by) > document.MaxIDBytes || !utf8.ValidString(a.by) {
+			a.by = ""
 		}
 	}
-	host, _, err := net.SplitHostPort(*listen)
+	return a, nil
+}
+
+func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newConsoleFlags(stderr)
+	if help, err := parseFlags(f.fs, args); help || err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	a, err := f.approver()
 	if err != nil {
-		return usageErr(fs, "--listen %q: %v", *listen, err)
+		return err
 	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return usageErr(fs, "--candidates %s: not a folder; point it at a folder of NAME.candidate.json + NAME.request.json pairs", *dir)
+	host, _, err := net.SplitHostPort(*f.listen)
+	if err != nil {
+		return usageErr(f.fs, "--listen %q: %v", *f.listen, err)
+	}
+	if st, err := os.Stat(*f.dir); err != nil || !st.IsDir() {
+		return usageErr(f.fs, "--candidates %s: not a folder; point it at a folder of NAME.candidate.json + NAME.request.json pairs", *f.dir)
 	}
 
 	log, err := cli.NewLogger(stderr, "text", "info")
@@ -139,9 +187,9 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if !isLoopback(host) {
-		log.Warn("the console listens beyond this machine: its address and session cookie travel unencrypted (plain HTTP)", "listen", *listen)
+		log.Warn("the console listens beyond this machine: its address and session cookie travel unencrypted (plain HTTP)", "listen", *f.listen)
 	}
-	nc, err := conn.Connect("publisher-console", log)
+	nc, err := f.conn.Connect("publisher-console", log)
 	if err != nil {
 		return err
 	}
@@ -150,7 +198,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", *f.listen)
 	if err != nil {
 		return err
 	}
@@ -161,28 +209,32 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	c, err := console.New(console.Config{
-		Dir:          *dir,
+		Dir:          *f.dir,
 		JetStream:    js,
-		By:           *by,
-		Wait:         *wait,
-		Server:       cli.RedactURL(conn.Server),
-		AllowedHosts: append(hosts, allowed...),
-		Key:          key,
-		KeyOwner:     owner,
-		Trusted:      trusted,
-		Lifetime:     *validFor,
+		By:           a.by,
+		Wait:         *f.wait,
+		Server:       cli.RedactURL(f.conn.Server),
+		AllowedHosts: append(hosts, f.allowed...),
+		Key:          a.key,
+		KeyOwner:     a.owner,
+		Trusted:      a.trusted,
+		Lifetime:     *f.validFor,
 		Logger:       log,
 	})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	// The one place the token is shown: the reviewer opens this address.
+	fmt.Fprintf(stdout, "approval console on http://%s%s (candidates in %s)\n", startHost(host, port), c.LoginPath(), *f.dir)
+	return serveConsole(ctx, c, ln)
+}
 
+// serveConsole serves c on ln until ctx ends, then shuts the server down.
+func serveConsole(ctx context.Context, c *console.Console, ln net.Listener) error {
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	// Event streams end when the console closes, so that Shutdown can finish.
 	srv.RegisterOnShutdown(c.Close)
-	// The one place the token is shown: the reviewer opens this address.
-	fmt.Fprintf(stdout, "approval console on http://%s%s (candidates in %s)\n", startHost(host, port), c.LoginPath(), *dir)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

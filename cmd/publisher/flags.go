@@ -13,30 +13,23 @@ import (
 // newFlagSet returns a flag set that reports errors instead of exiting, with
 // a usage text of its own.
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: publisher %s\n\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
+	return cli.NewFlagSet(name, "Usage: publisher "+synopsis+"\n\n", stderr)
 }
 
 // parseFlags parses args; --help is success, other errors are usage errors.
 func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return true, nil
 		}
-		return false, &exitError{exitUsage, errSilent}
+		return false, err
 	}
-	cli.ApplyEnv(fs)
 	return false, nil
 }
 
 func usageErr(fs *flag.FlagSet, format string, args ...any) error {
 	fs.Usage()
-	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+	return &exitError{Code: exitUsage, Err: fmt.Errorf(format, args...)}
 }
 
 // readInput reads a file, or standard input for "-".

@@ -5,24 +5,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal ends the process at once
-	}()
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	os.Exit(exitCode(err, os.Stderr))
+	cli.Main("publisher", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	})
 }
 
 const usage = `publisher: make approvals and publish approved requests
@@ -42,52 +35,32 @@ The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
 `
 
 // exitError carries a process exit status with its cause.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+type exitError = cli.ExitError
 
 // Exit statuses.
 const (
-	exitOK       = 0
-	exitFailure  = 1 // an error, or a gate check failed
-	exitUsage    = 2 // bad flags or arguments
-	exitConflict = 3 // receipt: idempotency_conflict
-	exitRejected = 4 // receipt: rejected at the executor's gate
-	exitDead     = 5 // receipt: dead_lettered
-	exitNoAnswer = 6 // --wait ran out before a receipt arrived
+	exitOK       = cli.ExitOK
+	exitFailure  = cli.ExitFailure // an error, or a gate check failed
+	exitUsage    = cli.ExitUsage   // bad flags or arguments
+	exitConflict = 3               // receipt: idempotency_conflict
+	exitRejected = 4               // receipt: rejected at the executor's gate
+	exitDead     = 5               // receipt: dead_lettered
+	exitNoAnswer = 6               // --wait ran out before a receipt arrived
 )
 
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil && !errors.Is(ee.err, errSilent) {
-			fmt.Fprintln(stderr, "publisher:", ee.err)
-		}
-		return ee.code
-	}
-	if errors.Is(err, errUsage) {
-		return exitUsage
-	}
-	fmt.Fprintln(stderr, "publisher:", err)
-	return exitFailure
-}
+// exitCode reports err on stderr, unless already reported, and returns the
+// exit status.
+func exitCode(err error, stderr io.Writer) int { return cli.Report("publisher", err, stderr) }
 
 // errSilent marks a failure whose explanation was already printed.
-var errSilent = errors.New("already reported")
+var errSilent = cli.ErrSilent
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return &exitError{exitUsage, errSilent}
+		return &exitError{Code: exitUsage, Err: errSilent}
 	}
 	switch args[0] {
 	case "digest":
@@ -112,5 +85,5 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return &exitError{exitUsage, fmt.Errorf("unknown command %q", args[0])}
+	return &exitError{Code: exitUsage, Err: fmt.Errorf("unknown command %q", args[0])}
 }

@@ -104,7 +104,7 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 			if ctx.Err() != nil {
 				why = "no receipt before the wait was interrupted"
 			}
-			return &exitError{exitNoAnswer, fmt.Errorf("published as stream message %d, but %s; the executor may still be working on it (publisher send is safe to repeat)", sent.StreamSeq, why)}
+			return &exitError{Code: exitNoAnswer, Err: fmt.Errorf("published as stream message %d, but %s; the executor may still be working on it (publisher send is safe to repeat)", sent.StreamSeq, why)}
 		}
 		return err
 	}
@@ -117,11 +117,11 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 	case send.Created, send.Replayed:
 		return nil
 	case send.Conflict:
-		return &exitError{exitConflict, errSilent}
+		return &exitError{Code: exitConflict, Err: errSilent}
 	case send.Rejected:
-		return &exitError{exitRejected, errSilent}
+		return &exitError{Code: exitRejected, Err: errSilent}
 	default:
-		return &exitError{exitDead, errSilent}
+		return &exitError{Code: exitDead, Err: errSilent}
 	}
 }
 

@@ -132,13 +132,15 @@ func (c *ConnConfig) Options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// Connect connects with the configuration under a client name.
-func (c *ConnConfig) Connect(name string, log *slog.Logger) (*nats.Conn, error) {
+// Connect connects with the configuration under a client name, reconnecting
+// without limit after the first connection (and saying so on log, when not
+// nil); extra options come last.
+func (c *ConnConfig) Connect(name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	opts, err := c.Options()
 	if err != nil {
 		return nil, err
 	}
-	return connect(c.Server, name, log, opts...)
+	return connect(c.Server, name, log, append(opts, extra...)...)
 }
 
 // RedactURL hides any password in a server URL list.

@@ -223,15 +223,11 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exCtx, stopEx := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- ex.Run(exCtx, ready) }()
-	defer func() { stopEx(); <-done }()
-	select {
-	case <-ready:
-	case err := <-done:
+	stopEx, err := ex.Start(context.Background())
+	if err != nil {
 		t.Fatalf("the executor could not start under its permissions: %v", err)
 	}
+	defer stopEx()
 
 	// The publisher sends an approval twice and reads its receipts.
 	pub := connectAs(t, url, "publisher", pw["publisher"])

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -34,7 +33,7 @@ type Stack struct {
 	Server  *server.Server
 	Store   *provider.Store
 	Service *provider.Service
-	svcConn *nats.Conn
+	hosted  *provider.Hosted
 }
 
 // StartStack locks the data directory, then starts the server and the
@@ -71,53 +70,37 @@ func (st *Stack) Dir() string { return st.lock.Dir() }
 // URL is the client URL of the server.
 func (st *Stack) URL() string { return st.Server.ClientURL() }
 
-// StartService opens the task service's store in dir and serves it.
+// StartService opens the task service's store in dir and serves it, through
+// provider.Host.
 func (st *Stack) StartService(dir string) error {
 	if st.Service != nil {
 		return errors.New("embedded: the task service is already running")
 	}
-	nc, err := nats.Connect(st.URL(), nats.Name("fake-task-provider"), nats.MaxReconnects(-1))
-	if err != nil {
-		return fmt.Errorf("embedded: connecting the task service: %w", err)
+	connect := func() (*nats.Conn, error) {
+		nc, err := nats.Connect(st.URL(), nats.Name("fake-task-provider"), nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, fmt.Errorf("embedded: connecting the task service: %w", err)
+		}
+		return nc, nil
 	}
-	store, err := provider.Open(dir, provider.Options{Logger: st.opts.Logger, UnsafeCreateEveryCall: st.opts.UnsafeCreateEveryCall})
+	h, err := provider.Host(dir,
+		provider.Options{Logger: st.opts.Logger, UnsafeCreateEveryCall: st.opts.UnsafeCreateEveryCall},
+		provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger}, connect)
 	if err != nil {
-		nc.Close()
-		return fmt.Errorf("embedded: opening the task service's store: %w", err)
+		return fmt.Errorf("embedded: starting the task service: %w", err)
 	}
-	svc, err := provider.Serve(nc, store, provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger})
-	if err != nil {
-		_ = store.Close()
-		nc.Close()
-		return fmt.Errorf("embedded: serving the task service: %w", err)
-	}
-	st.Store, st.Service, st.svcConn = store, svc, nc
+	st.hosted, st.Store, st.Service = h, h.Store, h.Service
 	return nil
 }
 
-// StopService stops the task service and closes its store; the NATS server
-// keeps running.
+// StopService stops the task service and closes its store (provider.Hosted.Stop);
+// the NATS server keeps running.
 func (st *Stack) StopService() error {
-	if st.Service == nil {
+	if st.hosted == nil {
 		return nil
 	}
-	// Stop answers every call already taken; draining then delivers the
-	// replies of calls still in the subscription. Only once the connection
-	// is closed may the store close.
-	err := st.Service.Stop()
-	closed := make(chan struct{})
-	st.svcConn.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if derr := st.svcConn.Drain(); derr != nil {
-		st.svcConn.Close()
-	} else {
-		select {
-		case <-closed:
-		case <-time.After(10 * time.Second):
-			st.svcConn.Close()
-		}
-	}
-	err = errors.Join(err, st.Store.Close())
-	st.Service, st.Store, st.svcConn = nil, nil, nil
+	err := st.hosted.Stop()
+	st.hosted, st.Service, st.Store = nil, nil, nil
 	return err
 }
 

@@ -102,8 +102,9 @@
 //
 //   - Be reached by a function call from the executor: the executor talks to
 //     it only over NATS through Client, as it would to an external system.
-//     Store is opened and served (Open, Serve) only by the processes that
-//     host the service: the provider command, internal/embedded (the
+//     Store is opened and served only by the processes that host the
+//     service, through Host (which opens, serves, and stops in the order
+//     that loses no reply): the provider command, internal/embedded (the
 //     executor's --embedded mode, the demo and the test environment) and
 //     the bench's own instance. Those may read its id and counters
 //     (Store.ID, Store.Stats) for logs and metrics; its Create and Records

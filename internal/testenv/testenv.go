@@ -124,24 +124,15 @@ func (e *Env) Executor(cfg executor.Config) (ex *executor.Executor, stop func())
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- ex.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		e.T.Fatalf("executor stopped at start: %v", err)
-	case <-time.After(10 * time.Second):
-		e.T.Fatal("executor did not start")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopRun, err := ex.Start(ctx)
+	if err != nil {
+		nc.Close()
+		e.T.Fatalf("starting an executor: %v", err)
 	}
-	stopped := false
 	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		<-done
+		_ = stopRun()
 		nc.Close()
 	}
 	e.T.Cleanup(stop)

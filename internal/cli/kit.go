@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses every command shares; a command may add its own above
+// ExitUsage (publisher's receipt outcomes).
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // an error
+	ExitUsage   = 2 // bad flags or arguments
+	// ExitSecondSignal is the status of a process stopped at once by a
+	// second SIGINT or SIGTERM (128 + SIGINT, as a shell reports it).
+	ExitSecondSignal = 130
+)
+
+// ErrUsage marks a command line that cannot be run: exit status ExitUsage.
+var ErrUsage = errors.New("usage")
+
+// ErrSilent marks a failure whose explanation was already printed.
+var ErrSilent = errors.New("already reported")
+
+// ExitError carries a process exit status with its cause.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode is the exit status for the error a command returned: 0 for none
+// or for --help, an ExitError's own status, ExitUsage for a usage error,
+// else ExitFailure.
+func ExitCode(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// Report prints err on stderr as "prog: err", unless there is nothing to
+// say: no error, --help, or a failure already explained (ErrSilent). It
+// returns the exit status (ExitCode).
+func Report(prog string, err error, stderr io.Writer) int {
+	var ee *ExitError
+	msg := err
+	if errors.As(err, &ee) {
+		msg = ee.Err
+	}
+	if msg != nil && !errors.Is(msg, flag.ErrHelp) && !errors.Is(msg, ErrSilent) {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, msg)
+	}
+	return ExitCode(err)
+}
+
+// Main is the whole of a command's main: it runs run with a context that
+// ends at the first SIGINT or SIGTERM (a second one exits at once), reports
+// the error run returns and exits with its status.
+func Main(prog string, run func(ctx context.Context) error) {
+	ctx, stop := SignalContext(prog, os.Stderr)
+	err := run(ctx)
+	stop()
+	os.Exit(Report(prog, err, os.Stderr))
+}
+
+// SignalContext returns a context that ends at the first SIGINT or SIGTERM;
+// the command then shuts down in order and says so in its log. A second
+// signal exits the process at once with ExitSecondSignal, saying so on
+// stderr. stop releases the signals.
+func SignalContext(prog string, stderr io.Writer) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			// The command says it is shutting down in its own log, whose
+			// format (--log-format json) a plain line here would break.
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(stderr, "%s: %v again: exiting at once\n", prog, sig)
+			os.Exit(ExitSecondSignal)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+}
+
+// NewFlagSet returns a flag set named name that reports errors instead of
+// exiting; its usage prints header and then the flags.
+func NewFlagSet(name, header string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), header)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// Parse parses args and then takes the environment's values of the flags
+// that fall back to it (ApplyEnv). --help is flag.ErrHelp; any other error
+// is a usage error that Report does not print again: the flag package has
+// printed it, with the usage.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %w: %v", ErrUsage, ErrSilent, err)
+	}
+	ApplyEnv(fs)
+	return nil
+}
+
+// ParseNoArgs is Parse for a command that takes no positional arguments:
+// one is a usage error, after the usage is printed.
+func ParseNoArgs(fs *flag.FlagSet, args []string) error {
+	if err := Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
+	}
+	return nil
+}

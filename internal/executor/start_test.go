@@ -1,0 +1,73 @@
+package executor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
+	env := testenv.Start(t)
+	nc, err := nats.Connect(env.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology,
+		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stop, err := ex.Start(ctx)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil || info.NumWaiting == 0 {
+		t.Errorf("after Start the consumer has %d pulls waiting (%v); want the executor's", info.NumWaiting, err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("a second stop: %v", err)
+	}
+}
+
+func TestStartReportsAnExecutorThatCannotConsume(t *testing.T) {
+	env := testenv.Start(t)
+	nc, err := nats.Connect(env.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := env.JS.DeleteStream(context.Background(), topology.ApprovalsStream); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology, NoProvision: true,
+		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stop, err := ex.Start(ctx)
+	if err == nil || stop != nil || !strings.Contains(err.Error(), "stopped at start") {
+		t.Fatalf("Start without a consumer: %v (stop %v); want an error saying it stopped at start", err, stop != nil)
+	}
+}
