@@ -1,0 +1,223 @@
+package main
+
+// The linearizability check of the chaos test, on the CalDAV task service:
+// executor processes with --task-service caldav and --record-calls, against
+// Radicale and Xandikos, through a proxy that loses and stalls replies,
+// while the test kills executors, they kill themselves after calls, and the
+// server restarts. The records are checked with the model the chaos test
+// uses for the fake service: the history is recorded at the task-service
+// contract, so the one model checks every adapter.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/history"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/taskservice"
+)
+
+// calDAVLinearizeApprovals is the size of the workload (the chaos test's
+// mix) each server gets: a few hundred calls.
+const calDAVLinearizeApprovals = 200
+
+// davFaults counts the faults a run injected.
+type davFaults struct {
+	dropArmed, stallArmed, killed int
+}
+
+func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs executor processes against each CalDAV server under faults")
+	}
+	// The chaos test's mix: distinct approvals, resends of them, changed
+	// requests under the same intent ids, and poison messages the gate
+	// rejects before any call. Its first approval kills its executors only
+	// with a fault these executors do not carry; here it is one more
+	// intent.
+	w := buildWorkload(t, calDAVLinearizeApprovals)
+	intents := w.distinct + 1
+	for _, k := range davtest.Kinds() {
+		t.Run(fmt.Sprintf("on %s the calls of three executor processes, through lost and stalled replies, killed executors and a server restart, are linearizable", k), func(t *testing.T) {
+			r := startDAVRig(t, k)
+			proxy := davtest.NewProxy(t, r.srv.BaseURL)
+			viaProxy := proxy.Rewrite(r.srv.CollectionURL)
+			callsDir := t.TempDir()
+			var executors []*supervised
+			for i := 1; i <= 3; i++ {
+				id := fmt.Sprintf("exec-%d", i)
+				var launches atomic.Int64
+				executors = append(executors, supervise(t, id, func() *exec.Cmd {
+					calls := filepath.Join(callsDir, fmt.Sprintf("%s-%03d.jsonl", id, launches.Add(1)))
+					// Calls may wait for Radicale's listen backlog (a SYN
+					// sent again after 1 s, then 2 s more), so the call
+					// timeout is above 3 s; a stalled reply takes that
+					// long. The budget outlasts the server's restart:
+					// redeliveries come after 1 s, 2 s, 4 s, ….
+					cmd := exec.Command(os.Args[0], "serve", "--server", r.env.URL(), "--insecure-allow-unsigned", "--id", id,
+						"--ack-wait", "2s", "--max-deliver", "20", "--call-timeout", "4s", "--concurrency", "4", "--log-level", "warn",
+						"--task-service", "caldav", "--caldav-url", viaProxy, "--record-calls", calls,
+						"--fault", "after-call:kill:0.01")
+					cmd.Env = append(os.Environ(), asMain+"=1", "GORACE=atexit_sleep_ms=0")
+					return cmd
+				}))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r.awaitPullers(ctx, t, 3)
+			start := time.Now()
+
+			// Faults every 150 ms while the approvals are published: the
+			// proxy loses the next reply (the server handled the request)
+			// or holds it past the call timeout, or an executor is killed
+			// (SIGKILL) and started again with a new call record.
+			var f davFaults
+			faultsCtx, stopFaults := context.WithCancel(context.Background())
+			faultsDone := make(chan struct{})
+			go func() {
+				defer close(faultsDone)
+				rnd := rand.New(rand.NewPCG(5, 6))
+				tick := time.NewTicker(150 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-faultsCtx.Done():
+						return
+					case <-tick.C:
+					}
+					switch n := rnd.IntN(10); {
+					case n < 6:
+						proxy.DropResponses(1)
+						f.dropArmed++
+					case n == 6 && f.stallArmed < 3:
+						proxy.StallResponses(1)
+						f.stallArmed++
+					case n == 7 && f.killed < 3:
+						executors[rnd.IntN(len(executors))].signal(syscall.SIGKILL)
+						f.killed++
+					}
+				}
+			}()
+
+			// Publish over about 6 s; the server restarts when half the
+			// messages are in.
+			var mu sync.Mutex
+			seqs := make([]uint64, 0, len(w.envelopes))
+			published := make(chan error, 1)
+			go func() {
+				for _, e := range w.envelopes {
+					sent, err := publish.Send(ctx, r.env.JS, e)
+					if err != nil {
+						published <- err
+						return
+					}
+					mu.Lock()
+					seqs = append(seqs, sent.StreamSeq)
+					mu.Unlock()
+					time.Sleep(30 * time.Millisecond)
+				}
+				published <- nil
+			}()
+			for {
+				mu.Lock()
+				n := len(seqs)
+				mu.Unlock()
+				if n >= len(w.envelopes)/2 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			r.srv.Restart()
+			if err := <-published; err != nil {
+				t.Fatalf("publishing: %v", err)
+			}
+			stopFaults()
+			<-faultsDone
+			byseq := awaitReceipts(t, r, seqs, 90*time.Second)
+			took := time.Since(start)
+			// Stopped, each executor closes its record.
+			restarts := 0
+			for _, e := range executors {
+				e.stop(syscall.SIGTERM)
+				restarts += int(e.restarts.Load())
+			}
+
+			v, err := checkCallRecords(callsDir, t.ArtifactDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %s", k, v.res)
+			files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := history.Read(files...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered := map[string]int{}
+			for _, c := range h.Calls {
+				if c.Answered {
+					answered[c.Outcome]++
+				}
+			}
+			dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outcomes := map[string]int{}
+			for _, seq := range seqs {
+				outcomes[byseq[seq][0].Outcome]++
+			}
+			l := r.listing(t)
+			created := 0
+			for _, e := range r.srv.LogEntries() {
+				if e.Method == "PUT" && e.Status == 201 && strings.HasPrefix(e.Path, r.srv.CollectionPath) {
+					created++
+				}
+			}
+			t.Logf("%s: %d messages finished in %s, first receipts %v, %d dead letters; calls answered %v; "+
+				"proxy lost %d replies (%d armed), stalled up to %d; executors killed %d by the test, %d processes started again (%d sessions, %d torn lines); "+
+				"server restarted once; %d PUTs answered 201, %d VTODOs listed",
+				k, len(seqs), took.Round(time.Millisecond), outcomes, len(dead), answered,
+				proxy.Dropped(), f.dropArmed, f.stallArmed, f.killed, restarts, v.sessions, v.torn, created, l.VTODOs)
+
+			if !v.res.OK {
+				t.Errorf("the calls made under faults: %s; visualisation: %s", v.res, v.html)
+			}
+			if v.res.Intents != intents {
+				t.Errorf("calls recorded for %d intents, want %d: every approval that passes the gate reaches the server", v.res.Intents, intents)
+			}
+			if v.res.Operations <= len(seqs) || v.res.WithoutResponse == 0 || proxy.Dropped() == 0 {
+				t.Errorf("%d calls for %d messages, %d without response, %d replies lost: the faults did not bite",
+					v.res.Operations, len(seqs), v.res.WithoutResponse, proxy.Dropped())
+			}
+			if answered[taskservice.Replayed] == 0 || answered[taskservice.Conflict] == 0 {
+				t.Errorf("calls answered %v: want replays and conflicts among them", answered)
+			}
+			if v.sessions <= len(executors) {
+				t.Errorf("%d executor sessions recorded calls: no executor was killed and started again", v.sessions)
+			}
+			if len(dead) != 0 {
+				t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
+			}
+			// What the server holds agrees: one create per intent, one
+			// VTODO per intent.
+			if created != intents || l.VTODOs != intents || len(r.srv.StoredNames()) != intents {
+				t.Errorf("%d PUTs answered 201, %d VTODOs listed, %d stored; want %d of each", created, l.VTODOs, len(r.srv.StoredNames()), intents)
+			}
+		})
+	}
+}
