@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/history"
+	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
@@ -212,6 +214,20 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 			}
 			if len(dead) != 0 {
 				t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
+			}
+			// The same records with one replay's task id changed are not
+			// linearizable, and the check names the intent.
+			if i := slices.IndexFunc(h.Calls, func(c history.Call) bool { return c.Answered && c.Outcome == taskservice.Replayed }); i >= 0 {
+				tampered := slices.Clone(h.Calls)
+				tampered[i].TaskID += "-other"
+				bad, err := linearize.Check(tampered, linearize.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: with the replay of call %s naming task %s: %s", k, tampered[i].ID, tampered[i].TaskID, bad)
+				if bad.OK || len(bad.Violations) != 1 || !slices.Equal(bad.Violations[0].Intents, []string{tampered[i].IntentID}) {
+					t.Errorf("the records with one replay's task id changed: %s; want one violation naming %s", bad, tampered[i].IntentID)
+				}
 			}
 			// What the server holds agrees: one create per intent, one
 			// VTODO per intent.
