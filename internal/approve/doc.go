@@ -5,5 +5,6 @@
 //
 // It must never approve a request that does not point at the candidate being
 // approved, and never write "approved" into the candidate itself: the approval
-// is a separate document with its own digest.
+// is a separate document with its own digest. Write never hands out an
+// approval that the gate's binding checks would refuse.
 package approve

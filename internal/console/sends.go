@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -27,18 +26,9 @@ type kept struct {
 // documents together. It is the one place where the console makes an
 // approval.
 func buildApproval(candidate, request []byte, by string, at time.Time, key *sign.Key, lifetime time.Duration) (*kept, error) {
-	a, err := approve.Approve(candidate, request, approve.Options{By: by, At: at, Key: key, Lifetime: lifetime})
+	a, raw, err := approve.Write(candidate, request, approve.Options{By: by, At: at, Key: key, Lifetime: lifetime})
 	if err != nil {
 		return nil, err
-	}
-	raw, err := json.MarshalIndent(a, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding the approval: %w", err)
-	}
-	raw = append(raw, '\n')
-	// Never keep an approval the gate would refuse.
-	if _, err := send.Bindings().Documents(send.Documents{Candidate: candidate, Request: request, Approval: raw}); err != nil {
-		return nil, fmt.Errorf("the approval would not pass the gate, so it was not made: %w", err)
 	}
 	return &kept{Approval: a, Raw: raw}, nil
 }
