@@ -370,6 +370,12 @@ func TestCalDAVALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.executor(t, viaProxy, "exec-1")
+			// Once it waits on the consumer it has read the collection
+			// (serve does so before it consumes): the next answer lost is
+			// the PUT's.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r.awaitPullers(ctx, t, 1)
 			proxy.DropResponses(1)
 			rc := r.send(t, s.Original.Envelope())
 			checkServiceReceipt(t, "the receipt", rc.Receipt, document.OutcomeReplayed, "intent-0001", through.StoreID())

@@ -26,6 +26,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const serveHelp = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
@@ -371,6 +372,9 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 		}
 	})
 	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope)
+	if err := reachTaskService(ctx, svc, *f.callTimeout, s.log); err != nil {
+		return nil, err
+	}
 	taskService, closeRecord, err := recordTaskService(*f.recordCalls, svc.Service, s.log)
 	if err != nil {
 		return nil, err
@@ -389,6 +393,27 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 		OnReceipt:   s.em.ObserveReceipt,
 		OnRetry:     s.em.ObserveRetry,
 	})
+}
+
+// reachTaskService checks, creating nothing, that the task service answers
+// and accepts the login before serve consumes anything. A permanent refusal
+// (a wrong URL or password: 401, 403, 404) stops serve with that reason,
+// since every delivery would otherwise be dead-lettered for it; a transient
+// failure (the server down for a moment) is logged and serving goes on, as
+// deliveries are retried until it answers.
+func reachTaskService(ctx context.Context, svc *taskService, callTimeout time.Duration, log *slog.Logger) error {
+	rctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
+	defer cancel()
+	err := svc.Reach(rctx)
+	switch {
+	case err == nil:
+		return nil
+	case taskservice.IsPermanent(err):
+		return fmt.Errorf("%w: %w", errTaskServiceRefused, err)
+	default:
+		log.Warn("the task service does not answer yet; deliveries are retried until it does", "err", err)
+		return nil
+	}
 }
 
 // run consumes until ctx ends or the embedded task service stops serving,
