@@ -102,7 +102,7 @@ func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Rece
 	if err := os.WriteFile(file, envelope, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], demoSendCommand, "--server", natsURL, "--envelope", file)
+	cmd := exec.Command(os.Args[0], sendCommand, "--server", natsURL, "--envelope", file, "--json")
 	cmd.Env = append(os.Environ(), asMain+"=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
