@@ -94,8 +94,8 @@ func tasksFor(l caldav.Listing, intent string) int {
 }
 
 // sendByProcess publishes envelope from a publisher process of its own (this
-// test binary as the demo's publisher command) and returns the receipt it
-// waited for.
+// test binary as executor send, the demo's publisher command) and returns
+// the receipt it waited for.
 func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Receipt {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "envelope.json")
