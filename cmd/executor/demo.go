@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -99,9 +100,24 @@ func sendFromProcess(ctx context.Context, url string, env []byte) (*document.Rec
 	}
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, self, sendCommand, "--server", url, "--envelope", file, "--wait", "20s", "--json")
+	cmd.Env = withoutNATSSettings(os.Environ())
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("demo: publisher process: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
 	}
 	return document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
+}
+
+// withoutNATSSettings is env without the $NATS_… connection settings
+// (credentials, TLS, inbox prefix): they are for a deployment's servers,
+// not for the demo's own embedded one, which the publisher process reaches
+// by --server alone.
+func withoutNATSSettings(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "NATS_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
