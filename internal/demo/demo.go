@@ -275,18 +275,10 @@ func (r *run) tell(ctx context.Context) error {
 // counters (requests received, creates executed, tasks existing) each
 // receipt carries.
 func (r *run) story(ctx context.Context) error {
-	now := time.Now().UTC().Truncate(time.Second)
-	seed, err := scenario.BuildSigned(r.key, now, time.Hour)
+	e, err := r.seedEnvelopes()
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return err
 	}
-	c, err := scenario.ApproveWith(seed.Original.Candidate, "task-request-0004", "intent-0003", scenario.Title,
-		approve.Options{ID: "approval-0004", Key: r.key, At: now, Lifetime: time.Hour})
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	e := envelopes{original: seed.Original.Envelope(), changed: seed.Changed.Envelope(),
-		newIntent: seed.NewIntent.Envelope(), lost: c.Envelope(), tampered: tamperedCases(seed)}
 
 	// 1, 2: the same approval from two publisher processes, the service
 	// restarted in between.
@@ -315,6 +307,23 @@ func (r *run) story(ctx context.Context) error {
 		return err
 	}
 	return r.droppedReply(ctx, e)
+}
+
+// seedEnvelopes are the seed scenario's messages, signed with the run's
+// key: A (intent-0001), A changed, B (intent-0002), and C (intent-0003).
+func (r *run) seedEnvelopes() (envelopes, error) {
+	now := time.Now().UTC().Truncate(time.Second)
+	seed, err := scenario.BuildSigned(r.key, now, time.Hour)
+	if err != nil {
+		return envelopes{}, fmt.Errorf("demo: %w", err)
+	}
+	c, err := scenario.ApproveWith(seed.Original.Candidate, "task-request-0004", "intent-0003", scenario.Title,
+		approve.Options{ID: "approval-0004", Key: r.key, At: now, Lifetime: time.Hour})
+	if err != nil {
+		return envelopes{}, fmt.Errorf("demo: %w", err)
+	}
+	return envelopes{original: seed.Original.Envelope(), changed: seed.Changed.Envelope(),
+		newIntent: seed.NewIntent.Envelope(), lost: c.Envelope(), tampered: tamperedCases(seed)}, nil
 }
 
 // freshService sends A, then B with the same content, to a task service
