@@ -94,15 +94,15 @@ func tasksFor(l caldav.Listing, intent string) int {
 }
 
 // sendByProcess publishes envelope from a publisher process of its own (this
-// test binary as the demo's publisher command) and returns the receipt it
-// waited for.
+// test binary as executor send, the demo's publisher command) and returns
+// the receipt it waited for.
 func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Receipt {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "envelope.json")
 	if err := os.WriteFile(file, envelope, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], demoSendCommand, "--server", natsURL, "--envelope", file)
+	cmd := exec.Command(os.Args[0], sendCommand, "--server", natsURL, "--envelope", file, "--json")
 	cmd.Env = append(os.Environ(), asMain+"=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

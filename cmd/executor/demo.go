@@ -3,17 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/demo"
@@ -24,8 +23,8 @@ const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-
 
 Plays the whole story in a temporary directory, needing nothing but Go: an embedded NATS
 server with JetStream, the fake task service, one executor, and publishers sending the seed
-scenario. Steps 1 and 2 are sent by two separate publisher processes, with the task service
-restarted in between. Prints one table and exits non-zero if any row differs from what is
+scenario. Steps 1 and 2 are sent by two separate publisher processes (this executable's send
+command), with the task service restarted in between. Prints one table and exits non-zero if any row differs from what is
 expected.
 
 With --task-service caldav the executor calls a real CalDAV collection instead (the fake
@@ -36,9 +35,9 @@ ids new in every run ("demo-<run id>-intent-…"), and leaves them there. A CalD
 no counters, so the table shows the receipts and the tasks the collection lists after each
 step. The password comes from --caldav-password-file or $` + caldavPasswordEnv + `.`
 
-// demoSendCommand is the hidden subcommand the demo runs as a separate
-// publisher process.
-const demoSendCommand = "demo-send"
+// sendCommand is the visible subcommand that the demo runs as each of its
+// separate publisher processes.
+const sendCommand = "send"
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", demoHelp, stderr)
@@ -52,7 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.Usage()
 		return err
 	}
-	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendInProcess}
+	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendFromProcess}
 	if !ts.needsNATS() {
 		svc, err := ts.open(ctx, func() (*nats.Conn, error) {
 			return nil, errors.New("demo: this task service is not reached over NATS")
@@ -83,60 +82,42 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return err
 }
 
-// sendInProcess runs this executable again as a publisher process that sends
-// the envelope and prints its receipt.
-func sendInProcess(ctx context.Context, url string, env []byte) (*document.Receipt, error) {
+// sendFromProcess sends env from a separate OS process: it runs this
+// executable's send command against url and reads the receipt it prints.
+func sendFromProcess(ctx context.Context, url string, env []byte) (*document.Receipt, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("finding this executable: %w", err)
+		return nil, fmt.Errorf("demo: finding this executable: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "sendtwice-send-")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "envelope.json")
 	if err := os.WriteFile(file, env, 0o600); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, self, demoSendCommand, "--server", url, "--envelope", file)
+	cmd := exec.CommandContext(ctx, self, sendCommand, "--server", url, "--envelope", file, "--wait", "20s", "--json")
+	cmd.Env = withoutNATSSettings(os.Environ())
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("publisher process: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
+		return nil, fmt.Errorf("demo: publisher process: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
 	}
 	return document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
 }
 
-// runDemoSend is the publisher process of the demo.
-func runDemoSend(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet(demoSendCommand, "(internal to demo)", io.Discard)
-	server := cli.ServerFlag(fs)
-	file := fs.String("envelope", "", "")
-	if err := parse(fs, args); err != nil {
-		return err
+// withoutNATSSettings is env without the $NATS_… connection settings
+// (credentials, TLS, inbox prefix): they are for a deployment's servers,
+// not for the demo's own embedded one, which the publisher process reaches
+// by --server alone.
+func withoutNATSSettings(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "NATS_") {
+			out = append(out, kv)
+		}
 	}
-	env, err := os.ReadFile(*file)
-	if err != nil {
-		return err
-	}
-	nc, err := nats.Connect(*server, nats.Name("demo-publisher"))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	rc, err := demo.SendAndWait(ctx, js, env, 20*time.Second)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(rc)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s\n", b)
-	return err
+	return out
 }

@@ -1,7 +1,8 @@
 // Command executor consumes approved requests: it runs the gate, calls the
 // fake task service keyed by the intent id, and publishes receipts. It can
-// also run everything in one process (serve --embedded), show status, and
-// play the whole story (demo).
+// also run everything in one process (serve --embedded), show status, send
+// a stored envelope and wait for its receipt (send), and play the whole
+// story (demo).
 package main
 
 import (
@@ -30,7 +31,8 @@ Usage:
   executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
   executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json] --yes
-  executor demo
+  executor send --envelope FILE [--server URL] [--wait DURATION] [--json]
+  executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL]
   executor --version
 
 Run 'executor COMMAND --help' for a command's flags.
@@ -65,8 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runProvision(ctx, args[1:], stdout, stderr)
 	case "probe":
 		return runProbe(ctx, args[1:], stdout, stderr)
-	case demoSendCommand:
-		return runDemoSend(ctx, args[1:], stdout)
+	case sendCommand:
+		return runSend(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -125,7 +125,7 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 	}
 	var task string
 	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
-		send := exec.Command(os.Args[0], demoSendCommand, "--server", url, "--envelope", file)
+		send := exec.Command(os.Args[0], sendCommand, "--server", url, "--envelope", file, "--json")
 		send.Env = append(os.Environ(), asMain+"=1")
 		var out, errOut bytes.Buffer
 		send.Stdout, send.Stderr = &out, &errOut

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +19,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
@@ -104,107 +103,20 @@ type run struct {
 	// intents are the intent ids of a run against a real service, in the
 	// order A, B, C.
 	intents []string
+	// stops end what the run started, last first.
+	stops []func()
 }
 
 // Run plays the story and prints the table. It returns the rows and
 // ErrMismatch if any row differs.
 func Run(ctx context.Context, opts Options) ([]Row, error) {
-	if opts.Out == nil {
-		opts.Out = io.Discard
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	dir := opts.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "sendtwice-demo-")
-		if err != nil {
-			return nil, fmt.Errorf("demo: making a working directory: %w", err)
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	stack, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: -1, AllowFaults: true, Logger: opts.Logger})
-	if err != nil {
+	r := &run{opts: withDefaults(opts)}
+	defer r.stop()
+	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
-	defer stack.Close()
-	taskSvc, callTimeout := taskservice.Service(nil), time.Second
-	if opts.Service != nil {
-		// Nothing may reach the fake task service in this run.
-		if err := stack.StopService(); err != nil {
-			return nil, fmt.Errorf("demo: stopping the fake task service: %w", err)
-		}
-		taskSvc, callTimeout = opts.Service.Service, opts.Service.CallTimeout
-		if callTimeout <= 0 {
-			callTimeout = 10 * time.Second
-		}
-	}
-	nc, err := nats.Connect(stack.URL(), nats.Name("demo"))
-	if err != nil {
-		return nil, fmt.Errorf("demo: connecting: %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	r := &run{opts: opts, stack: stack, nc: nc, js: js, svc: provider.NewClient(nc), dir: dir}
-
-	// One executor instance, with short timeouts so that a dropped reply
-	// comes back within a second or two.
-	exConn, err := nats.Connect(stack.URL(), nats.Name("demo-executor"))
-	if err != nil {
-		return nil, fmt.Errorf("demo: connecting the executor: %w", err)
-	}
-	defer exConn.Close()
-	if taskSvc == nil {
-		taskSvc = provider.NewClient(exConn).TaskService()
-	}
-	// The reviewer signs with a throwaway key that only this run trusts.
-	key, err := sign.Generate()
-	if err != nil {
-		return nil, err
-	}
-	keys, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
-	if err != nil {
-		return nil, err
-	}
-	r.key = key
-	ex, err := executor.New(exConn, executor.Config{
-		Gate:        &gate.Checker{Keys: keys},
-		TaskService: taskSvc,
-		ID:          "exec-1",
-		Concurrency: 4,
-		CallTimeout: callTimeout,
-		Topology:    topology.Config{AckWait: 3 * time.Second, MaxDeliver: 5, NakDelay: 100 * time.Millisecond},
-		Logger:      opts.Logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	exCtx, stopEx := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- ex.Run(exCtx, ready) }()
-	defer func() { stopEx(); <-done }()
-	select {
-	case <-ready:
-	case err := <-done:
-		return nil, err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-
-	if opts.Service != nil {
-		if err := r.storyReal(ctx); err != nil {
-			return r.rows, err
-		}
-		r.printReal()
-	} else {
-		if err := r.story(ctx); err != nil {
-			return r.rows, err
-		}
-		r.print()
+	if err := r.tell(ctx); err != nil {
+		return r.rows, err
 	}
 	for _, row := range r.rows {
 		if !row.OK {
@@ -214,58 +126,219 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 	return r.rows, nil
 }
 
+func withDefaults(opts Options) Options {
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return opts
+}
+
+// onStop has stop end f, before what was started earlier.
+func (r *run) onStop(f func()) { r.stops = append(r.stops, f) }
+
+// stop ends what the run started, last first.
+func (r *run) stop() {
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
+	}
+	r.stops = nil
+}
+
+// start sets the stage: a working directory, the embedded stack, the
+// demo's own connection, the reviewer's key and one executor that consumes.
+func (r *run) start(ctx context.Context) error {
+	if err := r.workDir(); err != nil {
+		return err
+	}
+	stack, err := embedded.StartStack(embedded.StackOptions{Dir: r.dir, Port: -1, AllowFaults: true, Logger: r.opts.Logger})
+	if err != nil {
+		return err
+	}
+	r.stack = stack
+	r.onStop(func() { _ = stack.Close() })
+	if err := r.connect(); err != nil {
+		return err
+	}
+	keys, err := r.reviewerKey()
+	if err != nil {
+		return err
+	}
+	return r.startExecutor(ctx, keys)
+}
+
+// workDir uses Options.Dir, or a new temporary directory removed at the end.
+func (r *run) workDir() error {
+	if r.opts.Dir != "" {
+		r.dir = r.opts.Dir
+		return nil
+	}
+	d, err := os.MkdirTemp("", "sendtwice-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: making a working directory: %w", err)
+	}
+	r.dir = d
+	r.onStop(func() { _ = os.RemoveAll(d) })
+	return nil
+}
+
+// connect opens the connection the demo sends and reads on.
+func (r *run) connect() error {
+	nc, err := nats.Connect(r.stack.URL(), nats.Name("demo"))
+	if err != nil {
+		return fmt.Errorf("demo: connecting: %w", err)
+	}
+	r.onStop(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	r.nc, r.js, r.svc = nc, js, provider.NewClient(nc)
+	return nil
+}
+
+// reviewerKey makes the throwaway key the reviewer signs with, which only
+// this run trusts.
+func (r *run) reviewerKey() (*sign.Keyring, error) {
+	key, err := sign.Generate()
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	keys, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	r.key = key
+	return keys, nil
+}
+
+// startExecutor starts one executor instance on a connection of its own
+// (executor.Start), with short timeouts so that a dropped reply comes back
+// within a second or two. Against a real service the fake one is stopped
+// first: nothing may reach it in this run.
+func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
+	exConn, err := nats.Connect(r.stack.URL(), nats.Name("demo-executor"))
+	if err != nil {
+		return fmt.Errorf("demo: connecting the executor: %w", err)
+	}
+	r.onStop(func() { _ = natsconn.Drain(exConn, 0) })
+	taskSvc, callTimeout := provider.NewClient(exConn).TaskService(), time.Second
+	if real := r.opts.Service; real != nil {
+		if err := r.stack.StopService(); err != nil {
+			return fmt.Errorf("demo: stopping the fake task service: %w", err)
+		}
+		taskSvc, callTimeout = real.Service, real.CallTimeout
+		if callTimeout <= 0 {
+			callTimeout = 10 * time.Second
+		}
+	}
+	ex, err := executor.New(exConn, executor.Config{
+		Gate:        &gate.Checker{Keys: keys},
+		TaskService: taskSvc,
+		ID:          "exec-1",
+		Concurrency: 4,
+		CallTimeout: callTimeout,
+		Topology:    topology.Config{AckWait: 3 * time.Second, MaxDeliver: 5, NakDelay: 100 * time.Millisecond},
+		Logger:      r.opts.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	stopEx, err := ex.Start(ctx)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	r.onStop(func() { _ = stopEx() })
+	return nil
+}
+
+// tell plays the story against the fake task service or the real one and
+// prints its table.
+func (r *run) tell(ctx context.Context) error {
+	if r.opts.Service != nil {
+		if err := r.storyReal(ctx); err != nil {
+			return err
+		}
+		r.printReal()
+		return nil
+	}
+	if err := r.story(ctx); err != nil {
+		return err
+	}
+	r.print()
+	return nil
+}
+
+// story tells the seed scenario against the fake task service, whose
+// counters (requests received, creates executed, tasks existing) each
+// receipt carries.
 func (r *run) story(ctx context.Context) error {
+	e, err := r.seedEnvelopes()
+	if err != nil {
+		return err
+	}
+
+	// 1, 2: the same approval from two publisher processes, the service
+	// restarted in between.
+	var firstTask string
+	second, err := r.sameApprovalTwice(ctx, e, func(first *document.Receipt) error {
+		firstTask = deref(first.TaskID)
+		r.row("1", "A", "original", first, "created", "1, 1, 1", "")
+		return r.restartService("provider")
+	})
+	if err != nil {
+		return err
+	}
+	r.row("2", "A (second publisher process, service restarted)", "original", second, "replayed", "2, 1, 1", firstTask)
+
+	// 3: the same intent with changed content and its own approval.
+	rc, err := r.send(ctx, "step 3", e.changed)
+	if err != nil {
+		return err
+	}
+	r.row("3", "A", "changed, with its own approval", rc, "idempotency_conflict", "3, 1, 1", firstTask)
+
+	if err := r.freshService(ctx, e); err != nil {
+		return err
+	}
+	if err := r.tamperedFake(ctx, e); err != nil {
+		return err
+	}
+	return r.droppedReply(ctx, e)
+}
+
+// seedEnvelopes are the seed scenario's messages, signed with the run's
+// key: A (intent-0001), A changed, B (intent-0002), and C (intent-0003).
+func (r *run) seedEnvelopes() (envelopes, error) {
 	now := time.Now().UTC().Truncate(time.Second)
 	seed, err := scenario.BuildSigned(r.key, now, time.Hour)
 	if err != nil {
-		return err
+		return envelopes{}, fmt.Errorf("demo: %w", err)
 	}
 	c, err := scenario.ApproveWith(seed.Original.Candidate, "task-request-0004", "intent-0003", scenario.Title,
 		approve.Options{ID: "approval-0004", Key: r.key, At: now, Lifetime: time.Hour})
 	if err != nil {
+		return envelopes{}, fmt.Errorf("demo: %w", err)
+	}
+	return envelopes{original: seed.Original.Envelope(), changed: seed.Changed.Envelope(),
+		newIntent: seed.NewIntent.Envelope(), lost: c.Envelope(), tampered: tamperedCases(seed)}, nil
+}
+
+// freshService sends A, then B with the same content, to a task service
+// with a new store: two tasks.
+func (r *run) freshService(ctx context.Context, e envelopes) error {
+	if err := r.restartService("provider-fresh"); err != nil {
 		return err
 	}
-	process := r.opts.Process
-	if process == nil {
-		process = r.sendHere
-	}
-
-	// 1: the first publisher process sends A.
-	rc, err := process(ctx, r.stack.URL(), seed.Original.Envelope())
+	ra, err := r.send(ctx, "fresh service, A", e.original)
 	if err != nil {
-		return fmt.Errorf("demo: step 1: %w", err)
-	}
-	firstTask := deref(rc.TaskID)
-	r.row("1", "A", "original", rc, "created", "1, 1, 1", "")
-
-	// 2: the service restarts; a second publisher process sends A again.
-	if err := r.restartService(filepath.Join(r.dir, "provider")); err != nil {
 		return err
 	}
-	rc, err = process(ctx, r.stack.URL(), seed.Original.Envelope())
+	rb, err := r.send(ctx, "fresh service, B", e.newIntent)
 	if err != nil {
-		return fmt.Errorf("demo: step 2: %w", err)
-	}
-	r.row("2", "A (second publisher process, service restarted)", "original", rc, "replayed", "2, 1, 1", firstTask)
-
-	// 3: the same intent with changed content and its own approval.
-	rc, err = r.sendHere(ctx, r.stack.URL(), seed.Changed.Envelope())
-	if err != nil {
-		return fmt.Errorf("demo: step 3: %w", err)
-	}
-	r.row("3", "A", "changed, with its own approval", rc, "idempotency_conflict", "3, 1, 1", firstTask)
-
-	// A fresh service: A, then B with the same content.
-	if err := r.restartService(filepath.Join(r.dir, "provider-fresh")); err != nil {
 		return err
-	}
-	ra, err := r.sendHere(ctx, r.stack.URL(), seed.Original.Envelope())
-	if err != nil {
-		return fmt.Errorf("demo: fresh service, A: %w", err)
-	}
-	rb, err := r.sendHere(ctx, r.stack.URL(), seed.NewIntent.Envelope())
-	if err != nil {
-		return fmt.Errorf("demo: fresh service, B: %w", err)
 	}
 	r.rows = append(r.rows, Row{
 		Step: "fresh service", Intent: "A, then B", Content: "same content",
@@ -273,55 +346,50 @@ func (r *run) story(ctx context.Context) error {
 		OK: ra.Outcome == document.OutcomeCreated && rb.Outcome == document.OutcomeCreated && counts(rb) == "2, 2, 2" &&
 			deref(ra.TaskID) != deref(rb.TaskID),
 	})
+	return nil
+}
 
-	// Tampered messages: each rejected at its check; the service sees nothing.
+// tamperedFake sends the tampered messages: each rejected at its check, and
+// the service's counters do not move.
+func (r *run) tamperedFake(ctx context.Context, e envelopes) error {
 	before, err := r.svc.Stats(ctx)
 	if err != nil {
 		return fmt.Errorf("demo: reading the counters: %w", err)
 	}
-	var checks []string
-	ok := true
-	for _, t := range tamperedCases(seed) {
-		rc, err := r.sendHere(ctx, r.stack.URL(), t.Envelope)
-		if err != nil {
-			return fmt.Errorf("demo: tampered %s: %w", t.Name, err)
-		}
-		got := ""
-		if rc.Rejection != nil {
-			got = rc.Rejection.Check
-		}
-		checks = append(checks, got)
-		ok = ok && rc.Outcome == document.OutcomeRejected && got == t.Check && rc.Counts == nil
+	checks, ok, err := r.sendTampered(ctx, e, func(rc *document.Receipt) bool { return rc.Counts == nil })
+	if err != nil {
+		return err
 	}
 	after, err := r.svc.Stats(ctx)
 	if err != nil {
 		return fmt.Errorf("demo: reading the counters: %w", err)
 	}
-	r.rows = append(r.rows, Row{
-		Step: fmt.Sprintf("%d tampered messages", len(checks)), Intent: "—", Content: "—",
-		Receipt: "rejected at " + strings.Join(uniq(checks), ", "),
-		Counts:  fmt.Sprintf("%s → %s", fmtCounts(before), fmtCounts(after)),
-		Want:    "rejected at their checks; requests unchanged",
-		OK:      ok && before == after,
-	})
+	r.tamperedRow(checks, fmt.Sprintf("%s → %s", fmtCounts(before), fmtCounts(after)),
+		"rejected at their checks; requests unchanged", ok && before == after)
+	return nil
+}
 
-	// One publish whose reply the service drops: the executor's call times
-	// out, the message comes back, and the service replays.
-	if err := r.restartService(filepath.Join(r.dir, "provider-dropped-reply")); err != nil {
+// droppedReply sends one message whose reply the service drops: the
+// executor's call times out, the message comes back, and the service
+// replays.
+func (r *run) droppedReply(ctx context.Context, e envelopes) error {
+	if err := r.restartService("provider-dropped-reply"); err != nil {
 		return err
 	}
-	if _, err := r.svc.ArmFault(ctx, 1); err != nil {
-		return fmt.Errorf("demo: arming the fault switch: %w", err)
+	arm := func(ctx context.Context) (func(context.Context) error, error) {
+		if _, err := r.svc.ArmFault(ctx, 1); err != nil {
+			return nil, fmt.Errorf("demo: arming the fault switch: %w", err)
+		}
+		return func(context.Context) error { return nil }, nil
 	}
-	rc, err = r.sendHere(ctx, r.stack.URL(), c.Envelope())
+	rc, err := r.sendReplyLost(ctx, "dropped reply", arm, e.lost)
 	if err != nil {
-		return fmt.Errorf("demo: dropped reply: %w", err)
+		return err
 	}
-	row := r.row("one publish, reply dropped", "C", "original", rc, "replayed", "2, 1, 1", "")
-	r.rows[len(r.rows)-1].Receipt = fmt.Sprintf("(delivery %d) %s", rc.Delivery.Delivered, row.Receipt)
-	if rc.Delivery.Delivered < 2 {
-		r.rows[len(r.rows)-1].OK = false
-	}
+	r.row("one publish, reply dropped", "C", "original", rc, "replayed", "2, 1, 1", "")
+	last := &r.rows[len(r.rows)-1]
+	last.Receipt = withDelivery(rc)
+	last.OK = last.OK && rc.Delivery.Delivered >= 2
 	return nil
 }
 
@@ -335,11 +403,13 @@ func tamperedCases(seed *scenario.Seed) []scenario.Tampered {
 	})
 }
 
-func (r *run) restartService(dir string) error {
+// restartService stops the fake task service and starts it on the store
+// in name under the working directory.
+func (r *run) restartService(name string) error {
 	if err := r.stack.StopService(); err != nil {
 		return fmt.Errorf("demo: stopping the task service: %w", err)
 	}
-	if err := r.stack.StartService(dir); err != nil {
+	if err := r.stack.StartService(filepath.Join(r.dir, name)); err != nil {
 		return fmt.Errorf("demo: starting the task service: %w", err)
 	}
 	return nil
@@ -365,33 +435,18 @@ func SendAndWait(ctx context.Context, js jetstream.JetStream, env []byte, wait t
 	return rc.Receipt, nil
 }
 
-func (r *run) row(step, intent, content string, rc *document.Receipt, outcome, wantCounts, wantTask string) Row {
-	got := rc.Outcome
-	if rc.TaskID != nil {
-		got += " " + *rc.TaskID
-	}
+// row adds a row of the story against the fake service: the receipt must
+// say outcome (with wantTask, when given) and carry the counts wantCounts.
+func (r *run) row(step, intent, content string, rc *document.Receipt, outcome, wantCounts, wantTask string) {
 	ok := rc.Outcome == outcome && counts(rc) == wantCounts && (wantTask == "" || deref(rc.TaskID) == wantTask)
 	want := outcome + "; " + wantCounts
 	if wantTask != "" {
 		want = outcome + " " + wantTask + "; " + wantCounts
 	}
-	row := Row{Step: step, Intent: intent, Content: content, Receipt: got, Counts: counts(rc), Want: want, OK: ok}
-	r.rows = append(r.rows, row)
-	return row
+	r.rows = append(r.rows, Row{Step: step, Intent: intent, Content: content, Receipt: receiptText(rc), Counts: counts(rc), Want: want, OK: ok})
 }
 
-func (r *run) print() {
-	tw := tabwriter.NewWriter(r.opts.Out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "step\tintent\tcontent\treceipt\trequests, creates, tasks\tcheck")
-	for _, row := range r.rows {
-		mark := "ok"
-		if !row.OK {
-			mark = "DIFFERS, want " + row.Want
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Step, row.Intent, row.Content, row.Receipt, row.Counts, mark)
-	}
-	tw.Flush()
-}
+func (r *run) print() { r.printTable("requests, creates, tasks") }
 
 func counts(rc *document.Receipt) string {
 	if rc.Counts == nil {

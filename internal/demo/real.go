@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/approve"
@@ -74,19 +73,48 @@ func one(s seen, ids ...string) bool {
 	return true
 }
 
-func receiptText(rc *document.Receipt) string {
-	got := rc.Outcome
-	if rc.TaskID != nil {
-		got += " " + *rc.TaskID
+// storyReal tells the story against a real service, under intent ids new
+// in this run, reading the service's listing after each step.
+func (r *run) storyReal(ctx context.Context) error {
+	e, err := r.runEnvelopes()
+	if err != nil {
+		return err
 	}
-	return got
+	first, firstDigest, err := r.sameApprovalTwiceReal(ctx, e)
+	if err != nil {
+		return err
+	}
+	if err := r.changedReal(ctx, e, first, firstDigest); err != nil {
+		return err
+	}
+	s, err := r.newIntentReal(ctx, e, first)
+	if err != nil {
+		return err
+	}
+	if err := r.tamperedReal(ctx, e, s); err != nil {
+		return err
+	}
+	if s, err = r.lostReplyReal(ctx, e); err != nil {
+		return err
+	}
+	// In the end: one task per intent of the run.
+	a, b, c := r.intents[0], r.intents[1], r.intents[2]
+	r.rows = append(r.rows, Row{
+		Step: "end", Intent: "A, B, C", Content: "—", Receipt: "—",
+		Counts: fmt.Sprintf("%s (of all %d)", r.per(s, a, b, c), s.all),
+		Want:   "A 1, B 1, C 1",
+		OK:     one(s, a, b, c) && s.ofRun == 3,
+	})
+	return nil
 }
 
-func (r *run) storyReal(ctx context.Context) error {
-	svc := r.opts.Service
+// runEnvelopes picks the run's intent ids A, B and C and approves the
+// story's messages under them. The tampered messages are the seed's: the
+// gate stops them, so their intent ids never reach the service.
+func (r *run) runEnvelopes() (envelopes, error) {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Errorf("demo: picking a run id: %w", err)
+		return envelopes{}, fmt.Errorf("demo: picking a run id: %w", err)
 	}
 	runID := hex.EncodeToString(b[:])
 	a, bb, c := "demo-"+runID+"-intent-0001", "demo-"+runID+"-intent-0002", "demo-"+runID+"-intent-0003"
@@ -94,164 +122,154 @@ func (r *run) storyReal(ctx context.Context) error {
 
 	now := time.Now().UTC().Truncate(time.Second)
 	cand := scenario.Candidate()
-	approveAs := func(n, intent, title string) (scenario.Approved, error) {
-		return scenario.ApproveWith(cand, "task-request-"+n, intent, title,
-			approve.Options{ID: "approval-" + n, Key: r.key, At: now, Lifetime: time.Hour})
+	var e envelopes
+	for _, m := range []struct {
+		n, intent, title string
+		into             *[]byte
+	}{
+		{"0001", a, scenario.Title, &e.original},
+		{"0002", a, scenario.ChangedTitle, &e.changed},
+		{"0003", bb, scenario.Title, &e.newIntent},
+		{"0004", c, scenario.Title, &e.lost},
+	} {
+		approved, err := scenario.ApproveWith(cand, "task-request-"+m.n, m.intent, m.title,
+			approve.Options{ID: "approval-" + m.n, Key: r.key, At: now, Lifetime: time.Hour})
+		if err != nil {
+			return envelopes{}, fmt.Errorf("demo: %w", err)
+		}
+		*m.into = approved.Envelope()
 	}
-	orig, err := approveAs("0001", a, scenario.Title)
-	if err != nil {
-		return err
-	}
-	changed, err := approveAs("0002", a, scenario.ChangedTitle)
-	if err != nil {
-		return err
-	}
-	newIntent, err := approveAs("0003", bb, scenario.Title)
-	if err != nil {
-		return err
-	}
-	lost, err := approveAs("0004", c, scenario.Title)
-	if err != nil {
-		return err
-	}
-	// The tampered messages are the seed's: the gate stops them, so their
-	// intent ids never reach the service.
 	seed, err := scenario.BuildSigned(r.key, now, time.Hour)
 	if err != nil {
+		return envelopes{}, fmt.Errorf("demo: %w", err)
+	}
+	e.tampered = tamperedCases(seed)
+	return e, nil
+}
+
+// addReal adds a row of the story against a real service: it is ok only
+// when the service could be listed after the step.
+func (r *run) addReal(step, intent, content string, rc *document.Receipt, s seen, listed string, ok bool, want string) {
+	r.rows = append(r.rows, Row{Step: step, Intent: intent, Content: content, Receipt: receiptText(rc),
+		Counts: listed, Want: want, OK: ok && s.listed})
+}
+
+// sameApprovalTwiceReal is steps 1 and 2: one task for A, replayed. It
+// returns A's task id and the request digest the service keeps for it.
+func (r *run) sameApprovalTwiceReal(ctx context.Context, e envelopes) (first, firstDigest string, err error) {
+	a := r.intents[0]
+	rc, err := r.sameApprovalTwice(ctx, e, func(rc *document.Receipt) error {
+		s, err := r.list(ctx)
+		if err != nil {
+			return err
+		}
+		first = deref(rc.TaskID)
+		if one(s, a) {
+			firstDigest = s.tasks[a][0].RequestDigest
+		}
+		r.addReal("1", "A", "original", rc, s, r.per(s, a),
+			rc.Outcome == document.OutcomeCreated && first != "" && one(s, a) && s.tasks[a][0].TaskID == first,
+			"created; A 1")
+		return nil
+	})
+	if err != nil {
+		return "", "", err
+	}
+	s, err := r.list(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	r.addReal("2", "A (second publisher process)", "original", rc, s, r.per(s, a),
+		rc.Outcome == document.OutcomeReplayed && deref(rc.TaskID) == first && one(s, a),
+		"replayed "+first+"; A 1")
+	return first, firstDigest, nil
+}
+
+// changedReal is step 3: the same intent with changed content and its own
+// approval; the service keeps A's task and its digest.
+func (r *run) changedReal(ctx context.Context, e envelopes, first, firstDigest string) error {
+	a := r.intents[0]
+	rc, err := r.send(ctx, "step 3", e.changed)
+	if err != nil {
 		return err
 	}
-	process := r.opts.Process
-	if process == nil {
-		process = r.sendHere
-	}
-	add := func(step, intent, content string, rc *document.Receipt, s seen, counts string, ok bool, want string) {
-		got := "—"
-		if rc != nil {
-			got = receiptText(rc)
-		}
-		r.rows = append(r.rows, Row{Step: step, Intent: intent, Content: content, Receipt: got, Counts: counts, Want: want, OK: ok && s.listed})
-	}
-
-	// 1: the first publisher process sends A.
-	rc, err := process(ctx, r.stack.URL(), orig.Envelope())
-	if err != nil {
-		return fmt.Errorf("demo: step 1: %w", err)
-	}
-	first := deref(rc.TaskID)
 	s, err := r.list(ctx)
 	if err != nil {
 		return err
 	}
-	firstDigest := ""
-	if one(s, a) {
-		firstDigest = s.tasks[a][0].RequestDigest
-	}
-	add("1", "A", "original", rc, s, r.per(s, a),
-		rc.Outcome == document.OutcomeCreated && first != "" && one(s, a) && s.tasks[a][0].TaskID == first,
-		"created; A 1")
-
-	// 2: a second publisher process sends A again.
-	rc, err = process(ctx, r.stack.URL(), orig.Envelope())
-	if err != nil {
-		return fmt.Errorf("demo: step 2: %w", err)
-	}
-	if s, err = r.list(ctx); err != nil {
-		return err
-	}
-	add("2", "A (second publisher process)", "original", rc, s, r.per(s, a),
-		rc.Outcome == document.OutcomeReplayed && deref(rc.TaskID) == first && one(s, a),
-		"replayed "+first+"; A 1")
-
-	// 3: the same intent with changed content and its own approval.
-	rc, err = r.sendHere(ctx, r.stack.URL(), changed.Envelope())
-	if err != nil {
-		return fmt.Errorf("demo: step 3: %w", err)
-	}
-	if s, err = r.list(ctx); err != nil {
-		return err
-	}
 	kept := one(s, a) && firstDigest != "" && s.tasks[a][0].RequestDigest == firstDigest
-	counts := r.per(s, a)
+	listed := r.per(s, a)
 	if kept {
-		counts += ", its digest unchanged"
+		listed += ", its digest unchanged"
 	}
-	add("3", "A", "changed, with its own approval", rc, s, counts,
+	r.addReal("3", "A", "changed, with its own approval", rc, s, listed,
 		rc.Outcome == document.OutcomeConflict && deref(rc.TaskID) == first && kept,
 		"idempotency_conflict "+first+"; A 1, its digest unchanged")
+	return nil
+}
 
-	// 4: another intent with the same content.
-	rc, err = r.sendHere(ctx, r.stack.URL(), newIntent.Envelope())
+// newIntentReal is step 4: another intent with the same content, another
+// task. It returns the listing after it.
+func (r *run) newIntentReal(ctx context.Context, e envelopes, first string) (seen, error) {
+	a, b := r.intents[0], r.intents[1]
+	rc, err := r.send(ctx, "step 4", e.newIntent)
 	if err != nil {
-		return fmt.Errorf("demo: step 4: %w", err)
+		return seen{}, err
 	}
-	if s, err = r.list(ctx); err != nil {
-		return err
+	s, err := r.list(ctx)
+	if err != nil {
+		return seen{}, err
 	}
-	add("4", "B", "same content as A", rc, s, r.per(s, a, bb),
-		rc.Outcome == document.OutcomeCreated && deref(rc.TaskID) != "" && deref(rc.TaskID) != first && one(s, a, bb),
+	r.addReal("4", "B", "same content as A", rc, s, r.per(s, a, b),
+		rc.Outcome == document.OutcomeCreated && deref(rc.TaskID) != "" && deref(rc.TaskID) != first && one(s, a, b),
 		"created, another task; A 1, B 1")
+	return s, nil
+}
 
-	// Tampered messages: each rejected at its check; the service's listing
-	// does not change.
-	before := s
-	var checks []string
-	ok := true
-	for _, t := range tamperedCases(seed) {
-		rc, err := r.sendHere(ctx, r.stack.URL(), t.Envelope)
-		if err != nil {
-			return fmt.Errorf("demo: tampered %s: %w", t.Name, err)
-		}
-		got := ""
-		if rc.Rejection != nil {
-			got = rc.Rejection.Check
-		}
-		checks = append(checks, got)
-		ok = ok && rc.Outcome == document.OutcomeRejected && got == t.Check && rc.TaskID == nil
-	}
-	if s, err = r.list(ctx); err != nil {
+// tamperedReal sends the tampered messages: each rejected at its check;
+// the service's listing (before) does not change.
+func (r *run) tamperedReal(ctx context.Context, e envelopes, before seen) error {
+	checks, ok, err := r.sendTampered(ctx, e, func(rc *document.Receipt) bool { return rc.TaskID == nil })
+	if err != nil {
 		return err
 	}
-	r.rows = append(r.rows, Row{
-		Step: fmt.Sprintf("%d tampered messages", len(checks)), Intent: "—", Content: "—",
-		Receipt: "rejected at " + strings.Join(uniq(checks), ", "),
-		Counts:  fmt.Sprintf("all %d → %d", before.all, s.all),
-		Want:    "rejected at their checks; the listing unchanged",
-		OK:      ok && before.all == s.all && before.ofRun == s.ofRun,
-	})
+	s, err := r.list(ctx)
+	if err != nil {
+		return err
+	}
+	r.tamperedRow(checks, fmt.Sprintf("all %d → %d", before.all, s.all),
+		"rejected at their checks; the listing unchanged", ok && before.all == s.all && before.ofRun == s.ofRun)
+	return nil
+}
 
-	// One publish whose answer is lost after the service acted: the
-	// executor's call fails, the message comes back, and the service
-	// replays.
+// lostReplyReal sends C once with the service's answer lost after it
+// acted: the message comes back and the service replays. It returns the
+// listing after it.
+func (r *run) lostReplyReal(ctx context.Context, e envelopes) (seen, error) {
+	svc, c := r.opts.Service, r.intents[2]
 	if svc.LoseReply == nil {
-		return fmt.Errorf("demo: the %s has no way to lose a reply", svc.Name)
+		return seen{}, fmt.Errorf("demo: the %s has no way to lose a reply", svc.Name)
 	}
-	disarm, err := svc.LoseReply(ctx)
+	arm := func(ctx context.Context) (func(context.Context) error, error) {
+		disarm, err := svc.LoseReply(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("demo: arranging a lost reply: %w", err)
+		}
+		return disarm, nil
+	}
+	rc, err := r.sendReplyLost(ctx, "lost reply", arm, e.lost)
 	if err != nil {
-		return fmt.Errorf("demo: arranging a lost reply: %w", err)
+		return seen{}, err
 	}
-	rc, err = r.sendHere(ctx, r.stack.URL(), lost.Envelope())
-	if derr := disarm(ctx); err == nil && derr != nil {
-		err = fmt.Errorf("disarming the lost reply: %w", derr)
-	}
+	s, err := r.list(ctx)
 	if err != nil {
-		return fmt.Errorf("demo: lost reply: %w", err)
+		return seen{}, err
 	}
-	if s, err = r.list(ctx); err != nil {
-		return err
-	}
-	add("one publish, reply lost", "C", "original", rc, s, r.per(s, c),
+	r.addReal("one publish, reply lost", "C", "original", rc, s, r.per(s, c),
 		rc.Outcome == document.OutcomeReplayed && rc.Delivery.Delivered >= 2 && deref(rc.TaskID) != "" && one(s, c),
 		"(delivery 2 or later) replayed; C 1")
-	r.rows[len(r.rows)-1].Receipt = fmt.Sprintf("(delivery %d) %s", rc.Delivery.Delivered, receiptText(rc))
-
-	// In the end: one task per intent of the run.
-	r.rows = append(r.rows, Row{
-		Step: "end", Intent: "A, B, C", Content: "—", Receipt: "—",
-		Counts: fmt.Sprintf("%s (of all %d)", r.per(s, a, bb, c), s.all),
-		Want:   "A 1, B 1, C 1",
-		OK:     one(s, a, bb, c) && s.ofRun == 3,
-	})
-	return nil
+	r.rows[len(r.rows)-1].Receipt = withDelivery(rc)
+	return s, nil
 }
 
 func (r *run) printReal() {
@@ -261,16 +279,7 @@ func (r *run) printReal() {
 		fmt.Fprintf(out, "intent %s: %s\n", r.letter(id), id)
 	}
 	fmt.Fprintln(out)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "step\tintent\tcontent\treceipt\ttasks listed by the service\tcheck")
-	for _, row := range r.rows {
-		mark := "ok"
-		if !row.OK {
-			mark = "DIFFERS, want " + row.Want
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Step, row.Intent, row.Content, row.Receipt, row.Counts, mark)
-	}
-	tw.Flush()
+	r.printTable("tasks listed by the service")
 	fmt.Fprintf(out, `
 Where the figures come from:
   receipt: the receipt the executor published for the step (outcome, task id, delivery).

@@ -192,22 +192,19 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	// Provisioning creates the streams and the consumer.
 	prov := connectAs(t, url, "provisioning", pw["provisioning"])
 	pjs, _ := jetstream.New(prov.Conn)
-	if _, err := topology.Ensure(ctx, pjs, topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}); err != nil {
+	if _, err := topology.SetUp(ctx, pjs, topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}, topology.SetUpOptions{Logger: log}); err != nil {
 		t.Fatalf("provisioning could not create the topology: %v", err)
 	}
 
-	// The service answers its endpoints.
+	// The service answers its endpoints, hosted as the provider command
+	// hosts it.
 	svcConn := connectAs(t, url, "service", pw["service"])
-	store, err := provider.Open(t.TempDir(), provider.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	svc, err := provider.Serve(svcConn.Conn, store, provider.ServiceConfig{Logger: log})
+	hosted, err := provider.Host(t.TempDir(), provider.Options{Logger: log}, provider.ServiceConfig{Logger: log},
+		func() (*nats.Conn, error) { return svcConn.Conn, nil })
 	if err != nil {
 		t.Fatalf("the service could not serve: %v", err)
 	}
-	defer svc.Stop()
+	defer func() { _ = hosted.Stop() }()
 
 	// The executor pulls its consumer (without provisioning), calls the
 	// service, stores receipts and acks; signed approvals only.
@@ -299,7 +296,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	defer table.log(t)
 
 	t.Run("an envelope on another intent's subject is rejected at envelope without a call", func(t *testing.T) {
-		before := store.Stats()
+		before := hosted.Store.Stats()
 		m := nats.NewMsg(topology.ApprovalSubject("intent-0002"))
 		m.Data = s.Original.Envelope()
 		ack, err := js.PublishMsg(ctx, m)
@@ -313,7 +310,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != gate.CheckEnvelope {
 			t.Fatalf("receipt %s, want rejected at %s", rc.Raw, gate.CheckEnvelope)
 		}
-		if after := store.Stats(); after != before {
+		if after := hosted.Store.Stats(); after != before {
 			t.Fatalf("the task service was called: counts %+v, were %+v", after, before)
 		}
 	})
@@ -442,8 +439,8 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the lease bucket: %v", err)
 		}
-		if e, err := kv.Get(ctx, provider.LeaseKey); err != nil || !strings.Contains(string(e.Value()), store.ID()) {
-			t.Fatalf("the lease: %v; want it held by %s", err, store.ID())
+		if e, err := kv.Get(ctx, provider.LeaseKey); err != nil || !strings.Contains(string(e.Value()), hosted.Store.ID()) {
+			t.Fatalf("the lease: %v; want it held by %s", err, hosted.Store.ID())
 		}
 		_ = svcConn.Publish("$KV."+provider.LeaseBucket+".other", []byte(`x`))
 		_ = svcConn.Flush()

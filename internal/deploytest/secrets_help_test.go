@@ -84,7 +84,7 @@ func TestTheBuiltCommands(t *testing.T) {
 
 func helpAndUsageErrorsPrintNoSecret(t *testing.T, bin string) {
 	subcommands := map[string][]string{
-		"executor":  {"serve", "status", "verify", "redrive", "provision", "demo"},
+		"executor":  {"serve", "status", "verify", "redrive", "provision", "probe", "send", "demo"},
 		"publisher": {"digest", "approve", "check", "send", "keygen", "console", "bench", "bench serve-provider"},
 		"provider":  {"serve", "stats", "records", "fault"},
 	}

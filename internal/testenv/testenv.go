@@ -44,7 +44,8 @@ func Logger() *slog.Logger {
 }
 
 // Start starts a server and the task service, with faults allowed, and
-// creates the topology. Everything stops when the test ends.
+// sets up the topology (topology.SetUp, as the commands do). Everything
+// stops when the test ends.
 func Start(t testing.TB) *Env {
 	t.Helper()
 	return StartWith(t, embedded.StackOptions{})
@@ -71,10 +72,8 @@ func StartWith(t testing.TB, o embedded.StackOptions) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := topology.Ensure(ctx, js, Topology); err != nil {
-		t.Fatalf("creating the topology: %v", err)
+	if _, err := topology.SetUp(context.Background(), js, Topology, topology.SetUpOptions{Logger: log}); err != nil {
+		t.Fatalf("setting up the topology: %v", err)
 	}
 	return &Env{T: t, Dir: dir, Stack: st, NC: nc, JS: js, Service: provider.NewClient(nc), Log: log}
 }

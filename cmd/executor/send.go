@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/send"
+)
+
+const sendHelp = `send --envelope FILE [--server URL] [--wait DURATION] [--json]
+
+Publishes one stored task-envelope.v1 message (the file, byte for byte) onto the APPROVALS
+stream and waits for the receipt of this invocation's own message, through the public send
+package. Each invocation is a real send: the same envelope sent twice reaches the task service
+twice, and the second receipt says replayed, with the first task. No local gate runs: the
+executors' gate judges the message and its receipt says what it decided (to send three
+documents with a local check first, use publisher send). The demo's publisher processes are
+this command.
+
+Prints the receipt, or with --json the task-receipt.v1 document.
+
+Exit status: 0 a receipt arrived, whatever its outcome; 1 error, or no receipt within --wait
+(the message is stored and sending again is safe); 2 usage.`
+
+// errNoReceipt is send's error when the wait ends before the receipt.
+var errNoReceipt = errors.New("executor send: no receipt")
+
+func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("send", sendHelp, stderr)
+	file := fs.String("envelope", "", "the task-envelope.v1 `FILE` to publish")
+	conn := cli.ConnFlags(fs)
+	wait := fs.Duration("wait", 30*time.Second, "wait up to `DURATION` for the receipt")
+	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *file == "":
+		fs.Usage()
+		return fmt.Errorf("%w: --envelope is required", errUsage)
+	case *wait <= 0:
+		fs.Usage()
+		return fmt.Errorf("%w: --wait must be positive", errUsage)
+	}
+	data, err := os.ReadFile(*file)
+	if err != nil {
+		return fmt.Errorf("nothing published: %w", err)
+	}
+	env, err := send.ParseEnvelope(data)
+	if err != nil {
+		return fmt.Errorf("nothing published: %s: %w", *file, err)
+	}
+	nc, err := conn.Connect("executor-send", nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	sent, r, err := send.NewClient(js).Send(wctx, env)
+	switch {
+	case errors.Is(err, send.ErrNoReceipt):
+		return fmt.Errorf("%w: published as stream message %d, but no receipt within %s; an executor may still be working on it (sending again is safe): %w",
+			errNoReceipt, sent.StreamSeq, *wait, err)
+	case err != nil:
+		return err
+	}
+	if *asJSON {
+		_, err = fmt.Fprintf(stdout, "%s\n", r.Raw)
+		return err
+	}
+	printSendReceipt(stdout, sent, r)
+	return nil
+}
+
+// printSendReceipt writes a receipt for a person, one line.
+func printSendReceipt(w io.Writer, sent send.Sent, r *send.Receipt) {
+	orNone := func(s string) string {
+		if s == "" {
+			return "(none)"
+		}
+		return s
+	}
+	fmt.Fprintf(w, "%s: task %s, intent %s, stream message %d, delivery %d", r.Outcome, orNone(r.TaskID),
+		orNone(r.IntentID), sent.StreamSeq, r.Delivery.Delivered)
+	switch {
+	case r.Rejection != nil:
+		fmt.Fprintf(w, "; rejected at %s (%s): %s", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
+	case r.Failure != nil:
+		fmt.Fprintf(w, "; after %d attempts: %s", r.Failure.Attempts, r.Failure.Reason)
+	}
+	if c := r.Counts; c != nil {
+		fmt.Fprintf(w, "; requests received %d, creates executed %d, tasks existing %d", c.RequestsReceived, c.CreatesExecuted, c.TasksExisting)
+	}
+	fmt.Fprintln(w)
+}

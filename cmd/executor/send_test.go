@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/send"
+)
+
+func sendCmd(args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), append([]string{sendCommand}, args...), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestSendPublishesAStoredEnvelopeTwiceAndTheSecondReceiptSaysReplayed(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "envelope.json")
+	if err := os.WriteFile(file, s.Original.Envelope(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, err := sendCmd("--server", env.URL(), "--envelope", file, "--json")
+	if err != nil {
+		t.Fatalf("send --json: %v\n%s", err, errOut)
+	}
+	rc, err := document.DecodeReceipt([]byte(strings.TrimSpace(out)))
+	if err != nil || rc.Outcome != document.OutcomeCreated || rc.TaskID == nil {
+		t.Fatalf("first send: receipt %+v, %v; want created\n%s", rc, err, out)
+	}
+
+	out, errOut, err = sendCmd("--server", env.URL(), "--envelope", file)
+	if err != nil {
+		t.Fatalf("send: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"replayed: task " + *rc.TaskID, "intent intent-0001", "delivery 1",
+		"requests received 2, creates executed 1, tasks existing 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the second send printed %q, which lacks %q", out, want)
+		}
+	}
+	if c := env.Counts(); c.RequestsReceived != 2 || c.CreatesExecuted != 1 || c.TasksExisting != 1 {
+		t.Errorf("the task service counts %+v, want 2, 1, 1", c)
+	}
+}
+
+func TestSendRefusesWhatIsNotAnEnvelopeAndPublishesNothing(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "request.json")
+	if err := os.WriteFile(file, s.Original.Request, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// No server listens there: the file is refused before any connection.
+	_, _, err = sendCmd("--server", "nats://127.0.0.1:1", "--envelope", file)
+	if !errors.Is(err, send.ErrNotEnvelope) || exitCode(err) != 1 || !strings.Contains(err.Error(), "nothing published") {
+		t.Fatalf("send of a task request: %v (exit %d), want ErrNotEnvelope, exit 1", err, exitCode(err))
+	}
+}
+
+func TestSendHelpAndUsage(t *testing.T) {
+	out, errOut, err := sendCmd("--help")
+	if exitCode(err) != 0 {
+		t.Fatalf("send --help: %v", err)
+	}
+	help := strings.Join(strings.Fields(errOut+out), " ")
+	for _, want := range []string{"send --envelope FILE", "byte for byte", "second receipt says replayed", "publisher send",
+		"-wait", "-json", "Exit status: 0"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("send --help lacks %q", want)
+		}
+	}
+	if _, _, err := sendCmd(); exitCode(err) != 2 || !strings.Contains(err.Error(), "--envelope is required") {
+		t.Errorf("send without --envelope: %v (exit %d), want a usage error", err, exitCode(err))
+	}
+	var usageOut bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &usageOut, &usageOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(usageOut.String(), "executor send --envelope FILE") {
+		t.Errorf("executor --help does not list send:\n%s", usageOut.String())
+	}
+	if strings.Contains(usageOut.String(), "demo-send") {
+		t.Errorf("executor --help names the removed demo-send:\n%s", usageOut.String())
+	}
+}
