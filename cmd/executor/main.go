@@ -25,9 +25,10 @@ const usage = `executor: consume approved requests, gate them, call the task ser
 
 Usage:
   executor serve [--server URL | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
-                 [--data DIR] [--listen HOST:PORT] [--concurrency N]
+                 [--data DIR] [--listen HOST:PORT] [--concurrency N] [--task-service SERVICE]
   executor status [--server URL] [--json] [--service-timeout DURATION]
   executor verify [--server URL] [--json] [--trusted-approvers FILE] [--allow-external N]
+                  [--task-service SERVICE]
   executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
   executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json] --yes
@@ -35,7 +36,9 @@ Usage:
   executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL]
   executor --version
 
-Run 'executor COMMAND --help' for a command's flags.
+Run 'executor COMMAND --help' for a command's flags. SERVICE is fake (the default: the task
+service over NATS) or caldav (with --caldav-url URL and, for a login, --caldav-user USER and
+--caldav-password-file FILE or $CALDAV_PASSWORD).
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
 `
 
