@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/queue"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -439,7 +439,7 @@ func (b *batchSink) handle(msg jetstream.Msg) {
 
 func (b *batchSink) send() {
 	for first := range b.queue {
-		taken := executor.TakeQueued(first, b.queue, b.max)
+		taken := queue.Append(nil, first, b.queue, b.max)
 		msgs := make([]*nats.Msg, len(taken))
 		for i, m := range taken {
 			msgs[i] = refReceipt(m, b.receipt)

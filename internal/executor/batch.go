@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/queue"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -189,38 +190,19 @@ func (b *batcher) add(p *pending) {
 }
 
 // loop takes the queued receipts in batches.
-func (b *batcher) loop(queue chan *pending, done chan struct{}) {
+func (b *batcher) loop(q chan *pending, done chan struct{}) {
 	defer close(done)
-	for first := range queue {
+	for first := range q {
 		// Wait for a free slot; receipts queue up meanwhile.
 		b.slots <- struct{}{}
-		batch := TakeQueued(first, queue, int(b.max.Load()))
+		limit := int(b.max.Load())
+		batch := queue.Append(make([]*pending, 0, min(limit, len(q)+1)), first, q, limit)
 		b.sending.Add(1)
 		go func() {
 			defer func() { <-b.slots; b.sending.Done() }()
 			b.store(batch)
 		}()
 	}
-}
-
-// TakeQueued returns first followed by what is queued on queue now, up to
-// limit in all, without waiting for more: how a batch is gathered from
-// whatever has queued up while the previous one was stored.
-func TakeQueued[T any](first T, queue <-chan T, limit int) []T {
-	taken := make([]T, 1, max(min(limit, len(queue)+1), 1))
-	taken[0] = first
-	for len(taken) < limit {
-		select {
-		case v, ok := <-queue:
-			if !ok {
-				return taken
-			}
-			taken = append(taken, v)
-		default:
-			return taken
-		}
-	}
-	return taken
 }
 
 // store stores one batch of receipts and finishes their deliveries.
