@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +79,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *f.cpuProfile != "" {
-		stopProfile, err := startCPUProfile(*f.cpuProfile)
+		stopProfile, err := cli.StartCPUProfile(*f.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -122,7 +121,7 @@ func benchFlagSet(fs *flag.FlagSet, o *bench.Options) *benchFlags {
 	f.inproc = fs.Bool("service-in-process", false, "--embedded: run the task service in this process instead of its own")
 	f.providerBin = fs.String("provider-bin", "", "--embedded: the provider command that serves the task service in its own process\n(default: a provider executable beside this one, else on $PATH)")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound for one measurement")
-	f.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of this process to `FILE`")
+	f.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of this process to `FILE` (and of the service process to FILE.service)")
 	f.logFormat, f.logLevel = cli.LogFlags(fs)
 	return f
 }
@@ -197,9 +196,13 @@ func (f *benchFlags) embedded(o *bench.Options) (cleanup func(), err error) {
 		if err != nil {
 			return nil, err
 		}
-		level := *f.logLevel
+		level, profile := *f.logLevel, *f.cpuProfile
 		o.ServiceProcess = func(url, dir string) *exec.Cmd {
-			return exec.Command(bin, "serve", "--server", url, "--data", dir, "--log-level", level)
+			cmd := exec.Command(bin, "serve", "--server", url, "--data", dir, "--log-level", level)
+			if profile != "" {
+				cmd.Args = append(cmd.Args, "--cpuprofile", profile+".service")
+			}
+			return cmd
 		}
 	}
 	o.Dir = *f.data
@@ -267,18 +270,4 @@ func intList(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// startCPUProfile writes a CPU profile to path until the returned function
-// is called.
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
