@@ -120,7 +120,10 @@ func startStack(ctx context.Context, o *Options, preload int, st *stages) (*stac
 	s.svc = provider.NewClient(nc)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if s.topo, err = topology.Await(tctx, s.js, s.topo, topology.SetUpOptions{ReplicasGiven: true, Logger: s.log}, 30*time.Second); err != nil {
+	// The replicas are those of the deployment's streams (1 when new): the
+	// bench never changes them.
+	s.topo.Replicas = 0
+	if s.topo, err = topology.Await(tctx, s.js, s.topo, topology.SetUpOptions{Logger: s.log}, 30*time.Second); err != nil {
 		s.close()
 		return nil, err
 	}
