@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -47,6 +48,7 @@ logged as a warning.
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	leaseTTL := fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket")
 	leaseReplicas := fs.Int("lease-replicas", 1, "`N` copies of the lease bucket when serve creates it: 3 on a three-node cluster")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the service to `FILE` until it stops")
 	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (credentials, TLS), then exit 0 without\nopening anything: no connection, no listener, no database")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -63,6 +65,13 @@ logged as a warning.
 	}
 	if *checkOnly {
 		return checkServeConfig(log, cf, *httpAddr)
+	}
+	if *cpuProfile != "" {
+		stopProfile, err := cli.StartCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
 	}
 	reg := metrics.NewRegistry()
 	srv, closeOps, err := ops.Start(ctx, *httpAddr, reg, log)

@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
-	"runtime/pprof"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/bench"
@@ -43,8 +42,10 @@ live: --publishers publishers offer approvals at each --rate (approvals/s, or "h
   the maximum, measured first by a backlog drain) for --duration.
 
 With --embedded, a NATS server (fsync before every ack) runs in this process and the task
-service in its own process (so that its memory can be read), keeping their data in --data
-(default: a temporary directory, removed at the end). Executors always run in this process.
+service in its own process, "provider serve" (so that its memory can be read), keeping their
+data in --data (default: a temporary directory, removed at the end). The provider command is
+--provider-bin, else a provider executable beside this one, else one on $PATH (build it with
+"go build ./cmd/provider"). Executors always run in this process.
 
 With --server (default $NATS_URL), the deployment's task service must be running; the bench
 provisions the streams if they are missing, creates and deletes the references' streams, and
@@ -52,45 +53,81 @@ connects with --creds, --nkey or --user/--password ($NATS_PASSWORD) and the --tl
 That account needs to publish approvals, consume, store receipts, manage streams and call the
 service: an operator's account, not one of the least-privilege roles in deploy/auth.`
 
+// benchFlags are the command line of a bench run beyond bench.Options.
+type benchFlags struct {
+	conn                           *cli.ConnConfig
+	data, executors, preload       *string
+	rates, cpuProfile, providerBin *string
+	logFormat, logLevel            *string
+	inproc                         *bool
+}
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "serve-provider" {
-		return runBenchProvider(ctx, args[1:], stdout, stderr)
-	}
 	o := bench.Options{Mode: bench.Backlog}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		o.Mode, args = args[0], args[1:]
 	}
 	fs := newFlagSet("bench", benchHelp, stderr)
-	conn := cli.ConnFlags(fs)
-	fs.BoolVar(&o.Embedded, "embedded", false, "run a NATS server and the task service here instead of using --server")
-	data := fs.String("data", "", "`DIR` for the embedded server's and service's data (default: a temporary directory, removed at the end)")
-	fs.IntVar(&o.Approvals, "approvals", 20000, "approvals in each backlog `N`")
-	executors := fs.String("executors", "1", "executor instances, a `LIST` such as 1,2,3: one measurement each")
-	fs.IntVar(&o.Concurrency, "concurrency", 512, "deliveries each executor handles at once (checked and sent to the service)")
-	fs.IntVar(&o.ReceiptBatch, "receipt-batch", 1000, "receipts per atomic batch at most (1: each alone)")
-	preload := fs.String("preload", "0", "intents stored in the service before measuring, a `LIST` such as 0,1000000 (--embedded)")
-	fs.Float64Var(&o.Resend, "resend", 0.10, "share of approvals sent again")
-	fs.Float64Var(&o.Conflict, "conflict", 0.05, "share of changed requests under an intent id already sent")
-	fs.IntVar(&o.Payload, "payload", 0, "envelope size in `BYTES` (0: the natural size, about 1.5 KB)")
-	fs.IntVar(&o.PublishBatch, "publish-batch", 500, "approvals per atomic batch when storing a backlog")
-	fs.BoolVar(&o.Unsigned, "unsigned", false, "send unsigned approvals (the gate skips the signature and expiry checks)")
-	fs.IntVar(&o.Publishers, "publishers", 4, "live: concurrent publishers")
-	rates := fs.String("rate", "100", "live: offered rates, a `LIST` of approvals/s or \"half\" (of the maximum), such as 100,half")
-	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "live: how long each rate is offered")
-	fs.BoolVar(&o.NoReferences, "no-references", false, "skip the reference measurements")
-	fs.IntVar(&o.RefApprovals, "ref-approvals", 0, "messages in each reference measurement (default: --approvals)")
-	fs.StringVar(&o.Ledger, "ledger", bench.LedgerAuto, "the JetStream + PostgreSQL ledger reference: auto (when PostgreSQL is installed), on (required) or off")
-	fs.IntVar(&o.LedgerPool, "ledger-pool", 0, "PostgreSQL connections per instance in the ledger reference (default: --concurrency, one per handler)")
-	inproc := fs.Bool("service-in-process", false, "--embedded: run the task service in this process instead of its own")
-	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound for one measurement")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to `FILE` (and of the service process to FILE.service)")
-	logFormat, logLevel := cli.LogFlags(fs)
+	f := benchFlagSet(fs, &o)
 	if err := fs.Set("log-level", "warn"); err != nil {
 		return err
 	}
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	if err := f.apply(fs, &o, stderr); err != nil {
+		return err
+	}
+	if *f.cpuProfile != "" {
+		stopProfile, err := cli.StartCPUProfile(*f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
+	if o.Embedded {
+		cleanup, err := f.embedded(&o)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+	}
+	return bench.Run(ctx, o, stdout)
+}
+
+// benchFlagSet defines the bench's flags on fs, the plain ones straight
+// into o.
+func benchFlagSet(fs *flag.FlagSet, o *bench.Options) *benchFlags {
+	f := &benchFlags{conn: cli.ConnFlags(fs)}
+	fs.BoolVar(&o.Embedded, "embedded", false, "run a NATS server and the task service here instead of using --server")
+	f.data = fs.String("data", "", "`DIR` for the embedded server's and service's data (default: a temporary directory, removed at the end)")
+	fs.IntVar(&o.Approvals, "approvals", 20000, "approvals in each backlog `N`")
+	f.executors = fs.String("executors", "1", "executor instances, a `LIST` such as 1,2,3: one measurement each")
+	fs.IntVar(&o.Concurrency, "concurrency", 512, "deliveries each executor handles at once (checked and sent to the service)")
+	fs.IntVar(&o.ReceiptBatch, "receipt-batch", 1000, "receipts per atomic batch at most (1: each alone)")
+	f.preload = fs.String("preload", "0", "intents stored in the service before measuring, a `LIST` such as 0,1000000 (--embedded)")
+	fs.Float64Var(&o.Resend, "resend", 0.10, "share of approvals sent again")
+	fs.Float64Var(&o.Conflict, "conflict", 0.05, "share of changed requests under an intent id already sent")
+	fs.IntVar(&o.Payload, "payload", 0, "envelope size in `BYTES` (0: the natural size, about 1.5 KB)")
+	fs.IntVar(&o.PublishBatch, "publish-batch", 500, "approvals per atomic batch when storing a backlog")
+	fs.BoolVar(&o.Unsigned, "unsigned", false, "send unsigned approvals (the gate skips the signature and expiry checks)")
+	fs.IntVar(&o.Publishers, "publishers", 4, "live: concurrent publishers")
+	f.rates = fs.String("rate", "100", "live: offered rates, a `LIST` of approvals/s or \"half\" (of the maximum), such as 100,half")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "live: how long each rate is offered")
+	fs.BoolVar(&o.NoReferences, "no-references", false, "skip the reference measurements")
+	fs.IntVar(&o.RefApprovals, "ref-approvals", 0, "messages in each reference measurement (default: --approvals)")
+	fs.StringVar(&o.Ledger, "ledger", bench.LedgerAuto, "the JetStream + PostgreSQL ledger reference: auto (when PostgreSQL is installed), on (required) or off")
+	fs.IntVar(&o.LedgerPool, "ledger-pool", 0, "PostgreSQL connections per instance in the ledger reference (default: --concurrency, one per handler)")
+	f.inproc = fs.Bool("service-in-process", false, "--embedded: run the task service in this process instead of its own")
+	f.providerBin = fs.String("provider-bin", "", "--embedded: the provider command that serves the task service in its own process\n(default: a provider executable beside this one, else on $PATH)")
+	fs.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound for one measurement")
+	f.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of this process to `FILE` (and of the service process to FILE.service)")
+	f.logFormat, f.logLevel = cli.LogFlags(fs)
+	return f
+}
+
+// apply checks the parsed flags and completes o with what they say.
+func (f *benchFlags) apply(fs *flag.FlagSet, o *bench.Options, stderr io.Writer) error {
 	if fs.NArg() != 0 {
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
@@ -101,111 +138,126 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageErr(fs, "--ledger %q: want auto, on or off", o.Ledger)
 	}
 	var err error
-	if o.Executors, err = intList(*executors); err != nil {
+	if o.Executors, err = intList(*f.executors); err != nil {
 		return usageErr(fs, "--executors: %v", err)
 	}
-	if o.Preload, err = intList(*preload); err != nil {
+	if o.Preload, err = intList(*f.preload); err != nil {
 		return usageErr(fs, "--preload: %v", err)
 	}
-	for _, r := range strings.Split(*rates, ",") {
+	if o.Rates, err = rateList(*f.rates); err != nil {
+		return usageErr(fs, "%v", err)
+	}
+	log, err := cli.NewLogger(stderr, *f.logFormat, *f.logLevel)
+	if err != nil {
+		return usageErr(fs, "%v", err)
+	}
+	o.Log, o.Status, o.Server = log, stderr, f.conn.Server
+	if err := f.connection(fs, o); err != nil {
+		return err
+	}
+	if st, ok := stderr.(*os.File); ok {
+		if fi, err := st.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			o.Terminal = true
+		}
+	}
+	return nil
+}
+
+// connection refuses authentication and TLS flags with --embedded, and
+// otherwise turns them into connection options.
+func (f *benchFlags) connection(fs *flag.FlagSet, o *bench.Options) error {
+	if !o.Embedded {
+		var err error
+		if o.ConnOptions, err = f.conn.Options(); err != nil {
+			return usageErr(fs, "%v", err)
+		}
+		return nil
+	}
+	var given []string
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey", "tls-ca", "tlsca", "tls-first":
+			given = append(given, "--"+fl.Name)
+		}
+	})
+	if len(given) > 0 {
+		return usageErr(fs, "%s: for --server; the embedded server has no authentication or TLS", strings.Join(given, ", "))
+	}
+	return nil
+}
+
+// embedded sets up an embedded run: the data directory (a temporary one
+// unless --data names one; cleanup removes it) and, unless the service runs
+// in this process, the provider command that serves it.
+func (f *benchFlags) embedded(o *bench.Options) (cleanup func(), err error) {
+	cleanup = func() {}
+	if !*f.inproc {
+		bin, err := findProvider(*f.providerBin)
+		if err != nil {
+			return nil, err
+		}
+		level, profile := *f.logLevel, *f.cpuProfile
+		o.ServiceProcess = func(url, dir string) *exec.Cmd {
+			cmd := exec.Command(bin, "serve", "--server", url, "--data", dir, "--log-level", level)
+			if profile != "" {
+				cmd.Args = append(cmd.Args, "--cpuprofile", profile+".service")
+			}
+			return cmd
+		}
+	}
+	o.Dir = *f.data
+	if o.Dir == "" {
+		dir, err := os.MkdirTemp("", "sendtwice-bench-")
+		if err != nil {
+			return nil, err
+		}
+		o.Dir, cleanup = dir, func() { os.RemoveAll(dir) }
+	}
+	return cleanup, nil
+}
+
+// errNoProvider says that no provider command was found to serve the task
+// service of an embedded run.
+var errNoProvider = errors.New("publisher: no provider command found to run the task service; build it beside this one with \"go build ./cmd/provider\", or name it with --provider-bin (or run it in this process with --service-in-process)")
+
+// findProvider returns the provider command to run: the one named, else a
+// provider executable beside this one, else one on $PATH.
+func findProvider(named string) (string, error) {
+	if named != "" {
+		p, err := exec.LookPath(named)
+		if err != nil {
+			return "", fmt.Errorf("--provider-bin %s: %w", named, err)
+		}
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(exe), "provider")
+		if p, err := exec.LookPath(beside); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("provider"); err == nil {
+		return p, nil
+	}
+	return "", errNoProvider
+}
+
+// rateList reads --rate: approvals per second or "half", comma-separated.
+func rateList(s string) ([]bench.Rate, error) {
+	var out []bench.Rate
+	for _, r := range strings.Split(s, ",") {
 		r = strings.TrimSpace(r)
 		if r == "half" {
-			o.Rates = append(o.Rates, bench.Rate{HalfOfMax: true})
+			out = append(out, bench.Rate{HalfOfMax: true})
 			continue
 		}
 		v, err := strconv.ParseFloat(r, 64)
 		if err != nil || v <= 0 {
-			return usageErr(fs, "--rate %q: want approvals per second or \"half\"", r)
+			return nil, fmt.Errorf("--rate %q: want approvals per second or \"half\"", r)
 		}
-		o.Rates = append(o.Rates, bench.Rate{PerSecond: v})
+		out = append(out, bench.Rate{PerSecond: v})
 	}
-	log, err := cli.NewLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
-		return usageErr(fs, "%v", err)
-	}
-	o.Log, o.Status, o.Server = log, stderr, conn.Server
-	if o.Embedded {
-		var given []string
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey", "tls-ca", "tlsca", "tls-first":
-				given = append(given, "--"+f.Name)
-			}
-		})
-		if len(given) > 0 {
-			return usageErr(fs, "%s: for --server; the embedded server has no authentication or TLS", strings.Join(given, ", "))
-		}
-	} else if o.ConnOptions, err = conn.Options(); err != nil {
-		return usageErr(fs, "%v", err)
-	}
-	if f, ok := stderr.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			o.Terminal = true
-		}
-	}
-	if *cpuProfile != "" {
-		stopProfile, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stopProfile()
-	}
-	if o.Embedded {
-		o.Dir = *data
-		if o.Dir == "" {
-			dir, err := os.MkdirTemp("", "sendtwice-bench-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			o.Dir = dir
-		}
-		if !*inproc {
-			exe, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			o.ServiceProcess = func(url, dir string) *exec.Cmd {
-				cmd := exec.Command(exe, "bench", "serve-provider", "--server", url, "--data", dir, "--log-level", *logLevel)
-				if *cpuProfile != "" {
-					cmd.Args = append(cmd.Args, "--cpuprofile", *cpuProfile+".service")
-				}
-				// SENDTWICE_PUBLISHER_MAIN lets a test binary play this command.
-				cmd.Env = append(os.Environ(), "SENDTWICE_PUBLISHER_MAIN=1")
-				return cmd
-			}
-		}
-	}
-	return bench.Run(ctx, o, stdout)
-}
-
-// runBenchProvider is the task service process of an embedded bench run.
-func runBenchProvider(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench serve-provider", "bench serve-provider --server URL --data DIR", stderr)
-	server := cli.ServerFlag(fs)
-	data := fs.String("data", "", "the store's `DIR`")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `FILE`")
-	logFormat, logLevel := cli.LogFlags(fs)
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	if *cpuProfile != "" {
-		stopProfile, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stopProfile()
-	}
-	if *data == "" {
-		return usageErr(fs, "--data DIR is required")
-	}
-	log, err := cli.NewLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
-		return usageErr(fs, "%v", err)
-	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return bench.ServeProvider(ctx, *server, *data, stdout, log)
+	return out, nil
 }
 
 func intList(s string) ([]int, error) {
@@ -218,18 +270,4 @@ func intList(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// startCPUProfile writes a CPU profile to path until the returned function
-// is called.
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

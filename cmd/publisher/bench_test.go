@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,7 +21,7 @@ import (
 // with one and two executors pass the check, and the service's memory is
 // reported.
 func TestBenchBacklogMeasuresAndChecks(t *testing.T) {
-	r := publisher(t, nil, "bench", "--embedded", "--approvals", "300", "--executors", "1,2", "--ref-approvals", "200",
+	r := publisher(t, nil, "bench", "--embedded", "--provider-bin", buildProvider(t), "--approvals", "300", "--executors", "1,2", "--ref-approvals", "200",
 		"--concurrency", "16", "--resend", "0.2", "--conflict", "0.1")
 	r.expect(t, 0)
 	for _, want := range []string{
@@ -55,6 +57,35 @@ func TestBenchBacklogMeasuresAndChecks(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "stage drain (0 stored intents, 2 executor(s))") {
 		t.Errorf("no time per stage on stderr:\n%s", r.stderr)
+	}
+}
+
+// buildProvider builds the provider command, which serves the task service
+// of an embedded run in its own process, and returns its path.
+func buildProvider(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "provider")
+	out, err := exec.Command("go", "build", "-o", bin, "../provider").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the provider command: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Without a provider command beside the publisher or on $PATH, an embedded
+// run with the service in its own process says how to get one, before it
+// starts anything.
+func TestBenchWithoutAProviderCommandSaysHowToBuildOne(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	r := publisher(t, nil, "bench", "--embedded", "--approvals", "10", "--no-references")
+	r.expect(t, 1)
+	if !strings.Contains(r.stderr, "go build ./cmd/provider") || !strings.Contains(r.stderr, "--provider-bin") {
+		t.Errorf("the error does not say how to get a provider command:\n%s", r.stderr)
+	}
+	r = publisher(t, nil, "bench", "--embedded", "--provider-bin", filepath.Join(t.TempDir(), "provider"), "--approvals", "10")
+	r.expect(t, 1)
+	if !strings.Contains(r.stderr, "--provider-bin") {
+		t.Errorf("a missing --provider-bin is not named:\n%s", r.stderr)
 	}
 }
 
@@ -115,15 +146,12 @@ func TestBenchAgainstAServerThatRequiresAPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := provider.Open(t.TempDir(), provider.Options{Logger: testenv.Logger()})
+	h, err := provider.Host(t.TempDir(), provider.Options{Logger: testenv.Logger()}, provider.ServiceConfig{Logger: testenv.Logger()},
+		func() (*nats.Conn, error) { return nats.Connect(url, nats.UserInfo(user, password)) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := provider.Serve(nc, st, provider.ServiceConfig{Logger: testenv.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop(); _ = st.Close() })
+	t.Cleanup(func() { _ = h.Stop() })
 
 	if _, err := nats.Connect(url); err == nil {
 		t.Fatal("the server let a client in without credentials; the test would prove nothing")

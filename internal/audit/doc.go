@@ -11,6 +11,11 @@
 // messages that aged out before it. A record younger than the max age whose
 // message is gone is a violation, not an exclusion.
 //
+// VerifyRun checks one run of work instead of the whole history: the
+// messages a caller stored (a window of sequences), the receipts stored for
+// them from a known sequence on (ReadRunReceipts) and the service's counters
+// before and after. A load run ends with it.
+//
 // A task service that keeps no call log and no counters (a CalDAV
 // collection) is audited by the tasks it lists (LoadWith and a TaskLister):
 // the checks that need its record of every call are then reported as not

@@ -33,18 +33,21 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, head
 	if err != nil {
 		return nil, fmt.Errorf("audit: reading stream %s: %w", stream, err)
 	}
-	return info, readFrom(ctx, s, stream, info.State, headersOnly, fn)
+	return info, readFrom(ctx, s, stream, info.State, headersOnly, 0, fn)
 }
 
-func readFrom(ctx context.Context, s jetstream.Stream, stream string, state jetstream.StreamState, headersOnly bool, fn func(jetstream.Msg) error) error {
+// readFrom calls fn for the messages of s up to state's last sequence, from
+// sequence from on (0: from the first).
+func readFrom(ctx context.Context, s jetstream.Stream, stream string, state jetstream.StreamState, headersOnly bool, from uint64, fn func(jetstream.Msg) error) error {
 	last := state.LastSeq
 	if state.Msgs == 0 || last == 0 {
 		return nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		HeadersOnly:   headersOnly,
-	})
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: headersOnly}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := s.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("audit: reading stream %s: %w", stream, err)
 	}
@@ -125,10 +128,9 @@ func readReceipts(ctx context.Context, js jetstream.JetStream) (map[uint64][]*do
 		if err != nil {
 			return err
 		}
-		r, err := document.DecodeReceipt(m.Data())
-		if err != nil {
-			seq, _ := strconv.ParseUint(m.Headers().Get(topology.HeaderStreamSeq), 10, 64)
-			bad = append(bad, Undecodable{Seq: meta.Sequence.Stream, StreamSeq: seq, Err: err.Error()})
+		r, u, ok := decodeStored(m)
+		if !ok {
+			bad = append(bad, u)
 			return nil
 		}
 		seq := r.Delivery.StreamSeq

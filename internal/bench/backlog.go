@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -110,13 +109,4 @@ func (s *stack) drainWorkload(ctx context.Context, k int, w *Workload, label str
 	d.check, err = s.verify(ctx, w, seqs, fromReceipt+1, before)
 	end()
 	return d, err
-}
-
-// countsDelta is b - a.
-func countsDelta(a, b provider.Counts) provider.Counts {
-	return provider.Counts{
-		RequestsReceived: b.RequestsReceived - a.RequestsReceived,
-		CreatesExecuted:  b.CreatesExecuted - a.CreatesExecuted,
-		TasksExisting:    b.TasksExisting - a.TasksExisting,
-	}
 }

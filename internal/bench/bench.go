@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -83,10 +82,10 @@ type Options struct {
 	Ledger     string
 	LedgerPool int
 
-	// ServiceProcess, when set (embedded only), starts the task service as
-	// its own process serving the store in dir on the server at url; it
-	// prints "ready" on its standard output once it serves (see
-	// ServeProvider). Nil runs it in this process.
+	// ServiceProcess, when set (embedded only), makes the command that
+	// runs the task service as its own process ("provider serve"), serving
+	// the store in dir on the server at url until SIGTERM. Nil runs it in
+	// this process.
 	ServiceProcess func(url, dir string) *exec.Cmd
 
 	// Timeout bounds one drain or live run.
@@ -276,38 +275,6 @@ func runBacklog(ctx context.Context, o *Options, st *stages, rep *report) error 
 		}
 	}
 	return nil
-}
-
-// ServeProvider is the task service process of a bench run: it opens the
-// store in dir, serves it on the server at url, prints "ready" on stdout and
-// runs until ctx ends.
-func ServeProvider(ctx context.Context, url, dir string, stdout io.Writer, log *slog.Logger) error {
-	nc, err := nats.Connect(url, nats.Name("fake-task-provider"), nats.MaxReconnects(-1))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	store, err := provider.Open(dir, provider.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	svc, err := provider.Serve(nc, store, provider.ServiceConfig{Logger: log})
-	if err != nil {
-		_ = store.Close()
-		return err
-	}
-	fmt.Fprintln(stdout, "ready")
-	<-ctx.Done()
-	err = svc.Stop()
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if derr := nc.Drain(); derr == nil {
-		select {
-		case <-closed:
-		case <-time.After(10 * time.Second):
-		}
-	}
-	return errors.Join(err, store.Close())
 }
 
 // machine describes where the run happens.

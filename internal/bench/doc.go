@@ -37,9 +37,13 @@
 // Every run ends with a check that nothing was lost or doubled: every
 // approval has a terminal receipt, creates executed = tasks existing =
 // distinct intents, one created receipt per intent, and all receipts of an
-// intent name one task. A run that fails the check fails.
+// intent name one task (the audit's checks of a run, audit.VerifyRun). A run
+// that fails the check fails.
 //
-// It is a client of the pipeline, not a part of it: it must never change
+// It is a client of the pipeline, not a part of it: it starts executors with
+// executor.Start, stores approvals with the executor's batch publisher,
+// runs the task service as the provider command ("provider serve") or with
+// the embedded stack, and checks with the audit. It must never change
 // how an executor or the task service behaves to make a figure look better,
 // never report a figure from a run that failed its check, and never be
 // imported by a package the pipeline runs on (only by the publisher

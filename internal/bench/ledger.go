@@ -203,232 +203,163 @@ func (s *stack) ledgerReference(ctx context.Context, pg *pgCluster, w *Workload,
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	n := len(w.Envelopes)
-	topo := s.topo
-	replicas := topo.Replicas
-	if st, err := s.js.Stream(ctx, topology.ApprovalsStream); err == nil {
-		if info, err := st.Info(ctx); err == nil {
-			replicas = info.Config.Replicas
-		}
+	if err := s.makeStreams(ctx,
+		jetstream.StreamConfig{Name: ledgerIn, Subjects: []string{"bench.ledger.in.>"}, AllowAtomicPublish: true},
+		jetstream.StreamConfig{Name: ledgerOut, Subjects: []string{"bench.ledger.out.>"}},
+	); err != nil {
+		return nil, err
 	}
-	for _, sc := range []jetstream.StreamConfig{
-		{Name: ledgerIn, Subjects: []string{"bench.ledger.in.>"}, Storage: jetstream.FileStorage, Replicas: replicas,
-			Duplicates: topo.DuplicateWindow, AllowAtomicPublish: true},
-		{Name: ledgerOut, Subjects: []string{"bench.ledger.out.>"}, Storage: jetstream.FileStorage, Replicas: replicas,
-			Duplicates: topo.DuplicateWindow},
-	} {
-		_ = s.js.DeleteStream(ctx, sc.Name)
-		if _, err := s.js.CreateStream(ctx, sc); err != nil {
-			return nil, fmt.Errorf("bench: creating stream %s: %w", sc.Name, err)
-		}
+	defer s.deleteStreams(ledgerIn, ledgerOut)
+	if err := createLedgerTable(ctx, pg.dsn); err != nil {
+		return nil, err
 	}
-	defer func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer dcancel()
-		_ = s.js.DeleteStream(dctx, ledgerIn)
-		_ = s.js.DeleteStream(dctx, ledgerOut)
-	}()
-
-	conn, err := pgx.Connect(ctx, pg.dsn)
-	if err != nil {
-		return nil, fmt.Errorf("bench: connecting to the ledger: %w", err)
+	if err := s.storeLedgerBacklog(ctx, w); err != nil {
+		return nil, err
 	}
-	_, err = conn.Exec(ctx, ledgerSchema)
-	_ = conn.Close(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("bench: creating the ledger's table: %w", err)
-	}
-
-	subjects := make([]string, n)
-	for i, subj := range w.Subjects {
-		subjects[i] = "bench.ledger.in." + strings.TrimPrefix(subj, "approvals.")
-	}
-	bar := newProgress(s.o.Status, s.o.Terminal)
-	bar.begin("ledger: storing", n)
-	_, err = storeAll(ctx, s.nc, ledgerIn, subjects, w.Envelopes, s.o.PublishBatch, bar.set)
-	bar.end()
+	cons, err := s.refConsumer(ctx, ledgerIn, ledgerConsumer)
 	if err != nil {
 		return nil, err
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, ledgerIn, jetstream.ConsumerConfig{
-		Durable: ledgerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: topo.AckWait,
-		MaxAckPending: topo.MaxAckPending, MaxDeliver: topo.MaxDeliver,
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	// What each message came to, by its stream sequence (1..n: the
-	// stream is new).
-	var resMu sync.Mutex
-	results := make([]ledgerOutcome, n)
-	var failMu sync.Mutex
-	var failure error
-	fail := func(err error) {
-		failMu.Lock()
-		failure = errors.Join(failure, err)
-		failMu.Unlock()
-	}
-	var receiptBytes atomic.Int64
-
 	// Connections first (nothing is timed yet).
-	pools := make([]*pgxpool.Pool, 0, k)
+	pools, err := ledgerPools(ctx, pg.dsn, k, poolSize)
 	defer func() {
 		for _, p := range pools {
 			p.Close()
 		}
 	}()
-	for range k {
-		p, err := ledgerPool(ctx, pg.dsn, poolSize)
-		if err != nil {
-			return nil, err
-		}
-		pools = append(pools, p)
+	if err != nil {
+		return nil, err
 	}
-
-	var stops []func()
-	defer func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}()
-	start := time.Now()
-	for i := range k {
-		executorID := "ledger-" + strconv.Itoa(i+1)
-		nc, err := s.connect("bench-" + executorID)
-		if err != nil {
-			return nil, err
-		}
-		js, err := jetstream.New(nc)
-		if err != nil {
-			nc.Close()
-			return nil, err
-		}
-		pool := pools[i]
-		handle := func(msg jetstream.Msg) error {
-			meta, err := msg.Metadata()
-			if err != nil {
-				return err
-			}
-			intent, digest, requestID, approvalID, err := ledgerIDs(msg.Data())
-			if err != nil {
-				return err
-			}
-			outcome, task, err := record(ctx, pool, intent, digest, requestID, approvalID)
-			if err != nil {
-				return err
-			}
-			attempt := nuid.Next()
-			taskID := "ledger-task-" + strconv.FormatInt(task, 10)
-			r := document.Receipt{
-				SchemaVersion: document.ReceiptVersion, ReceiptID: "receipt-" + attempt, Outcome: outcome,
-				IntentID: &intent, RequestID: &requestID, ApprovalID: &approvalID, TaskID: &taskID,
-				Delivery: document.Delivery{StreamSeq: meta.Sequence.Stream, Delivered: meta.NumDelivered, Attempt: attempt, Executor: executorID},
-				IssuedAt: time.Now().UTC().Format(time.RFC3339Nano),
-			}
-			body, err := json.Marshal(&r)
-			if err != nil {
-				return fmt.Errorf("bench: encoding a receipt: %w", err)
-			}
-			receiptBytes.Store(int64(len(body)))
-			m := nats.NewMsg("bench.ledger.out." + strings.TrimPrefix(topology.ReceiptSubject(intent), "receipts."))
-			m.Data = body
-			m.Header.Set(topology.HeaderOutcome, outcome)
-			m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
-			m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(meta.NumDelivered, 10))
-			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err = js.PublishMsg(pctx, m, jetstream.WithMsgID(r.ReceiptID), jetstream.WithExpectStream(ledgerOut))
-			pcancel()
-			if err != nil {
-				return fmt.Errorf("bench: storing a ledger receipt: %w", err)
-			}
-			if seq := meta.Sequence.Stream; seq >= 1 && seq <= uint64(n) {
-				resMu.Lock()
-				results[seq-1] = ledgerOutcome{outcome: outcome, intent: intent, task: task}
-				resMu.Unlock()
-			}
-			return msg.Ack()
-		}
-		// As in the naive reference: done tells handlers to give up at the
-		// end; stopped, under mu, keeps a handler from starting after it.
-		done := make(chan struct{})
-		var mu sync.Mutex
-		stopped := false
-		sem := make(chan struct{}, c)
-		var wg sync.WaitGroup
-		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			select {
-			case sem <- struct{}{}:
-			case <-done:
-				return
-			}
-			mu.Lock()
-			if stopped {
-				mu.Unlock()
-				<-sem
-				return
-			}
-			wg.Add(1)
-			mu.Unlock()
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if err := handle(msg); err != nil {
-					fail(err)
-					_ = msg.Nak()
-				}
-			}()
-		}, jetstream.PullMaxMessages(2*c))
-		if err != nil {
-			nc.Close()
-			return nil, err
-		}
-		stops = append(stops, func() {
-			close(done)
-			cc.Stop()
-			mu.Lock()
-			stopped = true
-			mu.Unlock()
-			wg.Wait()
-			nc.Close()
+	res := &ledgerResults{results: make([]ledgerOutcome, n)}
+	took, err := s.runInstances(ctx, cons, "bench-ledger-", k, c, fmt.Sprintf("ledger: %d×%d handlers", k, c), n,
+		func(i int, in refInstance) refSink {
+			return &ledgerSink{refInstance: in, pool: pools[i], executorID: "ledger-" + strconv.Itoa(i+1), res: res}
 		})
+	if err != nil {
+		return nil, err
 	}
-	bar.begin(fmt.Sprintf("ledger: %d×%d handlers", k, c), n)
-	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			bar.end()
-			return nil, err
-		}
-		l := int(info.NumPending) + info.NumAckPending
-		bar.set(n - min(l, n))
-		if l == 0 {
-			break
-		}
-		failMu.Lock()
-		f := failure
-		failMu.Unlock()
-		if f != nil {
-			bar.end()
-			return nil, f
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	took := time.Since(start)
-	bar.end()
-	for _, stop := range stops {
-		stop()
-	}
-	stops = nil
-
-	run := &ledgerRun{outcomes: map[string]int{}, distinct: w.Distinct, results: results}
+	run := &ledgerRun{outcomes: map[string]int{}, distinct: w.Distinct, results: res.results}
 	if err := pools[0].QueryRow(ctx, "SELECT count(*) FROM intents").Scan(&run.rows); err != nil {
 		return nil, fmt.Errorf("bench: counting the ledger's rows: %w", err)
 	}
-	run.check(results)
+	run.check(res.results)
 	run.ref = &reference{name: "JetStream + PostgreSQL ledger", n: n, took: took, unit: "approvals/s",
 		what: fmt.Sprintf("%d×%d handlers, a pool of %d connections each; consume, one transaction per approval (INSERT … ON CONFLICT (intent_id) DO NOTHING, first record read back, digest compared; synchronous_commit on, fsync on), publish the %d-byte receipt alone and wait for its ack, ack; no gate; %s",
-			k, c, poolSize, receiptBytes.Load(), pg.bin.version)}
+			k, c, poolSize, res.receiptBytes.Load(), pg.bin.version)}
 	return run, nil
+}
+
+// createLedgerTable creates the ledger's table.
+func createLedgerTable(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("bench: connecting to the ledger: %w", err)
+	}
+	_, err = conn.Exec(ctx, ledgerSchema)
+	_ = conn.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: creating the ledger's table: %w", err)
+	}
+	return nil
+}
+
+// storeLedgerBacklog stores the workload's envelopes on the ledger's input
+// stream.
+func (s *stack) storeLedgerBacklog(ctx context.Context, w *Workload) error {
+	subjects := make([]string, len(w.Subjects))
+	for i, subj := range w.Subjects {
+		subjects[i] = "bench.ledger.in." + strings.TrimPrefix(subj, "approvals.")
+	}
+	bar := newProgress(s.o.Status, s.o.Terminal)
+	bar.begin("ledger: storing", len(subjects))
+	_, err := storeAll(ctx, s.nc, ledgerIn, subjects, w.Envelopes, s.o.PublishBatch, bar.set)
+	bar.end()
+	return err
+}
+
+// ledgerPools opens k pools of size connections each; the pools opened stay
+// in the slice returned, also on error, for the caller to close.
+func ledgerPools(ctx context.Context, dsn string, k, size int) ([]*pgxpool.Pool, error) {
+	pools := make([]*pgxpool.Pool, 0, k)
+	for range k {
+		p, err := ledgerPool(ctx, dsn, size)
+		if err != nil {
+			return pools, err
+		}
+		pools = append(pools, p)
+	}
+	return pools, nil
+}
+
+// ledgerResults is what each message came to, by its stream sequence (1..n:
+// the stream is new), and the size of a receipt.
+type ledgerResults struct {
+	mu           sync.Mutex
+	results      []ledgerOutcome
+	receiptBytes atomic.Int64
+}
+
+// ledgerSink is one ledger instance's handling of a message: record the
+// intent in PostgreSQL, publish the receipt alone, ack.
+type ledgerSink struct {
+	refInstance
+	pool       *pgxpool.Pool
+	executorID string
+	res        *ledgerResults
+}
+
+func (l *ledgerSink) handle(msg jetstream.Msg) {
+	if err := l.record(msg); err != nil {
+		l.fails.add(err)
+		_ = msg.Nak()
+	}
+}
+
+func (l *ledgerSink) close() {}
+
+func (l *ledgerSink) record(msg jetstream.Msg) error {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return err
+	}
+	intent, digest, requestID, approvalID, err := ledgerIDs(msg.Data())
+	if err != nil {
+		return err
+	}
+	outcome, task, err := record(l.ctx, l.pool, intent, digest, requestID, approvalID)
+	if err != nil {
+		return err
+	}
+	attempt := nuid.Next()
+	taskID := "ledger-task-" + strconv.FormatInt(task, 10)
+	r := document.Receipt{
+		SchemaVersion: document.ReceiptVersion, ReceiptID: "receipt-" + attempt, Outcome: outcome,
+		IntentID: &intent, RequestID: &requestID, ApprovalID: &approvalID, TaskID: &taskID,
+		Delivery: document.Delivery{StreamSeq: meta.Sequence.Stream, Delivered: meta.NumDelivered, Attempt: attempt, Executor: l.executorID},
+		IssuedAt: time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	body, err := json.Marshal(&r)
+	if err != nil {
+		return fmt.Errorf("bench: encoding a receipt: %w", err)
+	}
+	l.res.receiptBytes.Store(int64(len(body)))
+	m := nats.NewMsg("bench.ledger.out." + strings.TrimPrefix(topology.ReceiptSubject(intent), "receipts."))
+	m.Data = body
+	m.Header.Set(topology.HeaderOutcome, outcome)
+	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
+	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(meta.NumDelivered, 10))
+	pctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+	_, err = l.js.PublishMsg(pctx, m, jetstream.WithMsgID(r.ReceiptID), jetstream.WithExpectStream(ledgerOut))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("bench: storing a ledger receipt: %w", err)
+	}
+	if seq := meta.Sequence.Stream; seq >= 1 && seq <= uint64(len(l.res.results)) {
+		l.res.mu.Lock()
+		l.res.results[seq-1] = ledgerOutcome{outcome: outcome, intent: intent, task: task}
+		l.res.mu.Unlock()
+	}
+	return msg.Ack()
 }
 
 // check holds the ledger to the pipeline's rules: every message has an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/scenario"
-	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -45,7 +45,7 @@ func ledgerTestStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	o := &Options{Timeout: 2 * time.Minute, Status: io.Discard, PublishBatch: 100, Log: testenv.Logger()}
+	o := &Options{Timeout: 2 * time.Minute, Status: io.Discard, PublishBatch: 100, Log: slog.New(slog.DiscardHandler)}
 	s := &stack{o: o, log: o.Log, url: srv.ClientURL(), topo: o.topology()}
 	if s.nc, err = s.connect("ledger-test"); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -131,19 +132,11 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 	end()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	before, err := s.svc.Stats(ctx)
+	m, err := s.mark(ctx)
 	if err != nil {
 		return nil, err
 	}
-	fromReceipt, err := s.lastSeq(ctx, topology.ReceiptsStream)
-	if err != nil {
-		return nil, err
-	}
-	fromApproval, err := s.lastSeq(ctx, topology.ApprovalsStream)
-	if err != nil {
-		return nil, err
-	}
-	clock := newStageClock(fromApproval, n)
+	clock := newStageClock(m.approval, n)
 	s.clock = clock
 	stop, err := s.executors(k)
 	s.clock = nil
@@ -151,130 +144,222 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 		return nil, err
 	}
 	defer stop()
-
-	// Receipts as they become readable.
-	arrived := map[uint64]time.Time{}
-	var seen atomic.Int64
-	allSeen := make(chan struct{})
-	var closeOnce sync.Once
-	cons, err := s.js.OrderedConsumer(ctx, topology.ReceiptsStream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: fromReceipt + 1, HeadersOnly: true,
-	})
+	arr, err := s.watchReceipts(ctx, m, n)
 	if err != nil {
 		return nil, err
 	}
-	var arrMu sync.Mutex
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		at := time.Now()
-		seq, _ := strconv.ParseUint(m.Headers().Get(topology.HeaderStreamSeq), 10, 64)
-		if seq <= fromApproval || !document.Terminal(m.Headers().Get(topology.HeaderOutcome)) {
-			return
-		}
-		arrMu.Lock()
-		if _, dup := arrived[seq]; !dup {
-			arrived[seq] = at
-			if seen.Add(1) == int64(n) {
-				closeOnce.Do(func() { close(allSeen) })
-			}
-		}
-		arrMu.Unlock()
-	}, jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Stop()
+	defer arr.stop()
 
 	end = st.begin("live " + label)
 	bar := newProgress(o.Status, o.Terminal)
 	bar.begin("live "+thousands(rate)+"/s", n)
-	seqs := make([]uint64, n)
-	published := make([]int64, n) // when each approval's batch was acknowledged
-	interval := time.Duration(float64(time.Second) / rate)
-	t0 := time.Now().Add(50 * time.Millisecond)
-	sched := func(i int) time.Time { return t0.Add(time.Duration(i) * interval) }
-	var wg sync.WaitGroup
-	var pubErr error
-	var pubMu sync.Mutex
-	var lastPublish atomic.Int64
-	publishers := min(o.Publishers, n)
-	for p := range publishers {
-		wg.Go(func() {
-			for i := p; i < n; {
-				time.Sleep(time.Until(sched(i)))
-				now := time.Now()
-				var idx []int
-				for ; i < n && !sched(i).After(now) && len(idx) < 1000; i += publishers {
-					idx = append(idx, i)
-				}
-				msgs := make([]*nats.Msg, len(idx))
-				for j, x := range idx {
-					msgs[j] = &nats.Msg{Subject: w.Subjects[x], Data: w.Envelopes[x], Header: nats.Header{}}
-				}
-				got, err := publishAtomicSeqs(ctx, s.nc, topology.ApprovalsStream, msgs)
-				if err != nil {
-					pubMu.Lock()
-					if pubErr == nil {
-						pubErr = err
-					}
-					pubMu.Unlock()
-					return
-				}
-				at := time.Now().UnixNano()
-				for j, x := range idx {
-					seqs[x] = got[j]
-					published[x] = at
-				}
-				lastPublish.Store(at)
-			}
-		})
+	sched := newSchedule(rate)
+	go arr.show(ctx, bar)
+	pub, err := s.offer(ctx, w, sched)
+	if err == nil {
+		err = arr.await(ctx, o.Duration+2*time.Minute)
 	}
-	go func() {
-		for {
-			select {
-			case <-allSeen:
-				return
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-				bar.set(int(seen.Load()))
-			}
-		}
-	}()
-	wg.Wait()
-	if pubErr != nil {
+	if err != nil {
 		bar.end()
-		return nil, pubErr
-	}
-	lastPublished := time.Unix(0, lastPublish.Load())
-	select {
-	case <-allSeen:
-	case <-time.After(o.Duration + 2*time.Minute):
-		bar.end()
-		return nil, fmt.Errorf("bench: only %d of %d receipts arrived", seen.Load(), n)
-	case <-ctx.Done():
-		bar.end()
-		return nil, ctx.Err()
+		return nil, err
 	}
 	bar.set(n)
 	bar.end()
 	end()
-	cc.Stop()
+	arr.stop()
 	stop()
 
-	l := &liveResult{rate: r, offered: rate, executors: k, n: n}
-	if el := lastPublished.Sub(t0).Seconds(); el > 0 {
-		l.achieved = float64(n) / el
-	}
-	arrMu.Lock()
-	l.lat = make([]time.Duration, 0, n)
-	for i, seq := range seqs {
-		l.lat = append(l.lat, arrived[seq].Sub(sched(i)))
-	}
-	l.stages, l.stagesN = clock.liveStages(seqs, sched, published, arrived)
-	arrMu.Unlock()
-	slices.Sort(l.lat)
+	l := liveFigures(r, rate, k, pub, sched, arr, clock)
 	end = st.begin("check " + label)
-	l.check, err = s.verify(ctx, w, seqs, fromReceipt+1, before)
+	l.check, err = s.verify(ctx, w, pub.seqs, m.receipt+1, m.counts)
 	end()
 	return l, err
+}
+
+// runMark is where a measurement starts: the service's counters and the
+// last sequences of the receipts and approvals streams.
+type runMark struct {
+	counts            provider.Counts
+	receipt, approval uint64
+}
+
+// mark reads where a measurement starts.
+func (s *stack) mark(ctx context.Context) (runMark, error) {
+	var m runMark
+	var err error
+	if m.counts, err = s.svc.Stats(ctx); err != nil {
+		return m, fmt.Errorf("bench: reading the service's counters: %w", err)
+	}
+	if m.receipt, err = s.lastSeq(ctx, topology.ReceiptsStream); err != nil {
+		return m, err
+	}
+	if m.approval, err = s.lastSeq(ctx, topology.ApprovalsStream); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// arrivals are the first terminal receipts of the approvals stored after
+// the mark, as they become readable, by approval sequence.
+type arrivals struct {
+	mu      sync.Mutex
+	at      map[uint64]time.Time
+	seen    atomic.Int64
+	n       int
+	allSeen chan struct{}
+	once    sync.Once
+	cc      jetstream.ConsumeContext
+	stopped sync.Once
+}
+
+// watchReceipts follows the receipts stored after the mark until all n
+// approvals have a terminal one.
+func (s *stack) watchReceipts(ctx context.Context, m runMark, n int) (*arrivals, error) {
+	a := &arrivals{at: map[uint64]time.Time{}, n: n, allSeen: make(chan struct{})}
+	cons, err := s.js.OrderedConsumer(ctx, topology.ReceiptsStream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: m.receipt + 1, HeadersOnly: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.cc, err = cons.Consume(func(msg jetstream.Msg) {
+		at := time.Now()
+		seq, _ := strconv.ParseUint(msg.Headers().Get(topology.HeaderStreamSeq), 10, 64)
+		if seq <= m.approval || !document.Terminal(msg.Headers().Get(topology.HeaderOutcome)) {
+			return
+		}
+		a.mu.Lock()
+		if _, dup := a.at[seq]; !dup {
+			a.at[seq] = at
+			if a.seen.Add(1) == int64(a.n) {
+				a.once.Do(func() { close(a.allSeen) })
+			}
+		}
+		a.mu.Unlock()
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *arrivals) stop() { a.stopped.Do(a.cc.Stop) }
+
+// show moves the progress bar until every receipt has arrived.
+func (a *arrivals) show(ctx context.Context, bar *progress) {
+	for {
+		select {
+		case <-a.allSeen:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+			bar.set(int(a.seen.Load()))
+		}
+	}
+}
+
+// await waits until every receipt has arrived, for up to wait.
+func (a *arrivals) await(ctx context.Context, wait time.Duration) error {
+	select {
+	case <-a.allSeen:
+		return nil
+	case <-time.After(wait):
+		return fmt.Errorf("bench: only %d of %d receipts arrived", a.seen.Load(), a.n)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// schedule says when each approval of a live run is due: one every
+// interval from t0.
+type schedule struct {
+	t0       time.Time
+	interval time.Duration
+}
+
+func newSchedule(rate float64) schedule {
+	return schedule{t0: time.Now().Add(50 * time.Millisecond), interval: time.Duration(float64(time.Second) / rate)}
+}
+
+func (s schedule) at(i int) time.Time { return s.t0.Add(time.Duration(i) * s.interval) }
+
+// published is what the publishers of a live run did: the stream sequence
+// of each approval, when its batch was acknowledged, and the last such time.
+type published struct {
+	seqs []uint64
+	at   []int64
+	last atomic.Int64
+}
+
+// offer publishes the workload on its schedule from the run's publishers,
+// each taking every Publishers-th approval; a publisher that finds several
+// due at once stores them as one atomic batch.
+func (s *stack) offer(ctx context.Context, w *Workload, sched schedule) (*published, error) {
+	n := len(w.Envelopes)
+	pub := &published{seqs: make([]uint64, n), at: make([]int64, n)}
+	var wg sync.WaitGroup
+	var pubErr error
+	var pubMu sync.Mutex
+	publishers := min(s.o.Publishers, n)
+	for p := range publishers {
+		wg.Go(func() {
+			if err := s.publishEvery(ctx, w, sched, p, publishers, pub); err != nil {
+				pubMu.Lock()
+				if pubErr == nil {
+					pubErr = err
+				}
+				pubMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return pub, pubErr
+}
+
+// publishEvery publishes approvals p, p+step, … as they fall due.
+func (s *stack) publishEvery(ctx context.Context, w *Workload, sched schedule, p, step int, pub *published) error {
+	n := len(w.Envelopes)
+	for i := p; i < n; {
+		time.Sleep(time.Until(sched.at(i)))
+		now := time.Now()
+		var idx []int
+		for ; i < n && !sched.at(i).After(now) && len(idx) < 1000; i += step {
+			idx = append(idx, i)
+		}
+		msgs := make([]*nats.Msg, len(idx))
+		for j, x := range idx {
+			msgs[j] = &nats.Msg{Subject: w.Subjects[x], Data: w.Envelopes[x], Header: nats.Header{}}
+		}
+		got, err := publishAtomicSeqs(ctx, s.nc, topology.ApprovalsStream, msgs)
+		if err != nil {
+			return err
+		}
+		at := time.Now().UnixNano()
+		for j, x := range idx {
+			pub.seqs[x] = got[j]
+			pub.at[x] = at
+		}
+		pub.last.Store(at)
+	}
+	return nil
+}
+
+// liveFigures computes a live run's figures: the rate achieved, each
+// approval's latency from its schedule to its receipt, and the stages.
+func liveFigures(r Rate, rate float64, k int, pub *published, sched schedule, arr *arrivals, clock *stageClock) *liveResult {
+	n := len(pub.seqs)
+	l := &liveResult{rate: r, offered: rate, executors: k, n: n}
+	if el := time.Unix(0, pub.last.Load()).Sub(sched.t0).Seconds(); el > 0 {
+		l.achieved = float64(n) / el
+	}
+	arr.mu.Lock()
+	l.lat = make([]time.Duration, 0, n)
+	for i, seq := range pub.seqs {
+		l.lat = append(l.lat, arr.at[seq].Sub(sched.at(i)))
+	}
+	l.stages, l.stagesN = clock.liveStages(pub.seqs, sched.at, pub.at, arr.at)
+	arr.mu.Unlock()
+	slices.Sort(l.lat)
+	return l
 }

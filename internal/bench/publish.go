@@ -2,74 +2,33 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/sendtwice/sendtwice/internal/executor"
 )
 
-// pubAck is the stream's answer to a publish or to a batch commit.
-type pubAck struct {
-	Stream    string              `json:"stream"`
-	Seq       uint64              `json:"seq"`
-	Duplicate bool                `json:"duplicate,omitempty"`
-	Batch     string              `json:"batch,omitempty"`
-	Count     int                 `json:"count,omitempty"`
-	Error     *jetstream.APIError `json:"error,omitempty"`
-}
-
 // publishAtomicSeqs stores msgs on stream as one atomic batch (one message is
-// published alone) and returns the stream sequence of each message. Every
-// message gets a message id of its own: each is a real send.
+// published alone) with the executor's batch publisher, and returns the
+// stream sequence of each message. Every message gets a message id of its
+// own: each is a real send.
 func publishAtomicSeqs(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) ([]uint64, error) {
-	id := nuid.Next()
-	last := len(msgs) - 1
-	for i, m := range msgs {
+	for _, m := range msgs {
 		if m.Header == nil {
 			m.Header = nats.Header{}
 		}
 		m.Header.Set(jetstream.MsgIDHeader, "bench-"+nuid.Next())
 		m.Header.Set(jetstream.ExpectedStreamHeader, stream)
-		if len(msgs) > 1 {
-			m.Header.Set("Nats-Batch-Id", id)
-			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
-		}
-		if i < last {
-			if err := nc.PublishMsg(m); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if len(msgs) > 1 {
-			m.Header.Set("Nats-Batch-Commit", "1")
-		}
-		reply, err := nc.RequestMsgWithContext(ctx, m)
-		if err != nil {
-			return nil, fmt.Errorf("publishing %d messages on %s: %w", len(msgs), stream, err)
-		}
-		var ack pubAck
-		if err := json.Unmarshal(reply.Data, &ack); err != nil {
-			return nil, fmt.Errorf("reading the ack of %d messages on %s: %w", len(msgs), stream, err)
-		}
-		if ack.Error != nil {
-			return nil, fmt.Errorf("publishing %d messages on %s: %w", len(msgs), stream, ack.Error)
-		}
-		if len(msgs) > 1 && (ack.Batch != id || ack.Count != len(msgs)) {
-			return nil, fmt.Errorf("publishing %d messages on %s: the ack names batch %q with %d messages", len(msgs), stream, ack.Batch, ack.Count)
-		}
-		// A batch is stored in one piece: its messages have consecutive
-		// sequences ending with the commit's.
-		seqs := make([]uint64, len(msgs))
-		for k := range seqs {
-			seqs[k] = ack.Seq - uint64(last-k)
-		}
-		return seqs, nil
 	}
-	return nil, nil
+	ack, err := executor.PublishBatch(ctx, nc, stream, msgs)
+	if err != nil {
+		return nil, fmt.Errorf("publishing %d messages on %s: %w", len(msgs), stream, err)
+	}
+	return ack.Seqs(len(msgs)), nil
 }
 
 // storeAll stores bodies on stream (subject i for body i) in atomic batches

@@ -68,7 +68,21 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
+// write prints the report: the run's setting, the references, the drains,
+// the live runs, the service's memory, any failed check and the time per
+// stage.
 func (r *report) write(w io.Writer) {
+	r.writeHeader(w)
+	r.writeReferences(w)
+	r.writeDrains(w)
+	r.writeLives(w)
+	r.writeMemory(w)
+	r.writeFailures(w)
+	r.writeStages(w)
+}
+
+// writeHeader prints what was measured where, with which workload.
+func (r *report) writeHeader(w io.Writer) {
 	o := r.o
 	where := "server " + cli.RedactURL(o.Server)
 	if o.Embedded {
@@ -91,76 +105,94 @@ func (r *report) write(w io.Writer) {
 		batch = 1000
 	}
 	fmt.Fprintf(w, "executors: %d handlers each, receipts in atomic batches of up to %d\n", o.Concurrency, batch)
+}
 
-	if r.naive != nil || r.batched != nil || r.pebble != nil || r.ledger != nil || r.ledgerSkipped != "" {
-		fmt.Fprintln(w, "\nreferences (this run, this server, same message size and concurrency):")
+// writeReferences prints the references measured, and the ledger's check
+// or why it was skipped.
+func (r *report) writeReferences(w io.Writer) {
+	if r.naive == nil && r.batched == nil && r.pebble == nil && r.ledger == nil && r.ledgerSkipped == "" {
+		return
+	}
+	fmt.Fprintln(w, "\nreferences (this run, this server, same message size and concurrency):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, ref := range []*reference{r.naive, r.batched, r.pebble, r.ledgerRef()} {
+		if ref == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%d in %s\t%s %s\t%s\n", ref.name, ref.n, ref.took.Round(time.Millisecond), thousands(ref.rate()), ref.unit, ref.what)
+	}
+	tw.Flush()
+	if r.ledger != nil {
+		fmt.Fprintf(w, "  (ledger check: %s)\n", r.ledger.summary())
+	}
+	if r.ledgerSkipped != "" {
+		fmt.Fprintf(w, "  JetStream + PostgreSQL ledger: %s\n", r.ledgerSkipped)
+	}
+}
+
+// writeDrains prints one row per drain, with its ratios to the references
+// and to the first row.
+func (r *report) writeDrains(w io.Writer) {
+	if len(r.drains) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nbacklog drains (executors started → every message acked, so every receipt stored):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  stored intents\texecutors\tapprovals\tenvelope\tdrain\tapprovals/s\t× naive\t× batched\t× ledger\t× Pebble\t× 1st row\tCPU/approval\treceipts/batch\tcheck")
+	first := r.drains[0].rate()
+	for _, d := range r.drains {
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d B\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.preload, d.executors, d.n, d.envelope,
+			d.took.Round(time.Millisecond), thousands(d.rate()), ratio(d.rate(), r.naive.rate()), ratio(d.rate(), r.batched.rate()), ratio(d.rate(), r.ledgerRef().rate()), ratio(d.rate(), r.pebble.rate()),
+			ratio(d.rate(), first), cpuString(d), batchString(d), d.check.summary())
+	}
+	tw.Flush()
+}
+
+// writeLives prints one row per live run, then the stages of each.
+func (r *report) writeLives(w io.Writer) {
+	if len(r.lives) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nlive (latency from each approval's scheduled publish to its receipt read from RECEIPTS):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  offered\tachieved\texecutors\tapprovals\tp50\tp95\tp99\tmax\tp99/p50\tcheck")
+	for _, l := range r.lives {
+		offered := thousands(l.offered) + "/s"
+		if l.rate.HalfOfMax {
+			offered += " (half of max)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s/s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", offered, thousands(l.achieved), l.executors, l.n,
+			ms(l.pct(0.50)), ms(l.pct(0.95)), ms(l.pct(0.99)), ms(l.pct(1)),
+			ratio(float64(l.pct(0.99)), float64(l.pct(0.50))), l.check.summary())
+	}
+	tw.Flush()
+	for _, l := range r.lives {
+		if l.stagesN == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n", stagesHeader(l))
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		for _, ref := range []*reference{r.naive, r.batched, r.pebble, r.ledgerRef()} {
-			if ref == nil {
-				continue
-			}
-			fmt.Fprintf(tw, "  %s\t%d in %s\t%s %s\t%s\n", ref.name, ref.n, ref.took.Round(time.Millisecond), thousands(ref.rate()), ref.unit, ref.what)
+		fmt.Fprintln(tw, "  stage\tp50\tp99\tmean")
+		for _, st := range l.stages {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", st.name, ms(st.pct(0.50)), ms(st.pct(0.99)), ms(st.mean))
 		}
 		tw.Flush()
-		if r.ledger != nil {
-			fmt.Fprintf(w, "  (ledger check: %s)\n", r.ledger.summary())
-		}
-		if r.ledgerSkipped != "" {
-			fmt.Fprintf(w, "  JetStream + PostgreSQL ledger: %s\n", r.ledgerSkipped)
-		}
 	}
+}
 
-	if len(r.drains) > 0 {
-		fmt.Fprintln(w, "\nbacklog drains (executors started → every message acked, so every receipt stored):")
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  stored intents\texecutors\tapprovals\tenvelope\tdrain\tapprovals/s\t× naive\t× batched\t× ledger\t× Pebble\t× 1st row\tCPU/approval\treceipts/batch\tcheck")
-		var first float64
-		for i, d := range r.drains {
-			if i == 0 {
-				first = d.rate()
-			}
-			fmt.Fprintf(tw, "  %d\t%d\t%d\t%d B\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.preload, d.executors, d.n, d.envelope,
-				d.took.Round(time.Millisecond), thousands(d.rate()), ratio(d.rate(), r.naive.rate()), ratio(d.rate(), r.batched.rate()), ratio(d.rate(), r.ledgerRef().rate()), ratio(d.rate(), r.pebble.rate()),
-				ratio(d.rate(), first), cpuString(d), batchString(d), d.check.summary())
-		}
-		tw.Flush()
-	}
-
-	if len(r.lives) > 0 {
-		fmt.Fprintln(w, "\nlive (latency from each approval's scheduled publish to its receipt read from RECEIPTS):")
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  offered\tachieved\texecutors\tapprovals\tp50\tp95\tp99\tmax\tp99/p50\tcheck")
-		for _, l := range r.lives {
-			offered := thousands(l.offered) + "/s"
-			if l.rate.HalfOfMax {
-				offered += " (half of max)"
-			}
-			fmt.Fprintf(tw, "  %s\t%s/s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", offered, thousands(l.achieved), l.executors, l.n,
-				ms(l.pct(0.50)), ms(l.pct(0.95)), ms(l.pct(0.99)), ms(l.pct(1)),
-				ratio(float64(l.pct(0.99)), float64(l.pct(0.50))), l.check.summary())
-		}
-		tw.Flush()
-		for _, l := range r.lives {
-			if l.stagesN == 0 {
-				continue
-			}
-			fmt.Fprintf(w, "\n%s\n", stagesHeader(l))
-			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "  stage\tp50\tp99\tmean")
-			for _, st := range l.stages {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", st.name, ms(st.pct(0.50)), ms(st.pct(0.99)), ms(st.mean))
-			}
-			tw.Flush()
-		}
-	}
-
+// writeMemory prints the service process's memory after each store's
+// measurements.
+func (r *report) writeMemory(w io.Writer) {
 	if len(r.memory) > 0 {
 		fmt.Fprintln(w)
 	}
 	for _, m := range r.memory {
 		fmt.Fprintf(w, "task service process (store with %d intents preloaded, after %s): resident memory %s, peak %s\n", m.preload, m.after, mib(m.now), mib(m.peak))
 	}
+}
 
+// writeFailures prints the problems of every check that failed.
+func (r *report) writeFailures(w io.Writer) {
 	for _, d := range r.drains {
 		if d.check != nil && !d.check.ok() {
 			fmt.Fprintf(w, "\nCHECK FAILED (%d stored intents, %d executors):\n  %s\n", d.preload, d.executors, strings.Join(d.check.problems, "\n  "))
@@ -171,14 +203,19 @@ func (r *report) write(w io.Writer) {
 			fmt.Fprintf(w, "\nCHECK FAILED (live at %s/s):\n  %s\n", thousands(l.offered), strings.Join(l.check.problems, "\n  "))
 		}
 	}
-	if len(r.stages) > 0 {
-		fmt.Fprintln(w, "\ntime per stage:")
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		for _, s := range r.stages {
-			fmt.Fprintf(tw, "  %s\t%s\n", s.name, s.took.Round(time.Millisecond))
-		}
-		tw.Flush()
+}
+
+// writeStages prints the time of each stage of the run.
+func (r *report) writeStages(w io.Writer) {
+	if len(r.stages) == 0 {
+		return
 	}
+	fmt.Fprintln(w, "\ntime per stage:")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, s := range r.stages {
+		fmt.Fprintf(tw, "  %s\t%s\n", s.name, s.took.Round(time.Millisecond))
+	}
+	tw.Flush()
 }
 
 // summary is the check in one cell.

@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -122,56 +120,52 @@ func startStack(ctx context.Context, o *Options, preload int, st *stages) (*stac
 	s.svc = provider.NewClient(nc)
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := topology.Ensure(tctx, s.js, s.topo); err != nil {
+	// The replicas are those of the deployment's streams (1 when new): the
+	// bench never changes them.
+	s.topo.Replicas = 0
+	if s.topo, err = topology.Await(tctx, s.js, s.topo, topology.SetUpOptions{Logger: s.log}, 30*time.Second); err != nil {
 		s.close()
 		return nil, err
 	}
 	// The service answers before the measurement starts.
-	for {
-		if _, err := s.svc.Stats(tctx); err == nil {
-			break
-		} else if tctx.Err() != nil {
-			s.close()
-			return nil, fmt.Errorf("bench: the task service does not answer: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := s.awaitService(tctx); err != nil {
+		s.close()
+		return nil, err
 	}
 	return s, nil
 }
 
 // startServiceProcess runs the task service as its own process, so that its
-// memory can be read on its own, and waits until it serves.
+// memory can be read on its own. startStack then waits until it answers.
 func (s *stack) startServiceProcess(dir string) error {
 	cmd := s.o.ServiceProcess(s.url, dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("bench: starting the task service process: %w", err)
 	}
 	s.child, s.childEnd = cmd, make(chan error, 1)
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		once := sync.Once{}
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "ready" {
-				once.Do(func() { close(ready) })
-			}
-		}
-		s.childEnd <- cmd.Wait()
-	}()
-	select {
-	case <-ready:
-	case err := <-s.childEnd:
-		return fmt.Errorf("bench: the task service process ended at start: %v", err)
-	case <-time.After(60 * time.Second):
-		return errors.New("bench: the task service process did not start within a minute")
-	}
+	go func() { s.childEnd <- cmd.Wait() }()
 	s.rss.start(cmd.Process.Pid)
 	return nil
+}
+
+// awaitService waits until the task service answers, or its process ends.
+func (s *stack) awaitService(ctx context.Context) error {
+	for {
+		_, err := s.svc.Stats(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("bench: the task service does not answer: %w", err)
+		}
+		select {
+		case werr := <-s.childEnd:
+			s.childEnd <- werr
+			return fmt.Errorf("bench: the task service process ended at start: %v", werr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // serviceMemory returns the service process's resident memory now and at its
@@ -215,12 +209,12 @@ func (s *stack) close() {
 // the returned stop is called; stop lets them finish what they took.
 func (s *stack) executors(k int) (stop func(), err error) {
 	s.running = s.running[:0]
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	var stops []func() error
 	var conns []*nats.Conn
 	stop = func() {
-		cancel()
-		wg.Wait()
+		for _, st := range stops {
+			_ = st()
+		}
 		for _, nc := range conns {
 			nc.Close()
 		}
@@ -232,39 +226,41 @@ func (s *stack) executors(k int) (stop func(), err error) {
 			return nil, err
 		}
 		conns = append(conns, nc)
-		svc := provider.NewClient(nc).TaskService()
-		var onReceipt func(*document.Receipt, time.Duration)
-		if s.clock != nil {
-			svc, onReceipt = s.clock.service(svc), s.clock.receipt
-		}
-		ex, err := executor.New(nc, executor.Config{
-			ID:           "bench-" + strconv.Itoa(i),
-			TaskService:  svc,
-			OnReceipt:    onReceipt,
-			Concurrency:  s.o.Concurrency,
-			ReceiptBatch: s.o.ReceiptBatch,
-			Topology:     s.topo,
-			Logger:       s.log,
-			Gate:         s.gate,
-		})
+		ex, err := executor.New(nc, s.executorConfig(nc, i))
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		s.running = append(s.running, ex)
-		ready, done := make(chan struct{}), make(chan error, 1)
-		wg.Go(func() { done <- ex.Run(ctx, ready) })
-		select {
-		case <-ready:
-		case err := <-done:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stopEx, err := ex.Start(ctx)
+		cancel()
+		if err != nil {
 			stop()
-			return nil, fmt.Errorf("bench: executor %d stopped at start: %w", i, err)
-		case <-time.After(30 * time.Second):
-			stop()
-			return nil, fmt.Errorf("bench: executor %d did not start", i)
+			return nil, fmt.Errorf("bench: executor %d: %w", i, err)
 		}
+		stops = append(stops, stopEx)
 	}
 	return stop, nil
+}
+
+// executorConfig is the configuration of the bench's executor i on nc.
+func (s *stack) executorConfig(nc *nats.Conn, i int) executor.Config {
+	svc := provider.NewClient(nc).TaskService()
+	var onReceipt func(*document.Receipt, time.Duration)
+	if s.clock != nil {
+		svc, onReceipt = s.clock.service(svc), s.clock.receipt
+	}
+	return executor.Config{
+		ID:           "bench-" + strconv.Itoa(i),
+		TaskService:  svc,
+		OnReceipt:    onReceipt,
+		Concurrency:  s.o.Concurrency,
+		ReceiptBatch: s.o.ReceiptBatch,
+		Topology:     s.topo,
+		Logger:       s.log,
+		Gate:         s.gate,
+	}
 }
 
 // consumerLeft returns how many messages the executors' consumer has not

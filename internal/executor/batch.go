@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/queue"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -189,26 +190,13 @@ func (b *batcher) add(p *pending) {
 }
 
 // loop takes the queued receipts in batches.
-func (b *batcher) loop(queue chan *pending, done chan struct{}) {
+func (b *batcher) loop(q chan *pending, done chan struct{}) {
 	defer close(done)
-	for first := range queue {
+	for first := range q {
 		// Wait for a free slot; receipts queue up meanwhile.
 		b.slots <- struct{}{}
-		max := int(b.max.Load())
-		batch := make([]*pending, 1, min(max, len(queue)+1))
-		batch[0] = first
-	fill:
-		for len(batch) < max {
-			select {
-			case p, ok := <-queue:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, p)
-			default:
-				break fill
-			}
-		}
+		limit := int(b.max.Load())
+		batch := queue.Append(make([]*pending, 0, min(limit, len(q)+1)), first, q, limit)
 		b.sending.Add(1)
 		go func() {
 			defer func() { <-b.slots; b.sending.Done() }()
@@ -314,13 +302,92 @@ func (e *Executor) ReceiptBatches() (batches, receipts int64) {
 	return e.receipts.batches.Load(), e.receipts.batched.Load()
 }
 
-// batchAck is the stream's answer to a batch commit.
-type batchAck struct {
+// BatchAck is the stream's answer to an atomic batch's commit, or to a
+// message published alone.
+type BatchAck struct {
 	Stream string              `json:"stream"`
 	Seq    uint64              `json:"seq"`
 	Batch  string              `json:"batch"`
 	Count  int                 `json:"count"`
 	Error  *jetstream.APIError `json:"error,omitempty"`
+}
+
+// Seqs returns the stream sequences of the n messages the ack is for: a
+// batch is stored in one piece, so they are consecutive and end with the
+// commit's.
+func (a BatchAck) Seqs(n int) []uint64 {
+	seqs := make([]uint64, n)
+	for k := range seqs {
+		seqs[k] = a.Seq - uint64(n-1-k)
+	}
+	return seqs
+}
+
+// PublishBatch stores msgs on stream as one atomic batch and waits, up to
+// ctx, for the ack of its commit; a single message is published alone.
+// Each message is sent as a copy that carries the batch headers: msgs stay
+// as they are. It returns the ack only when the stream says it stored the
+// whole batch. The stream must allow atomic publish.
+func PublishBatch(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) (BatchAck, error) {
+	if len(msgs) == 0 {
+		return BatchAck{}, nil
+	}
+	if len(msgs) == 1 {
+		reply, err := nc.RequestMsgWithContext(ctx, msgs[0])
+		if err != nil {
+			return BatchAck{}, fmt.Errorf("executor: publishing a message on %s: %w", stream, err)
+		}
+		return readBatchAck(reply, stream, "", 1)
+	}
+	id := nuid.Next()
+	commit, err := stageBatch(nc, msgs, id)
+	if err != nil {
+		return BatchAck{}, err
+	}
+	reply, err := nc.RequestMsgWithContext(ctx, commit)
+	if err != nil {
+		return BatchAck{}, fmt.Errorf("executor: committing a batch of %d messages on %s: %w", len(msgs), stream, err)
+	}
+	return readBatchAck(reply, stream, id, len(msgs))
+}
+
+// stageBatch publishes every message of batch id but the last, each as a
+// copy with the batch headers, and returns the last one's copy with the
+// commit header, for the caller to send with a reply subject.
+func stageBatch(nc *nats.Conn, msgs []*nats.Msg, id string) (commit *nats.Msg, err error) {
+	last := len(msgs) - 1
+	for i, m := range msgs[:last] {
+		if err := nc.PublishMsg(batchMember(m, id, i+1)); err != nil {
+			return nil, fmt.Errorf("executor: publishing message %d of a batch of %d: %w", i+1, len(msgs), err)
+		}
+	}
+	commit = batchMember(msgs[last], id, last+1)
+	commit.Header.Set(headerBatchCommit, "1")
+	return commit, nil
+}
+
+// readBatchAck reads the answer to a commit of batch id of n messages on
+// stream (id empty: a message published alone) and checks that it says the
+// whole batch is stored.
+func readBatchAck(reply *nats.Msg, stream, id string, n int) (BatchAck, error) {
+	if len(reply.Data) == 0 && reply.Header.Get("Status") == "503" {
+		return BatchAck{}, fmt.Errorf("committing a batch of %d messages: %w", n, nats.ErrNoResponders)
+	}
+	var ack BatchAck
+	if err := json.Unmarshal(reply.Data, &ack); err != nil {
+		return BatchAck{}, fmt.Errorf("reading the ack of a batch commit: %w", err)
+	}
+	if ack.Error != nil {
+		return BatchAck{}, ack.Error
+	}
+	if id == "" {
+		ack.Count = 1
+	}
+	if ack.Stream != stream || ack.Batch != id || ack.Count != n {
+		return BatchAck{}, fmt.Errorf("the ack of a batch commit says stream %q, batch %q, %d messages; want %q, %q, %d",
+			ack.Stream, ack.Batch, ack.Count, stream, id, n)
+	}
+	return ack, nil
 }
 
 // publishBatch publishes the receipts as one atomic batch and waits for the
@@ -338,18 +405,18 @@ func (b *batcher) publishBatch(batch []*pending) error {
 		delete(b.waiting, token)
 		b.replyMu.Unlock()
 	}()
-	nc := b.e.nc
-	last := len(batch) - 1
+	msgs := make([]*nats.Msg, len(batch))
 	for i, p := range batch {
-		m := batchMember(p.m, id, i+1)
-		if i == last {
-			b.e.fault(BatchStaged, batch[0].d)
-			m.Header.Set(headerBatchCommit, "1")
-			m.Reply = b.inbox + "." + token
-		}
-		if err := nc.PublishMsg(m); err != nil {
-			return fmt.Errorf("publishing receipt %d of a batch of %d: %w", i+1, len(batch), err)
-		}
+		msgs[i] = p.m
+	}
+	commit, err := stageBatch(b.e.nc, msgs, id)
+	if err != nil {
+		return err
+	}
+	b.e.fault(BatchStaged, batch[0].d)
+	commit.Reply = b.inbox + "." + token
+	if err := b.e.nc.PublishMsg(commit); err != nil {
+		return fmt.Errorf("publishing receipt %d of a batch of %d: %w", len(batch), len(batch), err)
 	}
 	b.e.fault(BatchCommitSent, batch[0].d)
 	t := time.NewTimer(commitTimeout)
@@ -360,21 +427,8 @@ func (b *batcher) publishBatch(batch []*pending) error {
 	case <-t.C:
 		return fmt.Errorf("no ack for the commit of a batch of %d receipts within %s: %w", len(batch), commitTimeout, nats.ErrTimeout)
 	}
-	if len(reply.Data) == 0 && reply.Header.Get("Status") == "503" {
-		return fmt.Errorf("committing a batch of %d receipts: %w", len(batch), nats.ErrNoResponders)
-	}
-	var ack batchAck
-	if err := json.Unmarshal(reply.Data, &ack); err != nil {
-		return fmt.Errorf("reading the ack of a batch commit: %w", err)
-	}
-	if ack.Error != nil {
-		return ack.Error
-	}
-	if ack.Stream != topology.ReceiptsStream || ack.Batch != id || ack.Count != len(batch) {
-		return fmt.Errorf("the ack of a batch commit says stream %q, batch %q, %d messages; want %q, %q, %d",
-			ack.Stream, ack.Batch, ack.Count, topology.ReceiptsStream, id, len(batch))
-	}
-	return nil
+	_, err = readBatchAck(reply, topology.ReceiptsStream, id, len(batch))
+	return err
 }
 
 // batchMember returns a copy of the receipt message r that carries the
