@@ -189,13 +189,7 @@ func decodeCanonical(s string, n int) ([]byte, bool) {
 // UnsignedDigest is the digest an approval's signature covers: the canonical
 // digest of the approval's value tree without its "signature" member.
 func UnsignedDigest(approval map[string]any) (string, error) {
-	cp := make(map[string]any, len(approval))
-	for k, v := range approval {
-		if k != "signature" {
-			cp[k] = v
-		}
-	}
-	return canon.DigestTree(cp)
+	return canon.DigestTreeWithout(approval, "signature")
 }
 
 // Approver is a trusted reviewer: a name and a public key.
