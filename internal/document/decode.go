@@ -112,9 +112,13 @@ type pathKey struct {
 	isIndex    bool
 }
 
-// maxPaths bounds the paths kept: beyond it (long arrays) they are built
-// each time.
-const maxPaths = 4096
+// maxPaths bounds the paths kept, and maxKeptIndex the array items whose
+// paths are kept, so that one long array cannot fill the set: beyond them
+// paths are built each time.
+const (
+	maxPaths     = 4096
+	maxKeptIndex = 16
+)
 
 var paths = struct {
 	sync.RWMutex
@@ -133,12 +137,32 @@ func pathOf(k pathKey) string {
 	} else {
 		s = k.path + "." + k.name
 	}
+	if farItem(s) {
+		return s
+	}
 	paths.Lock()
 	if len(paths.m) < maxPaths {
 		paths.m[k] = s
 	}
 	paths.Unlock()
 	return s
+}
+
+// farItem reports whether a path passes through an array item at or beyond
+// maxKeptIndex.
+func farItem(path string) bool {
+	for i := 0; i < len(path); i++ {
+		if path[i] != '[' {
+			continue
+		}
+		n := 0
+		for i++; i < len(path) && path[i] >= '0' && path[i] <= '9'; i++ {
+			if n = n*10 + int(path[i]-'0'); n >= maxKeptIndex {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // object checks that v is an object holding exactly the named members. A name
