@@ -744,3 +744,31 @@ func mustDigest(t *testing.T, doc string) string {
 	}
 	return d
 }
+
+func TestDigestTreeWithoutLeavesOutOnlyTheOutermostMember(t *testing.T) {
+	in := []byte(`{"b":1,"signature":"x","a":{"signature":"kept"},"c":[{"signature":2}]}`)
+	v, err := Parse(in, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Digest([]byte(`{"a":{"signature":"kept"},"b":1,"c":[{"signature":2}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the encoders are reused: the same answer every time
+		got, err := DigestTreeWithout(v.(map[string]any), "signature")
+		if err != nil || got != want {
+			t.Fatalf("got %q, %v; want %q", got, err, want)
+		}
+		if _, err := DigestTree(map[string]any{"bad": math.NaN()}); !errors.Is(err, ErrNumberRange) {
+			t.Fatalf("NaN: %v", err)
+		}
+	}
+	if _, ok := v.(map[string]any)["signature"]; !ok {
+		t.Fatal("the tree lost its member")
+	}
+	only, err := DigestTreeWithout(map[string]any{"signature": "x"}, "signature")
+	if err != nil || only != digestOf([]byte("{}")) {
+		t.Fatalf("got %q, %v", only, err)
+	}
+}

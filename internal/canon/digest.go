@@ -43,9 +43,14 @@ func DigestExact(data []byte) (string, error) {
 
 func digestOf(c []byte) string {
 	sum := sha256.Sum256(c)
+	return digestOfSum(sum[:])
+}
+
+// digestOfSum writes a SHA-256 sum as a digest.
+func digestOfSum(sum []byte) string {
 	var out [len(digestPrefix) + 2*sha256.Size]byte
 	copy(out[:], digestPrefix)
-	hex.Encode(out[len(digestPrefix):], sum[:])
+	hex.Encode(out[len(digestPrefix):], sum)
 	return string(out[:])
 }
 

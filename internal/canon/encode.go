@@ -40,6 +40,9 @@ type encoder struct {
 	// names is a stack of member names shared by all objects being written:
 	// each object sorts its names in its own segment at the top.
 	names []string
+	// omitting leaves the member named omit of the outermost object out.
+	omitting bool
+	omit     string
 }
 
 func (e *encoder) fail(sentinel error, reason string) *Error {
@@ -90,12 +93,17 @@ func (e *encoder) value(v any) error {
 			return err
 		}
 		base := len(e.names)
+		skip := e.omitting && e.depth == 1
 		for name := range x {
+			if skip && name == e.omit {
+				continue
+			}
 			e.names = append(e.names, name)
 		}
+		n := len(e.names) - base
 		slices.SortFunc(e.names[base:], compareUTF16)
 		e.buf = append(e.buf, '{')
-		for i := range len(x) {
+		for i := range n {
 			// Index e.names afresh: nested objects may grow it.
 			name := e.names[base+i]
 			if i > 0 {

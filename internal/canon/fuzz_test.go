@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -59,7 +61,40 @@ func FuzzCanonicalize(f *testing.F) {
 		if !reflect.DeepEqual(v1, v2) {
 			t.Fatalf("canonical form means something else:\n in  %q -> %#v\n out %q -> %#v", in, v1, out, v2)
 		}
+		checkDigestTree(t, in, v1, out)
 	})
+}
+
+// checkDigestTree checks that the digest of a parsed tree is the digest of
+// its canonical form, and that leaving each member of an object out gives
+// the digest of the object without it.
+func checkDigestTree(t *testing.T, in []byte, v any, canonical []byte) {
+	t.Helper()
+	d, err := DigestTree(v)
+	if err != nil || d != digestOf(canonical) {
+		t.Fatalf("DigestTree(%q) = %q, %v; the canonical form's digest is %q", in, d, err, digestOf(canonical))
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	for _, omit := range append(slices.Collect(maps.Keys(m)), "absent") {
+		without := maps.Clone(m)
+		delete(without, omit)
+		want, err := DigestTree(without)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DigestTreeWithout(m, omit)
+		if err != nil || got != want {
+			t.Fatalf("DigestTreeWithout(%q, %q) = %q, %v; want %q", in, omit, got, err, want)
+		}
+		if len(m) != len(without) {
+			if _, still := m[omit]; !still {
+				t.Fatalf("DigestTreeWithout removed %q from the tree", omit)
+			}
+		}
+	}
 }
 
 // FuzzParse checks that Parse never panics, that every refusal is an *Error

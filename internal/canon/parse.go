@@ -40,7 +40,9 @@ const maxNesting = 10000
 // duplicate member names (exact, after unescaping), invalid UTF-8 anywhere,
 // lone surrogates in \u escapes, numbers that overflow IEEE-754 double (e.g.
 // 1e400), input over MaxBytes, nesting over MaxDepth. Errors are *Error values
-// wrapping one of the sentinels. Parse never panics.
+// wrapping one of the sentinels. Parse never panics. The tree's strings share
+// one copy of the input (data may change afterwards): a string kept from the
+// tree keeps that copy alive.
 func Parse(data []byte, lim Limits) (any, error) {
 	maxBytes := lim.MaxBytes
 	if maxBytes <= 0 {
@@ -60,6 +62,9 @@ func Parse(data []byte, lim Limits) (any, error) {
 	if len(data) == 0 {
 		return nil, p.fail(0, ErrEmpty, "empty input")
 	}
+	// One copy of the input, of which the strings without escapes are
+	// slices: one allocation instead of one per string and member name.
+	p.src = string(data)
 	p.skipSpace()
 	if p.pos == len(data) {
 		return nil, p.fail(0, ErrEmpty, "input holds only white space")
@@ -81,6 +86,7 @@ func Parse(data []byte, lim Limits) (any, error) {
 
 type parser struct {
 	data     []byte
+	src      string // data as a string
 	pos      int
 	depth    int
 	maxDepth int
@@ -474,7 +480,7 @@ func (p *parser) str() (string, error) {
 		switch {
 		case c == '"':
 			p.pos = i + 1
-			return string(d[start:i]), nil
+			return p.src[start:i], nil
 		case c == '\\':
 			return p.strEscaped(start, i)
 		case c < 0x20:

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -95,7 +97,73 @@ func (r *reader) result() error {
 	return r.err
 }
 
-func join(path, name string) string { return path + "." + name }
+// join is path + "." + name. The decoders name the path of every member
+// they read, and the same few paths come up for every document, so the
+// strings are kept (up to maxPaths of them) instead of being built again
+// each time.
+func join(path, name string) string { return pathOf(pathKey{path: path, name: name}) }
+
+// indexed is path + "[i]".
+func indexed(path string, i int) string { return pathOf(pathKey{path: path, index: i, isIndex: true}) }
+
+type pathKey struct {
+	path, name string
+	index      int
+	isIndex    bool
+}
+
+// maxPaths bounds the paths kept, and maxKeptIndex the array items whose
+// paths are kept, so that one long array cannot fill the set: beyond them
+// paths are built each time.
+const (
+	maxPaths     = 4096
+	maxKeptIndex = 16
+)
+
+var paths = struct {
+	sync.RWMutex
+	m map[pathKey]string
+}{m: make(map[pathKey]string)}
+
+func pathOf(k pathKey) string {
+	paths.RLock()
+	s, ok := paths.m[k]
+	paths.RUnlock()
+	if ok {
+		return s
+	}
+	if k.isIndex {
+		s = k.path + "[" + strconv.Itoa(k.index) + "]"
+	} else {
+		s = k.path + "." + k.name
+	}
+	if farItem(s) {
+		return s
+	}
+	paths.Lock()
+	if len(paths.m) < maxPaths {
+		paths.m[k] = s
+	}
+	paths.Unlock()
+	return s
+}
+
+// farItem reports whether a path passes through an array item at or beyond
+// maxKeptIndex.
+func farItem(path string) bool {
+	for i := 0; i < len(path); i++ {
+		if path[i] != '[' {
+			continue
+		}
+		n := 0
+		for i++; i < len(path) && path[i] >= '0' && path[i] <= '9'; i++ {
+			if n = n*10 + int(path[i]-'0'); n >= maxKeptIndex {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // object checks that v is an object holding exactly the named members. A name
 // ending in "?" is optional. Unknown members are reported first, so that a
@@ -109,26 +177,16 @@ func (r *reader) object(path string, v any, names ...string) map[string]any {
 		r.fail(path, RuleType, ErrType, "must be an object, not %s", canon.TypeName(v))
 		return nil
 	}
-	known := make(map[string]bool, len(names))
-	for _, n := range names {
-		known[strings.TrimSuffix(n, "?")] = true
-	}
-	var unknown []string
+	unknown, first := false, ""
 	for k := range m {
-		if !known[k] {
-			unknown = append(unknown, k)
+		if !isMember(k, names) && (!unknown || k < first) {
+			unknown, first = true, k
 		}
 	}
-	if len(unknown) > 0 {
-		first := unknown[0]
-		for _, k := range unknown[1:] {
-			if k < first {
-				first = k
-			}
-		}
+	if unknown {
 		hint := ""
-		for k := range known {
-			if strings.EqualFold(k, first) {
+		for _, n := range names {
+			if k := strings.TrimSuffix(n, "?"); strings.EqualFold(k, first) {
 				hint = fmt.Sprintf(" (member names are case-sensitive: did you mean %q?)", k)
 			}
 		}
@@ -145,6 +203,16 @@ func (r *reader) object(path string, v any, names ...string) map[string]any {
 		}
 	}
 	return m
+}
+
+// isMember reports whether k is one of names, where a name may end in "?".
+func isMember(k string, names []string) bool {
+	for _, n := range names {
+		if strings.TrimSuffix(n, "?") == k {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *reader) text(path string, v any, maxBytes int) string {
@@ -306,7 +374,7 @@ func (r *reader) candidate(path string, v any) *Candidate {
 	c.SpeakerRef = r.nullable(join(path, "speaker_ref"), m["speaker_ref"], r.id)
 	ep := join(path, "evidence")
 	for i, e := range r.array(ep, m["evidence"], 1) {
-		ip := fmt.Sprintf("%s[%d]", ep, i)
+		ip := indexed(ep, i)
 		em := r.object(ip, e, "quote", "start_ms", "end_ms")
 		if em == nil {
 			break
@@ -382,7 +450,7 @@ func (r *reader) approval(path string, v any) *Approval {
 	caps := r.array(capp, m["capabilities"], 0)
 	a.Capabilities = make([]string, 0, len(caps))
 	for i, c := range caps {
-		a.Capabilities = append(a.Capabilities, r.id(fmt.Sprintf("%s[%d]", capp, i), c))
+		a.Capabilities = append(a.Capabilities, r.id(indexed(capp, i), c))
 	}
 	_, hasKey := m["key_id"]
 	_, hasNotAfter := m["not_after"]

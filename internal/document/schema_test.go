@@ -831,6 +831,8 @@ var refusals = []struct {
 	// The approval.
 	{"an unknown member in the approval is refused by both", kindApproval, "seed/approval.json",
 		set("expires_at", "2026-12-27T10:00:00Z"), document.ErrUnknownMember, "$.expires_at"},
+	{"a member named like an optional one with its marker (signature?) is refused by both", kindApproval, "seed/approval.json",
+		set("signature?", "x"), document.ErrUnknownMember, "$.signature?"},
 	{"a case variant of the capabilities' name (Capabilities) is refused by both", kindApproval, "seed/approval.json",
 		rename("capabilities", "Capabilities"), document.ErrUnknownMember, "$.Capabilities"},
 	{"a document of another kind in place of an approval is refused by both", kindApproval, "seed/approval.json",

@@ -1,12 +1,14 @@
 package gate_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/approve"
+	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
@@ -191,4 +193,78 @@ func TestExpiryIsJudgedAtTheGivenTime(t *testing.T) {
 	if _, err := late.CheckAt(s.Original.Envelope(), scenario.ApprovedAt.Add(time.Hour)); err != nil {
 		t.Fatalf("a message stored while its approval was valid was refused: %v", err)
 	}
+}
+
+// A resent approval passes again, and once it has passed, an envelope that
+// differs from it in any one byte of its approval is refused: the signatures
+// the keyring remembers stand only for exactly what they verified.
+func TestAResentApprovalPassesAndAnyChangedByteIsStillRefused(t *testing.T) {
+	s, c := signedSeed(t)
+	env := s.Original.Envelope()
+	for range 3 {
+		if _, err := c.Check(env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := bytes.Index(env, []byte(`,"approval":`)) + len(`,"approval":`)
+	if !json.Valid(env[start : len(env)-1]) {
+		t.Fatal("the approval is not where the test expects it")
+	}
+	tried := 0
+	for i := start; i < len(env)-1; i++ {
+		for _, b := range []byte{'0', 'a', 'Z', '-'} {
+			if env[i] == b {
+				continue
+			}
+			changed := append([]byte(nil), env...)
+			changed[i] = b
+			if _, err := c.Check(changed); err == nil {
+				t.Fatalf("byte %d of the envelope changed from %q to %q passed:\n%s", i, env[i], b, changed)
+			}
+			tried++
+		}
+	}
+	if _, err := c.Check(env); err != nil {
+		t.Fatalf("the original no longer passes: %v", err)
+	}
+	t.Logf("%d changed envelopes refused", tried)
+}
+
+// FuzzSignedGate checks that whatever the signature check passes verifies
+// on its own with the standard library, over the approval's digest computed
+// afresh: remembered signatures never let through what a plain check
+// refuses.
+func FuzzSignedGate(f *testing.F) {
+	s, c := signedSeed(f)
+	for _, a := range []scenario.Approved{s.Original, s.Changed, s.NewIntent} {
+		f.Add(a.Envelope())
+	}
+	pub := scenario.TestKey().Public()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := c.Check(data)
+		if err != nil {
+			return
+		}
+		parts, err := document.SplitEnvelope(data)
+		if err != nil {
+			t.Fatalf("gate passed what the strict decoder refuses: %v", err)
+		}
+		m := map[string]any{}
+		for k, x := range parts.Approval.(map[string]any) {
+			if k != "signature" {
+				m[k] = x
+			}
+		}
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := canon.Digest(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sign.Verify(pub, d, v.Approval.Signature); err != nil {
+			t.Fatalf("gate passed an approval whose signature does not verify: %v\n%s", err, data)
+		}
+	})
 }

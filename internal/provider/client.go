@@ -64,7 +64,13 @@ func IsTransient(err error) bool {
 // because the intent id is bound to different content (idempotency_conflict).
 func (c *Client) Create(ctx context.Context, req CreateRequest) (CreateResponse, error) {
 	var resp CreateResponse
-	if err := c.call(ctx, SubjectCreate, req, &resp); err != nil {
+	data, err := c.roundTrip(ctx, SubjectCreate, req)
+	if err == nil {
+		if err = decodeCreateResponse(data, &resp); err != nil {
+			err = fmt.Errorf("decode reply: %w", err)
+		}
+	}
+	if err != nil {
 		return CreateResponse{}, fmt.Errorf("create %q: %w", req.IntentID, err)
 	}
 	return resp, nil
@@ -110,11 +116,24 @@ func (c *Client) ArmFault(ctx context.Context, dropReplies int) (FaultResponse, 
 }
 
 func (c *Client) call(ctx context.Context, subject string, body, out any) error {
+	data, err := c.roundTrip(ctx, subject, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode reply: %w", err)
+	}
+	return nil
+}
+
+// roundTrip sends body (JSON; nil sends nothing) and returns the reply's
+// data, or the service's error reply as a *ServiceError.
+func (c *Client) roundTrip(ctx context.Context, subject string, body any) ([]byte, error) {
 	var data []byte
 	if body != nil {
 		var err error
 		if data, err = json.Marshal(body); err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return nil, fmt.Errorf("encode request: %w", err)
 		}
 	}
 	timeout := c.Timeout
@@ -125,13 +144,10 @@ func (c *Client) call(ctx context.Context, subject string, body, out any) error 
 	defer cancel()
 	msg, err := c.nc.RequestWithContext(ctx, subject, data)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return &ServiceError{Code: code, Description: msg.Header.Get(micro.ErrorHeader)}
+		return nil, &ServiceError{Code: code, Description: msg.Header.Get(micro.ErrorHeader)}
 	}
-	if err := json.Unmarshal(msg.Data, out); err != nil {
-		return fmt.Errorf("decode reply: %w", err)
-	}
-	return nil
+	return msg.Data, nil
 }

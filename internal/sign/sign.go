@@ -189,13 +189,7 @@ func decodeCanonical(s string, n int) ([]byte, bool) {
 // UnsignedDigest is the digest an approval's signature covers: the canonical
 // digest of the approval's value tree without its "signature" member.
 func UnsignedDigest(approval map[string]any) (string, error) {
-	cp := make(map[string]any, len(approval))
-	for k, v := range approval {
-		if k != "signature" {
-			cp[k] = v
-		}
-	}
-	return canon.DigestTree(cp)
+	return canon.DigestTreeWithout(approval, "signature")
 }
 
 // Approver is a trusted reviewer: a name and a public key.
@@ -215,6 +209,8 @@ type Keyring struct{ set atomic.Pointer[keyset] }
 type keyset struct {
 	byID map[string]Approver
 	list []Approver // in the order given
+	// verified remembers the signatures that verified under these keys.
+	verified *verifiedSet
 }
 
 // NewKeyring returns a keyring trusting the given public keys under names.
@@ -222,7 +218,7 @@ type keyset struct {
 // one key under two names, or two keys under one name, makes approved_by
 // ambiguous.
 func NewKeyring(approvers ...Approver) (*Keyring, error) {
-	set := &keyset{byID: map[string]Approver{}}
+	set := &keyset{byID: map[string]Approver{}, verified: newVerifiedSet()}
 	names := map[string]int{}
 	ids := map[string]int{}
 	for i, a := range approvers {
@@ -319,18 +315,35 @@ func (kr *Keyring) Lookup(keyID string) (Approver, error) {
 
 // VerifyApproval checks the signature of an approval value tree, signed by
 // keyID, against the keyring, and returns the approver.
+//
+// A signature that verified is remembered (bounded, the most recent kept):
+// the same public key, digest and signature again, as when an approval is
+// resent or redelivered, is accepted without repeating the Ed25519 check.
+// Anything that differs, in the approval or in the signature, is checked
+// afresh, and a signature that failed is never remembered.
 func (kr *Keyring) VerifyApproval(approval map[string]any, keyID, signature string) (Approver, error) {
-	a, err := kr.Lookup(keyID)
-	if err != nil {
-		return Approver{}, err
+	s := kr.current()
+	var a Approver
+	var ok bool
+	if s != nil {
+		a, ok = s.byID[keyID]
+	}
+	if !ok {
+		return Approver{}, fmt.Errorf("%w %q: not among the trusted approvers", ErrUnknownKey, keyID)
 	}
 	d, err := UnsignedDigest(approval)
 	if err != nil {
 		return Approver{}, err
 	}
+	k := verifiedKey{digest: d, signature: signature}
+	copy(k.pub[:], a.key)
+	if s.verified.has(&k) {
+		return a, nil
+	}
 	if err := verifyExpanded(a.expanded, d, signature); err != nil {
 		return Approver{}, err
 	}
+	s.verified.add(&k)
 	return a, nil
 }
 
