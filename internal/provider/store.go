@@ -17,6 +17,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sendtwice/sendtwice/internal/queue"
 )
 
 // Key layout. Every record kind has its own one-byte prefix; sequences are
@@ -321,19 +323,7 @@ func (s *Store) run() {
 	defer close(s.done)
 	group := make([]*createOp, 0, maxGroup)
 	for op := range s.queue {
-		group = append(group[:0], op)
-	fill:
-		for len(group) < maxGroup {
-			select {
-			case op, ok := <-s.queue:
-				if !ok {
-					break fill
-				}
-				group = append(group, op)
-			default:
-				break fill
-			}
-		}
+		group = queue.Append(group[:0], op, s.queue, maxGroup)
 		s.commitGroup(group)
 		clear(group)
 	}
