@@ -68,6 +68,10 @@ type Options struct {
 	Unsigned     bool    // unsigned approvals (the gate then skips signature and expiry)
 
 	// Live mode.
+	//
+	// Publishers each store what is due as one atomic batch at a time (1
+	// by default: the stream commits atomic batches one after another, so
+	// more publishers make an approval wait for the others' batches too).
 	Publishers int
 	Rates      []Rate
 	Duration   time.Duration
@@ -150,7 +154,7 @@ func (o *Options) defaults() error {
 		o.PublishBatch = 500
 	}
 	if o.Publishers <= 0 {
-		o.Publishers = 4
+		o.Publishers = 1
 	}
 	if len(o.Rates) == 0 {
 		o.Rates = []Rate{{PerSecond: 100}}
