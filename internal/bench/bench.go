@@ -67,6 +67,12 @@ type Options struct {
 	PublishBatch int     // approvals per atomic batch when storing a backlog
 	Unsigned     bool    // unsigned approvals (the gate then skips signature and expiry)
 
+	// CalDAV, when set, is a CalDAV collection URL (no authentication)
+	// that the executors call instead of the fake task service. The check
+	// then counts the collection's tasks instead of reading the fake
+	// service's counters.
+	CalDAV string
+
 	// Live mode.
 	//
 	// Publishers each store what is due as one atomic batch at a time (1

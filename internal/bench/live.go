@@ -187,7 +187,7 @@ type runMark struct {
 func (s *stack) mark(ctx context.Context) (runMark, error) {
 	var m runMark
 	var err error
-	if m.counts, err = s.svc.Stats(ctx); err != nil {
+	if m.counts, err = s.counts(ctx); err != nil {
 		return m, fmt.Errorf("bench: reading the service's counters: %w", err)
 	}
 	if m.receipt, err = s.lastSeq(ctx, topology.ReceiptsStream); err != nil {
