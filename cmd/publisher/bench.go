@@ -39,7 +39,8 @@ backlog: --approvals approvals are stored first (atomic batches of --publish-bat
   backlog; --preload 0,1000000 measures each on a fresh store preloaded with that many
   intents (--embedded only).
 live: --publishers publishers offer approvals at each --rate (approvals/s, or "half": half of
-  the maximum, measured first by a backlog drain) for --duration.
+  the maximum, measured first by a backlog drain) for --duration; each stores what is due as
+  one atomic batch and waits for its commit before taking the next.
 
 With --embedded, a NATS server (fsync before every ack) runs in this process and the task
 service in its own process, "provider serve" (so that its memory can be read), keeping their
@@ -111,7 +112,8 @@ func benchFlagSet(fs *flag.FlagSet, o *bench.Options) *benchFlags {
 	fs.IntVar(&o.Payload, "payload", 0, "envelope size in `BYTES` (0: the natural size, about 1.5 KB)")
 	fs.IntVar(&o.PublishBatch, "publish-batch", 500, "approvals per atomic batch when storing a backlog")
 	fs.BoolVar(&o.Unsigned, "unsigned", false, "send unsigned approvals (the gate skips the signature and expiry checks)")
-	fs.IntVar(&o.Publishers, "publishers", 4, "live: concurrent publishers")
+	fs.StringVar(&o.CalDAV, "caldav-url", "", "the executors call this CalDAV collection `URL` (no authentication) instead of the fake task service;\nthe check counts its tasks instead of the service's counters")
+	fs.IntVar(&o.Publishers, "publishers", 1, "live: concurrent publishers, each storing what is due as one atomic batch at a time")
 	f.rates = fs.String("rate", "100", "live: offered rates, a `LIST` of approvals/s or \"half\" (of the maximum), such as 100,half")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "live: how long each rate is offered")
 	fs.BoolVar(&o.NoReferences, "no-references", false, "skip the reference measurements")

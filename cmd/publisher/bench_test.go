@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
@@ -104,6 +105,21 @@ func TestBenchLiveReportsLatency(t *testing.T) {
 		if !strings.Contains(r.stdout, stage) {
 			t.Errorf("the live report lacks the stage %q:\n%s", stage, r.stdout)
 		}
+	}
+}
+
+// A short live run whose executors call a CalDAV collection (Radicale)
+// instead of the fake task service: the check counts the collection's tasks.
+func TestBenchLiveAgainstACalDAVCollection(t *testing.T) {
+	dav := davtest.Start(t, davtest.Radicale, davtest.Options{})
+	r := publisher(t, nil, "bench", "live", "--embedded", "--service-in-process", "--no-references",
+		"--rate", "20", "--duration", "1s", "--concurrency", "16", "--caldav-url", dav.CollectionURL)
+	r.expect(t, 0)
+	if !regexp.MustCompile(`(?m)^  20/s\s.*ok: 20/20 with receipt; CalDAV tasks \+(\d+) = distinct intents (\d+);`).MatchString(r.stdout) {
+		t.Fatalf("no checked live row for 20/s against the collection:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "the executors call the CalDAV collection "+dav.CollectionURL) {
+		t.Errorf("the report does not say the executors called the collection:\n%s", r.stdout)
 	}
 }
 

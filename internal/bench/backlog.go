@@ -50,7 +50,7 @@ func (s *stack) drainWorkload(ctx context.Context, k int, w *Workload, label str
 	o := s.o
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	before, err := s.svc.Stats(ctx)
+	before, err := s.counts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: reading the service's counters: %w", err)
 	}

@@ -67,7 +67,17 @@ type Options struct {
 	PublishBatch int     // approvals per atomic batch when storing a backlog
 	Unsigned     bool    // unsigned approvals (the gate then skips signature and expiry)
 
+	// CalDAV, when set, is a CalDAV collection URL (no authentication)
+	// that the executors call instead of the fake task service. The check
+	// then counts the collection's tasks instead of reading the fake
+	// service's counters.
+	CalDAV string
+
 	// Live mode.
+	//
+	// Publishers each store what is due as one atomic batch at a time (1
+	// by default: the stream commits atomic batches one after another, so
+	// more publishers make an approval wait for the others' batches too).
 	Publishers int
 	Rates      []Rate
 	Duration   time.Duration
@@ -150,7 +160,7 @@ func (o *Options) defaults() error {
 		o.PublishBatch = 500
 	}
 	if o.Publishers <= 0 {
-		o.Publishers = 4
+		o.Publishers = 1
 	}
 	if len(o.Rates) == 0 {
 		o.Rates = []Rate{{PerSecond: 100}}

@@ -10,7 +10,8 @@
 //     message is acked, which an executor does only once its receipt is
 //     stored. Optionally with a store preloaded with many intents, and with
 //     1, 2, 3, ... executor instances, each on a fresh backlog.
-//   - live: K publishers offer approvals at a given rate; the figure is the
+//   - live: K publishers (1 by default) offer approvals at a given rate,
+//     each storing what is due as one atomic batch at a time; the figure is the
 //     latency from each message's scheduled publish time to its receipt
 //     being readable from the RECEIPTS stream (p50, p95, p99, max), and
 //     that latency split into stages (publish, wait for a handler, gate,

@@ -187,7 +187,7 @@ type runMark struct {
 func (s *stack) mark(ctx context.Context) (runMark, error) {
 	var m runMark
 	var err error
-	if m.counts, err = s.svc.Stats(ctx); err != nil {
+	if m.counts, err = s.counts(ctx); err != nil {
 		return m, fmt.Errorf("bench: reading the service's counters: %w", err)
 	}
 	if m.receipt, err = s.lastSeq(ctx, topology.ReceiptsStream); err != nil {
@@ -294,7 +294,13 @@ type published struct {
 
 // offer publishes the workload on its schedule from the run's publishers,
 // each taking every Publishers-th approval; a publisher that finds several
-// due at once stores them as one atomic batch.
+// due at once stores them as one atomic batch, and takes the next once the
+// stream acknowledged it. Approvals falling due meanwhile wait and go in the
+// next batch, so batches are as large as the load makes them. One
+// publisher is the default: the stream commits atomic batches one after
+// another, each with a fixed cost (nats-server stages every batch in a
+// store of its own), so batches from several publishers queue behind each
+// other and an approval waits for theirs as well as its own.
 func (s *stack) offer(ctx context.Context, w *Workload, sched schedule) (*published, error) {
 	n := len(w.Envelopes)
 	pub := &published{seqs: make([]uint64, n), at: make([]int64, n)}

@@ -91,6 +91,9 @@ func (r *report) writeHeader(w io.Writer) {
 			where += " (in its own process)"
 		}
 	}
+	if o.CalDAV != "" {
+		where += "; the executors call the CalDAV collection " + cli.RedactURL(o.CalDAV) + " instead of the task service"
+	}
 	signed := "signed (Ed25519, checked by the gate)"
 	if o.Unsigned {
 		signed = "unsigned"
@@ -226,6 +229,10 @@ func (c *checkResult) summary() string {
 	verdict := "ok"
 	if !c.ok() {
 		verdict = "FAILED"
+	}
+	if c.dav {
+		return fmt.Sprintf("%s: %d/%d with receipt; CalDAV tasks +%d = distinct intents %d; %s",
+			verdict, c.withReceipt, c.messages, c.delta.TasksExisting, c.distinct, outcomesString(c.outcomes))
 	}
 	return fmt.Sprintf("%s: %d/%d with receipt; creates %d = distinct intents %d; requests %d; %s",
 		verdict, c.withReceipt, c.messages, c.delta.CreatesExecuted, c.distinct, c.delta.RequestsReceived, outcomesString(c.outcomes))

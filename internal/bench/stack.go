@@ -24,6 +24,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
 // stack is what a measurement runs against: a NATS server (embedded, or the
@@ -47,6 +48,8 @@ type stack struct {
 	topo topology.Config
 	gate *gate.Checker
 
+	dav *caldav.Adapter // the executors' task service, when Options.CalDAV is set
+
 	running []*executor.Executor // the executors of the current measurement
 	// clock, when set, times the stages of the executors started next
 	// (live runs).
@@ -68,6 +71,13 @@ func (s *stack) receiptBatches() (batches, receipts int64) {
 // that many intents.
 func startStack(ctx context.Context, o *Options, preload int, st *stages) (*stack, error) {
 	s := &stack{o: o, log: o.Log, preload: preload, topo: o.topology(), gate: o.checker}
+	if o.CalDAV != "" {
+		dav, err := caldav.New(caldav.Config{CollectionURL: o.CalDAV})
+		if err != nil {
+			return nil, fmt.Errorf("bench: --caldav-url: %w", err)
+		}
+		s.dav = dav
+	}
 	if o.Embedded {
 		s.dir = filepath.Join(o.Dir, fmt.Sprintf("stored-%d", preload))
 		if err := os.RemoveAll(s.dir); err != nil {
@@ -247,6 +257,9 @@ func (s *stack) executors(k int) (stop func(), err error) {
 // executorConfig is the configuration of the bench's executor i on nc.
 func (s *stack) executorConfig(nc *nats.Conn, i int) executor.Config {
 	svc := provider.NewClient(nc).TaskService()
+	if s.dav != nil {
+		svc = s.dav
+	}
 	var onReceipt func(*document.Receipt, time.Duration)
 	if s.clock != nil {
 		svc, onReceipt = s.clock.service(svc), s.clock.receipt
