@@ -32,6 +32,13 @@ type RunInput struct {
 	// Distinct is how many intents, new to the service, the run's messages
 	// carry: each must be created once.
 	Distinct int
+	// Retried is how many deliveries the executors gave back to be retried
+	// after a failed call (a timeout, a transient error). A call that
+	// created its task but whose answer never arrived is one of them: its
+	// intent's receipts then say replayed, none created. So up to Retried
+	// intents may lack a created receipt, provided a receipt names their
+	// task; with Retried 0 every intent needs one.
+	Retried int
 }
 
 // RunReport is the verdict on a run, with its figures.
@@ -155,7 +162,8 @@ func checkRunNotRefused(in *RunInput) Check {
 	return c
 }
 
-// checkRunCreates: each intent of the run has exactly one created receipt,
+// checkRunCreates: each intent of the run has exactly one created receipt
+// (or, up to the calls retried, none, when its create's answer was lost),
 // all of its receipts name one task, and the intents created are the new
 // intents the run carries.
 func checkRunCreates(in *RunInput) Check {
@@ -180,8 +188,22 @@ func checkRunCreates(in *RunInput) Check {
 			task[*r.IntentID] = *r.TaskID
 		}
 	}
-	if len(created) != in.Distinct {
+	// An intent whose receipts name a task but none says created: its
+	// create's answer was lost, which only a retried call explains.
+	answerLost := 0
+	for intent := range task {
+		if created[intent] == 0 {
+			answerLost++
+		}
+	}
+	switch {
+	case len(created)+min(answerLost, in.Retried) != in.Distinct:
 		c.violate("%d intents have a created receipt; want %d", len(created), in.Distinct)
+		if answerLost > 0 {
+			c.violate("%d intents have only replayed or conflict receipts, but the executors retried %d calls", answerLost, in.Retried)
+		}
+	case answerLost > in.Retried:
+		c.violate("%d intents have only replayed or conflict receipts, but the executors retried %d calls", answerLost, in.Retried)
 	}
 	doubled := 0
 	for _, intent := range sortedKeys(created) {
@@ -191,6 +213,8 @@ func checkRunCreates(in *RunInput) Check {
 		}
 	}
 	c.fig("intents with a created receipt", len(created))
+	c.fig("intents whose create's answer was lost (no created receipt; a retried call made it)", answerLost)
+	c.fig("calls retried by the executors", in.Retried)
 	c.fig("new intents in the run", in.Distinct)
 	c.fig("intents with more than one created receipt", doubled)
 	return c

@@ -73,6 +73,18 @@ func TestVerifyRunPassesAHealthyRunAndCountsItsReceipts(t *testing.T) {
 	}
 }
 
+// A create whose answer was lost leaves its intent with replayed receipts
+// only; the run passes when the executors retried a call for it.
+func TestVerifyRunAcceptsACreateWhoseAnswerWasLostWhenACallWasRetried(t *testing.T) {
+	in := healthyRun()
+	in.Retried = 1
+	in.Receipts[11] = []*document.Receipt{runReceipt(11, document.OutcomeReplayed, "intent-a", "fake-task-0001")}
+	rep := audit.VerifyRun(in)
+	if !rep.OK {
+		t.Fatalf("the run fails: %v", rep.Problems())
+	}
+}
+
 // Each case breaks a healthy run in one way; the check that owns that rule
 // fails and says why.
 func TestVerifyRunFailsWhenTheRunIsBroken(t *testing.T) {
@@ -101,6 +113,14 @@ func TestVerifyRunFailsWhenTheRunIsBroken(t *testing.T) {
 		}, 3, "intent intent-a: receipts name tasks fake-task-0001 and fake-task-0009"},
 		{"an intent never created", func(in *audit.RunInput) { in.Distinct = 3 },
 			3, "2 intents have a created receipt; want 3"},
+		{"an intent without a created receipt, and no call retried", func(in *audit.RunInput) {
+			in.Receipts[11] = []*document.Receipt{runReceipt(11, document.OutcomeReplayed, "intent-a", "fake-task-0001")}
+		}, 3, "1 intents have only replayed or conflict receipts, but the executors retried 0 calls"},
+		{"two intents without a created receipt, and one call retried", func(in *audit.RunInput) {
+			in.Retried = 1
+			in.Receipts[11] = []*document.Receipt{runReceipt(11, document.OutcomeReplayed, "intent-a", "fake-task-0001")}
+			in.Receipts[13] = []*document.Receipt{runReceipt(13, document.OutcomeReplayed, "intent-b", "fake-task-0002")}
+		}, 3, "2 intents have only replayed or conflict receipts, but the executors retried 1 calls"},
 		{"one create more than the intents", func(in *audit.RunInput) { in.After.CreatesExecuted++ },
 			4, "creates executed grew by 3 and tasks existing by 2 for 2 distinct intents"},
 		{"fewer requests than messages", func(in *audit.RunInput) { in.After.RequestsReceived = 103 },

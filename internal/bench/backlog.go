@@ -50,6 +50,7 @@ func (s *stack) drainWorkload(ctx context.Context, k int, w *Workload, label str
 	o := s.o
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	retriedBefore := s.retried.Load()
 	before, err := s.counts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: reading the service's counters: %w", err)
@@ -106,7 +107,7 @@ func (s *stack) drainWorkload(ctx context.Context, k int, w *Workload, label str
 	// The report keeps the figures, not the workload.
 	d := &drainResult{preload: s.preload, executors: k, n: len(w.Envelopes), envelope: w.EnvelopeBytes, took: took, cpu: cpu, serviceCPU: svcCPU, batches: batches, batched: batched}
 	end = st.begin("check " + label)
-	d.check, err = s.verify(ctx, w, seqs, fromReceipt+1, before)
+	d.check, err = s.verify(ctx, w, seqs, fromReceipt+1, before, retriedBefore)
 	end()
 	return d, err
 }

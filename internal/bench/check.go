@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -18,6 +19,10 @@ type checkResult struct {
 	delta       provider.Counts
 	distinct    int
 	problems    []string
+	// retried counts the calls the executors retried during the run, and
+	// answerLost the intents whose create's answer was lost with one of
+	// them (replayed receipts only).
+	retried, answerLost int
 	// dav: the task service was a CalDAV collection, whose tasks were
 	// counted (delta.TasksExisting) instead of the fake service's counters.
 	dav bool
@@ -39,7 +44,12 @@ const maxProblems = 10
 // With a CalDAV collection as the task service, the counters are the
 // collection's tasks only (see counts), and the check on them is that the
 // tasks grew by exactly the distinct intents.
-func (s *stack) verify(ctx context.Context, w *Workload, seqs []uint64, fromReceipt uint64, before provider.Counts) (*checkResult, error) {
+//
+// retriedBefore is the executors' count of retried calls when the run
+// started: a create whose answer was lost (a call timeout) leaves its intent
+// with replayed receipts only, which the check accepts for as many intents
+// as calls were retried during the run.
+func (s *stack) verify(ctx context.Context, w *Workload, seqs []uint64, fromReceipt uint64, before provider.Counts, retriedBefore int64) (*checkResult, error) {
 	after, err := s.counts(ctx)
 	if err != nil {
 		return nil, err
@@ -49,9 +59,10 @@ func (s *stack) verify(ctx context.Context, w *Workload, seqs []uint64, fromRece
 		return nil, fmt.Errorf("bench: reading receipts: %w", err)
 	}
 	rep := audit.VerifyRun(&audit.RunInput{Seqs: seqs, Receipts: receipts, Undecodable: undecodable,
-		Before: before, After: after, Distinct: w.Distinct})
+		Before: before, After: after, Distinct: w.Distinct, Retried: int(s.retried.Load() - retriedBefore)})
 	c := &checkResult{messages: rep.Messages, withReceipt: rep.WithReceipt, receipts: rep.Receipts,
-		outcomes: rep.Outcomes, delta: rep.Delta, distinct: rep.Distinct, dav: s.dav != nil}
+		outcomes: rep.Outcomes, delta: rep.Delta, distinct: rep.Distinct, dav: s.dav != nil,
+		retried: int(s.retried.Load() - retriedBefore), answerLost: rep.Distinct - rep.Outcomes[document.OutcomeCreated]}
 	problems := rep.Problems()
 	if c.dav {
 		problems = nil

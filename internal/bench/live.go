@@ -171,21 +171,23 @@ func (s *stack) live(ctx context.Context, k int, r Rate, rate float64, prefix st
 
 	l := liveFigures(r, rate, k, pub, sched, arr, clock)
 	end = st.begin("check " + label)
-	l.check, err = s.verify(ctx, w, pub.seqs, m.receipt+1, m.counts)
+	l.check, err = s.verify(ctx, w, pub.seqs, m.receipt+1, m.counts, m.retried)
 	end()
 	return l, err
 }
 
 // runMark is where a measurement starts: the service's counters and the
-// last sequences of the receipts and approvals streams.
+// last sequences of the receipts and approvals streams, and the calls the
+// executors had retried.
 type runMark struct {
 	counts            provider.Counts
 	receipt, approval uint64
+	retried           int64
 }
 
 // mark reads where a measurement starts.
 func (s *stack) mark(ctx context.Context) (runMark, error) {
-	var m runMark
+	m := runMark{retried: s.retried.Load()}
 	var err error
 	if m.counts, err = s.counts(ctx); err != nil {
 		return m, fmt.Errorf("bench: reading the service's counters: %w", err)

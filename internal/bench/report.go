@@ -230,12 +230,16 @@ func (c *checkResult) summary() string {
 	if !c.ok() {
 		verdict = "FAILED"
 	}
-	if c.dav {
-		return fmt.Sprintf("%s: %d/%d with receipt; CalDAV tasks +%d = distinct intents %d; %s",
-			verdict, c.withReceipt, c.messages, c.delta.TasksExisting, c.distinct, outcomesString(c.outcomes))
+	lost := ""
+	if c.retried > 0 {
+		lost = fmt.Sprintf("; %d calls retried, %d creates whose answer was lost (their intents replayed on the retry)", c.retried, max(c.answerLost, 0))
 	}
-	return fmt.Sprintf("%s: %d/%d with receipt; creates %d = distinct intents %d; requests %d; %s",
-		verdict, c.withReceipt, c.messages, c.delta.CreatesExecuted, c.distinct, c.delta.RequestsReceived, outcomesString(c.outcomes))
+	if c.dav {
+		return fmt.Sprintf("%s: %d/%d with receipt; CalDAV tasks +%d = distinct intents %d; %s%s",
+			verdict, c.withReceipt, c.messages, c.delta.TasksExisting, c.distinct, outcomesString(c.outcomes), lost)
+	}
+	return fmt.Sprintf("%s: %d/%d with receipt; creates %d = distinct intents %d; requests %d; %s%s",
+		verdict, c.withReceipt, c.messages, c.delta.CreatesExecuted, c.distinct, c.delta.RequestsReceived, outcomesString(c.outcomes), lost)
 }
 
 func outcomesString(m map[string]int) string {

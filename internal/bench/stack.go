@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,9 @@ type stack struct {
 	dav *caldav.Adapter // the executors' task service, when Options.CalDAV is set
 
 	running []*executor.Executor // the executors of the current measurement
+	// retried counts the deliveries the executors gave back after a failed
+	// call, for the end-of-run check.
+	retried atomic.Int64
 	// clock, when set, times the stages of the executors started next
 	// (live runs).
 	clock *stageClock
@@ -273,6 +277,7 @@ func (s *stack) executorConfig(nc *nats.Conn, i int) executor.Config {
 		Topology:     s.topo,
 		Logger:       s.log,
 		Gate:         s.gate,
+		OnRetry:      func(uint64, error) { s.retried.Add(1) },
 	}
 }
 

@@ -28,6 +28,14 @@ import (
 // HTTP client nor a timeout.
 const DefaultTimeout = 30 * time.Second
 
+// DefaultMaxConns bounds the connections open to the collection's server at
+// once when Config gives neither an HTTPClient nor MaxConns. Calls beyond it
+// wait for a connection (within their deadline): CalDAV servers are sized
+// for people's clients, and one of them (Radicale 3.1, which serves with
+// select) stops with more than about a thousand descriptors open, as an
+// executor's default 512 handlers could make it.
+const DefaultMaxConns = 32
+
 // Config says where the collection is and how to log in to it.
 type Config struct {
 	// CollectionURL is the calendar collection that holds the tasks, for
@@ -45,6 +53,9 @@ type Config struct {
 	// Timeout bounds one HTTP exchange when HTTPClient is nil; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// MaxConns bounds the connections open to the server at once when
+	// HTTPClient is nil; zero means DefaultMaxConns.
+	MaxConns int
 }
 
 // Adapter is a taskservice.Service over one CalDAV collection. It is safe
@@ -94,6 +105,9 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("caldav: Timeout %v is negative", cfg.Timeout)
 	}
+	if cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("caldav: MaxConns %d is negative", cfg.MaxConns)
+	}
 	n := normalize(u)
 
 	var client http.Client
@@ -104,6 +118,13 @@ func New(cfg Config) (*Adapter, error) {
 		if client.Timeout == 0 {
 			client.Timeout = DefaultTimeout
 		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxConnsPerHost = cfg.MaxConns
+		if t.MaxConnsPerHost == 0 {
+			t.MaxConnsPerHost = DefaultMaxConns
+		}
+		t.MaxIdleConnsPerHost = t.MaxConnsPerHost
+		client.Transport = t
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 

@@ -27,6 +27,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"a colon in the user", Config{CollectionURL: "https://dav.example/tasks/", Username: "a:b"}, "Username must not contain"},
 		{"a password without a user", Config{CollectionURL: "https://dav.example/tasks/", Password: "secret"}, "Username is empty"},
 		{"a negative timeout", Config{CollectionURL: "https://dav.example/tasks/", Timeout: -time.Second}, "Timeout"},
+		{"a negative connection bound", Config{CollectionURL: "https://dav.example/tasks/", MaxConns: -1}, "MaxConns"},
 	} {
 		_, err := New(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "caldav: ") {
