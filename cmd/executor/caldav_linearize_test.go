@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,7 +26,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -115,38 +113,17 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 
 			// Publish over about 6 s; the server restarts when half the
 			// messages are in.
-			var mu sync.Mutex
-			seqs := make([]uint64, 0, len(w.envelopes))
-			published := make(chan error, 1)
-			go func() {
-				for _, e := range w.envelopes {
-					sent, err := publish.Send(ctx, r.env.JS, e)
-					if err != nil {
-						published <- err
-						return
-					}
-					mu.Lock()
-					seqs = append(seqs, sent.StreamSeq)
-					mu.Unlock()
-					time.Sleep(30 * time.Millisecond)
-				}
-				published <- nil
-			}()
-			for {
-				mu.Lock()
-				n := len(seqs)
-				mu.Unlock()
-				if n >= len(w.envelopes)/2 {
-					break
-				}
+			pub := publishSpread(ctx, r.env.JS, w.envelopes, 30*time.Millisecond)
+			for len(pub.sent()) < len(w.envelopes)/2 {
 				time.Sleep(20 * time.Millisecond)
 			}
 			r.srv.Restart()
-			if err := <-published; err != nil {
+			if err := <-pub.done; err != nil {
 				t.Fatalf("publishing: %v", err)
 			}
 			stopFaults()
 			<-faultsDone
+			seqs := pub.sent()
 			byseq := awaitReceipts(t, r, seqs, 90*time.Second)
 			took := time.Since(start)
 			// Stopped, each executor closes its record.

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -114,6 +116,40 @@ func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Rece
 		t.Fatalf("the publisher process printed no receipt: %v\n%s", err, out.String())
 	}
 	return rc
+}
+
+// spreadPublish publishes envelopes one after another in the background,
+// gap apart; done receives the first error, or nil once all are stored.
+type spreadPublish struct {
+	mu   sync.Mutex
+	seqs []uint64
+	done chan error
+}
+
+func publishSpread(ctx context.Context, js jetstream.JetStream, envelopes [][]byte, gap time.Duration) *spreadPublish {
+	p := &spreadPublish{seqs: make([]uint64, 0, len(envelopes)), done: make(chan error, 1)}
+	go func() {
+		for _, e := range envelopes {
+			sent, err := publish.Send(ctx, js, e)
+			if err != nil {
+				p.done <- err
+				return
+			}
+			p.mu.Lock()
+			p.seqs = append(p.seqs, sent.StreamSeq)
+			p.mu.Unlock()
+			time.Sleep(gap)
+		}
+		p.done <- nil
+	}()
+	return p
+}
+
+// sent returns the stream sequences of the envelopes stored so far.
+func (p *spreadPublish) sent() []uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seqs)
 }
 
 // send publishes envelope in this process and waits for its first terminal
@@ -421,23 +457,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 			defer cancel()
 			// The batch is spread over about a second and a half; the
 			// server restarts once a few receipts are in.
-			seqs := make([]uint64, 0, batch)
-			published := make(chan error, 1)
-			var mu sync.Mutex
-			go func() {
-				for _, e := range envelopes {
-					sent, err := publish.Send(ctx, r.env.JS, e)
-					if err != nil {
-						published <- err
-						return
-					}
-					mu.Lock()
-					seqs = append(seqs, sent.StreamSeq)
-					mu.Unlock()
-					time.Sleep(50 * time.Millisecond)
-				}
-				published <- nil
-			}()
+			pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
 			for {
 				n, err := audit.CountReceipts(ctx, r.env.JS)
 				if err != nil {
@@ -459,12 +479,10 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 			if restartedAfter[document.OutcomeCreated] >= batch {
 				t.Fatalf("all %d receipts were in when the server was back: the restart was not mid-run", batch)
 			}
-			if err := <-published; err != nil {
+			if err := <-pub.done; err != nil {
 				t.Fatalf("publishing: %v", err)
 			}
-			mu.Lock()
-			all := slices.Clone(seqs)
-			mu.Unlock()
+			all := pub.sent()
 			byseq := awaitReceipts(t, r, all, 60*time.Second)
 			dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
 			if err != nil {

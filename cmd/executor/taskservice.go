@@ -91,7 +91,7 @@ func taskServiceFlagsVar(fs *flag.FlagSet) *taskServiceFlags {
 
 // errTaskServiceRefused is returned by serve when the task service refuses
 // it before the first delivery (a wrong URL or password).
-var errTaskServiceRefused = errors.New("executor: the task service refuses this executor")
+var errTaskServiceRefused = errors.New("the task service refuses this executor")
 
 // errUnknownTaskService is wrapped by check for an unknown --task-service.
 var errUnknownTaskService = errors.New("unknown task service")

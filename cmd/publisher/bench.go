@@ -220,7 +220,7 @@ func (f *benchFlags) embedded(o *bench.Options) (cleanup func(), err error) {
 
 // errNoProvider says that no provider command was found to serve the task
 // service of an embedded run.
-var errNoProvider = errors.New("publisher: no provider command found to run the task service; build it beside this one with \"go build ./cmd/provider\", or name it with --provider-bin (or run it in this process with --service-in-process)")
+var errNoProvider = errors.New("bench: no provider command found to run the task service; build it beside this one with \"go build ./cmd/provider\", or name it with --provider-bin (or run it in this process with --service-in-process)")
 
 // findProvider returns the provider command to run: the one named, else a
 // provider executable beside this one, else one on $PATH.

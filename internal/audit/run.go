@@ -54,6 +54,10 @@ type RunReport struct {
 	// Delta is how much the service's counters grew during the run.
 	Delta    provider.Counts `json:"delta"`
 	Distinct int             `json:"distinct"`
+	// AnswerLost counts the intents with receipts that name a task but none
+	// that says created: their create's answer was lost (see
+	// RunInput.Retried).
+	AnswerLost int `json:"answer_lost"`
 }
 
 // Problems lists the violations of every check, in order.
@@ -129,10 +133,12 @@ func VerifyRun(in *RunInput) RunReport {
 	for _, seq := range in.Seqs {
 		messages[seq] = document.Identity{}
 	}
+	creates, answerLost := checkRunCreates(in)
+	rep.AnswerLost = answerLost
 	rep.Checks = []Check{
 		checkTerminal(&Input{Messages: messages, Receipts: in.Receipts}),
 		checkRunNotRefused(in),
-		checkRunCreates(in),
+		creates,
 		checkRunCounters(in, rep.Delta),
 	}
 	for _, c := range rep.Checks {
@@ -166,7 +172,7 @@ func checkRunNotRefused(in *RunInput) Check {
 // (or, up to the calls retried, none, when its create's answer was lost),
 // all of its receipts name one task, and the intents created are the new
 // intents the run carries.
-func checkRunCreates(in *RunInput) Check {
+func checkRunCreates(in *RunInput) (_ Check, answerLost int) {
 	c := Check{N: 3, Name: "one created receipt per intent, naming the task all its receipts name", OK: true}
 	created := map[string]int{}
 	task := map[string]string{}
@@ -190,20 +196,16 @@ func checkRunCreates(in *RunInput) Check {
 	}
 	// An intent whose receipts name a task but none says created: its
 	// create's answer was lost, which only a retried call explains.
-	answerLost := 0
 	for intent := range task {
 		if created[intent] == 0 {
 			answerLost++
 		}
 	}
-	switch {
-	case len(created)+min(answerLost, in.Retried) != in.Distinct:
-		c.violate("%d intents have a created receipt; want %d", len(created), in.Distinct)
-		if answerLost > 0 {
-			c.violate("%d intents have only replayed or conflict receipts, but the executors retried %d calls", answerLost, in.Retried)
-		}
-	case answerLost > in.Retried:
+	if answerLost > in.Retried {
 		c.violate("%d intents have only replayed or conflict receipts, but the executors retried %d calls", answerLost, in.Retried)
+	}
+	if len(created)+min(answerLost, in.Retried) != in.Distinct {
+		c.violate("%d intents have a created receipt; want %d", len(created), in.Distinct)
 	}
 	doubled := 0
 	for _, intent := range sortedKeys(created) {
@@ -217,7 +219,7 @@ func checkRunCreates(in *RunInput) Check {
 	c.fig("calls retried by the executors", in.Retried)
 	c.fig("new intents in the run", in.Distinct)
 	c.fig("intents with more than one created receipt", doubled)
-	return c
+	return c, answerLost
 }
 
 // checkRunCounters: creates executed and tasks existing grew by the new

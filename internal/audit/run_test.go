@@ -83,6 +83,9 @@ func TestVerifyRunAcceptsACreateWhoseAnswerWasLostWhenACallWasRetried(t *testing
 	if !rep.OK {
 		t.Fatalf("the run fails: %v", rep.Problems())
 	}
+	if rep.AnswerLost != 1 {
+		t.Errorf("AnswerLost %d, want 1", rep.AnswerLost)
+	}
 }
 
 // Each case breaks a healthy run in one way; the check that owns that rule

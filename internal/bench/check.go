@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
-	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -58,11 +57,12 @@ func (s *stack) verify(ctx context.Context, w *Workload, seqs []uint64, fromRece
 	if err != nil {
 		return nil, fmt.Errorf("bench: reading receipts: %w", err)
 	}
+	retried := int(s.retried.Load() - retriedBefore)
 	rep := audit.VerifyRun(&audit.RunInput{Seqs: seqs, Receipts: receipts, Undecodable: undecodable,
-		Before: before, After: after, Distinct: w.Distinct, Retried: int(s.retried.Load() - retriedBefore)})
+		Before: before, After: after, Distinct: w.Distinct, Retried: retried})
 	c := &checkResult{messages: rep.Messages, withReceipt: rep.WithReceipt, receipts: rep.Receipts,
 		outcomes: rep.Outcomes, delta: rep.Delta, distinct: rep.Distinct, dav: s.dav != nil,
-		retried: int(s.retried.Load() - retriedBefore), answerLost: rep.Distinct - rep.Outcomes[document.OutcomeCreated]}
+		retried: retried, answerLost: rep.AnswerLost}
 	problems := rep.Problems()
 	if c.dav {
 		problems = nil

@@ -232,7 +232,7 @@ func (c *checkResult) summary() string {
 	}
 	lost := ""
 	if c.retried > 0 {
-		lost = fmt.Sprintf("; %d calls retried, %d creates whose answer was lost (their intents replayed on the retry)", c.retried, max(c.answerLost, 0))
+		lost = fmt.Sprintf("; %d calls retried, %d creates whose answer was lost (their intents replayed on the retry)", c.retried, c.answerLost)
 	}
 	if c.dav {
 		return fmt.Sprintf("%s: %d/%d with receipt; CalDAV tasks +%d = distinct intents %d; %s%s",
