@@ -11,9 +11,11 @@ import (
 	"github.com/sendtwice/sendtwice/internal/publish"
 )
 
-// ErrNoReceipt is returned when a wait ends before the receipt arrives. The
-// message is stored and an executor may still be working on it; sending
-// again is safe.
+// ErrNoReceipt is matched by every error of a wait for the receipt of a
+// message that was published: the wait ran out, the connection stayed
+// lost, the stored receipts could not be read. The error wraps the cause.
+// The message is stored and an executor may still be working on it;
+// sending again is safe.
 var ErrNoReceipt = errors.New("send: no receipt yet")
 
 // Outcome is what a receipt says happened to a message.
@@ -121,26 +123,77 @@ func (c *Client) Publish(ctx context.Context, e *Envelope) (Sent, error) {
 }
 
 // WaitReceipt returns the first terminal receipt for the sent message,
-// also one stored before the wait began. It returns an error matching
-// ErrNoReceipt when ctx ends first.
+// also one stored before the wait began. Every error it returns matches
+// ErrNoReceipt (the message is stored; sending again is safe) and wraps
+// the cause: ctx's error when ctx ends first. It creates no consumer (see
+// Listener).
 func (c *Client) WaitReceipt(ctx context.Context, s Sent) (*Receipt, error) {
-	r, err := publish.WaitReceipt(ctx, c.js, s.IntentID, s.StreamSeq)
+	w := publish.NewReceipts(c.js)
+	defer w.Close()
+	return wait(ctx, w, s)
+}
+
+// wait waits on w for s's receipt.
+func wait(ctx context.Context, w *publish.Receipts, s Sent) (*Receipt, error) {
+	r, err := w.Wait(ctx, s.IntentID, s.StreamSeq)
+	var ended *publish.WaitError
 	switch {
-	case errors.Is(err, publish.ErrNoReceipt) || (err != nil && ctx.Err() != nil):
-		return nil, fmt.Errorf("%w for stream message %d: %w", ErrNoReceipt, s.StreamSeq, ctx.Err())
+	case errors.As(err, &ended):
+		return nil, fmt.Errorf("%w for stream message %d: %w", ErrNoReceipt, s.StreamSeq, ended.Cause())
 	case err != nil:
-		return nil, fmt.Errorf("send: %w", err)
+		return nil, fmt.Errorf("%w for stream message %d: %w", ErrNoReceipt, s.StreamSeq, err)
 	}
 	return receipt(r), nil
 }
 
-// Send publishes the envelope and waits, until ctx ends, for its receipt.
+// Listener listens for the receipts of one intent's messages, from before
+// they are published: a receipt that arrives however soon after the
+// publish is not missed, and one stored earlier is read from the stream.
+// It creates no consumer: it subscribes to the intent's receipts subject
+// (receipts.<intent>) and reads stored receipts through the JetStream API's
+// message get on the RECEIPTS stream ($JS.API.STREAM.MSG.GET.RECEIPTS).
+// Close it when done.
+type Listener struct {
+	w      *publish.Receipts
+	intent string
+}
+
+// Listen starts listening for the receipts of e's intent. Publish e after
+// it and wait with Listener.Receipt; Send does all three.
+func (c *Client) Listen(e *Envelope) (*Listener, error) {
+	w := publish.NewReceipts(c.js)
+	if err := w.Watch(e.IntentID()); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	return &Listener{w: w, intent: e.IntentID()}, nil
+}
+
+// Receipt returns the first terminal receipt for the sent message, as
+// WaitReceipt does; it may be called again after a wait that ended without
+// one. Every error it returns matches ErrNoReceipt.
+func (l *Listener) Receipt(ctx context.Context, s Sent) (*Receipt, error) {
+	return wait(ctx, l.w, s)
+}
+
+// Close stops listening; a Receipt still waiting ends with ErrNoReceipt.
+func (l *Listener) Close() { l.w.Close() }
+
+// Send listens for the envelope's receipts, publishes it and waits, until
+// ctx ends, for its receipt. An error that matches ErrNoReceipt comes after
+// the message was published (Sent says which); any other means it was not,
+// or not for certain.
 func (c *Client) Send(ctx context.Context, e *Envelope) (Sent, *Receipt, error) {
+	l, err := c.Listen(e)
+	if err != nil {
+		return Sent{}, nil, fmt.Errorf("nothing published: %w", err)
+	}
+	defer l.Close()
 	s, err := c.Publish(ctx, e)
 	if err != nil {
 		return s, nil, err
 	}
-	r, err := c.WaitReceipt(ctx, s)
+	r, err := l.Receipt(ctx, s)
 	return s, r, err
 }
 

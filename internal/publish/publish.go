@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,9 +12,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
-
-// ErrNoReceipt is returned when the wait ends before a receipt arrives.
-var ErrNoReceipt = errors.New("publish: no receipt yet")
 
 // Sent describes one published message.
 type Sent struct {
@@ -76,54 +72,4 @@ func SendIntent(ctx context.Context, js jetstream.JetStream, intentID string, en
 	}
 	s.StreamSeq, s.Duplicate = ack.Sequence, ack.Duplicate
 	return s, nil
-}
-
-// Receipt is a receipt with its raw bytes as stored.
-type Receipt struct {
-	*document.Receipt
-	Raw []byte
-}
-
-// WaitReceipt returns the first terminal receipt for the approval message
-// at streamSeq, published for intentID ("" when the message named none). It
-// reads the receipts of that intent from the start, so it finds a receipt
-// stored before it began to wait. It returns ErrNoReceipt when ctx ends first.
-func WaitReceipt(ctx context.Context, js jetstream.JetStream, intentID string, streamSeq uint64) (*Receipt, error) {
-	cons, err := js.OrderedConsumer(ctx, topology.ReceiptsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{topology.ReceiptSubject(intentID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("publish: reading receipts: %w", err)
-	}
-	want := strconv.FormatUint(streamSeq, 10)
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, fmt.Errorf("publish: reading receipts: %w", err)
-	}
-	defer it.Stop()
-	go func() {
-		<-ctx.Done()
-		it.Stop()
-	}()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w for stream message %d: %w", ErrNoReceipt, streamSeq, ctx.Err())
-			}
-			return nil, fmt.Errorf("publish: reading receipts: %w", err)
-		}
-		if m.Headers().Get(topology.HeaderStreamSeq) != want {
-			continue
-		}
-		r, err := document.DecodeReceipt(m.Data())
-		if err != nil {
-			return nil, fmt.Errorf("publish: a receipt for message %d does not decode: %w", streamSeq, err)
-		}
-		if r.Delivery.StreamSeq != streamSeq || !document.Terminal(r.Outcome) {
-			continue
-		}
-		return &Receipt{Receipt: r, Raw: append([]byte(nil), m.Data()...)}, nil
-	}
 }
