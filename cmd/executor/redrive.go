@@ -104,6 +104,13 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	rctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	r := &redriver{js: js, force: *force, dryRun: *dryRun, out: stdout, quiet: *asJSON}
+	if *wait > 0 {
+		// One watch for the whole run, however many messages it waits
+		// for: a subscription per intent and reads of the stored
+		// receipts, no consumer.
+		r.receipts = publish.NewReceipts(js)
+		defer r.receipts.Close()
+	}
 	var dls []*redrive.DeadLetter
 	if *all {
 		dls, err = redrive.List(rctx, js)
@@ -151,6 +158,9 @@ type redriver struct {
 	quiet  bool // the report is printed as JSON at the end
 	items  []*redriveItem
 	sent   []*redriveItem // the republished ones, with their intents
+	// receipts watches the intents of the republished messages, from
+	// before each is published (nil without --wait).
+	receipts *publish.Receipts
 }
 
 func (r *redriver) printf(format string, args ...any) {
@@ -224,12 +234,14 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 			r.printf("would redrive: %s, dead-lettered for: %s\n", describe(dl), dl.Reason)
 			continue
 		}
+		if r.receipts != nil {
+			if err := r.receipts.Watch(dl.IntentID); err != nil {
+				return r.stopped(err)
+			}
+		}
 		sent, err := redrive.Redrive(ctx, r.js, dl, r.force)
 		if err != nil {
-			if len(r.sent) > 0 {
-				return fmt.Errorf("%w; the ones printed above were republished, and a second run skips them", err)
-			}
-			return err
+			return r.stopped(err)
 		}
 		if sent.Duplicate {
 			// Another redrive of this dead letter within the duplicate
@@ -247,17 +259,30 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 	return nil
 }
 
+// stopped is the error of a run stopped by err, saying what was
+// republished before.
+func (r *redriver) stopped(err error) error {
+	if len(r.sent) > 0 {
+		return fmt.Errorf("%w; the ones printed above were republished, and a second run skips them", err)
+	}
+	return err
+}
+
 // waitReceipts waits for the receipt of each republished message and prints
 // its outcome; it fails (errSilent) unless each came back created or replayed.
 func (r *redriver) waitReceipts(ctx context.Context, wait time.Duration) error {
 	bad := 0
 	for _, it := range r.sent {
-		rc, err := publish.WaitReceipt(ctx, r.js, it.IntentID, it.NewApprovalSeq)
+		rc, err := r.receipts.Wait(ctx, it.IntentID, it.NewApprovalSeq)
 		if err != nil {
 			bad++
 			it.WaitError = err.Error()
-			if errors.Is(err, publish.ErrNoReceipt) || ctx.Err() != nil {
+			var ended *publish.WaitError
+			if errors.As(err, &ended) {
 				it.WaitError = fmt.Sprintf("no receipt within %s", wait)
+				if ended.ReadErr != nil {
+					it.WaitError += fmt.Sprintf(" (the last read of the stored receipts failed: %v)", ended.ReadErr)
+				}
 			}
 			r.printf("no receipt: approvals message %d (dead letter %d): %s; the executors may still be working on it\n",
 				it.NewApprovalSeq, it.DeadLetterSeq, it.WaitError)

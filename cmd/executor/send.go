@@ -26,11 +26,10 @@ this command.
 
 Prints the receipt, or with --json the task-receipt.v1 document.
 
-Exit status: 0 a receipt arrived, whatever its outcome; 1 error, or no receipt within --wait
-(the message is stored and sending again is safe); 2 usage.`
-
-// errNoReceipt is send's error when the wait ends before the receipt.
-var errNoReceipt = errors.New("executor send: no receipt")
+Exit status: 0 a receipt arrived, whatever its outcome; 1 error (nothing published, or not for
+certain); 2 usage; 6 published, but no receipt (none within --wait, the connection lost, the
+receipts unreadable; the message stays stored, an executor may still carry it out, and sending
+again is safe).`
 
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("send", sendHelp, stderr)
@@ -71,8 +70,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	sent, r, err := send.NewClient(js).Send(wctx, env)
 	switch {
 	case errors.Is(err, send.ErrNoReceipt):
-		return fmt.Errorf("%w: published as stream message %d, but no receipt within %s; an executor may still be working on it (sending again is safe): %w",
-			errNoReceipt, sent.StreamSeq, *wait, err)
+		// Published: whatever ended the wait, the message is stored.
+		return cli.PublishedNoReceipt(ctx, sent, *wait, err)
 	case err != nil:
 		return err
 	}

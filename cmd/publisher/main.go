@@ -40,12 +40,12 @@ type exitError = cli.ExitError
 // Exit statuses.
 const (
 	exitOK       = cli.ExitOK
-	exitFailure  = cli.ExitFailure // an error, or a gate check failed
-	exitUsage    = cli.ExitUsage   // bad flags or arguments
-	exitConflict = 3               // receipt: idempotency_conflict
-	exitRejected = 4               // receipt: rejected at the executor's gate
-	exitDead     = 5               // receipt: dead_lettered
-	exitNoAnswer = 6               // --wait ran out before a receipt arrived
+	exitFailure  = cli.ExitFailure   // an error, or a gate check failed
+	exitUsage    = cli.ExitUsage     // bad flags or arguments
+	exitConflict = 3                 // receipt: idempotency_conflict
+	exitRejected = 4                 // receipt: rejected at the executor's gate
+	exitDead     = 5                 // receipt: dead_lettered
+	exitNoAnswer = cli.ExitNoReceipt // published, but no receipt (--wait ran out, or the wait failed)
 )
 
 var errUsage = cli.ErrUsage

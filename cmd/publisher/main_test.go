@@ -666,7 +666,7 @@ func TestSendWaitsInVainWithoutAnExecutor(t *testing.T) {
 			if r.took < c.atLeast {
 				t.Errorf("ended after %s, before the wait of %s", r.took, c.wait)
 			}
-			for _, s := range []string{"no receipt", "safe to repeat"} {
+			for _, s := range []string{"published as APPROVALS message", "no receipt: none within " + c.wait, "sending again is safe"} {
 				if !strings.Contains(r.stderr, s) {
 					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
 				}
@@ -728,7 +728,7 @@ func TestUsageAndHelp(t *testing.T) {
 			fmt.Sprintf("%d idempotency_conflict", exitConflict),
 			fmt.Sprintf("%d rejected", exitRejected),
 			fmt.Sprintf("%d dead_lettered", exitDead),
-			fmt.Sprintf("%d no receipt in time", exitNoAnswer),
+			fmt.Sprintf("%d published, but no receipt (none within --wait, the connection lost, the receipts unreadable;", exitNoAnswer),
 		}},
 		{"check --help names its exit statuses", []string{"check", "--help"}, 0, []string{"0 pass", "1 a check failed", "2 usage"}},
 		{"approve --help names its flags", []string{"approve", "--help"}, 0, []string{"-by NAME", "-o FILE", "-id ID"}},

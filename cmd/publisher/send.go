@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -26,7 +25,9 @@ With --wait, waits for the receipt of this invocation's own message and prints i
 
 Exit status: 0 created or replayed (or published, without --wait); 1 error or local gate
 failure; 2 usage; 3 idempotency_conflict; 4 rejected; 5 dead_lettered (whether the task was
-created is unknown; sending again is safe and will say); 6 no receipt in time.`
+created is unknown; sending again is safe and will say); 6 published, but no receipt (none
+within --wait, the connection lost, the receipts unreadable; the message stays stored, an
+executor may still carry it out, and sending again is safe).`
 
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("send", sendHelp, stderr)
@@ -80,6 +81,15 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 		return err
 	}
 	client := send.NewClient(js)
+	var listen *send.Listener
+	if wait > 0 {
+		// Listen before publishing, so that the receipt is not missed
+		// however soon it comes.
+		if listen, err = client.Listen(env); err != nil {
+			return fmt.Errorf("nothing published: %w", err)
+		}
+		defer listen.Close()
+	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sent, err := client.Publish(pctx, env)
@@ -96,17 +106,11 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 	}
 	wctx, wcancel := context.WithTimeout(ctx, wait)
 	defer wcancel()
-	r, err := client.WaitReceipt(wctx, sent)
+	r, err := listen.Receipt(wctx, sent)
 	if err != nil {
-		// The wait can also end while the receipts are still being opened.
-		if errors.Is(err, send.ErrNoReceipt) || wctx.Err() != nil {
-			why := fmt.Sprintf("no receipt within %s", wait)
-			if ctx.Err() != nil {
-				why = "no receipt before the wait was interrupted"
-			}
-			return &exitError{Code: exitNoAnswer, Err: fmt.Errorf("published as stream message %d, but %s; the executor may still be working on it (publisher send is safe to repeat)", sent.StreamSeq, why)}
-		}
-		return err
+		// Published: whatever ended the wait, the message is stored and
+		// an executor may still carry it out.
+		return cli.PublishedNoReceipt(ctx, sent, wait, err)
 	}
 	if asJSON {
 		fmt.Fprintf(stdout, "%s\n", r.Raw)

@@ -26,6 +26,11 @@ type Options struct {
 	ServerName string
 	// Logging turns on the server's own log lines (to standard error).
 	Logging bool
+	// Users, when given, are the only users the server accepts, each
+	// with its permissions; a client without credentials connects as
+	// NoAuthUser (one of Users, or none).
+	Users      []*server.User
+	NoAuthUser string
 }
 
 // ErrAddrInUse means that the address to listen on is taken.
@@ -71,6 +76,8 @@ func Start(o Options) (*server.Server, error) {
 		SyncAlways: true,
 		NoSigs:     true,
 		MaxPayload: 1 << 20,
+		Users:      o.Users,
+		NoAuthUser: o.NoAuthUser,
 	}
 	if err := checkListen(o.Host, o.Port); err != nil {
 		return nil, err

@@ -23,6 +23,10 @@ type StackOptions struct {
 	// on every call), to show that the checker fails. Tests only.
 	UnsafeCreateEveryCall bool
 	Logger                *slog.Logger
+	// Users and NoAuthUser are the server's (Options); the task service
+	// connects without credentials, so as NoAuthUser.
+	Users      []*server.User
+	NoAuthUser string
 }
 
 // Stack is a running NATS server and task service. The service is reached
@@ -51,7 +55,7 @@ func StartStack(o StackOptions) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := Start(Options{Dir: o.Dir, Host: o.Host, Port: o.Port})
+	s, err := Start(Options{Dir: o.Dir, Host: o.Host, Port: o.Port, Users: o.Users, NoAuthUser: o.NoAuthUser})
 	if err != nil {
 		return nil, errors.Join(err, lock.Unlock())
 	}

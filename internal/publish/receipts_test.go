@@ -1,0 +1,312 @@
+package publish_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// receiptDoc is a created receipt of intent for approval message seq, with
+// its own receipt id.
+func receiptDoc(t *testing.T, intent string, seq uint64, id string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "receipts", "created.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scenario.Edit(b, func(m map[string]any) {
+		m["receipt_id"], m["intent_id"] = id, intent
+		m["delivery"].(map[string]any)["stream_seq"] = seq
+	})
+}
+
+// receiptMsg is a receipt message as an executor publishes it, naming
+// approval message seq in its header.
+func receiptMsg(intent string, seq uint64, body []byte) *nats.Msg {
+	m := nats.NewMsg(topology.ReceiptSubject(intent))
+	m.Data = body
+	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(seq, 10))
+	m.Header.Set(topology.HeaderOutcome, document.OutcomeCreated)
+	return m
+}
+
+// storeMsg stores m on the RECEIPTS stream.
+func storeMsg(js jetstream.JetStream, m *nats.Msg) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(topology.ReceiptsStream)); err != nil {
+		return fmt.Errorf("storing a receipt: %w", err)
+	}
+	return nil
+}
+
+func store(t *testing.T, js jetstream.JetStream, m *nats.Msg) {
+	t.Helper()
+	if err := storeMsg(js, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// receiptID returns the receipt id a receipt carries.
+func receiptID(r *publish.Receipt) string {
+	if r == nil {
+		return ""
+	}
+	return r.ReceiptID
+}
+
+// A wait reports the first terminal receipt the RECEIPTS stream stored for
+// its own message: stored before the wait or during it, and never one that
+// was only seen published (refused by the stream, or in a batch not yet
+// committed), nor another message's.
+func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
+	env := testenv.Start(t) // no executor: the test stores the receipts
+	short := 500 * time.Millisecond
+	for i, tc := range []struct {
+		name string
+		// before runs before the wait, with the intent watched; during runs
+		// while the wait runs.
+		before, during func(t *testing.T, intent string, seq uint64)
+		// unwatched: before runs before the intent is watched, as for a
+		// receipt that came between the publish and the subscription.
+		unwatched bool
+		within    time.Duration
+		want           string // the receipt id reported; "" for ErrNoReceipt
+		wantErr        bool   // an error other than ErrNoReceipt
+	}{
+		{name: "a receipt stored before anyone subscribed is found", unwatched: true,
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-unwatched")))
+			}, want: "r-unwatched"},
+		{name: "a receipt stored before the wait began is found",
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-before")))
+			}, want: "r-before"},
+		{name: "a receipt stored while the wait runs is found",
+			during: func(t *testing.T, intent string, seq uint64) {
+				if err := storeMsg(env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-during"))); err != nil {
+					t.Error(err)
+				}
+			}, want: "r-during"},
+		{name: "of two receipts of the message, the first stored is reported",
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-first")))
+				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-second")))
+			}, want: "r-first"},
+		{name: "a receipt the stream refused is not reported although it was seen published",
+			before: func(t *testing.T, intent string, seq uint64) {
+				m := receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-refused"))
+				m.Header.Set(jetstream.ExpectedStreamHeader, "ANOTHER")
+				if _, err := env.JS.PublishMsg(context.Background(), m); err == nil {
+					t.Fatal("the stream stored a receipt that expected another stream")
+				}
+			}, within: short},
+		{name: "a receipt of another message of the same intent is not this one's",
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq+1000, receiptDoc(t, intent, seq+1000, "r-other")))
+			}, within: short},
+		{name: "a receipt whose header names the message but whose body names another is not this one's",
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq+1000, "r-mismatch")))
+			}, within: short},
+		{name: "a receipt of the message that does not decode is an error",
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq, []byte(`{"outcome":"created"`)))
+			}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			intent := fmt.Sprintf("intent-wait-%d", i)
+			sent, err := publish.SendIntent(context.Background(), env.JS, intent, envelope(t), publish.NewMsgID(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := publish.NewReceipts(env.JS)
+			defer w.Close()
+			if tc.unwatched {
+				tc.before(t, intent, sent.StreamSeq)
+			}
+			if err := w.Watch(intent); err != nil {
+				t.Fatal(err)
+			}
+			if tc.before != nil && !tc.unwatched {
+				tc.before(t, intent, sent.StreamSeq)
+			}
+			within := tc.within
+			if within == 0 {
+				within = 10 * time.Second
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), within)
+			defer cancel()
+			if tc.during != nil {
+				go tc.during(t, intent, sent.StreamSeq)
+			}
+			r, err := w.Wait(ctx, intent, sent.StreamSeq)
+			switch {
+			case tc.wantErr:
+				if err == nil || errors.Is(err, publish.ErrNoReceipt) {
+					t.Fatalf("got %s, %v; want an error that says why", receiptID(r), err)
+				}
+			case tc.want == "":
+				if r != nil || !errors.Is(err, publish.ErrNoReceipt) || !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("got %s, %v; want ErrNoReceipt at the deadline", receiptID(r), err)
+				}
+			case err != nil || r.ReceiptID != tc.want || r.Delivery.StreamSeq != sent.StreamSeq:
+				t.Fatalf("got %s, %v; want %s", receiptID(r), err, tc.want)
+			}
+		})
+	}
+}
+
+// An executor stores receipts in atomic batches; the subscription sees a
+// batch's receipts as they are published, before the commit stores them. A
+// receipt of a batch not yet committed is not reported; once the batch
+// commits, it is.
+func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
+	env := testenv.Start(t)
+	intent := "intent-batch"
+	sent, err := publish.SendIntent(context.Background(), env.JS, intent, envelope(t), publish.NewMsgID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := publish.NewReceipts(env.JS)
+	defer w.Close()
+	if err := w.Watch(intent); err != nil {
+		t.Fatal(err)
+	}
+	staged := receiptMsg(intent, sent.StreamSeq, receiptDoc(t, intent, sent.StreamSeq, "r-batched"))
+	staged.Header.Set("Nats-Batch-Id", "batch-1")
+	staged.Header.Set("Nats-Batch-Sequence", "1")
+	if err := env.NC.PublishMsg(staged); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	r, err := w.Wait(ctx, intent, sent.StreamSeq)
+	cancel()
+	if r != nil || !errors.Is(err, publish.ErrNoReceipt) {
+		t.Fatalf("before the commit: got %s, %v; want ErrNoReceipt", receiptID(r), err)
+	}
+
+	commit := receiptMsg(intent, sent.StreamSeq+1000, receiptDoc(t, intent, sent.StreamSeq+1000, "r-commit"))
+	commit.Header.Set("Nats-Batch-Id", "batch-1")
+	commit.Header.Set("Nats-Batch-Sequence", "2")
+	commit.Header.Set("Nats-Batch-Commit", "1")
+	ack, err := env.NC.RequestMsg(commit, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		Error *jetstream.APIError `json:"error"`
+		Count int                 `json:"count"`
+	}
+	if err := json.Unmarshal(ack.Data, &answer); err != nil || answer.Error != nil || answer.Count != 2 {
+		t.Fatalf("the commit's answer %s: %v", ack.Data, err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := w.Wait(ctx, intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-batched" {
+		t.Fatalf("after the commit: got %s, %v; want r-batched", receiptID(r), err)
+	}
+}
+
+// A receipt stored while the connection is away (the subscription with it)
+// is found once it is back.
+func TestAReceiptStoredWhileTheConnectionIsAwayIsFound(t *testing.T) {
+	env := testenv.Start(t)
+	nc, err := nats.Connect(env.URL(), nats.ReconnectWait(100*time.Millisecond), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intent := "intent-reconnect"
+	sent, err := publish.SendIntent(context.Background(), js, intent, envelope(t), publish.NewMsgID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := publish.NewReceipts(js)
+	defer w.Close()
+	if err := w.Watch(intent); err != nil {
+		t.Fatal(err)
+	}
+	gone := make(chan struct{})
+	var once sync.Once
+	nc.SetDisconnectErrHandler(func(*nats.Conn, error) { once.Do(func() { close(gone) }) })
+	cid, err := nc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Stack.Server.DisconnectClientByID(cid); err != nil {
+		t.Fatal(err)
+	}
+	<-gone
+	store(t, env.JS, receiptMsg(intent, sent.StreamSeq, receiptDoc(t, intent, sent.StreamSeq, "r-away")))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if r, err := w.Wait(ctx, intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-away" {
+		t.Fatalf("got %s, %v; want r-away", receiptID(r), err)
+	}
+}
+
+// One watch waits for the receipts of many messages of many intents, as
+// redrive does, and creates no consumer.
+func TestOneWatchWaitsForManyMessagesWithoutAConsumer(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	cand := scenario.Candidate()
+	w := publish.NewReceipts(env.JS)
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var sends []publish.Sent
+	for n := 1; n <= 50; n++ {
+		a, err := scenario.Generate(cand, "watch", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		intent := document.Identify(a.Envelope()).IntentID
+		if err := w.Watch(intent); err != nil {
+			t.Fatal(err)
+		}
+		sent, err := publish.SendIntent(ctx, env.JS, intent, a.Envelope(), publish.NewMsgID(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends = append(sends, sent)
+	}
+	for _, sent := range sends {
+		r, err := w.Wait(ctx, sent.IntentID, sent.StreamSeq)
+		if err != nil || r.Outcome != document.OutcomeCreated || r.Delivery.StreamSeq != sent.StreamSeq {
+			t.Fatalf("message %d: %v, %v; want created", sent.StreamSeq, r, err)
+		}
+	}
+	s, err := env.JS.Stream(ctx, topology.ReceiptsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(ctx); err != nil || info.State.Consumers != 0 {
+		t.Fatalf("RECEIPTS: %+v, %v; want no consumer", info.State, err)
+	}
+}

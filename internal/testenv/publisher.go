@@ -1,0 +1,99 @@
+package testenv
+
+import (
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// The user of StartNoConsumers whose rights are a publisher's without any
+// consumer.
+const (
+	PublisherUser     = "publisher"
+	PublisherPassword = "publisher-test-password"
+	adminUser         = "admin"
+)
+
+// PublisherPermissions are what a publisher needs to send and to wait for
+// its receipts without a consumer: publish approvals, read the RECEIPTS
+// stream's messages one at a time by subject, subscribe to receipts and to
+// replies. Everything else is refused: creating, reading or pulling a
+// consumer, reading stream information, any other API call.
+func PublisherPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: []string{topology.ApprovalsSubjects, "$JS.API.STREAM.MSG.GET." + topology.ReceiptsStream},
+			Deny:  []string{"$JS.API.CONSUMER.>", "$JS.API.STREAM.INFO.>"},
+		},
+		Subscribe: &server.SubjectPermission{Allow: []string{topology.ReceiptsSubjects, "_INBOX.>"}},
+	}
+}
+
+// StartNoConsumers is Start on a server with two users: clients without
+// credentials connect as one that may do anything (the executors, the task
+// service, the test's own connection), and PublisherUser has
+// PublisherPermissions only.
+func StartNoConsumers(t testing.TB) *Env {
+	t.Helper()
+	return StartWith(t, embedded.StackOptions{
+		Users: []*server.User{
+			{Username: adminUser, Password: adminUser},
+			{Username: PublisherUser, Password: PublisherPassword, Permissions: PublisherPermissions()},
+		},
+		NoAuthUser: adminUser,
+	})
+}
+
+// PublisherURL is the server's URL with PublisherUser's credentials.
+func (e *Env) PublisherURL() string {
+	u, err := url.Parse(e.URL())
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	u.User = url.UserPassword(PublisherUser, PublisherPassword)
+	return u.String()
+}
+
+// Violations records the permission violations a connection is told of.
+type Violations struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// Handler is the connection's error handler.
+func (v *Violations) Handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.seen = append(v.seen, err.Error())
+}
+
+// Seen returns the violations so far.
+func (v *Violations) Seen() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]string(nil), v.seen...)
+}
+
+// ConnectPublisher connects as PublisherUser until the test ends; the
+// returned Violations records what the server refused it.
+func (e *Env) ConnectPublisher() (*nats.Conn, *Violations) {
+	e.T.Helper()
+	v := &Violations{}
+	nc, err := nats.Connect(e.URL(), nats.UserInfo(PublisherUser, PublisherPassword), nats.Name("test-publisher"),
+		nats.ErrorHandler(v.Handler))
+	if err != nil {
+		e.T.Fatalf("connecting as %s: %v", PublisherUser, err)
+	}
+	e.T.Cleanup(nc.Close)
+	return nc, v
+}
