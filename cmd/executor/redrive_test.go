@@ -383,3 +383,66 @@ func TestRedriveAllRepublishesAMessageWithTwoDeadLettersOnce(t *testing.T) {
 		t.Fatalf("redrive --all printed without %q:\n%s", want, out)
 	}
 }
+
+// storeDeadLetters stores n dead letters of generated approvals, each of an
+// intent of its own, as an executor stores them.
+func storeDeadLetters(t *testing.T, env *testenv.Env, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cand := scenario.Candidate()
+	for i := 1; i <= n; i++ {
+		a, err := scenario.Generate(cand, "dead", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg(topology.DeadLetterSubjectFor(document.Identify(a.Envelope()).IntentID))
+		m.Data = a.Envelope()
+		m.Header.Set(topology.HeaderReason, "task service call failed")
+		m.Header.Set(topology.HeaderStreamSeq, fmt.Sprint(i))
+		m.Header.Set(topology.HeaderDelivered, "4")
+		if _, err := env.JS.PublishMsg(ctx, m, jetstream.WithExpectStream(topology.DeadLetterStream)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A redrive of hundreds of dead letters with --wait, on a server that
+// allows each stream three consumers, republishes every one and reports
+// every receipt: the wait for its receipts opens no consumer.
+func TestRedriveAllWaitsForHundredsOfReceiptsWithoutUsingUpTheConsumers(t *testing.T) {
+	const deadLetters = 300
+	env := testenv.Start(t)
+	env.LimitConsumers(3)
+	env.Executor(executor.Config{ID: "exec-1"})
+	storeDeadLetters(t, env, deadLetters)
+
+	out, errOut, err := redriveCmd(env, "--all", "--wait", "120s", "--json")
+	if err != nil {
+		t.Fatalf("redrive --all --wait: %v\n%s", err, errOut)
+	}
+	var rep redriveReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("the report does not decode: %v\n%s", err, out)
+	}
+	created := 0
+	for _, it := range rep.Items {
+		if it.Action == "redriven" && it.Outcome == document.OutcomeCreated && it.WaitError == "" {
+			created++
+		}
+	}
+	if len(rep.Items) != deadLetters || created != deadLetters || rep.Error != "" {
+		t.Fatalf("%d dead letters reported, %d redriven and created, error %q; want %d of each", len(rep.Items), created, rep.Error, deadLetters)
+	}
+
+	// The limit holds: the fourth consumer of a stream is refused.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var refused error
+	for i := 0; i < 4 && refused == nil; i++ {
+		_, refused = env.JS.CreateConsumer(ctx, topology.ReceiptsStream, jetstream.ConsumerConfig{InactiveThreshold: time.Minute})
+	}
+	if refused == nil || !strings.Contains(refused.Error(), "maximum consumers limit reached") {
+		t.Fatalf("four consumers on RECEIPTS: %v; want the fourth refused at the limit", refused)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -98,5 +99,46 @@ func TestSendHelpAndUsage(t *testing.T) {
 	}
 	if strings.Contains(usageOut.String(), "demo-send") {
 		t.Errorf("executor --help names the removed demo-send:\n%s", usageOut.String())
+	}
+}
+
+// A send that published but got no receipt, for whatever reason, says that
+// the message was published and that sending again is safe, and ends with
+// status 6.
+func TestSendThatPublishedButGotNoReceiptSaysSoAndEndsWith6(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "envelope.json")
+	if err := os.WriteFile(file, s.Original.Envelope(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, env *testenv.Env)
+		wait  string
+		want  string
+	}{
+		{"no executor: the wait ends first", func(*testing.T, *testenv.Env) {}, "500ms", "no receipt: none within 500ms"},
+		{"the RECEIPTS stream is gone: no receipt can be read", func(t *testing.T, env *testenv.Env) {
+			if err := env.JS.DeleteStream(context.Background(), topology.ReceiptsStream); err != nil {
+				t.Fatal(err)
+			}
+		}, "30s", "no receipt: publish: reading stored receipts on receipts.intent-0001: nats: API error: code=404 err_code=10059 description=stream not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.Start(t)
+			tc.spoil(t, env)
+			_, _, err := sendCmd("--server", env.URL(), "--envelope", file, "--wait", tc.wait)
+			if exitCode(err) != 6 || !errors.Is(err, send.ErrNoReceipt) {
+				t.Fatalf("send: %v (exit %d), want exit 6", err, exitCode(err))
+			}
+			for _, want := range []string{"published as APPROVALS message 1; ", tc.want, "sending again is safe"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error %q lacks %q", err, want)
+				}
+			}
+		})
 	}
 }

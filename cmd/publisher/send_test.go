@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -59,5 +64,74 @@ func TestSendHelpSaysADeadLetteredOutcomeIsSafeToResend(t *testing.T) {
 	help := strings.Join(strings.Fields(r.stdout+r.stderr), " ")
 	if want := "5 dead_lettered (whether the task was created is unknown; sending again is safe and will say)"; !strings.Contains(help, want) {
 		t.Errorf("send --help lacks %q:\n%s", want, help)
+	}
+}
+
+// A send waits for its receipt without a consumer: as a user that may
+// create none, and on a server whose RECEIPTS stream has no consumer left
+// to give, it sends twice and prints created, then replayed.
+func TestSendWaitsForItsReceiptWithoutAConsumer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) (env *testenv.Env, url string)
+	}{
+		{"as a publisher that may create no consumer", func(t *testing.T) (*testenv.Env, string) {
+			env := testenv.StartNoConsumers(t)
+			return env, env.PublisherURL()
+		}},
+		{"while RECEIPTS has used up its consumers", func(t *testing.T) (*testenv.Env, string) {
+			env := testenv.Start(t)
+			env.LimitConsumers(1)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := env.JS.CreateConsumer(ctx, topology.ReceiptsStream, jetstream.ConsumerConfig{Durable: "squatter"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.JS.CreateConsumer(ctx, topology.ReceiptsStream, jetstream.ConsumerConfig{Durable: "another"}); err == nil {
+				t.Fatal("RECEIPTS took a second consumer past its limit of one")
+			}
+			return env, env.URL()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env, url := tc.start(t)
+			env.Executor(executor.Config{ID: "exec-1"})
+			for _, want := range []string{"created: task fake-task-0001", "replayed: the same task fake-task-0001"} {
+				r := publisher(t, nil, seedOriginal.args("send", "--server", url, "--wait", "30s")...)
+				r.expect(t, exitOK)
+				if !strings.HasPrefix(r.stdout, want) {
+					t.Fatalf("send printed %q, want %q first\nstderr:\n%s", r.stdout, want, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// A send that published but whose wait fails, for whatever reason, says
+// that the message was published and that sending again is safe, and ends
+// with status 6; the message is stored.
+func TestSendThatPublishedButGotNoReceiptSaysSoAndEndsWith6(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// With the RECEIPTS stream gone, no receipt can be read.
+	if err := env.JS.DeleteStream(ctx, topology.ReceiptsStream); err != nil {
+		t.Fatal(err)
+	}
+	before := approvalsState(t, env)
+	r := publisher(t, nil, seedOriginal.args("send", "--server", env.URL(), "--wait", "30s")...)
+	r.expect(t, exitNoAnswer)
+	after := approvalsState(t, env)
+	if after.LastSeq != before.LastSeq+1 {
+		t.Fatalf("APPROVALS went from %d to %d messages; want the one sent", before.LastSeq, after.LastSeq)
+	}
+	for _, want := range []string{fmt.Sprintf("published as APPROVALS message %d; no receipt: ", after.LastSeq), "stream not found",
+		"sending again is safe"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
 	}
 }

@@ -61,6 +61,9 @@ type Send struct {
 	receipt *send.Receipt
 	waitErr string
 	waiting chan struct{}
+	// listener has listened for the receipt since before the publish;
+	// the first wait takes it.
+	listener *send.Listener
 }
 
 // Published reports whether the send reached the APPROVALS stream.
@@ -95,9 +98,14 @@ func (c *Console) watch(s *Send) <-chan struct{} {
 	if s.waiting != nil {
 		return s.waiting
 	}
+	listener := s.listener
+	s.listener = nil
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		if listener != nil {
+			listener.Close()
+		}
 		return closedChan
 	}
 	c.wg.Add(1)
@@ -108,17 +116,23 @@ func (c *Console) watch(s *Send) <-chan struct{} {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Wait)
 		defer cancel()
-		r, err := c.client.WaitReceipt(ctx, s.Sent)
+		var r *send.Receipt
+		var err error
+		if listener != nil {
+			r, err = listener.Receipt(ctx, s.Sent)
+			listener.Close()
+		} else {
+			r, err = c.client.WaitReceipt(ctx, s.Sent)
+		}
 		s.mu.Lock()
 		switch {
 		case err == nil:
 			s.receipt, s.waitErr = r, ""
 			c.log.Info("receipt", "item", s.Item, "send", s.N, "stream_seq", s.Sent.StreamSeq, "outcome", r.Outcome)
-		case errors.Is(err, send.ErrNoReceipt) || ctx.Err() != nil:
+		case c.ctx.Err() != nil:
+			s.waitErr = "the console stopped waiting"
+		case ctx.Err() != nil:
 			s.waitErr = fmt.Sprintf("no receipt within %s", c.cfg.Wait)
-			if c.ctx.Err() != nil {
-				s.waitErr = "the console stopped waiting"
-			}
 		default:
 			s.waitErr = err.Error()
 		}
@@ -232,16 +246,24 @@ func (c *Console) attempt(s *Send, it *Item, k *kept) {
 		s.Refused = refused
 		return
 	}
+	// Listen for the receipt before publishing, so that it is not missed
+	// however soon it comes.
+	l, err := c.client.Listen(env)
+	if err != nil {
+		s.Failed = err.Error()
+		return
+	}
 	// The publish belongs to the console, not to the browser's request: it
 	// completes even if the browser goes away.
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.PublishTimeout)
 	defer cancel()
 	sent, err := c.client.Publish(ctx, env)
 	if err != nil {
+		l.Close()
 		s.Failed = err.Error()
 		return
 	}
-	s.Sent = sent
+	s.Sent, s.listener = sent, l
 }
 
 // check runs the gate on the message about to be sent. With the trusted

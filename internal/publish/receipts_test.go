@@ -88,8 +88,8 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 		// receipt that came between the publish and the subscription.
 		unwatched bool
 		within    time.Duration
-		want           string // the receipt id reported; "" for ErrNoReceipt
-		wantErr        bool   // an error other than ErrNoReceipt
+		want      string // the receipt id reported; "" for ErrNoReceipt
+		wantErr   bool   // an error other than ErrNoReceipt
 	}{
 		{name: "a receipt stored before anyone subscribed is found", unwatched: true,
 			before: func(t *testing.T, intent string, seq uint64) {

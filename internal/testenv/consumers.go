@@ -97,3 +97,17 @@ func (e *Env) ConnectPublisher() (*nats.Conn, *Violations) {
 	e.T.Cleanup(nc.Close)
 	return nc, v
 }
+
+// LimitConsumers caps the consumers of each stream of the server's account
+// at n, as an operator's account limit would: the next consumer a stream
+// would have beyond n is refused ("maximum consumers limit reached").
+func (e *Env) LimitConsumers(n int) {
+	e.T.Helper()
+	err := e.Stack.Server.GlobalAccount().UpdateJetStreamLimits(map[string]server.JetStreamAccountLimits{"": {
+		MaxMemory: -1, MaxStore: -1, MaxStreams: -1, MaxConsumers: n, MaxAckPending: -1,
+		MemoryMaxStreamBytes: -1, StoreMaxStreamBytes: -1,
+	}})
+	if err != nil {
+		e.T.Fatalf("limiting the consumers: %v", err)
+	}
+}
