@@ -20,6 +20,17 @@
 // a timeout, and why the package never retries a send under a new id on its
 // own.
 //
+// Waiting creates no JetStream consumer: Send (and Listen, for a caller
+// that publishes itself) subscribes to the intent's receipts subject,
+// receipts.<intent_id>, before publishing, and reads each receipt back as
+// the RECEIPTS stream stored it through the message get API
+// ($JS.API.STREAM.MSG.GET.RECEIPTS); WaitReceipt, for a message published
+// earlier, first reads what is stored. So a publisher needs only to
+// publish approvals.> and $JS.API.STREAM.MSG.GET.RECEIPTS and to subscribe
+// to receipts.> and its inbox. Every error of a wait for a published
+// message matches ErrNoReceipt: the message is stored, an executor may
+// still carry it out, and sending again is safe.
+//
 // The local check runs the executors' gate before anything is published.
 // Its mode is always named: Bindings runs the checks that need no keys,
 // Trusted adds the signature and expiry checks against the executors'
@@ -30,5 +41,6 @@
 // The commands (publisher send and check) and the approval console send
 // through this package. It must never expose the module's internal types,
 // never publish what a local check refused, never reuse a message id for
-// another send, and never report a receipt that is not for its own message.
+// another send, never report a receipt that is not for its own message or
+// that the stream did not store, and never create a consumer to wait.
 package send

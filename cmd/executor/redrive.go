@@ -32,7 +32,8 @@ letter stored when the command starts, each once. A dead letter already redriven
 message names it) is not republished again: --seq refuses it and --all skips it, unless
 --force is given. Dead letters are only read, never removed. --dry-run prints what would be
 republished and publishes nothing. With --wait, waits for the receipt of each republished
-message and prints its outcome.
+message and prints its outcome; it subscribes to each intent's receipts before republishing its
+message and reads the stored receipts back, so it creates no consumer however many it waits for.
 
 Exit status: 0 every dead letter taken was republished or skipped as already redriven (and,
 with --wait, each came back created or replayed); 1 an error, a dead letter that is not there

@@ -4,7 +4,8 @@
 // read after parsing so that --help never prints a value taken from it),
 // connecting with sensible reconnect settings, the version from the build
 // information, slog loggers (text on a terminal, JSON on request), flag sets
-// and parsing, usage errors and exit statuses, and signal handling (Main:
+// and parsing, usage errors and exit statuses (with the error and status of
+// a send that published but got no receipt), and signal handling (Main:
 // the first SIGINT or SIGTERM shuts down in order, a second exits at once).
 //
 // It must never hold command logic; mains stay thin and call into internal/.

@@ -23,7 +23,9 @@
 // Pressing again publishes the kept approval again: a real resend, which the
 // task service answers as replayed with the first task. Each press is one
 // send with a page of its own, which shows the receipt for that send's
-// stream message (Client.WaitReceipt).
+// stream message: the console listens for it from before the publish
+// (Client.Listen), without a consumer, so it needs only a publisher's
+// rights.
 //
 // Every send runs the gate locally first (send.Bindings, or send.Trusted
 // with Config.Trusted), on the message as an executor will read it, with the

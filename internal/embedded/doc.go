@@ -1,6 +1,7 @@
 // Package embedded starts a NATS server with JetStream inside the current
 // process, for one-machine use and for tests: file storage under a directory
-// of the caller's, fsync before every acknowledgement (sync_interval: always).
+// of the caller's, fsync before every acknowledgement (sync_interval: always),
+// open to every client or, with users, to each with its permissions.
 //
 // It must never start a server that acknowledges a stored message before it is
 // synced, and never listen beyond the address it is given.

@@ -1,7 +1,10 @@
 // Package testenv starts, for tests, what the pipeline runs on: an embedded
 // NATS server with JetStream (random port, store in a test directory, fsync
 // before ack) and the fake task service over Pebble, plus executor instances
-// in this process. Everything is real; nothing is mocked.
+// in this process. Everything is real; nothing is mocked. StartNoConsumers
+// adds a user with a publisher's rights and no consumer, and LimitConsumers
+// caps the consumers of each stream, for the tests that show that sending
+// and waiting need none.
 //
 // It is a test rig. Like the other rigs (internal/deploytest,
 // internal/davtest), it must never be imported by a production package: a
