@@ -417,22 +417,22 @@ func TestRedriveAllWaitsForHundredsOfReceiptsWithoutUsingUpTheConsumers(t *testi
 	env.Executor(executor.Config{ID: "exec-1"})
 	storeDeadLetters(t, env, deadLetters)
 
-	out, errOut, err := redriveCmd(env, "--all", "--wait", "120s", "--json")
-	if err != nil {
-		t.Fatalf("redrive --all --wait: %v\n%s", err, errOut)
-	}
+	out, errOut, runErr := redriveCmd(env, "--all", "--wait", "120s", "--json")
 	var rep redriveReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("the report does not decode: %v\n%s", err, out)
+		t.Fatalf("redrive --all --wait: %v; the report does not decode: %v\n%s", runErr, err, errOut)
 	}
-	created := 0
+	created, firstBad := 0, ""
 	for _, it := range rep.Items {
 		if it.Action == "redriven" && it.Outcome == document.OutcomeCreated && it.WaitError == "" {
 			created++
+		} else if firstBad == "" {
+			firstBad = fmt.Sprintf("dead letter %d: %s %q, wait error %q", it.DeadLetterSeq, it.Action, it.Outcome, it.WaitError)
 		}
 	}
-	if len(rep.Items) != deadLetters || created != deadLetters || rep.Error != "" {
-		t.Fatalf("%d dead letters reported, %d redriven and created, error %q; want %d of each", len(rep.Items), created, rep.Error, deadLetters)
+	if runErr != nil || len(rep.Items) != deadLetters || created != deadLetters || rep.Error != "" {
+		t.Fatalf("redrive --all --wait: %v; %d dead letters reported, %d redriven and created, error %q; want %d of each; the first other: %s",
+			runErr, len(rep.Items), created, rep.Error, deadLetters, firstBad)
 	}
 
 	// The limit holds: the fourth consumer of a stream is refused.
