@@ -492,6 +492,18 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 	})
 
+	t.Run("the executor reads a stored receipt back by its intent's subject, as before dead-lettering", func(t *testing.T) {
+		st, err := exJS.Stream(ctx, topology.ReceiptsStream)
+		if err != nil {
+			t.Fatalf("the executor could not open RECEIPTS: %v", err)
+		}
+		m, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(topology.ReceiptSubject("intent-0001")))
+		if err != nil || m.Header.Get(topology.HeaderStreamSeq) == "" {
+			t.Fatalf("the executor could not read a stored receipt: %v", err)
+		}
+		job("executor", "read a stored receipt back before dead-lettering", "`$JS.API.STREAM.INFO.RECEIPTS`, `$JS.API.STREAM.MSG.GET.RECEIPTS`", seenAllowed)
+	})
+
 	t.Run("an envelope on another intent's subject is rejected at envelope without a call", func(t *testing.T) {
 		before := hosted.Store.Stats()
 		w := watchReceipts(t, pub.Conn, js, "intent-0001")
