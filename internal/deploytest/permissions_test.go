@@ -635,11 +635,13 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 			job("provisioning", "open the service's bucket "+bucket, "`$JS.API.STREAM.INFO.KV_"+bucket+"`", "not found (another account)")
 		}
 		for _, c := range []*conn{pub, exConn, op} {
-			a := c.try(t, msg("$JS.API.STREAM.INFO.KV_"+storeBucket, ""))
-			if !a.refused {
-				t.Errorf("the %s reading the store record's bucket: %s, want refused", c.role, a.seen())
+			for _, bucket := range []string{provider.LeaseBucket, storeBucket} {
+				a := c.try(t, msg("$JS.API.STREAM.INFO.KV_"+bucket, ""))
+				if !a.refused {
+					t.Errorf("the %s opening the service's bucket %s: %s, want refused", c.role, bucket, a.seen())
+				}
+				job(c.role, "open the service's bucket "+bucket, "`$JS.API.STREAM.INFO.KV_"+bucket+"`", a.seen())
 			}
-			job(c.role, "read the service's store record", "`$JS.API.STREAM.INFO.KV_"+storeBucket+"`", a.seen())
 		}
 	})
 	t.Run("the refused publishes stored nothing", func(t *testing.T) {
@@ -649,6 +651,36 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 				t.Errorf("%s holds %d messages, had %d", name, got, before)
 			}
 		}
+	})
+
+	t.Run("a publisher can aim an answer at another publisher's receipt subscription, and it is no receipt", func(t *testing.T) {
+		// Both publishers share their account: an answer to one can be
+		// delivered on a subject the other subscribed to. What arrives is the
+		// server's answer, never a stored receipt as it was stored: a waiting
+		// publisher keeps only a receipt for its own message.
+		other := connectAs(t, url, "publisher", pw["publisher"])
+		sub, err := other.SubscribeSync(topology.ReceiptSubject("intent-0009"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = other.Flush()
+		m := msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.intent-0001"}`)
+		m.Reply = topology.ReceiptSubject("intent-0009")
+		if err := pub.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := sub.NextMsg(3 * time.Second)
+		if err != nil {
+			t.Fatalf("the answer did not arrive on the other publisher's subscription: %v", err)
+		}
+		if got.Header.Get(topology.HeaderStreamSeq) != "" {
+			t.Fatalf("the answer carries %s: %v", topology.HeaderStreamSeq, got.Header)
+		}
+		if _, err := document.DecodeReceipt(got.Data); err == nil {
+			t.Fatalf("the answer decodes as a receipt: %s", got.Data)
+		}
+		job("publisher", "name another publisher's `receipts.<intent>` as the reply of its own request",
+			"`$JS.API.STREAM.MSG.GET.RECEIPTS`, reply `receipts.<intent>`", "delivered to that publisher: the server's JSON answer, no receipt (no `Sendtwice-Stream-Seq` header)")
 	})
 
 	t.Run("each role subscribes only where its job needs and reads no other role's replies", func(t *testing.T) {
