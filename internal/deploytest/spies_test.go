@@ -65,6 +65,21 @@ func testConsumerRewrites(t *testing.T, ctx context.Context, spies *spyTables, p
 		{"reset to a later sequence", "$JS.API.CONSUMER.RESET.APPROVALS.executor", `{"seq":1000000}`},
 		{"delete", "$JS.API.CONSUMER.DELETE.APPROVALS.executor", ""},
 	}
+	// The executors have finished every message, so that nothing but a
+	// rewrite moves the consumer.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := pjs.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := c.CachedInfo(); info.NumPending == 0 && info.NumAckPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the executors' consumer still has messages to finish")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	want := executorConsumer(t, ctx, pjs)
 	for _, role := range []string{"publisher", "executor", "service", "operator"} {
 		c := as[role]
