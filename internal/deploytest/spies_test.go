@@ -40,9 +40,10 @@ func executorConsumer(t *testing.T, ctx context.Context, pjs jetstream.JetStream
 // as provisioned.
 func testConsumerRewrites(t *testing.T, ctx context.Context, spies *spyTables, pjs jetstream.JetStream, as map[string]*conn) {
 	tbl := spies.table("The executors' consumer",
-		"Each subject form that creates, updates, pauses, resets or deletes a consumer, aimed at `executor` on `APPROVALS` "+
-			"with `filter_subject: approvals.nothing, max_deliver: 1` (what the consumer was: unchanged after each). "+
-			"Only provisioning may; the operator's own consumers are named in the subject, and the server then takes the name from the subject.",
+		"Each subject form that creates, updates, pauses, resets, deletes or pulls a consumer, aimed at `executor` on `APPROVALS` "+
+			"(a rewrite sets `filter_subject: approvals.nothing, max_deliver: 1`). After each, the consumer's configuration, pause and "+
+			"position are as provisioned. Only provisioning may create or update it; the server takes a consumer's name from the subject "+
+			"whenever the subject names one.",
 		"role", "form", "subject", "seen")
 	spies.add(tbl, "provisioning", "create or update (`executor provision`)", "`$JS.API.CONSUMER.CREATE.APPROVALS.executor`", seenAllowed)
 	rewrite := `"filter_subject":"approvals.nothing","max_deliver":1,"ack_policy":"explicit"`
