@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +36,14 @@ import (
 )
 
 var roles = []string{"provisioning", "publisher", "executor", "service", "operator"}
+
+// Key-value buckets deploy/auth names besides the lease: the provisioned
+// topology (account SENDTWICE, written by provisioning) and the store the
+// task service adopted (account SERVICE).
+const (
+	topologyBucket = "sendtwice-topology"
+	storeBucket    = "fake-task-provider-store"
+)
 
 // authServer starts a server from deploy/auth/nats-auth.conf with random
 // passwords, on a random port and a test directory.
@@ -72,18 +82,17 @@ func authServer(t *testing.T) (url string, passwords map[string]string) {
 // permission violations.
 type conn struct {
 	*nats.Conn
+	role string
 	mu   sync.Mutex
 	errs []string
 }
 
-// inboxPrefix is the inbox prefix deploy/auth gives a role; its clients
-// connect with --inbox-prefix set to it.
-func inboxPrefix(role string) string { return "_INBOX_" + role }
-
+// connectAs connects as a role, as its commands do: the user and password,
+// and no inbox prefix (each role's account has an _INBOX of its own).
 func connectAs(t *testing.T, url, role, password string) *conn {
 	t.Helper()
-	c := &conn{}
-	nc, err := nats.Connect(url, nats.UserInfo(role, password), nats.Name(role), nats.CustomInboxPrefix(inboxPrefix(role)),
+	c := &conn{role: role}
+	nc, err := nats.Connect(url, nats.UserInfo(role, password), nats.Name(role),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			c.mu.Lock()
 			c.errs = append(c.errs, err.Error())
@@ -97,28 +106,52 @@ func connectAs(t *testing.T, url, role, password string) *conn {
 	return c
 }
 
+// mark returns how many asynchronous errors c has seen so far.
+func (c *conn) mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.errs)
+}
+
+// violation reports whether a permission violation containing what arrived
+// after the first since errors.
+func (c *conn) violation(since int, what string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.errs[since:] {
+		if strings.Contains(e, "Permissions Violation") && strings.Contains(e, what) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitViolation waits for a permission violation containing what, after
+// the first since errors.
+func (c *conn) awaitViolation(since int, what string) bool {
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.violation(since, what) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
 // refused waits for a permission violation naming subject.
 func (c *conn) refused(t *testing.T, what, subject string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		c.mu.Lock()
-		for _, e := range c.errs {
-			if strings.Contains(e, "Permissions Violation") && strings.Contains(e, subject) {
-				c.mu.Unlock()
-				return
-			}
-		}
-		c.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
+	if !c.awaitViolation(0, `"`+subject+`"`) {
+		t.Fatalf("%s: no permission violation for %s (errors seen: %v)", what, subject, c.errs)
 	}
-	t.Fatalf("%s: no permission violation for %s (errors seen: %v)", what, subject, c.errs)
 }
 
 // canSubscribe subscribes to subject and reports whether the server let it:
 // no permission violation naming it within a short wait.
 func (c *conn) canSubscribe(t *testing.T, subject string) bool {
 	t.Helper()
+	since := c.mark()
 	sub, err := c.SubscribeSync(subject)
 	if err != nil {
 		t.Fatalf("subscribing to %s: %v", subject, err)
@@ -127,59 +160,153 @@ func (c *conn) canSubscribe(t *testing.T, subject string) bool {
 	_ = c.Flush()
 	deadline := time.Now().Add(300 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		c.mu.Lock()
-		for _, e := range c.errs {
-			if strings.Contains(e, "Permissions Violation") && strings.Contains(e, `"`+subject+`"`) {
-				c.mu.Unlock()
-				return false
-			}
+		if c.violation(since, `Subscription to "`+subject+`"`) {
+			return false
 		}
-		c.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
 }
 
-// reach records, per role, what a spy of that role could and could not
-// read or do, for the table the test prints.
-type reach struct {
-	mu   sync.Mutex
-	rows map[string][2][]string
+// answer is what came of one request: a permission violation naming its
+// subject, or the message answered on the requester's inbox (nil: none
+// within the wait).
+type answer struct {
+	refused bool
+	msg     *nats.Msg
 }
 
-func (r *reach) note(role, what string, could bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.rows == nil {
-		r.rows = map[string][2][]string{}
+// try sends m with a reply subject of c's own and waits for the answer or a
+// permission violation naming m's subject.
+func (c *conn) try(t *testing.T, m *nats.Msg) answer {
+	t.Helper()
+	since := c.mark()
+	inbox := c.NewInbox()
+	sub, err := c.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
 	}
-	row := r.rows[role]
-	if could {
-		row[0] = append(row[0], what)
-	} else {
-		row[1] = append(row[1], what)
+	defer func() { _ = sub.Unsubscribe() }()
+	req := &nats.Msg{Subject: m.Subject, Reply: inbox, Header: m.Header, Data: m.Data}
+	if err := c.PublishMsg(req); err != nil {
+		t.Fatalf("%s publishing on %s: %v", c.role, m.Subject, err)
 	}
-	r.rows[role] = row
-}
-
-func (r *reach) log(t *testing.T) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	fmt.Fprintf(&b, "what each role's spy could and could not do:\n%-13s | %-5s | %s\n", "role", "could", "subject")
-	for _, role := range roles {
-		for i, label := range []string{"yes", "no"} {
-			for _, what := range r.rows[role][i] {
-				fmt.Fprintf(&b, "%-13s | %-5s | %s\n", role, label, what)
-			}
+	_ = c.Flush()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if msg, err := sub.NextMsg(10 * time.Millisecond); err == nil {
+			return answer{msg: msg}
+		}
+		if c.violation(since, `Publish to "`+m.Subject+`"`) {
+			return answer{refused: true}
 		}
 	}
-	t.Log(b.String())
+	return answer{}
+}
+
+// seen says what the answer was, in the words of the spy table; a
+// JetStream API error is "refused by the server" with its description.
+func (a answer) seen() string {
+	switch {
+	case a.refused:
+		return seenRefused
+	case a.msg == nil:
+		return "no answer"
+	case a.msg.Header.Get("Status") == "503":
+		return seenNoResponders
+	}
+	if e := apiError(a.msg); e != "" {
+		return "refused by the server: " + e
+	}
+	return seenAllowed
+}
+
+// apiError returns the description of a JetStream API error answer, or "".
+func apiError(m *nats.Msg) string {
+	var r struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(m.Data, &r) == nil && r.Error != nil {
+		return r.Error.Description
+	}
+	return ""
+}
+
+func msg(subject, body string) *nats.Msg {
+	return &nats.Msg{Subject: subject, Data: []byte(body), Header: nats.Header{}}
+}
+
+// receiptWatch waits for receipts as a publisher under deploy/auth does: a
+// subscription on the intent's receipts subject, taken before publishing,
+// and MSG.GET on RECEIPTS for receipts stored before it. A publisher may
+// create no consumer.
+type receiptWatch struct {
+	js      jetstream.JetStream
+	subject string
+	sub     *nats.Subscription
+}
+
+func watchReceipts(t *testing.T, nc *nats.Conn, js jetstream.JetStream, intentID string) *receiptWatch {
+	t.Helper()
+	w := &receiptWatch{js: js, subject: topology.ReceiptSubject(intentID)}
+	sub, err := nc.SubscribeSync(w.subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	w.sub = sub
+	return w
+}
+
+// await returns the first terminal receipt for the approval at streamSeq.
+func (w *receiptWatch) await(ctx context.Context, streamSeq uint64) (*publish.Receipt, error) {
+	want := strconv.FormatUint(streamSeq, 10)
+	match := func(h nats.Header, data []byte) *publish.Receipt {
+		if h.Get(topology.HeaderStreamSeq) != want {
+			return nil
+		}
+		r, err := document.DecodeReceipt(data)
+		if err != nil || r.Delivery.StreamSeq != streamSeq || !document.Terminal(r.Outcome) {
+			return nil
+		}
+		return &publish.Receipt{Receipt: r, Raw: append([]byte(nil), data...)}
+	}
+	s, err := w.js.Stream(ctx, topology.ReceiptsStream)
+	if err != nil {
+		return nil, fmt.Errorf("reading stream %s: %w", topology.ReceiptsStream, err)
+	}
+	for from := uint64(1); ; {
+		m, err := s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(w.subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading stored receipts: %w", err)
+		}
+		if r := match(m.Header, m.Data); r != nil {
+			return r, nil
+		}
+		from = m.Sequence + 1
+	}
+	for {
+		m, err := w.sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for a receipt on %s: %w", w.subject, err)
+		}
+		if r := match(m.Header, m.Data); r != nil {
+			return r, nil
+		}
+	}
 }
 
 func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	url, pw := authServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var logs bytes.Buffer
 	var logMu sync.Mutex
@@ -189,15 +316,35 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		return logs.Write(p)
 	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 
-	// Provisioning creates the streams and the consumer.
+	var spies spyTables
+	jobs := spies.table("What each role did",
+		"Each role's own job, run by its own code (allowed), and what lies outside it (refused). "+
+			"The clients of one role share its account and can read each other's replies.",
+		"role", "action", "subjects", "seen")
+	job := func(role, action, subjects, seen string) { spies.add(jobs, role, action, subjects, seen) }
+
+	// Provisioning creates the streams, the consumer and the topology record.
 	prov := connectAs(t, url, "provisioning", pw["provisioning"])
 	pjs, _ := jetstream.New(prov.Conn)
 	if _, err := topology.SetUp(ctx, pjs, topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}, topology.SetUpOptions{Logger: log}); err != nil {
 		t.Fatalf("provisioning could not create the topology: %v", err)
 	}
+	topoKV, err := pjs.KeyValue(ctx, topologyBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		topoKV, err = pjs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: topologyBucket})
+	}
+	if err != nil {
+		t.Fatalf("provisioning could not open the topology bucket: %v", err)
+	}
+	if _, err := topoKV.Put(ctx, "deploytest", []byte(`{"written_by":"provisioning"}`)); err != nil {
+		t.Fatalf("provisioning could not write the topology record: %v", err)
+	}
+	job("provisioning", "create and update the streams and the executors' consumer (`executor provision`)",
+		"`$JS.API.STREAM.CREATE.*`, `$JS.API.CONSUMER.CREATE.APPROVALS.executor`", seenAllowed)
+	job("provisioning", "write the provisioned topology", "`$KV.sendtwice-topology.>`", seenAllowed)
 
 	// The service answers its endpoints, hosted as the provider command
-	// hosts it.
+	// hosts it, and holds its lease in its own account.
 	svcConn := connectAs(t, url, "service", pw["service"])
 	hosted, err := provider.Host(t.TempDir(), provider.Options{Logger: log}, provider.ServiceConfig{Logger: log},
 		func() (*nats.Conn, error) { return svcConn.Conn, nil })
@@ -205,6 +352,21 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		t.Fatalf("the service could not serve: %v", err)
 	}
 	defer func() { _ = hosted.Stop() }()
+	sjs, _ := jetstream.New(svcConn.Conn)
+	storeKV, err := sjs.KeyValue(ctx, storeBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		storeKV, err = sjs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: storeBucket})
+	}
+	if err != nil {
+		t.Fatalf("the service could not open its store bucket: %v", err)
+	}
+	if _, err := storeKV.Put(ctx, "deploytest", []byte(hosted.Store.ID())); err != nil {
+		t.Fatalf("the service could not write its store record: %v", err)
+	}
+	job("service", "serve `fake-task-provider` (micro), ping other instances, answer requests",
+		"subscribe `fake-task-provider.>`, `$SRV.>`; `$SRV.PING.fake-task-provider`", seenAllowed)
+	job("service", "hold its lease; keep its store record (JetStream of its own account)",
+		"`$KV.fake-task-provider-lease.lease`, `$KV.fake-task-provider-store.>`", seenAllowed)
 
 	// The executor pulls its consumer (without provisioning), calls the
 	// service, stores receipts and acks; signed approvals only.
@@ -214,6 +376,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	exConn := connectAs(t, url, "executor", pw["executor"])
+	exJS, _ := jetstream.New(exConn.Conn)
 	ex, err := executor.New(exConn.Conn, executor.Config{ID: "exec-1", NoProvision: true, Logger: log,
 		TaskService: provider.NewClient(exConn.Conn).TaskService(),
 		Gate:        &gate.Checker{Keys: kr}, Topology: topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}})
@@ -236,11 +399,12 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	}
 	var receipts [][]byte
 	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
+		w := watchReceipts(t, pub.Conn, js, document.Identify(s.Original.Envelope()).IntentID)
 		sent, err := publish.Send(ctx, js, s.Original.Envelope())
 		if err != nil {
 			t.Fatalf("the publisher could not publish: %v", err)
 		}
-		rc, err := publish.WaitReceipt(ctx, js, sent.IntentID, sent.StreamSeq)
+		rc, err := w.await(ctx, sent.StreamSeq)
 		if err != nil {
 			t.Fatalf("the publisher could not read its receipt: %v", err)
 		}
@@ -249,6 +413,10 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 		receipts = append(receipts, rc.Raw)
 	}
+	job("publisher", "publish an approval, wait for its receipt (subscribe before publishing, then read stored receipts)",
+		"`approvals.<intent>` and its ack; subscribe `receipts.<intent>`; `$JS.API.STREAM.MSG.GET.RECEIPTS`", seenAllowed)
+	job("executor", "pull and ack consumer `executor`, call `create`, store receipts (atomic batches)",
+		"`$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor`, `$JS.ACK.APPROVALS.executor.>`, `fake-task-provider.create`, `receipts.>`", seenAllowed)
 
 	// The operator reads everything verify and status read, and redrives a
 	// dead letter (stored here by the executor's role, as an executor
@@ -266,7 +434,11 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if _, err := audit.CountReceipts(ctx, ojs); err != nil {
 			t.Fatalf("the operator could not count receipts: %v", err)
 		}
-		exJS, _ := jetstream.New(exConn.Conn)
+		if _, err := audit.Consumer(ctx, ojs); err != nil {
+			t.Fatalf("the operator could not read the consumer's state: %v", err)
+		}
+		job("operator", "`executor verify` and `status`: read the three streams through its own ordered consumers, the consumer's state, the service's counters and records",
+			"`$JS.API.CONSUMER.CREATE.<stream>.<own name>[.<filter>]`, `$JS.API.CONSUMER.INFO.*.*`, `fake-task-provider.stats`, `.records`", seenAllowed)
 		dead := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
 		dead.Data = s.Original.Envelope()
 		dead.Header.Set(topology.HeaderReason, "task service call failed")
@@ -275,6 +447,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if _, err := exJS.PublishMsg(ctx, dead); err != nil {
 			t.Fatalf("the executor could not store a dead letter: %v", err)
 		}
+		job("executor", "store a dead letter", "`deadletters.<intent>` and its ack", seenAllowed)
 		dls, err := redrive.List(ctx, ojs)
 		if err != nil || len(dls) != 1 {
 			t.Fatalf("the operator listed dead letters %v: %v", dls, err)
@@ -290,20 +463,57 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil || rc.Outcome != document.OutcomeReplayed {
 			t.Fatalf("the redriven approval: %+v, %v; want replayed", rc, err)
 		}
+		job("operator", "`executor redrive`: read dead letters, republish one as an approval, wait for its receipt",
+			"`$JS.API.STREAM.MSG.GET.DEADLETTERS`, `approvals.<intent>` and its ack", seenAllowed)
 	})
 
-	var table reach
-	defer table.log(t)
+	t.Run("the executor and the operator read the provisioned topology", func(t *testing.T) {
+		for _, c := range []*conn{exConn, op} {
+			cjs, _ := jetstream.New(c.Conn)
+			kv, err := cjs.KeyValue(ctx, topologyBucket)
+			if err != nil {
+				t.Fatalf("the %s could not open the topology bucket: %v", c.role, err)
+			}
+			if e, err := kv.Get(ctx, "deploytest"); err != nil || !strings.Contains(string(e.Value()), "provisioning") {
+				t.Fatalf("the %s could not read the topology record: %v", c.role, err)
+			}
+			job(c.role, "read the provisioned topology", "`$JS.API.STREAM.INFO.KV_sendtwice-topology`, `$JS.API.DIRECT.GET.KV_sendtwice-topology.>`", seenAllowed)
+		}
+		// Only provisioning writes it.
+		for _, c := range []*conn{pub, exConn, op, svcConn} {
+			a := c.try(t, msg("$KV."+topologyBucket+".deploytest", `{"written_by":"`+c.role+`"}`))
+			if !a.refused {
+				t.Errorf("the %s writing the topology record: %s, want refused", c.role, a.seen())
+			}
+			job(c.role, "write the provisioned topology", "`$KV.sendtwice-topology.deploytest`", a.seen())
+		}
+		if e, err := topoKV.Get(ctx, "deploytest"); err != nil || !strings.Contains(string(e.Value()), "provisioning") {
+			t.Fatalf("the topology record changed: %v", err)
+		}
+	})
+
+	t.Run("the executor reads a stored receipt back by its intent's subject, as before dead-lettering", func(t *testing.T) {
+		st, err := exJS.Stream(ctx, topology.ReceiptsStream)
+		if err != nil {
+			t.Fatalf("the executor could not open RECEIPTS: %v", err)
+		}
+		m, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(topology.ReceiptSubject("intent-0001")))
+		if err != nil || m.Header.Get(topology.HeaderStreamSeq) == "" {
+			t.Fatalf("the executor could not read a stored receipt: %v", err)
+		}
+		job("executor", "read a stored receipt back before dead-lettering", "`$JS.API.STREAM.INFO.RECEIPTS`, `$JS.API.STREAM.MSG.GET.RECEIPTS`", seenAllowed)
+	})
 
 	t.Run("an envelope on another intent's subject is rejected at envelope without a call", func(t *testing.T) {
 		before := hosted.Store.Stats()
+		w := watchReceipts(t, pub.Conn, js, "intent-0001")
 		m := nats.NewMsg(topology.ApprovalSubject("intent-0002"))
 		m.Data = s.Original.Envelope()
 		ack, err := js.PublishMsg(ctx, m)
 		if err != nil {
 			t.Fatalf("publishing: %v", err)
 		}
-		rc, err := publish.WaitReceipt(ctx, js, "intent-0001", ack.Sequence)
+		rc, err := w.await(ctx, ack.Sequence)
 		if err != nil {
 			t.Fatalf("no receipt for the misplaced envelope: %v", err)
 		}
@@ -315,65 +525,20 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 	})
 
-	t.Run("each role reads its own inbox and no other", func(t *testing.T) {
-		for _, role := range roles {
-			spy := connectAs(t, url, role, pw[role])
-			subjects := []string{"_INBOX.>", ">"}
-			for _, other := range roles {
-				subjects = append(subjects, inboxPrefix(other)+".>")
-			}
-			for _, subject := range subjects {
-				could := spy.canSubscribe(t, subject)
-				table.note(role, "subscribe "+subject, could)
-				if want := subject == inboxPrefix(role)+".>"; could != want {
-					t.Errorf("a %s connection subscribing to %s: allowed %v, want %v", role, subject, could, want)
+	t.Run("each role calls only its own endpoints of the task service", func(t *testing.T) {
+		for _, c := range []*conn{pub, exConn, op, prov} {
+			for _, subject := range []string{provider.SubjectCreate, provider.SubjectStats, provider.SubjectRecords} {
+				a := c.try(t, msg(subject, `{"kind":"tasks"}`))
+				want := (c.role == "executor" && subject == provider.SubjectCreate) ||
+					(c.role == "operator" && subject != provider.SubjectCreate)
+				if got := !a.refused && a.msg != nil && a.msg.Header.Get("Status") != "503"; got != want {
+					t.Errorf("the %s on %s: %s; want answered %v", c.role, subject, a.seen(), want)
+				}
+				if !want {
+					job(c.role, "call the task service", "`"+subject+"`", a.seen())
 				}
 			}
 		}
-	})
-
-	t.Run("the publisher reads receipts only through a consumer filtered on one intent, and deletes none", func(t *testing.T) {
-		spy := connectAs(t, url, "publisher", pw["publisher"])
-		body := func(cfg string) []byte {
-			return []byte(`{"stream_name":"RECEIPTS","config":` + cfg + `,"action":"create"}`)
-		}
-		for _, try := range []struct{ subject, cfg string }{
-			// A durable consumer through the legacy subject.
-			{"$JS.API.CONSUMER.DURABLE.CREATE.RECEIPTS.spy", `{"durable_name":"spy","filter_subject":"receipts.>","ack_policy":"none"}`},
-			// No filter in the subject: the body could name any filter.
-			{"$JS.API.CONSUMER.CREATE.RECEIPTS.spy", `{"durable_name":"spy","filter_subject":"receipts.>","ack_policy":"none"}`},
-			// A filter of more than one intent's subject.
-			{"$JS.API.CONSUMER.CREATE.RECEIPTS.spy.receipts.a.b", `{"name":"spy","filter_subject":"receipts.a.b","ack_policy":"none"}`},
-			// Consumers on other streams.
-			{"$JS.API.CONSUMER.CREATE.APPROVALS.spy.approvals.intent-0001", `{"name":"spy","filter_subject":"approvals.intent-0001","ack_policy":"none"}`},
-			{"$JS.API.CONSUMER.CREATE.DEADLETTERS.spy.deadletters.intent-0001", `{"name":"spy","filter_subject":"deadletters.intent-0001","ack_policy":"none"}`},
-			// Deleting any consumer.
-			{"$JS.API.CONSUMER.DELETE.RECEIPTS.spy", ""},
-			{"$JS.API.CONSUMER.DELETE.APPROVALS.executor", ""},
-		} {
-			if _, err := spy.Request(try.subject, body(try.cfg), 500*time.Millisecond); err == nil {
-				t.Errorf("the publisher was answered on %s", try.subject)
-			}
-			spy.refused(t, "publisher on "+try.subject, try.subject)
-			table.note("publisher", try.subject, false)
-		}
-		table.note("publisher", "$JS.API.CONSUMER.CREATE.RECEIPTS.<name>.receipts.<intent> (send --wait)", true)
-		if _, err := pjs.Consumer(ctx, topology.ApprovalsStream, topology.Consumer); err != nil {
-			t.Fatalf("the executors' consumer is gone: %v", err)
-		}
-	})
-
-	t.Run("the executor cannot read the service's records or counters", func(t *testing.T) {
-		spy := connectAs(t, url, "executor", pw["executor"])
-		for _, subject := range []string{provider.SubjectRecords, provider.SubjectStats} {
-			if _, err := spy.Request(subject, []byte(`{"kind":"tasks"}`), 500*time.Millisecond); err == nil {
-				t.Errorf("the executor was answered on %s", subject)
-			}
-			spy.refused(t, "executor on "+subject, subject)
-			table.note("executor", subject, false)
-		}
-		table.note("executor", provider.SubjectCreate, true)
-		table.note("operator", provider.SubjectRecords+", "+provider.SubjectStats+" (verify, status)", true)
 	})
 
 	t.Run("the streams refuse a message larger than the gate accepts", func(t *testing.T) {
@@ -384,7 +549,6 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "maximum") {
 			t.Fatalf("publishing an oversized approval: %v, want the stream's size refusal", err)
 		}
-		exJS, _ := jetstream.New(exConn.Conn)
 		for _, subject := range []string{topology.ReceiptSubject("intent-big"), topology.DeadLetterSubjectFor("intent-big")} {
 			m := nats.NewMsg(subject)
 			m.Data = bytes.Repeat([]byte(" "), topology.DeadLetterMaxMsg+1)
@@ -406,78 +570,210 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 
 	approvalsBefore := streamMsgs(t, pjs, topology.ApprovalsStream)
 	receiptsBefore := streamMsgs(t, pjs, topology.ReceiptsStream)
+	deadBefore := streamMsgs(t, pjs, topology.DeadLetterStream)
 
-	t.Run("the publisher cannot publish receipts", func(t *testing.T) {
-		_ = pub.Publish("receipts.intent-0001", []byte(`{}`))
-		_ = pub.Flush()
-		pub.refused(t, "publisher publishing a receipt", "receipts.intent-0001")
-	})
-	t.Run("the publisher cannot pull the executors' consumer", func(t *testing.T) {
-		_, err := pub.Request("$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor", []byte(`{"batch":1}`), time.Second)
-		if err == nil {
-			t.Fatal("the publisher pulled from the executors' consumer")
+	t.Run("each role publishes only onto its own streams", func(t *testing.T) {
+		for _, c := range []*conn{pub, exConn, op, svcConn} {
+			for _, subject := range []string{"approvals.intent-0001", "receipts.intent-0001", "deadletters.intent-0001"} {
+				may := map[string]bool{"publisher": subject == "approvals.intent-0001", "operator": subject == "approvals.intent-0001",
+					"executor": subject != "approvals.intent-0001"}[c.role]
+				if may {
+					continue // shown by the role's job above
+				}
+				since := c.mark()
+				_ = c.Publish(subject, []byte(`{}`))
+				_ = c.Flush()
+				refused := c.awaitViolation(since, `"`+subject+`"`)
+				if !refused {
+					t.Errorf("the %s publishing on %s was not refused", c.role, subject)
+				}
+				seen := seenRefused
+				if !refused {
+					seen = "not refused"
+				}
+				job(c.role, "publish onto a stream", "`"+subject+"`", seen)
+			}
 		}
-		pub.refused(t, "publisher pulling the consumer", "$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor")
-	})
-	t.Run("the executor cannot publish approvals", func(t *testing.T) {
-		_ = exConn.Publish("approvals.intent-0001", s.Original.Envelope())
-		_ = exConn.Flush()
-		exConn.refused(t, "executor publishing an approval", "approvals.intent-0001")
 	})
 	t.Run("the service cannot read approvals", func(t *testing.T) {
 		if _, err := svcConn.SubscribeSync("approvals.>"); err == nil {
 			_ = svcConn.Flush()
 		}
 		svcConn.refused(t, "service subscribing to approvals", "approvals.>")
-		if _, err := svcConn.Request("$JS.API.STREAM.MSG.GET.APPROVALS", []byte(`{"seq":1}`), time.Second); err == nil {
-			t.Fatal("the service read a message of the APPROVALS stream")
+		a := svcConn.try(t, msg("$JS.API.STREAM.MSG.GET.APPROVALS", `{"seq":1}`))
+		if !a.refused {
+			t.Fatalf("the service reading the APPROVALS stream: %s", a.seen())
 		}
-		svcConn.refused(t, "service reading the stream", "$JS.API.STREAM.MSG.GET.APPROVALS")
+		job("service", "read a stored approval", "`$JS.API.STREAM.MSG.GET.APPROVALS`", a.seen())
 	})
 	t.Run("the service holds the lease and can touch no other stream or key", func(t *testing.T) {
-		kv, err := pjs.KeyValue(ctx, provider.LeaseBucket)
+		kv, err := sjs.KeyValue(ctx, provider.LeaseBucket)
 		if err != nil {
 			t.Fatalf("the lease bucket: %v", err)
 		}
 		if e, err := kv.Get(ctx, provider.LeaseKey); err != nil || !strings.Contains(string(e.Value()), hosted.Store.ID()) {
 			t.Fatalf("the lease: %v; want it held by %s", err, hosted.Store.ID())
 		}
-		_ = svcConn.Publish("$KV."+provider.LeaseBucket+".other", []byte(`x`))
-		_ = svcConn.Flush()
-		svcConn.refused(t, "service writing another key", "$KV."+provider.LeaseBucket+".other")
-		if _, err := svcConn.Request("$JS.API.STREAM.DELETE.KV_"+provider.LeaseBucket, nil, time.Second); err == nil {
-			t.Fatal("the service deleted the lease bucket")
-		}
-		svcConn.refused(t, "service deleting the lease bucket", "$JS.API.STREAM.DELETE.KV_"+provider.LeaseBucket)
-		if _, err := svcConn.Request("$JS.API.STREAM.CREATE.OTHER", []byte(`{"name":"OTHER"}`), time.Second); err == nil {
-			t.Fatal("the service created a stream")
-		}
-		svcConn.refused(t, "service creating a stream", "$JS.API.STREAM.CREATE.OTHER")
-	})
-	t.Run("the operator cannot pull, change or delete the executors' consumer, nor call create", func(t *testing.T) {
-		for _, subject := range []string{
-			"$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor",
-			"$JS.API.CONSUMER.DELETE.APPROVALS.executor",
-			"$JS.API.CONSUMER.CREATE.APPROVALS.executor",
-			"$JS.API.CONSUMER.CREATE.APPROVALS.executor.approvals.>",
-			provider.SubjectCreate,
+		for _, try := range []struct{ action, subject, body string }{
+			{"write another key of its lease bucket", "$KV." + provider.LeaseBucket + ".other", `x`},
+			{"delete its lease bucket", "$JS.API.STREAM.DELETE.KV_" + provider.LeaseBucket, ""},
+			{"create another stream", "$JS.API.STREAM.CREATE.OTHER", `{"name":"OTHER"}`},
 		} {
-			if _, err := op.Request(subject, []byte(`{}`), 500*time.Millisecond); err == nil {
-				t.Fatalf("the operator was answered on %s", subject)
+			a := svcConn.try(t, msg(try.subject, try.body))
+			if !a.refused {
+				t.Errorf("the service on %s: %s, want refused", try.subject, a.seen())
 			}
-			op.refused(t, "operator on "+subject, subject)
+			job("service", try.action, "`"+try.subject+"`", a.seen())
 		}
-		if _, err := pjs.Consumer(ctx, topology.ApprovalsStream, topology.Consumer); err != nil {
-			t.Fatalf("the executors' consumer is gone: %v", err)
+		// The lease and the store record live in the service's account:
+		// provisioning's JetStream does not have them.
+		for _, bucket := range []string{provider.LeaseBucket, storeBucket} {
+			_, err := pjs.KeyValue(ctx, bucket)
+			if !errors.Is(err, jetstream.ErrBucketNotFound) {
+				t.Errorf("provisioning opening %s: %v, want not found", bucket, err)
+			}
+			job("provisioning", "open the service's bucket "+bucket, "`$JS.API.STREAM.INFO.KV_"+bucket+"`", "not found (another account)")
+		}
+		for _, c := range []*conn{pub, exConn, op} {
+			for _, bucket := range []string{provider.LeaseBucket, storeBucket} {
+				a := c.try(t, msg("$JS.API.STREAM.INFO.KV_"+bucket, ""))
+				if !a.refused {
+					t.Errorf("the %s opening the service's bucket %s: %s, want refused", c.role, bucket, a.seen())
+				}
+				job(c.role, "open the service's bucket "+bucket, "`$JS.API.STREAM.INFO.KV_"+bucket+"`", a.seen())
+			}
 		}
 	})
 	t.Run("the refused publishes stored nothing", func(t *testing.T) {
-		if got := streamMsgs(t, pjs, topology.ApprovalsStream); got != approvalsBefore {
-			t.Fatalf("APPROVALS holds %d messages, had %d", got, approvalsBefore)
+		for name, before := range map[string]uint64{topology.ApprovalsStream: approvalsBefore, topology.ReceiptsStream: receiptsBefore,
+			topology.DeadLetterStream: deadBefore} {
+			if got := streamMsgs(t, pjs, name); got != before {
+				t.Errorf("%s holds %d messages, had %d", name, got, before)
+			}
 		}
-		if got := streamMsgs(t, pjs, topology.ReceiptsStream); got != receiptsBefore {
-			t.Fatalf("RECEIPTS holds %d messages, had %d", got, receiptsBefore)
+	})
+
+	t.Run("a publisher can aim an answer at another publisher's receipt subscription, and it is no receipt", func(t *testing.T) {
+		// Both publishers share their account: an answer to one can be
+		// delivered on a subject the other subscribed to. What arrives is the
+		// server's answer, never a stored receipt as it was stored: a waiting
+		// publisher keeps only a receipt for its own message.
+		other := connectAs(t, url, "publisher", pw["publisher"])
+		sub, err := other.SubscribeSync(topology.ReceiptSubject("intent-0009"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		_ = other.Flush()
+		m := msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.intent-0001"}`)
+		m.Reply = topology.ReceiptSubject("intent-0009")
+		if err := pub.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := sub.NextMsg(3 * time.Second)
+		if err != nil {
+			t.Fatalf("the answer did not arrive on the other publisher's subscription: %v", err)
+		}
+		if got.Header.Get(topology.HeaderStreamSeq) != "" {
+			t.Fatalf("the answer carries %s: %v", topology.HeaderStreamSeq, got.Header)
+		}
+		if _, err := document.DecodeReceipt(got.Data); err == nil {
+			t.Fatalf("the answer decodes as a receipt: %s", got.Data)
+		}
+		job("publisher", "name another publisher's `receipts.<intent>` as the reply of its own request",
+			"`$JS.API.STREAM.MSG.GET.RECEIPTS`, reply `receipts.<intent>`", "delivered to that publisher: the server's JSON answer, no receipt (no `Sendtwice-Stream-Seq` header)")
+	})
+
+	t.Run("each role subscribes only where its job needs and reads no other role's replies", func(t *testing.T) {
+		subs := spies.table("Subscriptions", "", "role", "subject", "seen")
+		conns := map[string]*conn{}
+		for _, role := range roles {
+			conns[role] = connectAs(t, url, role, pw[role])
+		}
+		for _, role := range roles {
+			spy := conns[role]
+			for _, subject := range []string{"_INBOX.>", ">", "approvals.>", "receipts.>", "deadletters.>", "fake-task-provider.>", "$SRV.>"} {
+				want := subject == "_INBOX.>" ||
+					(subject == "receipts.>" && (role == "publisher" || role == "operator")) ||
+					(role == "service" && (subject == "fake-task-provider.>" || subject == "$SRV.>"))
+				could := spy.canSubscribe(t, subject)
+				if could != want {
+					t.Errorf("a %s connection subscribing to %s: allowed %v, want %v", role, subject, could, want)
+				}
+				seen := seenRefused
+				if could {
+					seen = seenAllowed
+				}
+				spies.add(subs, role, "`"+subject+"`", seen)
+			}
+		}
+		// Every role's spy listens on _INBOX.>; each role then makes a
+		// request and reads its answer on an inbox of its own. A spy must
+		// see the answers of its own role's clients only.
+		spyOf := map[string]*nats.Subscription{}
+		for _, role := range roles {
+			sub, err := conns[role].SubscribeSync("_INBOX.>")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = conns[role].Flush()
+			spyOf[role] = sub
+		}
+		requestOf := map[string]*nats.Msg{
+			"provisioning": msg("$JS.API.INFO", ""),
+			"publisher":    msg("$JS.API.STREAM.INFO.RECEIPTS", ""),
+			"executor":     msg("$JS.API.CONSUMER.INFO.APPROVALS.executor", ""),
+			"operator":     msg(provider.SubjectStats, ""),
+			"service":      msg("$JS.API.INFO", ""),
+		}
+		inboxes := map[string]string{} // inbox subject → role
+		ask := func(role string) string {
+			actor := connectAs(t, url, role, pw[role])
+			a := actor.try(t, requestOf[role])
+			if a.msg == nil || a.seen() != seenAllowed {
+				t.Fatalf("the %s's request on %s: %s", role, requestOf[role].Subject, a.seen())
+			}
+			inboxes[a.msg.Subject] = role
+			return a.msg.Subject
+		}
+		for _, role := range roles {
+			ask(role)
+		}
+		last := map[string]string{}
+		for _, role := range roles {
+			last[role] = ask(role) // after every other role's
+		}
+		for _, role := range roles {
+			var saw []string
+			for {
+				m, err := spyOf[role].NextMsg(3 * time.Second)
+				if err != nil {
+					t.Fatalf("the %s's spy never saw its own role's answer: %v", role, err)
+				}
+				if from, ok := inboxes[m.Subject]; ok && from != role {
+					t.Errorf("the %s's spy read an answer sent to the %s", role, from)
+					saw = append(saw, from)
+				}
+				if m.Subject == last[role] {
+					break
+				}
+			}
+			seen := "its own role's answers only"
+			if len(saw) > 0 {
+				seen = "also the answers of " + strings.Join(saw, ", ")
+			}
+			spies.add(subs, role, "`_INBOX.>` while every role makes requests", seen)
+		}
+	})
+
+	t.Run("nobody but provisioning creates, changes, pauses, resets or deletes the executors' consumer", func(t *testing.T) {
+		testConsumerRewrites(t, ctx, &spies, pjs, map[string]*conn{"publisher": pub, "executor": exConn, "service": svcConn, "operator": op})
+	})
+	t.Run("the publisher creates no consumer of any kind, and neither do the executor and the service", func(t *testing.T) {
+		testNoConsumers(t, ctx, &spies, pjs, pub, exConn, svcConn)
+	})
+	t.Run("no role writes into a stream it may not publish to, reply subjects included", func(t *testing.T) {
+		testReplyInjection(t, ctx, &spies, pjs, sjs, map[string]*conn{"provisioning": prov, "publisher": pub, "executor": exConn,
+			"service": svcConn, "operator": op})
 	})
 
 	t.Run("no password or key material appears in logs, receipts or errors", func(t *testing.T) {
@@ -525,6 +821,10 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 			t.Fatalf("the logs and receipts are nearly empty (%d bytes); the check would prove nothing", len(haystack))
 		}
 	})
+
+	if !t.Failed() && !partialRun() {
+		spies.compare(t)
+	}
 }
 
 func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {
