@@ -89,7 +89,8 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("caldav: CollectionURL %q: the scheme must be http or https", shown)
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("caldav: CollectionURL %q must not carry a user or password; give them as Username and Password", shown)
+		// Not shown at all: a user with a password is refused as a whole.
+		return nil, errors.New("caldav: CollectionURL must not carry a user or password; give them as Username and Password")
 	}
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, fmt.Errorf("caldav: CollectionURL %q names no host", shown)
