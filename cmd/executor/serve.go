@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +46,8 @@ With --embedded, also runs a NATS server with JetStream (store under --data, fsy
 every ack) listening on --listen, and the fake task service (Pebble under --data), so one
 command runs everything. More instances join with: executor serve --server nats://HOST:PORT
 Only one process may use a --data directory: a second is refused before it starts anything.
+--embedded connects to its own server: --server, credentials and TLS flags are refused with
+it, and $NATS_URL, $NATS_USER and the other NATS variables of the environment are not used.
 
 On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
 streams and the consumer are then kept on three nodes and survive the loss of one.
@@ -92,6 +96,9 @@ type serveFlags struct {
 	replicasSet bool
 	host        string // the embedded server's, with --embedded
 	port        int
+	// envConnIgnored: with --embedded, credentials or TLS settings from the
+	// environment were left out of the connection.
+	envConnIgnored bool
 }
 
 // newServeFlags defines serve's flags on a flag set of its own.
@@ -162,6 +169,9 @@ func (f *serveFlags) check() error {
 	if !*f.embedded {
 		return nil
 	}
+	if err := f.checkEmbeddedConn(); err != nil {
+		return err
+	}
 	*f.replicas = 1
 	h, portStr, err := net.SplitHostPort(*f.listen)
 	if err != nil {
@@ -171,7 +181,44 @@ func (f *serveFlags) check() error {
 		return fmt.Errorf("%w: --listen %q: port must be a number", errUsage, *f.listen)
 	}
 	f.host = h
+	// The executor connects to its own server, which has neither
+	// authentication nor TLS: connection settings taken from the environment
+	// ($NATS_URL, $NATS_USER, $NATS_CA and the others) are for --server and
+	// are left out (given as flags, they were refused above). The address
+	// stands in until the server runs and names its own.
+	f.envConnIgnored = f.conn.Creds != "" || f.conn.NKey != "" || f.conn.User != "" || f.conn.Password != "" ||
+		f.conn.TLSCert != "" || f.conn.TLSKey != "" || f.conn.TLSCA != ""
+	connectHost := h
+	if connectHost == "" || net.ParseIP(connectHost).IsUnspecified() {
+		connectHost = "127.0.0.1"
+	}
+	*f.conn = cli.ConnConfig{Server: "nats://" + net.JoinHostPort(connectHost, portStr), InboxPrefix: f.conn.InboxPrefix}
 	return nil
+}
+
+// embeddedConflicts are the connection flags that make no sense with
+// --embedded: where to connect and how to authenticate or encrypt. Only
+// --inbox-prefix goes with it.
+var embeddedConflicts = append([]string{"server"}, slices.DeleteFunc(slices.Clone(cli.ConnFlagNames), func(n string) bool { return n == "inbox-prefix" })...)
+
+// checkEmbeddedConn refuses connection flags given with --embedded, which
+// would otherwise be ignored without a word: the executor connects to the
+// server it starts itself.
+func (f *serveFlags) checkEmbeddedConn() error {
+	var given []string
+	f.fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(embeddedConflicts, fl.Name) {
+			given = append(given, "--"+fl.Name)
+		}
+	})
+	switch {
+	case len(given) == 0:
+		return nil
+	case slices.Contains(given, "--server"):
+		return fmt.Errorf("%w: --embedded with --server: --embedded runs a NATS server in this process and connects to it; to join a running server, leave out --embedded", errUsage)
+	default:
+		return fmt.Errorf("%w: --embedded with %s: the embedded NATS server takes no credentials and no TLS; these flags go with --server", errUsage, strings.Join(given, ", "))
+	}
 }
 
 // gate builds the gate's policy from the flags and, with
@@ -311,6 +358,9 @@ func (s *serving) startEmbedded() error {
 		}
 	})
 	f.conn.Server = st.URL()
+	if f.envConnIgnored {
+		s.log.Info("connecting to the embedded server without the NATS credentials and TLS settings of the environment (they are for --server)")
+	}
 	s.log.Info("embedded NATS server and task service running", "url", f.conn.Server, "data", st.Dir(),
 		"store_id", st.Store.ID(), "sync", "always")
 	if err := metrics.RegisterService(s.reg, func() (provider.Counts, bool) {

@@ -5,11 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/redact"
 )
 
 // ConnConfig says how to reach and authenticate to NATS, as other NATS tools
@@ -143,22 +144,9 @@ func (c *ConnConfig) Connect(name string, log *slog.Logger, extra ...nats.Option
 	return connect(c.Server, name, log, append(opts, extra...)...)
 }
 
-// RedactURL hides any password in a server URL list.
-func RedactURL(servers string) string {
-	parts := strings.Split(servers, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil || u.User == nil {
-			continue
-		}
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "REDACTED")
-		} else {
-			u.User = url.User("REDACTED")
-		}
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
-}
+// RedactURL shows a server URL list without what may be secret: passwords
+// (or tokens) in the user information, queries and fragments (see
+// redact.URL).
+func RedactURL(servers string) string { return redact.URLs(servers) }
 
 func redactErr(err error) error { return errors.New(strings.TrimSpace(err.Error())) }

@@ -139,3 +139,27 @@ func TestACommandConnectedWithInboxPrefixGetsItsRepliesUnderThatPrefix(t *testin
 		})
 	}
 }
+
+// A NATS server URL is shown (in a refusal, a log line or a report) without
+// its password or token, query or fragment, also when it does not parse.
+func TestAServerURLIsShownWithoutItsSecrets(t *testing.T) {
+	const secret = "SECRET-91ad"
+	for _, c := range []struct {
+		name, urls string
+	}{
+		{"a password", "nats://alice:" + secret + "@n1:4222"},
+		{"a token", "nats://" + secret + "@n1:4222"},
+		{"a query", "nats://n1:4222?token=" + secret},
+		{"a password in a URL that does not parse", "nats://alice:" + secret + "%zz@n1:4222"},
+		{"a password in the second URL of a list", "nats://n1:4222,nats://alice:" + secret + "@n2:4222"},
+	} {
+		t.Run(c.name+" is not shown", func(t *testing.T) {
+			if got := RedactURL(c.urls); strings.Contains(got, secret) || !strings.Contains(got, "REDACTED") {
+				t.Errorf("RedactURL(%q) = %q", c.urls, got)
+			}
+			if err := CheckServerURLs(c.urls); err != nil && strings.Contains(err.Error(), secret) {
+				t.Errorf("CheckServerURLs(%q) shows the secret: %v", c.urls, err)
+			}
+		})
+	}
+}

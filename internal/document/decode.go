@@ -12,6 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/sendtwice/sendtwice/internal/canon"
 )
 
@@ -263,6 +265,24 @@ func (r *reader) id(path string, v any) string {
 	return s
 }
 
+// intentID is an id in Unicode Normalization Form C. The intent id is the
+// idempotency key and is compared byte for byte, so one intent must have one
+// spelling: "café" with U+00E9 and with e + U+0301 would otherwise be two
+// intents and two tasks. It is refused, not normalised: the request's
+// digest, which the approval binds, covers the intent id as written.
+func (r *reader) intentID(path string, v any) string {
+	s := r.id(path, v)
+	if r.err == nil && !NFC(s) {
+		r.fail(path, RuleValue, ErrValue,
+			"must be in Unicode normalization form C (NFC): one intent has one spelling; normalise the intent id and approve the request again")
+		return ""
+	}
+	return s
+}
+
+// NFC reports whether s is in Unicode Normalization Form C.
+func NFC(s string) bool { return norm.NFC.IsNormalString(s) }
+
 // ValidID reports whether s is a plausible identifier: 1 to MaxIDBytes bytes
 // of valid UTF-8 with only graphic, non-space characters.
 func ValidID(s string) bool {
@@ -403,7 +423,7 @@ func (r *reader) request(path string, v any) *Request {
 	r.schemaVersion(path, m, RequestVersion)
 	q := &Request{SchemaVersion: RequestVersion, Operation: OperationCreateTask, Provider: ProviderFake}
 	q.RequestID = r.id(join(path, "request_id"), m["request_id"])
-	q.IntentID = r.id(join(path, "intent_id"), m["intent_id"])
+	q.IntentID = r.intentID(join(path, "intent_id"), m["intent_id"])
 	r.constant(join(path, "operation"), m["operation"], OperationCreateTask, RuleValue, ErrValue)
 	r.constant(join(path, "provider"), m["provider"], ProviderFake, RuleValue, ErrValue)
 	cp := join(path, "candidate_ref")

@@ -6,8 +6,10 @@
 // The decoder is hand-written and exact: member names match byte for byte (no
 // case folding), unknown and duplicate members are refused, required members
 // must be present, null is distinct from missing, trailing data is refused,
-// and input is bounded in size and nesting. Every refusal is an *Error naming
-// the field path and the rule that failed.
+// and input is bounded in size and nesting. A request's intent id must be in
+// Unicode Normalization Form C, so that one intent has one spelling; nothing
+// is normalised. Every refusal is an *Error naming the field path and the
+// rule that failed.
 //
 // This package must never guess: it does not fill in an unknown assignee or
 // due date, never merges one document into another (an approval is not written

@@ -1053,6 +1053,8 @@ func TestValidVariationsAgree(t *testing.T) {
 			set("candidate_id", strings.Repeat("c", 256))},
 		{"an id with non-ASCII letters passes both", kindCandidate, "seed/candidate.json",
 			set("speaker_ref", "說話者-甲")},
+		{"an intent_id in Unicode NFC with non-ASCII letters passes both", kindRequest, "seed/request.json",
+			set("intent_id", "caf\u00e9-說話者")},
 		{"a summary of exactly 4096 ASCII bytes passes both", kindCandidate, "seed/candidate.json",
 			set("summary", strings.Repeat("s", 4096))},
 		{"a start_ms and end_ms of 2^53-1 pass both", kindCandidate, "seed/candidate.json",
@@ -1134,6 +1136,8 @@ func TestRefusalsSchemasCannotExpress(t *testing.T) {
 			kindReceipt, mutated(t, "receipts/rejected.json", set("store_id", "store-3f9c0a7e5b21d864")), document.ErrValue},
 		{"an end_ms before the start_ms is refused by the decoder; a schema cannot compare two members",
 			kindCandidate, bytes.Replace(candidate, []byte(`"end_ms": 816500`), []byte(`"end_ms": 811999`), 1), document.ErrValue},
+		{"an intent_id not in Unicode NFC (e + U+0301 for é) is refused by the decoder; a schema cannot normalise",
+			kindRequest, mutated(t, "seed/request.json", set("intent_id", "cafe\u0301")), document.ErrValue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := decoders[tc.kind](tc.data); !errors.Is(err, tc.wantErr) {

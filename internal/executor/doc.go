@@ -13,6 +13,13 @@
 // message, and a delivery past the budget (topology.Config.MaxDeliver) is
 // dead-lettered before anything else is done with it.
 //
+// It must never give one message two different outcomes: before a dead
+// letter, and before handling a redelivery, it looks up the receipt an
+// earlier delivery may have stored (its ack lost). A message with a stored
+// receipt is acked or terminated, never dead-lettered; a stored refusal or
+// dead letter is not followed by a call; a stored answer of the service is
+// not followed by a refusal. A look-up that fails gives the delivery back.
+//
 // It must never import package provider: it reaches every task service,
 // the fake one included, only through the taskservice contract
 // (Config.TaskService).

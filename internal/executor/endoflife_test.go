@@ -313,45 +313,58 @@ func TestADeliveryWithoutJetStreamMetadataIsGivenBackNotTerminated(t *testing.T)
 // The last delivery's receipt is stored but its ack never reaches the
 // server; the next delivery is past the budget. The message is finished
 // already: it is acked, not dead-lettered, so it never ends with both a
-// created and a dead_lettered receipt. The search for that receipt reads at
-// most ReceiptScanLimit receipts of the intent.
+// created and a dead_lettered receipt. The search for that receipt skips
+// the intent's receipts stored before the message and reads at most
+// ReceiptScanLimit of those stored after it.
 func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		others int // receipts of the intent's other messages stored before
+		before int // receipts of the intent's other messages stored before the message
+		after  int // ... stored after the message, before its own receipt
 		dead   bool
 	}{
-		{"with no other receipt of the intent", 0, false},
-		{"with other receipts of the intent up to the scan limit", executor.ReceiptScanLimit - 1, false},
-		{"past the scan limit it is dead-lettered after all", executor.ReceiptScanLimit, true},
+		{"with no other receipt of the intent", 0, 0, false},
+		{"with more receipts of the intent before the message than the scan limit", 2 * executor.ReceiptScanLimit, 0, false},
+		{"with receipts of the intent after the message up to the scan limit", 0, executor.ReceiptScanLimit - 1, false},
+		{"past the scan limit after the message it is dead-lettered after all", 0, executor.ReceiptScanLimit, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
 			topo := topology.Config{AckWait: time.Second, MaxDeliver: 1, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
 			envelope := seed(t).Original.Envelope()
-			intent := document.Identify(envelope).IntentID
-			for i := range c.others {
-				m := nats.NewMsg(topology.ReceiptSubject(intent))
-				m.Header.Set(topology.HeaderStreamSeq, strconv.Itoa(1000+i))
-				m.Header.Set(topology.HeaderOutcome, document.OutcomeReplayed)
-				task, id := "fake-task-0001", document.Identify(envelope)
-				body, err := json.Marshal(&document.Receipt{SchemaVersion: document.ReceiptVersion,
-					ReceiptID: "receipt-other-" + strconv.Itoa(i), Outcome: document.OutcomeReplayed,
-					IntentID: &id.IntentID, RequestID: &id.RequestID, ApprovalID: &id.ApprovalID, TaskID: &task,
-					Counts:   &document.Counts{RequestsReceived: 1, CreatesExecuted: 1, TasksExisting: 1},
-					Delivery: document.Delivery{StreamSeq: uint64(1000 + i), Delivered: 1, Attempt: "other", Executor: "exec-other"},
-					IssuedAt: time.Now().UTC().Format(time.RFC3339Nano)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				m.Data = body
-				if _, err := env.JS.PublishMsg(context.Background(), m); err != nil {
-					t.Fatal(err)
+			id := document.Identify(envelope)
+			others := func(from, n int) {
+				for i := from; i < from+n; i++ {
+					m := nats.NewMsg(topology.ReceiptSubject(id.IntentID))
+					m.Header.Set(topology.HeaderStreamSeq, strconv.Itoa(1000+i))
+					m.Header.Set(topology.HeaderOutcome, document.OutcomeReplayed)
+					task := "fake-task-0001"
+					body, err := json.Marshal(&document.Receipt{SchemaVersion: document.ReceiptVersion,
+						ReceiptID: "receipt-other-" + strconv.Itoa(i), Outcome: document.OutcomeReplayed,
+						IntentID: &id.IntentID, RequestID: &id.RequestID, ApprovalID: &id.ApprovalID, TaskID: &task,
+						Counts:   &document.Counts{RequestsReceived: 1, CreatesExecuted: 1, TasksExisting: 1},
+						Delivery: document.Delivery{StreamSeq: uint64(1000 + i), Delivered: 1, Attempt: "other", Executor: "exec-other"},
+						IssuedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					m.Data = body
+					if _, err := env.JS.PublishMsg(context.Background(), m); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			}
+			// Register before the executor starts, to undo after it stops.
+			executor.NoReceiptClockAllowance(t)
+			others(0, c.before)
 			release := make(chan struct{})
 			env.Executor(executor.Config{ID: "exec-1", Topology: topo, Fault: func(p executor.Point, _, delivered uint64, _ string) {
-				if p == executor.BeforeAck && delivered == 1 {
+				switch {
+				case p == executor.Taken && delivered == 1:
+					others(c.before, c.after)
+				case p == executor.BeforeAck && delivered == 1:
 					<-release // the ack is lost
 				}
 			}})

@@ -303,6 +303,29 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		e.fault(Taken, d)
 	}
 
+	// A delivery after the first may follow one whose receipt was stored
+	// and whose ack was lost: the message has its outcome. A stored refusal
+	// or dead letter stands, and the message is terminated again without a
+	// call (the gate's verdict changes when the trusted approvers are
+	// reloaded; a service that failed may create now). A stored answer of
+	// the service is asked for again (the service replays it), but a
+	// refusal by the gate now does not replace it.
+	var prior string
+	if d.delivered > 1 {
+		d.id = document.Identify(msg.Data())
+		stop := e.progress(msg)
+		prior, err = e.storedReceipt(d)
+		stop()
+		if err != nil {
+			e.retry(d, "looking for a stored receipt of a redelivered message failed; will retry", err)
+			return
+		}
+		if prior == document.OutcomeRejected || prior == document.OutcomeDeadLettered {
+			e.decidedBefore(d, prior, "a redelivered message already has its receipt (its ack was lost); terminating it, not handling it again")
+			return
+		}
+	}
+
 	v, err := e.cfg.Gate.CheckDelivery(msg.Subject(), msg.Data(), d.stored)
 	if err != nil {
 		var ge *gate.Error
@@ -311,6 +334,11 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		}
 		// The ids of a refused message, as far as they can be read.
 		d.id = document.Identify(msg.Data())
+		if prior != "" {
+			e.decidedBefore(d, prior, "the gate refuses a redelivered message that already has its receipt (its ack was lost); acking it, not refusing it",
+				"check", ge.Check, "reason", ge.Reason)
+			return
+		}
 		r := e.receipt(d, document.OutcomeRejected)
 		r.Rejection = &document.Rejection{Check: ge.Check, Path: clip(ge.Path), Reason: clip(ge.Reason)}
 		e.finish(d, r, true)
@@ -438,70 +466,136 @@ func (e *Executor) retry(d *delivery, what string, err error) {
 const unknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
 
 // outOfDeliveries ends the life of a message whose deliveries are spent,
-// before anything else is done with it: unless an earlier delivery's receipt
-// is already stored (its ack was lost), it is dead-lettered.
+// before anything else is done with it: it is dead-lettered, unless an
+// earlier delivery's receipt is already stored (see deadLetter).
 func (e *Executor) outOfDeliveries(d *delivery) {
 	d.id = document.Identify(d.msg.Data())
-	stop := e.progress(d.msg)
-	prior, err := e.storedReceipt(d)
-	stop()
-	if err != nil {
-		e.retry(d, "looking for an earlier receipt of a message out of deliveries failed; will retry", err)
-		return
-	}
-	if prior != "" {
-		e.log.Warn("a message out of deliveries already has its receipt (its ack was lost); acking it",
-			"intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "outcome", prior)
-		if err := d.msg.Ack(); err != nil {
-			e.log.Warn("ack failed; the delivery comes back", "stream_seq", d.seq, "err", err)
-		}
-		d.done()
-		return
-	}
-	e.log.Warn("a message ran out of deliveries; dead-lettering it", "intent_id", d.id.IntentID,
+	e.log.Warn("a message ran out of deliveries", "intent_id", d.id.IntentID,
 		"stream_seq", d.seq, "delivered", d.delivered, "budget", e.cfg.Topology.MaxDeliver)
 	e.deadLetter(d, fmt.Sprintf("deliveries ran out: no executor finished the message in %d deliveries (executors died or stalled with it)",
 		d.delivered-1))
 }
 
-// ReceiptScanLimit bounds how many receipts of one intent are read, before
-// dead-lettering a message out of deliveries, in search of a receipt of
-// that message already stored. An intent sent more often than that may see
-// such a message dead-lettered after all.
+// ReceiptScanLimit bounds how many receipts of one intent are read in
+// search of a receipt of one message: those stored from the time the
+// message was stored (less receiptClockAllowance) on, oldest first. A
+// message whose own receipt is preceded there by more receipts of its
+// intent (the intent sent that many more times meanwhile) is handled as if
+// it had none: a dead letter then joins its receipt.
 const ReceiptScanLimit = 256
 
+// receiptClockAllowance is how much earlier than its message a receipt may
+// seem stored: the two streams' leaders may be different servers, each
+// stamping by its own clock. Tests set it to zero (one server, one clock).
+var receiptClockAllowance = time.Minute
+
+// receiptsGet is the JetStream API subject that reads one stored receipt.
+const receiptsGet = "$JS.API.STREAM.MSG.GET." + topology.ReceiptsStream
+
+// msgGetRequest asks for the first message on a subject at or after a
+// sequence or a time (JetStream's stream message get; the jetstream package
+// offers no start time).
+type msgGetRequest struct {
+	Seq       uint64     `json:"seq,omitempty"`
+	NextFor   string     `json:"next_by_subj"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+}
+
+type msgGetResponse struct {
+	Error   *jetstream.APIError `json:"error,omitempty"`
+	Message *struct {
+		Sequence uint64 `json:"seq"`
+		Header   []byte `json:"hdrs,omitempty"`
+	} `json:"message,omitempty"`
+}
+
 // storedReceipt returns the outcome of a receipt already stored for this
-// delivery's message, or "" when there is none.
+// delivery's message, or "" when there is none. Every receipt is a terminal
+// outcome, the executor's (rejected, dead_lettered) or the service's
+// (created, replayed, idempotency_conflict). Receipts of the intent stored
+// before the message are skipped (they are of its earlier sends); the
+// first ReceiptScanLimit after are read.
 func (e *Executor) storedReceipt(d *delivery) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stream, err := e.js.Stream(ctx, topology.ReceiptsStream)
-	if err != nil {
-		return "", fmt.Errorf("executor: reading stream %s: %w", topology.ReceiptsStream, err)
-	}
 	subject := topology.ReceiptSubject(d.id.IntentID)
 	seq := strconv.FormatUint(d.seq, 10)
-	from := uint64(1)
+	req := msgGetRequest{NextFor: subject, Seq: 1}
+	if !d.stored.IsZero() {
+		from := d.stored.Add(-receiptClockAllowance)
+		req.Seq, req.StartTime = 0, &from
+	}
 	for range ReceiptScanLimit {
-		m, err := stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return "", nil
+		body, err := json.Marshal(req)
+		if err != nil {
+			return "", fmt.Errorf("executor: encoding a request for receipts on %s: %w", subject, err)
 		}
+		answer, err := e.nc.RequestWithContext(ctx, receiptsGet, body)
 		if err != nil {
 			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, err)
 		}
-		if m.Header.Get(topology.HeaderStreamSeq) == seq {
-			return m.Header.Get(topology.HeaderOutcome), nil
+		var resp msgGetResponse
+		if err := json.Unmarshal(answer.Data, &resp); err != nil {
+			return "", fmt.Errorf("executor: reading receipts on %s: an answer that does not decode: %w", subject, err)
 		}
-		from = m.Sequence + 1
+		switch {
+		case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+			return "", nil
+		case resp.Error != nil:
+			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, resp.Error)
+		case resp.Message == nil:
+			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, jetstream.ErrInvalidJetStreamResponse)
+		}
+		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+		if err == nil && h.Get(topology.HeaderStreamSeq) == seq {
+			if outcome := h.Get(topology.HeaderOutcome); outcome != "" {
+				return outcome, nil
+			}
+		}
+		req = msgGetRequest{NextFor: subject, Seq: resp.Message.Sequence + 1}
 	}
 	return "", nil
 }
 
+// decidedBefore finishes a delivery whose message already has a stored
+// receipt with the given outcome, adding none: the message is acked after
+// a service's answer, terminated after the executor's refusal or dead
+// letter, so that it never ends with two different outcomes.
+func (e *Executor) decidedBefore(d *delivery, prior, what string, attrs ...any) {
+	attrs = append([]any{"intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "stored_outcome", prior}, attrs...)
+	e.log.Warn(what, attrs...)
+	var err error
+	if prior == document.OutcomeRejected || prior == document.OutcomeDeadLettered {
+		err = d.msg.Term()
+	} else {
+		err = d.msg.Ack()
+	}
+	if err != nil {
+		e.log.Warn("ack failed; the delivery comes back", "stream_seq", d.seq, "err", err)
+	}
+	d.done()
+}
+
 // deadLetter stores the original payload in the dead-letter stream, then a
-// dead_lettered receipt, then terminates the message. Either store failing
-// gives the delivery back; it comes again, still out of budget.
+// dead_lettered receipt, then terminates the message; every way to a dead
+// letter passes here. A message whose receipt an earlier delivery stored
+// (its ack lost) has its outcome: it is acked (or terminated) instead,
+// never dead-lettered too. A lookup that fails, or either store failing,
+// gives the delivery back: it comes again, no dead letter left blind.
 func (e *Executor) deadLetter(d *delivery, reason string) {
+	stop := e.progress(d.msg)
+	prior, err := e.storedReceipt(d)
+	stop()
+	if err != nil {
+		e.retry(d, "looking for a stored receipt before dead-lettering failed; will retry", err)
+		return
+	}
+	if prior != "" {
+		e.decidedBefore(d, prior, "not dead-lettering a message that already has its receipt (its ack was lost); finishing it with that outcome",
+			"reason", reason)
+		return
+	}
+	e.log.Warn("dead-lettering a message", "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "reason", reason)
 	reason += "; " + unknownOutcome
 	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.id.IntentID))
 	m.Data = d.msg.Data()
@@ -509,9 +603,9 @@ func (e *Executor) deadLetter(d *delivery, reason string) {
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))
 	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
 	m.Header.Set(topology.HeaderExecutor, e.cfg.ID)
-	stop := e.progress(d.msg)
+	stop = e.progress(d.msg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, err := e.js.PublishMsg(ctx, m, jetstream.WithMsgID("dead-"+strconv.FormatUint(d.seq, 10)),
+	_, err = e.js.PublishMsg(ctx, m, jetstream.WithMsgID("dead-"+strconv.FormatUint(d.seq, 10)),
 		jetstream.WithExpectStream(topology.DeadLetterStream))
 	cancel()
 	stop()

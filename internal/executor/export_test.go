@@ -2,6 +2,7 @@ package executor
 
 import (
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,3 +39,12 @@ func (e *Executor) StoreAlone(msgs []jetstream.Msg) {
 
 // BatchMember is batchMember, for tests of the copy it makes.
 var BatchMember = batchMember
+
+// NoReceiptClockAllowance makes executors started afterwards in this test
+// look for a message's receipts only among those stored after it (one
+// server stamps both streams by one clock), until the test ends.
+func NoReceiptClockAllowance(t testing.TB) {
+	was := receiptClockAllowance
+	receiptClockAllowance = 0
+	t.Cleanup(func() { receiptClockAllowance = was })
+}

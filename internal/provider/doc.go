@@ -44,7 +44,8 @@
 // # What is a request received
 //
 // A call that is not a well-formed create request (bad JSON, unknown members,
-// a missing or malformed intent id, a request digest that is not "sha256:"
+// a missing or malformed intent id or one not in Unicode NFC (a second
+// spelling of one intent would be a second key), a request digest that is not "sha256:"
 // and 64 lower-case hex digits, an empty or oversized title) is refused with
 // a "400" error reply naming the field. It is not a request received: it is
 // not recorded, creates nothing and moves no counter, because it carries no

@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/sendtwice/sendtwice/internal/canon"
 )
 
@@ -282,6 +284,11 @@ func validateCreate(req CreateRequest) error {
 	return nil
 }
 
+// validateIntentID checks an intent id: non-empty text, in Unicode
+// Normalization Form C. Intent ids are compared byte for byte, so a second
+// spelling of one intent (e + U+0301 for é) would create a second task; it
+// is refused, not normalised, since the approved request's digest covers the
+// id as written.
 func validateIntentID(id string) error {
 	if id == "" {
 		return fieldErr("intent_id", "missing or empty")
@@ -289,7 +296,13 @@ func validateIntentID(id string) error {
 	if len(id) > MaxIntentIDBytes {
 		return fieldErr("intent_id", "longer than %d bytes", MaxIntentIDBytes)
 	}
-	return validateText("intent_id", id, MaxIntentIDBytes)
+	if err := validateText("intent_id", id, MaxIntentIDBytes); err != nil {
+		return err
+	}
+	if !norm.NFC.IsNormalString(id) {
+		return fieldErr("intent_id", "not in Unicode normalization form C (NFC): one intent has one spelling")
+	}
+	return nil
 }
 
 func validateDigest(d string) error {

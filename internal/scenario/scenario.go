@@ -96,6 +96,29 @@ func ApproveWith(candidate []byte, requestID, intentID, title string, opts appro
 	return Approved{Candidate: candidate, Request: req, Approval: mustJSON(a)}, nil
 }
 
+// ApproveAsWritten is Approve for a request that approve itself refuses
+// (an intent id not in Unicode NFC, say): the unsigned approval binds the
+// request's digest as written, so that only the gate's own checks can
+// refuse the message. For tests that show they do.
+func ApproveAsWritten(candidate []byte, requestID, intentID, title, approvalID string) (Approved, error) {
+	a, err := Approve(candidate, requestID, "intent-as-written", title, approvalID)
+	if err != nil {
+		return Approved{}, err
+	}
+	if a.Request, err = Request(candidate, requestID, intentID, title); err != nil {
+		return Approved{}, err
+	}
+	var approval document.Approval
+	if err := json.Unmarshal(a.Approval, &approval); err != nil {
+		return Approved{}, fmt.Errorf("scenario: reading the approval: %w", err)
+	}
+	if approval.Request.Digest, err = canon.Digest(a.Request); err != nil {
+		return Approved{}, fmt.Errorf("scenario: digesting the request: %w", err)
+	}
+	a.Approval = mustJSON(approval)
+	return a, nil
+}
+
 // Seed is the whole seed scenario.
 type Seed struct {
 	// Original: intent-0001, the seed title.

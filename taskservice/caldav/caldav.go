@@ -21,6 +21,7 @@ import (
 	"github.com/emersion/go-webdav"
 	"github.com/emersion/go-webdav/caldav"
 
+	"github.com/sendtwice/sendtwice/internal/redact"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -74,27 +75,31 @@ func New(cfg Config) (*Adapter, error) {
 	if strings.TrimSpace(cfg.CollectionURL) == "" {
 		return nil, errors.New("caldav: CollectionURL is empty")
 	}
+	// The URL is shown only through redact.URL: its user information, query
+	// and fragment can carry a password or a token.
+	shown := redact.URL(cfg.CollectionURL)
 	u, err := url.Parse(cfg.CollectionURL)
 	if err != nil {
-		return nil, fmt.Errorf("caldav: CollectionURL: %w", err)
+		// url.Parse's error quotes the URL, or the piece that failed.
+		return nil, fmt.Errorf("caldav: CollectionURL %q does not parse as a URL", shown)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
 	default:
-		return nil, fmt.Errorf("caldav: CollectionURL %q: the scheme must be http or https", cfg.CollectionURL)
+		return nil, fmt.Errorf("caldav: CollectionURL %q: the scheme must be http or https", shown)
 	}
 	if u.User != nil {
-		// Not echoed: the user info may hold a password.
+		// Not shown at all: a user with a password is refused as a whole.
 		return nil, errors.New("caldav: CollectionURL must not carry a user or password; give them as Username and Password")
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return nil, fmt.Errorf("caldav: CollectionURL %q names no host", cfg.CollectionURL)
+		return nil, fmt.Errorf("caldav: CollectionURL %q names no host", shown)
 	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return nil, fmt.Errorf("caldav: CollectionURL %q must not have a query or a fragment", cfg.CollectionURL)
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawFragment != "" {
+		return nil, fmt.Errorf("caldav: CollectionURL %q must not have a query or a fragment", shown)
 	}
 	if u.Opaque != "" {
-		return nil, fmt.Errorf("caldav: CollectionURL %q is not a hierarchical URL", cfg.CollectionURL)
+		return nil, fmt.Errorf("caldav: CollectionURL %q is not a hierarchical URL", shown)
 	}
 	if strings.Contains(cfg.Username, ":") {
 		return nil, errors.New("caldav: Username must not contain ':' (HTTP basic authentication cannot carry it)")
@@ -462,7 +467,8 @@ func drain(resp *http.Response) {
 // statusError classifies an unexpected answer. 5xx, 408 and 429 are
 // transient; everything else (401, 403, a missing collection, a redirect)
 // is permanent. The message names the method, the URL and the status, and
-// never the password.
+// never the password, nor a query or user information of a redirect's
+// target.
 func (a *Adapter) statusError(method string, target *url.URL, resp *http.Response, put bool) error {
 	msg := fmt.Sprintf("caldav: %s %s: the server answered %s", method, target, resp.Status)
 	switch code := resp.StatusCode; {
@@ -475,7 +481,7 @@ func (a *Adapter) statusError(method string, target *url.URL, resp *http.Respons
 	case put && (code == http.StatusNotFound || code == http.StatusConflict || code == http.StatusGone):
 		msg += fmt.Sprintf(": the collection %s does not exist", a.normalized)
 	case code >= 300 && code < 400:
-		msg += fmt.Sprintf(" with a redirect to %q, which is not followed: configure the collection's own URL", resp.Header.Get("Location"))
+		msg += fmt.Sprintf(" with a redirect to %q, which is not followed: configure the collection's own URL", redact.URL(resp.Header.Get("Location")))
 	}
 	return taskservice.Permanent(errors.New(msg))
 }

@@ -68,6 +68,9 @@
 //     request goes to the collection's scheme and host, redirects are not
 //     followed, the collection URL may not carry credentials, and no error
 //     message holds the password.
+//   - Never echo a part of a URL that can carry a secret: a refused
+//     collection URL, or a redirect's target, is shown without its user
+//     information, query or fragment (internal/redact).
 //   - Never guess: no ATTENDEE or assignee without an assignee reference,
 //     no DUE without a due date.
 package caldav
