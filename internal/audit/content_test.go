@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
-	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -239,28 +238,5 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				t.Errorf("check 12 figures %+v account for not every one of %d tasks", c.Figures, len(w.in.Tasks))
 			}
 		})
-	}
-}
-
-// TestTheExecutorSendsTheRequestItsApprovalCovers checks the request bytes
-// an executor hands to the task service: the canonical form of the
-// envelope's request, which hashes to the approved digest.
-func TestTheExecutorSendsTheRequestItsApprovalCovers(t *testing.T) {
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := gate.CheckBindings(s.Original.Envelope())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := executor.CallRequest(v, executor.CallRef(1, 1, "a"))
-	d, err := canon.DigestExact(req.Request)
-	if err != nil || d != req.RequestDigest || d != v.Approval.Request.Digest {
-		t.Fatalf("request digests to %s (%v); the call says %s, the approval %s", d, err, req.RequestDigest, v.Approval.Request.Digest)
-	}
-	call, err := provider.RequestFor(req.Request)
-	if err != nil || call.IntentID != req.IntentID || call.RequestID != req.RequestID || call.Task.Title != req.Task.Title {
-		t.Fatalf("the service reads %+v (%v) from the request of %+v", call, err, req)
 	}
 }
