@@ -1,8 +1,9 @@
 // Package taskservice is the contract between the executor and a task
-// service: create this task for this intent id, with this request digest →
-// created, replayed or idempotency_conflict with the task id, or an error
-// that is transient (retry the delivery later) or permanent (dead-letter it,
-// with the reason).
+// service: create this task for this intent id, with this request digest
+// and the approved request document it was computed over → created,
+// replayed or idempotency_conflict with the task id, or an error that is
+// transient (retry the delivery later) or permanent (dead-letter it, with
+// the reason).
 //
 // The executor reaches every task service through Service and nothing else.
 // The fake task service over NATS is one implementation (in the provider
@@ -21,6 +22,14 @@
 //   - a later call with another digest creates and changes nothing and
 //     answers Conflict with the id of the task that holds the key (and, when
 //     there is more to say, why in Result.Reason).
+//
+// The call carries the request document (Request.Request) beside the task
+// taken from it. A service that does not trust its callers recomputes the
+// digest from the document and creates only the task it holds, refusing a
+// call whose task, intent id or digest does not match it (the fake task
+// service does, so that a client with create rights cannot put a task of
+// its own under an approved digest); an adapter that keeps only the digest
+// may ignore it.
 //
 // A call that fails returns an error. Wrap it with Transient when a later
 // retry of the same call may succeed (a timeout, a 5xx, a lost connection:

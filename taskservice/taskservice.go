@@ -28,6 +28,15 @@ type Request struct {
 	RequestDigest string
 	RequestID     string
 	Task          Task
+	// Request is the task-request.v1 document the approval covers, as JSON:
+	// RequestDigest is "sha256:" over its RFC 8785 canonical form, and
+	// IntentID, RequestID and Task are taken from it. A service that must
+	// not trust its caller recomputes the digest from it and creates only
+	// the task it holds (the fake task service refuses a call whose
+	// request does not hash to RequestDigest or whose task, intent id or
+	// request id differ from the request's). An adapter that keeps only
+	// the digest may ignore it. The executor always sets it.
+	Request []byte
 	// CallRef names the caller's attempt; the executor sends
 	// "APPROVALS:<stream_seq>:<delivery>:<attempt>". A service that keeps a
 	// log of calls records it so that an audit can match every call to a

@@ -33,8 +33,19 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Service.Create(ctx, provider.CreateRequest{IntentID: "intent-outside", RequestDigest: v.RequestDigest,
-		Task: provider.Task{Title: v.Request.Task.Title}}); err != nil {
+	// A request of its own for an intent no approval names, as the
+	// service requires of every create.
+	q := *v.Request
+	q.IntentID = "intent-outside"
+	doc, err := json.Marshal(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := provider.RequestFor(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Service.Create(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 
@@ -57,7 +68,7 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK || rep.Window.FirstSeq != 1 || rep.Window.LastSeq != 1 || rep.Window.Messages != 1 || len(rep.Checks) != 11 ||
+	if !rep.OK || rep.Window.FirstSeq != 1 || rep.Window.LastSeq != 1 || rep.Window.Messages != 1 || len(rep.Checks) != 12 ||
 		rep.Service.StoreID != env.Stack.Store.ID() {
 		t.Fatalf("report %+v", rep)
 	}

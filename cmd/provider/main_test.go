@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -57,12 +55,11 @@ func invoke(t *testing.T, url string, args ...string) (string, string, error) {
 }
 
 func request(intent, content string) provider.CreateRequest {
-	sum := sha256.Sum256([]byte(content))
-	return provider.CreateRequest{
-		IntentID:      intent,
-		RequestDigest: "sha256:" + hex.EncodeToString(sum[:]),
-		Task:          provider.Task{Title: content},
+	req, err := provider.NewRequest(intent, provider.Task{Title: content})
+	if err != nil {
+		panic(err)
 	}
+	return req
 }
 
 func TestUsage(t *testing.T) {

@@ -79,7 +79,7 @@ func (w *world) serve(req provider.CreateRequest, at time.Time) provider.Request
 		w.first[req.IntentID] = f
 		in.Intents = append(in.Intents, f)
 		in.Creates = append(in.Creates, provider.CreateRecord{Seq: uint64(len(in.Creates) + 1), IntentID: req.IntentID, RequestDigest: req.RequestDigest, TaskID: task, RequestSeq: rec.Seq, CreatedAt: stamp(at)})
-		in.Tasks = append(in.Tasks, provider.TaskRecord{Seq: uint64(len(in.Tasks) + 1), TaskID: task, IntentID: req.IntentID, CreatedAt: stamp(at)})
+		in.Tasks = append(in.Tasks, provider.TaskRecord{Seq: uint64(len(in.Tasks) + 1), TaskID: task, IntentID: req.IntentID, Task: req.Task, CreatedAt: stamp(at)})
 		rec.Outcome = provider.OutcomeCreated
 	case f.RequestDigest == req.RequestDigest:
 		rec.Outcome = provider.OutcomeReplayed
@@ -101,7 +101,13 @@ func (w *world) call(seq, delivered uint64, attempt string, at time.Time) provid
 		w.t.Fatalf("message %d does not pass the gate: %v", seq, err)
 	}
 	return w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, RequestID: v.Request.RequestID,
-		CallRef: executor.CallRef(seq, delivered, attempt)}, at)
+		Task: taskOf(v), CallRef: executor.CallRef(seq, delivered, attempt)}, at)
+}
+
+// taskOf is the task of a request that passed the gate, as a call carries it.
+func taskOf(v *gate.Verdict) provider.Task {
+	q := v.Request.Task
+	return provider.Task{Title: q.Title, AssigneePersonRef: q.AssigneePersonRef, DueAt: q.DueAt}
 }
 
 func ptr(s string) *string {
@@ -392,7 +398,7 @@ func TestVerifyChecks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, CallRef: executor.CallRef(seq, 1, "x")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: executor.CallRef(seq, 1, "x")}, hourAgo)
 				w.receipt(seq, 1, "x", rec.Outcome, &rec, hourAgo)
 			},
 			fail: []int{9}, says: `message 1 (intent "intent-0001") fails the gate at candidate_binding`,
@@ -492,24 +498,24 @@ func TestVerifyChecks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, CallRef: executor.CallRef(seq, 1, "b")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: executor.CallRef(seq, 1, "b")}, hourAgo)
 				r := w.receipt(seq, 1, "b", rec.Outcome, &rec, hourAgo)
 				r.RequestID = ptr(v.Request.RequestID)
 			},
 			fail: []int{7, 8}, says: `request 1 (APPROVALS:1:1:b) is for intent "intent-0002", but message 1 is for intent "intent-0001"`,
 		},
 		{
-			name: "a call with its message's intent but another request digest fails check 7",
+			name: "a call with its message's intent but another request's digest and task fails checks 7 and 12",
 			build: func(w *world) {
 				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
 				v, err := gate.CheckBindings(w.seed.Changed.Envelope())
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, CallRef: executor.CallRef(seq, 1, "c")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: executor.CallRef(seq, 1, "c")}, hourAgo)
 				w.receipt(seq, 1, "c", rec.Outcome, &rec, hourAgo)
 			},
-			fail: []int{7}, says: "carries request digest",
+			fail: []int{7, 12}, says: "carries request digest",
 		},
 		{
 			name: "an undecodable receipt is reported with its sequence in check 8",

@@ -5,7 +5,10 @@
 //
 // Verify traces every service call and every receipt back to the stored
 // approval message its call reference names, re-runs the gate on that
-// message, and bounds each message's calls by its deliveries. It sees only
+// message, bounds each message's calls by its deliveries, and compares each
+// task the service created with the task of the approved request that
+// created it (reporting every create the service refused for not matching
+// its request). It sees only
 // what the streams still hold: its report states that window (the stream's
 // first and last sequence and max age), and counts apart the records of
 // messages that aged out before it. A record younger than the max age whose

@@ -50,9 +50,21 @@ func callService(t *testing.T, env *testenv.Env, envelope []byte, intent, callRe
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := v.Request
-	resp, err := env.Service.Create(ctx5(t), provider.CreateRequest{IntentID: intent, RequestDigest: v.RequestDigest, RequestID: q.RequestID,
-		Task: provider.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt}, CallRef: callRef})
+	// The envelope's request, under intent: a request document of its own
+	// (with its own digest when the intent differs), as the service
+	// requires of every create.
+	q := *v.Request
+	q.IntentID = intent
+	doc, err := json.Marshal(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := provider.RequestFor(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.CallRef = callRef
+	resp, err := env.Service.Create(ctx5(t), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,11 +132,11 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			if tc.notes != "" && !strings.Contains(checkNotes(rep, 3), tc.notes) {
 				t.Errorf("check 3's notes do not say %q:\n%s", tc.notes, checkNotes(rep, 3))
 			}
-			if len(rep.Checks) != 11 {
-				t.Fatalf("%d checks, want 11", len(rep.Checks))
+			if len(rep.Checks) != 12 {
+				t.Fatalf("%d checks, want 12", len(rep.Checks))
 			}
 			for _, c := range rep.Checks {
-				na := c.N == 4 || c.N == 5 || c.N == 7 || c.N == 10
+				na := c.N == 4 || c.N == 5 || c.N == 7 || c.N == 10 || c.N == 12
 				if na != (c.NotApplicable != "") || na && (!c.OK || len(c.Figures) != 0) {
 					t.Errorf("check %d: not applicable %q, ok %v, figures %v", c.N, c.NotApplicable, c.OK, c.Figures)
 				}

@@ -290,6 +290,7 @@ func VerifyWith(in *Input, o Options) Report {
 		checkGate(v),
 		checkDeliveries(v),
 		checkOneStore(in),
+		checkContent(v),
 	})
 }
 

@@ -396,6 +396,7 @@ func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 		RequestDigest: v.RequestDigest,
 		RequestID:     q.RequestID,
 		Task:          taskservice.Task{Title: q.Task.Title, AssigneePersonRef: q.Task.AssigneePersonRef, DueAt: q.Task.DueAt},
+		Request:       v.RequestJSON,
 		CallRef:       callRef,
 		CandidateID:   q.CandidateRef.CandidateID,
 		SourceVersion: q.CandidateRef.SourceVersion,

@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -81,6 +83,9 @@ func fromDecoder(check string, err error) *Error {
 	return &Error{Check: check, Path: "$", Reason: err.Error(), Cause: err}
 }
 
+// digestPrefix starts a digest: "sha256:" + hex(SHA-256(canonical form)).
+const digestPrefix = "sha256:"
+
 // Verdict is what a message that passed the gate carries on: the decoded
 // documents and the digests the gate recomputed.
 type Verdict struct {
@@ -89,6 +94,10 @@ type Verdict struct {
 	Approval        *document.Approval
 	CandidateDigest string
 	RequestDigest   string
+	// RequestJSON is the request document in its RFC 8785 canonical form:
+	// RequestDigest is "sha256:" over exactly these bytes. The executor
+	// sends it to the task service, which recomputes the digest from it.
+	RequestJSON []byte
 	// SignedBy names the trusted approver whose signature was verified;
 	// empty for an unsigned approval.
 	SignedBy string
@@ -320,10 +329,12 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
-	reqDigest, err := canon.DigestTree(p.Request)
+	reqJSON, err := canon.Encode(p.Request)
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
+	reqSum := sha256.Sum256(reqJSON)
+	reqDigest := digestPrefix + hex.EncodeToString(reqSum[:])
 
 	switch {
 	case appr.Candidate.CandidateID != cand.CandidateID:
@@ -360,5 +371,5 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 			"the capabilities must be exactly [%q], not %q", document.CapabilityCreateFakeTask, appr.Capabilities)
 	}
 
-	return &Verdict{Candidate: cand, Request: req, Approval: appr, CandidateDigest: candDigest, RequestDigest: reqDigest, SignedBy: signedBy}, nil
+	return &Verdict{Candidate: cand, Request: req, Approval: appr, CandidateDigest: candDigest, RequestDigest: reqDigest, RequestJSON: reqJSON, SignedBy: signedBy}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
@@ -249,6 +250,14 @@ func FuzzGate(f *testing.F) {
 		}
 		if len(v.Approval.Capabilities) != 1 || v.Approval.Capabilities[0] != document.CapabilityCreateFakeTask {
 			t.Fatalf("gate passed capabilities %q", v.Approval.Capabilities)
+		}
+		// The request bytes the executor sends are the request's canonical
+		// form, and hash to the approved digest.
+		if d, err := canon.Digest(v.RequestJSON); err != nil || d != v.RequestDigest || d != v.Approval.Request.Digest {
+			t.Fatalf("the verdict's request JSON digests to %s (%v), not to %s", d, err, v.RequestDigest)
+		}
+		if c, err := canon.Canonicalize(v.RequestJSON); err != nil || !bytes.Equal(c, v.RequestJSON) {
+			t.Fatalf("the verdict's request JSON is not canonical: %s (%v)", v.RequestJSON, err)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -360,7 +363,10 @@ type runner struct {
 }
 
 // request builds the create request of a row; variant 1 is another body
-// under the same key.
+// under the same key. It carries a task-request.v1 document of its own, as
+// the executor's calls carry the approved one, so that a service that
+// checks the request against the call (the fake task service) answers the
+// probe as it answers the executor; the digest is the document's.
 func (r *runner) request(row string, variant int) taskservice.Request {
 	intent := r.p.intent(row)
 	title := fmt.Sprintf("sendtwice probe %s: %s", r.p.RunID, strings.ReplaceAll(row, "_", " "))
@@ -369,12 +375,27 @@ func (r *runner) request(row string, variant int) taskservice.Request {
 		title += " (changed)"
 		requestID += "-changed"
 	}
-	sum := sha256.Sum256([]byte("sendtwice probe\x00" + intent + "\x00" + title))
+	sum := sha256.Sum256([]byte("sendtwice probe\x00" + intent))
+	q := document.Request{SchemaVersion: document.RequestVersion, RequestID: requestID, IntentID: intent,
+		Operation: document.OperationCreateTask, Provider: document.ProviderFake,
+		CandidateRef: document.CandidateRef{CandidateID: "cand-" + intent, CandidateDigest: "sha256:" + hex.EncodeToString(sum[:]), SourceVersion: "probe"},
+		Task:         document.Task{Title: title}}
+	doc, err := json.Marshal(q)
+	var digest string
+	if err == nil {
+		digest, err = canon.DigestExact(doc)
+	}
+	if err != nil {
+		// The ids and the title are made here, of printable text: JSON
+		// and RFC 8785 represent them.
+		panic(fmt.Sprintf("probe: making the request of row %s: %v", row, err))
+	}
 	return taskservice.Request{
 		IntentID:      intent,
-		RequestDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		RequestDigest: digest,
 		RequestID:     requestID,
 		Task:          taskservice.Task{Title: title},
+		Request:       doc,
 		CandidateID:   "cand-" + intent,
 		SourceVersion: "probe",
 		ApprovedBy:    "executor probe",

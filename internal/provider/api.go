@@ -1,5 +1,7 @@
 package provider
 
+import "encoding/json"
+
 // This file is the wire contract of the fake task service: the NATS subjects
 // and the JSON bodies of its micro endpoints. Callers (the executor through
 // the taskservice contract, the audit, the command line) use these types and
@@ -22,6 +24,10 @@ const (
 	OutcomeCreated  = "created"
 	OutcomeReplayed = "replayed"
 	OutcomeConflict = "idempotency_conflict"
+	// OutcomeRefused is the outcome of a request record whose call did not
+	// match its request document (see RequestRecord.Refusal). Such a call
+	// is answered with a "400" error reply, never with a CreateResponse.
+	OutcomeRefused = "refused"
 )
 
 // Counts are the service's three counters. The same names are used wherever
@@ -42,11 +48,20 @@ type Task struct {
 
 // CreateRequest asks for a task, keyed by the caller's intent id; the content
 // is compared by RequestDigest ("sha256:" + 64 lower-case hex).
+//
+// Request is the task-request.v1 document the digest was computed over, as
+// JSON (the executor sends the request the approval covers). The service
+// recomputes the digest from it ("sha256:" over its RFC 8785 form) and
+// refuses the call unless it is RequestDigest, the request's intent_id is
+// IntentID, its request_id is RequestID (when given) and its task is Task;
+// the task it creates is the request's. NewRequest and RequestFor build a
+// create call with its request.
 type CreateRequest struct {
-	IntentID      string `json:"intent_id"`
-	RequestDigest string `json:"request_digest"`
-	RequestID     string `json:"request_id,omitempty"`
-	Task          Task   `json:"task"`
+	IntentID      string          `json:"intent_id"`
+	RequestDigest string          `json:"request_digest"`
+	RequestID     string          `json:"request_id,omitempty"`
+	Task          Task            `json:"task"`
+	Request       json.RawMessage `json:"request"`
 	// CallRef names the caller's attempt: the executor sends four fields,
 	// "APPROVALS:<stream_seq>:<delivery>:<attempt>" (executor.CallRef), the
 	// stream, the message's sequence in it, its delivery count and the id
@@ -114,7 +129,10 @@ type RecordsRequest struct {
 	Limit    int    `json:"limit,omitempty"`
 }
 
-// RequestRecord is one request received, whatever its outcome.
+// RequestRecord is one request received, whatever its outcome: created,
+// replayed, idempotency_conflict, or refused (the call did not match its
+// request document; Refusal says why, TaskID is empty and nothing was
+// created). Its IntentID, RequestDigest and RequestID are the call's.
 type RequestRecord struct {
 	Seq           uint64 `json:"seq"`
 	IntentID      string `json:"intent_id"`
@@ -126,6 +144,18 @@ type RequestRecord struct {
 	CallRef       string `json:"call_ref,omitempty"`
 	// ReplyDropped is true when the fault switch withheld this request's reply.
 	ReplyDropped bool `json:"reply_dropped,omitempty"`
+	// Refusal says why a refused request was refused; nil otherwise.
+	Refusal *Refusal `json:"refusal,omitempty"`
+}
+
+// Refusal says why the service refused a well-formed create call: the check
+// that failed (CheckRequestDigest or CheckRequestBinding), the member of
+// the call or of its request at fault ("request_digest", "intent_id",
+// "task.title", "request.provider", ...) and why.
+type Refusal struct {
+	Check  string `json:"check"`
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
 }
 
 // CreateRecord is one create executed.

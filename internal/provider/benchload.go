@@ -20,8 +20,16 @@ import (
 // PreloadIntent is the intent id Preload gives its i-th intent.
 func PreloadIntent(i int) string { return fmt.Sprintf("stored-intent-%08d", i) }
 
-// preloadRequest is the create call Preload records for one intent.
-func preloadRequest(id string) CreateRequest {
+// preloadRequest is the create call Preload records for one intent: one
+// that the service would accept, with its request document.
+func preloadRequest(id string) (CreateRequest, error) {
+	return NewRequest(id, Task{Title: id})
+}
+
+// referenceRequest is the create call whose records PebbleReference writes:
+// records of the same size as a call's, without the cost of making a request
+// document inside the measured loop.
+func referenceRequest(id string) CreateRequest {
 	sum := sha256.Sum256([]byte(id))
 	return CreateRequest{
 		IntentID:      id,
@@ -63,7 +71,13 @@ func Preload(dir string, n int) error {
 		w := batchWriter{b: b}
 		decided := map[string]FirstResult{}
 		for i := lo; i < min(lo+per, n); i++ {
-			s.decide(&w, &m, &createOp{req: preloadRequest(PreloadIntent(i))}, FirstResult{}, false, decided)
+			req, err := preloadRequest(PreloadIntent(i))
+			if err != nil {
+				_ = b.Close()
+				_ = db.Close()
+				return err
+			}
+			s.decide(&w, &m, &createOp{req: req}, FirstResult{}, false, decided)
 		}
 		w.putJSON([]byte{prefixMeta}, m)
 		if w.err == nil {
@@ -120,7 +134,7 @@ func PebbleReference(ctx context.Context, dir string, writers, n int) (time.Dura
 				}
 				b := db.NewBatch()
 				w := batchWriter{b: b}
-				s.decide(&w, &m, &createOp{req: preloadRequest(fmt.Sprintf("reference-intent-%010d", i))}, FirstResult{}, false, map[string]FirstResult{})
+				s.decide(&w, &m, &createOp{req: referenceRequest(fmt.Sprintf("reference-intent-%010d", i))}, FirstResult{}, false, map[string]FirstResult{})
 				w.putJSON([]byte{prefixMeta}, m)
 				err := w.err
 				if err == nil {

@@ -18,6 +18,32 @@
 // A different intent id with the same content creates a second task: only the
 // caller knows whether it meant a retry or a second task.
 //
+// # It creates only what the request says
+//
+// A digest alone does not say what to create: a caller with create rights
+// could name an approved intent id and request digest and ask for a task of
+// its own. So every create call carries the task-request.v1 document its
+// digest was computed over (CreateRequest.Request; the executor sends the
+// request its approval covers). Before anything is decided, the service
+// recomputes the digest from that document ("sha256:" over its RFC 8785
+// form, with internal/canon) and refuses the call, naming the check and the
+// field, when
+//
+//   - the call carries no request, or one that is not a task-request.v1
+//     object with exactly its members, each of its type (check
+//     "request_format");
+//   - the request does not hash to the call's request_digest
+//     ("request_digest");
+//   - the call's intent_id, request_id (when given) or task (title,
+//     assignee, due date) differs from the request's, or the request does
+//     not ask this service ("fake-task-provider.v1") to "create_task"
+//     ("request_binding").
+//
+// A refused call creates nothing, replays nothing and binds nothing to its
+// intent id: the approved call for that intent id is still created, with
+// the request's task. It is answered with a "400" error reply that names
+// the check and the field and the request record that keeps it.
+//
 // # What it keeps
 //
 // Four records, each in its own key space and each answering one audit
@@ -43,14 +69,23 @@
 //
 // # What is a request received
 //
-// A call that is not a well-formed create request (bad JSON, unknown members,
-// a missing or malformed intent id or one not in Unicode NFC (a second
-// spelling of one intent would be a second key), a request digest that is not "sha256:"
-// and 64 lower-case hex digits, an empty or oversized title) is refused with
-// a "400" error reply naming the field. It is not a request received: it is
-// not recorded, creates nothing and moves no counter, because it carries no
-// intent the service could act on, and counting it would let garbage on the
-// subject inflate the figure that audits compare with the number of sends.
+// A call that is not a well-formed create call (a body that is not strict
+// JSON, unknown members, a missing or malformed intent id or one not in Unicode
+// NFC (a second spelling of one intent would be a second key), a request digest
+// that is not "sha256:" and 64 lower-case hex digits, an empty or oversized
+// title) is refused with a "400" error reply naming the field. It is not a
+// request received: it is not recorded, creates nothing and moves no
+// counter, because it carries no intent the service could act on, and
+// counting it would let garbage on the subject inflate the figure that
+// audits compare with the number of sends. (The request document travels
+// inside the body, so a request that is not strict JSON makes the body not
+// strict JSON: such a call is not recorded either.)
+//
+// A well-formed call refused because its request does not back it (above)
+// is a request received: it names an intent id and a digest, and someone
+// with create rights sent it. It is recorded with outcome "refused" and its
+// Refusal (check, field, reason), counted in requests_received, and nothing
+// else is written; the audit reports every such record.
 // Store failures are answered with "500"; nothing of such a call is
 // committed. (A failure to write Pebble's log is not answered at all: Pebble
 // treats it as fatal and the process ends; see Store.commitGroup.)
@@ -118,10 +153,14 @@
 //   - Answer a create before its effect is durable, or count a request whose
 //     effect was not committed.
 //   - Reuse a task id, or let a counter disagree with its records.
+//   - Create a task other than the one its request document holds, or act
+//     on a request that does not hash to the call's digest.
 //   - Guess a person or a date: unknown assignee and due date stay null.
 //   - Import package document, gate or sign: it knows a create call's
-//     fields (intent id, request digest, task), never the documents they
-//     were taken from or the approval that allowed the call.
+//     fields (intent id, request digest, task) and the members of the
+//     request document it compares them with, read with its own strict
+//     parser, never the rest of the documents or the approval that allowed
+//     the call.
 //
 // Run one service instance per deployment: Pebble's lock refuses a second
 // process on the same directory, and the lease a second instance on another.

@@ -2,17 +2,18 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
 // A store decides a repeated call by its intent id: the second call with
 // the same intent id and content creates nothing and returns the first
-// task id.
+// task id. A call whose task is not the one in its request document is
+// refused, and recorded as a request received.
 func ExampleStore_Create() {
 	dir, err := os.MkdirTemp("", "provider-example-")
 	if err != nil {
@@ -28,10 +29,11 @@ func ExampleStore_Create() {
 	}
 	defer st.Close()
 
-	req := provider.CreateRequest{
-		IntentID:      "intent-example",
-		RequestDigest: "sha256:" + strings.Repeat("0f", 32),
-		Task:          provider.Task{Title: "Add the missing check items"},
+	// The call and the task-request.v1 document its digest covers.
+	req, err := provider.NewRequest("intent-example", provider.Task{Title: "Add the missing check items"})
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
 	for range 2 {
 		resp, err := st.Create(context.Background(), req)
@@ -41,11 +43,18 @@ func ExampleStore_Create() {
 		}
 		fmt.Println(resp.Outcome, resp.TaskID)
 	}
+	forged := req
+	forged.Task.Title = "Something else"
+	_, err = st.Create(context.Background(), forged)
+	if re, ok := errors.AsType[*provider.RefusedError](err); ok {
+		fmt.Println("refused:", re.Check, re.Field)
+	}
 	c := st.Stats()
 	fmt.Printf("requests received %d, creates executed %d, tasks existing %d\n",
 		c.RequestsReceived, c.CreatesExecuted, c.TasksExisting)
 	// Output:
 	// created fake-task-0001
 	// replayed fake-task-0001
-	// requests received 2, creates executed 1, tasks existing 1
+	// refused: request_binding task.title
+	// requests received 3, creates executed 1, tasks existing 1
 }

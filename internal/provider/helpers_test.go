@@ -88,14 +88,14 @@ func digestOf(content string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// newRequest is a create request whose digest is derived from its content.
+// newRequest is a create request for a task titled content, with the
+// request document its digest is computed over (NewRequest).
 func newRequest(intent, content string) CreateRequest {
-	return CreateRequest{
-		IntentID:      intent,
-		RequestDigest: digestOf(content),
-		RequestID:     "task-request-" + intent,
-		Task:          Task{Title: content},
+	req, err := NewRequest(intent, Task{Title: content})
+	if err != nil {
+		panic(err)
 	}
+	return req
 }
 
 // startNATS runs an embedded NATS server with JetStream (which the service's
@@ -276,6 +276,16 @@ func audit(tb testing.TB, st *Store, safe bool) auditReport {
 		}
 	}
 	for _, r := range reqs {
+		if r.Outcome == OutcomeRefused {
+			// A refused request creates nothing and binds nothing.
+			if _, ok := createByReq[r.Seq]; ok || r.TaskID != "" || r.Refusal == nil {
+				tb.Errorf("request %d is refused, yet it has a create record or a task id, or no refusal: %+v", r.Seq, r)
+			}
+			continue
+		}
+		if r.Refusal != nil {
+			tb.Errorf("request %d is %s with a refusal: %+v", r.Seq, r.Outcome, r.Refusal)
+		}
 		fr, known := rep.intentRecords[r.IntentID]
 		if !known {
 			tb.Errorf("request %d for %q has no intent record", r.Seq, r.IntentID)

@@ -298,7 +298,7 @@ func (s *Service) Stop() error {
 
 func (s *Service) handleCreate(r micro.Request) {
 	start := time.Now()
-	req, err := decodeCreate(r.Data())
+	req, refused, err := decodeCreate(r.Data())
 	if err != nil {
 		s.stats.record(start, err)
 		s.refuse(r, err)
@@ -314,7 +314,9 @@ func (s *Service) handleCreate(r micro.Request) {
 
 	s.mu.Lock()
 	drop := false
-	if s.dropPending > 0 {
+	// A refused call is answered with its refusal: the switch is kept for
+	// a call that creates or replays.
+	if s.dropPending > 0 && refused == nil {
 		s.dropPending--
 		drop = true
 	}
@@ -328,7 +330,7 @@ func (s *Service) handleCreate(r micro.Request) {
 	if wait {
 		answered = make(chan struct{})
 	}
-	err = s.st.submit(&createOp{req: req, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
+	err = s.st.submit(&createOp{req: req, refused: refused, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
 		// Recorded before the answer, so that a caller who reads the stats
 		// after its reply finds its call counted.
 		s.stats.record(start, err)
@@ -392,6 +394,14 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 		}
 		if errors.Is(err, errLeaseUnconfirmed) {
 			s.replyError(reply, CodeUnavailable, "unavailable: "+err.Error())
+			return
+		}
+		if re, ok := errors.AsType[*RefusedError](err); ok {
+			// A client with create rights asked for something its request
+			// does not say: worth an operator's attention.
+			s.log.Warn("create refused: the call does not match its request", "intent_id", req.IntentID,
+				"call_ref", req.CallRef, "check", re.Check, "field", re.Field, "request_seq", re.RequestSeq)
+			s.replyError(reply, CodeBadRequest, re.reply())
 			return
 		}
 		s.log.Error("create failed", "intent_id", req.IntentID, "err", err)

@@ -109,6 +109,10 @@ type Store struct {
 type createOp struct {
 	req       CreateRequest
 	dropReply bool // recorded as reply_dropped on the request record
+	// refused, when set, is why the call does not match its request: it is
+	// recorded as a refused request, creates nothing, and is answered with
+	// a *RefusedError.
+	refused *Refusal
 	// done is called exactly once by the writer, after the commit (or its
 	// failure), with this call's result.
 	done func(CreateResponse, error)
@@ -278,12 +282,16 @@ func (s *Store) Stats() Counts {
 	return s.counts
 }
 
-// Create validates req and decides it: created, replayed or
-// idempotency_conflict. It returns once the call's effect is committed. If
+// Create validates req, checks it against its request document, and decides
+// it: created, replayed or idempotency_conflict. A call that does not match
+// its request is recorded as refused and answered with a *RefusedError
+// (errors.Is(err, ErrRefused)); an invalid one is refused unrecorded
+// (ErrInvalidRequest). It returns once the call's effect is committed. If
 // ctx ends first, Create returns ctx's error, but a call already handed to
 // the writer may still be committed, exactly like a reply lost on the way.
 func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, error) {
-	if err := validateCreate(req); err != nil {
+	req, refused, err := checkCreate(req)
+	if err != nil {
 		return CreateResponse{}, err
 	}
 	type result struct {
@@ -291,7 +299,7 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, 
 		err  error
 	}
 	ch := make(chan result, 1)
-	err := s.submit(&createOp{req: req, done: func(resp CreateResponse, err error) {
+	err = s.submit(&createOp{req: req, refused: refused, done: func(resp CreateResponse, err error) {
 		ch <- result{resp, err}
 	}})
 	if err != nil {
@@ -357,6 +365,11 @@ func (s *Store) commitGroup(group []*createOp) {
 				continue
 			}
 		}
+		if op.refused != nil {
+			resps[i] = s.decide(&w, &m, op, FirstResult{}, false, decided)
+			included++
+			continue
+		}
 		first, found, err := s.lookupIntent(op.req.IntentID, decided)
 		if err != nil {
 			errs[i] = err
@@ -388,6 +401,8 @@ func (s *Store) commitGroup(group []*createOp) {
 			op.done(CreateResponse{}, errs[i])
 		case err != nil:
 			op.done(CreateResponse{}, err)
+		case op.refused != nil:
+			op.done(resps[i], &RefusedError{Refusal: *op.refused, RequestSeq: resps[i].RequestSeq})
 		default:
 			op.done(resps[i], nil)
 		}
@@ -425,6 +440,12 @@ func (s *Store) decide(w *batchWriter, m *metaRecord, op *createOp, first FirstR
 	}
 	var resp CreateResponse
 	switch {
+	case op.refused != nil:
+		// Recorded as received, so that the attempt stays on the record;
+		// nothing is created and no intent record is touched.
+		refusal := *op.refused
+		rec.Outcome, rec.Refusal = OutcomeRefused, &refusal
+		resp = CreateResponse{Outcome: OutcomeRefused}
 	case !found || s.unsafe:
 		m.CreatesExecuted++
 		m.TasksExisting++

@@ -21,6 +21,7 @@ func (s contract) Create(ctx context.Context, req taskservice.Request) (taskserv
 		RequestID:     req.RequestID,
 		Task:          Task{Title: req.Task.Title, AssigneePersonRef: req.Task.AssigneePersonRef, DueAt: req.Task.DueAt},
 		CallRef:       req.CallRef,
+		Request:       req.Request,
 	})
 	if err != nil {
 		if IsTransient(err) {

@@ -162,14 +162,19 @@ func whole(parent string, m map[string]any, name string, allowNegative bool) (in
 	return int64(f), nil
 }
 
-// decodeCreate parses and validates the body of a create call strictly.
-func decodeCreate(data []byte) (CreateRequest, error) {
+// decodeCreate parses and validates the body of a create call strictly,
+// then checks it against its request document (bindRequest). A malformed
+// call (a body that is not strict JSON, unknown members, an invalid intent
+// id, digest, request id, call reference or task) is an error; a
+// well-formed call whose request does not back it comes back with its
+// refusal, to be recorded as refused.
+func decodeCreate(data []byte) (CreateRequest, *Refusal, error) {
 	m, err := parseBody(data)
 	if err != nil {
-		return CreateRequest{}, err
+		return CreateRequest{}, nil, err
 	}
-	if err := members("", m, "intent_id", "request_digest", "request_id", "task", "call_ref"); err != nil {
-		return CreateRequest{}, err
+	if err := members("", m, "intent_id", "request_digest", "request_id", "task", "call_ref", "request"); err != nil {
+		return CreateRequest{}, nil, err
 	}
 	var req CreateRequest
 	for _, f := range []struct {
@@ -177,31 +182,31 @@ func decodeCreate(data []byte) (CreateRequest, error) {
 		dst  *string
 	}{{"intent_id", &req.IntentID}, {"request_digest", &req.RequestDigest}, {"request_id", &req.RequestID}, {"call_ref", &req.CallRef}} {
 		if *f.dst, err = str("", m, f.name); err != nil {
-			return CreateRequest{}, err
+			return CreateRequest{}, nil, err
 		}
 	}
 	if tv, ok := m["task"]; ok {
 		tm, ok := tv.(map[string]any)
 		if !ok {
-			return CreateRequest{}, fieldErr("task", "must be a JSON object, not %s", canon.TypeName(tv))
+			return CreateRequest{}, nil, fieldErr("task", "must be a JSON object, not %s", canon.TypeName(tv))
 		}
 		if err := members("task", tm, "title", "assignee_person_ref", "due_at"); err != nil {
-			return CreateRequest{}, err
+			return CreateRequest{}, nil, err
 		}
 		if req.Task.Title, err = str("task", tm, "title"); err != nil {
-			return CreateRequest{}, err
+			return CreateRequest{}, nil, err
 		}
 		if req.Task.AssigneePersonRef, err = nullableStr("task", tm, "assignee_person_ref"); err != nil {
-			return CreateRequest{}, err
+			return CreateRequest{}, nil, err
 		}
 		if req.Task.DueAt, err = nullableStr("task", tm, "due_at"); err != nil {
-			return CreateRequest{}, err
+			return CreateRequest{}, nil, err
 		}
 	}
 	if err := validateCreate(req); err != nil {
-		return CreateRequest{}, err
+		return CreateRequest{}, nil, err
 	}
-	return req, nil
+	return req, bindRequest(m["request"], &req), nil
 }
 
 // decodeRecords parses the body of a records call strictly.

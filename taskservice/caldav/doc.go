@@ -20,7 +20,9 @@
 // approved it and the call reference travel as X-SENDTWICE-* properties
 // (the Prop* constants); an assignee person reference, when there is one,
 // as X-SENDTWICE-ASSIGNEE-REF, since it names a person and is not a
-// calendar address.
+// calendar address. The request document itself (taskservice.Request's
+// Request) is not stored: the adapter runs inside the executor, which
+// hashed it, and the digest is what the server keeps to compare a resend.
 //
 // The server's answer decides the outcome:
 //
