@@ -212,6 +212,9 @@ func TestOnlyOneInstanceServes(t *testing.T) {
 			!strings.Contains(err.Error(), "store-00000000deadbeef") || !strings.Contains(err.Error(), "holds the lease") {
 			t.Errorf("error %v, want the lease holder named", err)
 		}
+		if a, _, found, err := readAdoption(ctxT(t), adoptionKV(t, url)); err != nil || found {
+			t.Errorf("adoption record %+v, %v: the store refused by the lease was adopted", a, err)
+		}
 	})
 	t.Run("a stopped instance releases the lease, so that a store adopted in its place can start at once", func(t *testing.T) {
 		url := startNATS(t)
