@@ -238,8 +238,10 @@ func adoptionPermanent(err error) bool {
 		errors.Is(err, nats.ErrConnectionClosed)
 }
 
-// retryUntil runs f until it succeeds, fails permanently, or ctx ends.
-func retryUntil(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+// retryUntil runs f until it succeeds, fails permanently, or ctx ends. A
+// failure while the server reports a permissions violation on nc is
+// permanent: the role lacks a permission, and a retry gets no further.
+func retryUntil(ctx context.Context, nc *nats.Conn, log *slog.Logger, what string, f func(context.Context) error) error {
 	var lastLog time.Time
 	for {
 		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -247,6 +249,10 @@ func retryUntil(ctx context.Context, log *slog.Logger, what string, f func(conte
 		cancel()
 		if err == nil || adoptionPermanent(err) {
 			return err
+		}
+		if le := nc.LastError(); errors.Is(le, nats.ErrPermissionViolation) {
+			return fmt.Errorf("%w: %s: %w (the service's role needs the key %q of bucket %s: %w)",
+				errAdoptionBucket, what, err, AdoptionKey, AdoptionBucket, le)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("provider: %s: gave up: %w", what, err)
@@ -264,6 +270,7 @@ func retryUntil(ctx context.Context, log *slog.Logger, what string, f func(conte
 
 // adopter is a serving instance's hold on the adoption record.
 type adopter struct {
+	nc       *nats.Conn
 	js       jetstream.JetStream
 	kv       jetstream.KeyValue
 	replicas int
@@ -284,10 +291,7 @@ type adopter struct {
 // check reads the record and refuses a store that is not adopted (nor
 // named to replace the adopted one). It touches nothing.
 func (a *adopter) check(ctx context.Context) error {
-	return retryUntil(ctx, a.log, "read the adoption record", func(ctx context.Context) error {
-		if a.js == nil {
-			return errors.New("provider: no JetStream context")
-		}
+	return retryUntil(ctx, a.nc, a.log, "read the adoption record", func(ctx context.Context) error {
 		if _, err := a.js.AccountInfo(ctx); err != nil {
 			return fmt.Errorf("provider: the adoption record needs JetStream: %w", err)
 		}
@@ -318,7 +322,7 @@ func (a *adopter) record(ctx context.Context) error {
 	if !a.write {
 		return nil
 	}
-	return retryUntil(ctx, a.log, "write the adoption record", func(ctx context.Context) error {
+	return retryUntil(ctx, a.nc, a.log, "write the adoption record", func(ctx context.Context) error {
 		how := AdoptedAtFirstStart
 		if a.found {
 			how = AdoptedByOperator

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -465,5 +466,37 @@ func TestTheAdoptionRecordMustBeOneThatLasts(t *testing.T) {
 				t.Errorf("error %v, want a refusal saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestARoleWithoutTheRecordsPermissionsIsToldSo(t *testing.T) {
+	// The service's permissions as they were before the record: the lease,
+	// the ping, and nothing of the adoption bucket.
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(),
+		Users: []*server.User{{Username: "service", Password: "pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{"$JS.API.INFO", "$SRV.PING.fake-task-provider",
+				"$JS.API.STREAM.INFO.KV_" + LeaseBucket, "$JS.API.STREAM.CREATE.KV_" + LeaseBucket,
+				"$JS.API.DIRECT.GET.KV_" + LeaseBucket + ".>", "$KV." + LeaseBucket + "." + LeaseKey}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "fake-task-provider.>", "$SRV.>"}},
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("service", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st := openStore(t, t.TempDir(), Options{})
+	_, err = Serve(nc, st, ServiceConfig{Logger: quietLogger(), StartTimeout: 2 * time.Second})
+	if !errors.Is(err, errAdoptionBucket) || !errors.Is(err, nats.ErrPermissionViolation) ||
+		!strings.Contains(err.Error(), AdoptionBucket) || strings.Contains(err.Error(), "gave up") {
+		t.Errorf("error %v; want a refusal at once naming the permissions violation and the bucket", err)
 	}
 }

@@ -139,7 +139,7 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.adopt = &adopter{js: js, replicas: cfg.LeaseReplicas, storeID: s.me.StoreID, path: cfg.DataDir,
+	s.adopt = &adopter{nc: nc, js: js, replicas: cfg.LeaseReplicas, storeID: s.me.StoreID, path: cfg.DataDir,
 		replaces: cfg.Replaces, log: s.log}
 	if err := s.adopt.check(startCtx); err != nil {
 		if errors.Is(err, ErrNotAdopted) || errors.Is(err, ErrAdoptRefused) {
