@@ -32,7 +32,8 @@ service on DIR: provider serve --data DIR.
 
 On a deployment that adopted no store yet, adopt without --replace
 records the store in DIR (a first start of serve does the same by itself).
-Run it where the service runs, with the service role's credentials.
+Run it where the service runs, with the service role's credentials (and its
+--inbox-prefix).
 `)
 	cf := c.commonFlags(fs)
 	data := fs.String("data", "", "directory of the Pebble database to adopt (required)")
