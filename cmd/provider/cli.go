@@ -39,6 +39,7 @@ received, creates executed and tasks existing, exactly and across restarts.
 Usage:
 
   provider serve   [--server URL] --data DIR [--allow-faults]
+  provider adopt   [--server URL] --data DIR --replace STORE_ID
   provider stats   [--server URL] [--json]
   provider records [--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]
   provider fault   [--server URL] --drop-replies N
@@ -47,6 +48,8 @@ Usage:
 Subcommands:
 
   serve    run the service until SIGINT or SIGTERM
+  adopt    make another store the deployment's store (dangerous: the replaced
+           store's intents are created again when resent)
   stats    print the three counters
   records  print audit records as JSON lines
   fault    arm the fault switch of a service started with --allow-faults
@@ -75,6 +78,8 @@ func (c *app) run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "serve":
 		return c.serve(ctx, args[1:])
+	case "adopt":
+		return c.adopt(ctx, args[1:])
 	case "stats":
 		return c.stats(ctx, args[1:])
 	case "records":

@@ -5,6 +5,7 @@
 // Usage:
 //
 //	provider serve   [--server URL] --data DIR [--allow-faults]
+//	provider adopt   [--server URL] --data DIR --replace STORE_ID
 //	provider stats   [--server URL] [--json]
 //	provider records [--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]
 //	provider fault   [--server URL] --drop-replies N

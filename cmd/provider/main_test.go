@@ -78,6 +78,9 @@ func TestUsage(t *testing.T) {
 		{"records without --kind is a usage error", []string{"records"}, errUsage, "", ""},
 		{"records with an unknown kind is a usage error", []string{"records", "--kind", "all"}, errUsage, "", ""},
 		{"fault without --drop-replies is a usage error", []string{"fault"}, errUsage, "", ""},
+		{"adopt --help says why it is dangerous", []string{"adopt", "--help"}, flag.ErrHelp, "", "is created again, as a second task"},
+		{"adopt without --data is a usage error", []string{"adopt", "--replace", "store-00000000000000ff"}, errUsage, "", ""},
+		{"adopt with a --replace that is not a store id is a usage error", []string{"adopt", "--data", "x", "--replace", "old"}, errUsage, "", ""},
 		{"a stray argument is a usage error", []string{"stats", "extra"}, errUsage, "", ""},
 		{"an unknown log format is a usage error", []string{"stats", "--log-format", "xml"}, errUsage, "", ""},
 	}

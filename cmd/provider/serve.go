@@ -30,13 +30,19 @@ sendtwice_tasks_existing), /healthz (liveness) and /readyz (ready when
 connected to NATS, the service is registered and the store is open).
 
 Only one process may serve one DIR, and only one store may answer on one
-NATS deployment: before it joins, serve pings the service's instances and
-takes a lease (key "lease" in the JetStream key-value bucket
-fake-task-provider-lease, renewed every third of --lease-ttl). It refuses to
-start, naming the other instance, while an instance of another store answers
-or holds the lease; a restart on the same DIR takes the lease over at once.
-If another instance takes the lease while this one runs, this one stops
-serving and exits with an error.
+NATS deployment, for the life of the deployment. The first start on a
+deployment adopts its store: the store's id is recorded, without a TTL
+(key "adopted" in the JetStream key-value bucket fake-task-provider-store).
+serve refuses every other store while that record stands, whether or not
+the adopted store's instance is alive, naming the adopted store and where
+it was adopted; only provider adopt replaces it. Before it joins, serve
+also pings the service's instances and takes a lease (key "lease" in the
+bucket fake-task-provider-lease, renewed every third of --lease-ttl): it
+refuses to start, naming the other instance, while another instance answers
+or holds the lease. A restart on the same DIR, or on a copy of it, takes
+the lease over at once. If another instance takes the lease, or another
+store is adopted, while this one runs, this one stops serving and exits
+with an error.
 
 With --allow-faults the service also has a "fault" endpoint that withholds
 create replies after commit; it is for tests and demonstrations and is
@@ -47,7 +53,7 @@ logged as a warning.
 	allowFaults := fs.Bool("allow-faults", false, "register the fault endpoint (tests and demos only)")
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	leaseTTL := fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket")
-	leaseReplicas := fs.Int("lease-replicas", 1, "`N` copies of the lease bucket when serve creates it: 3 on a three-node cluster")
+	leaseReplicas := fs.Int("lease-replicas", 1, "`N` copies of the lease and adoption buckets when serve creates them: 3 on a three-node cluster")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the service to `FILE` until it stops")
 	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (credentials, TLS), then exit 0 without\nopening anything: no connection, no listener, no database")
 	if err := parse(fs, args); err != nil {

@@ -329,7 +329,7 @@ func (r *run) seedEnvelopes() (envelopes, error) {
 // freshService sends A, then B with the same content, to a task service
 // with a new store: two tasks.
 func (r *run) freshService(ctx context.Context, e envelopes) error {
-	if err := r.restartService("provider-fresh"); err != nil {
+	if err := r.replaceService("provider-fresh"); err != nil {
 		return err
 	}
 	ra, err := r.send(ctx, "fresh service, A", e.original)
@@ -373,7 +373,7 @@ func (r *run) tamperedFake(ctx context.Context, e envelopes) error {
 // executor's call times out, the message comes back, and the service
 // replays.
 func (r *run) droppedReply(ctx context.Context, e envelopes) error {
-	if err := r.restartService("provider-dropped-reply"); err != nil {
+	if err := r.replaceService("provider-dropped-reply"); err != nil {
 		return err
 	}
 	arm := func(ctx context.Context) (func(context.Context) error, error) {
@@ -404,13 +404,27 @@ func tamperedCases(seed *scenario.Seed) []scenario.Tampered {
 }
 
 // restartService stops the fake task service and starts it on the store
-// in name under the working directory.
+// in name under the working directory: the same store it served.
 func (r *run) restartService(name string) error {
 	if err := r.stack.StopService(); err != nil {
 		return fmt.Errorf("demo: stopping the task service: %w", err)
 	}
 	if err := r.stack.StartService(filepath.Join(r.dir, name)); err != nil {
 		return fmt.Errorf("demo: starting the task service: %w", err)
+	}
+	return nil
+}
+
+// replaceService stops the fake task service and starts it on a new store
+// in name under the working directory, adopted in place of the store it
+// served: on purpose, to show a service that has forgotten every intent.
+func (r *run) replaceService(name string) error {
+	old := r.stack.Store.ID()
+	if err := r.stack.StopService(); err != nil {
+		return fmt.Errorf("demo: stopping the task service: %w", err)
+	}
+	if err := r.stack.StartServiceReplacing(filepath.Join(r.dir, name), old); err != nil {
+		return fmt.Errorf("demo: starting the task service on a new store: %w", err)
 	}
 	return nil
 }

@@ -75,8 +75,26 @@ func (st *Stack) Dir() string { return st.lock.Dir() }
 func (st *Stack) URL() string { return st.Server.ClientURL() }
 
 // StartService opens the task service's store in dir and serves it, through
-// provider.Host.
+// provider.Host. The store must be the one this deployment adopted (the
+// first store served on the stack's NATS data, or one adopted since): any
+// other is refused (provider.ErrNotAdopted); see StartServiceReplacing.
 func (st *Stack) StartService(dir string) error {
+	return st.startService(dir, "")
+}
+
+// StartServiceReplacing is StartService for a store that replaces the
+// adopted store named by replaces: the operator's act of provider adopt,
+// done at the start (provider.ServiceConfig.Replaces). Every intent the
+// replaced store knew is created again when its approval is resent; the
+// demo does this on purpose to show a service that has forgotten.
+func (st *Stack) StartServiceReplacing(dir, replaces string) error {
+	if replaces == "" {
+		return errors.New("embedded: name the store to replace")
+	}
+	return st.startService(dir, replaces)
+}
+
+func (st *Stack) startService(dir, replaces string) error {
 	if st.Service != nil {
 		return errors.New("embedded: the task service is already running")
 	}
@@ -89,7 +107,11 @@ func (st *Stack) StartService(dir string) error {
 	}
 	h, err := provider.Host(dir,
 		provider.Options{Logger: st.opts.Logger, UnsafeCreateEveryCall: st.opts.UnsafeCreateEveryCall},
-		provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger}, connect)
+		provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger, Replaces: replaces}, connect)
+	if errors.Is(err, provider.ErrNotAdopted) {
+		return fmt.Errorf("embedded: starting the task service: %w; here the deployment is the data directory %s: its NATS data (jetstream) was used with the adopted store, so restore that store's directory, or use an empty data directory for a new deployment",
+			err, st.Dir())
+	}
 	if err != nil {
 		return fmt.Errorf("embedded: starting the task service: %w", err)
 	}

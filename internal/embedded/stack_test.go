@@ -89,3 +89,60 @@ func TestTheDataDirectoryIsLockedBeforeAnythingStarts(t *testing.T) {
 		}
 	})
 }
+
+func TestAStackKeepsTheStoreItsDeploymentAdopted(t *testing.T) {
+	st, err := start(t, t.TempDir(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted := st.Store.ID()
+	original := filepath.Join(st.Dir(), "provider")
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	if err := st.StopService(); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name     string
+		dir      string
+		replaces string
+		refused  string // "" when it must serve
+		want     string // the store id that must serve, when it serves
+	}{
+		{"a new store on the stack's NATS data is refused, saying what to do here", fresh, "", "empty data directory for a new deployment", ""},
+		{"the adopted store serves again", original, "", "", adopted},
+		{"a replacement that names no store is refused", fresh, "none", "", ""},
+		{"a new store that replaces the adopted one by name serves", fresh, adopted, "", "new"},
+		{"then the original store is refused", original, "", "this store is not the one the deployment adopted", ""},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			var err error
+			switch s.replaces {
+			case "":
+				err = st.StartService(s.dir)
+			case "none":
+				err = st.StartServiceReplacing(s.dir, "")
+			default:
+				err = st.StartServiceReplacing(s.dir, s.replaces)
+			}
+			if s.want == "" {
+				if err == nil {
+					_ = st.StopService()
+					t.Fatal("it served")
+				}
+				if s.refused != "" && (!errors.Is(err, provider.ErrNotAdopted) || !strings.Contains(err.Error(), s.refused)) {
+					t.Errorf("error %v; want ErrNotAdopted saying %q", err, s.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = st.StopService() }()
+			id := st.Store.ID()
+			if s.want == "new" && id == adopted || s.want != "new" && id != s.want {
+				t.Errorf("serving store %s (adopted was %s), want %s", id, adopted, s.want)
+			}
+		})
+	}
+}

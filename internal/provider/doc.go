@@ -100,23 +100,47 @@
 // with its absolute path: a relative data directory opened from another
 // working directory is a new, empty store.
 //
-// # One instance at a time
+// # One store for the life of a deployment, one instance at a time
 //
-// Exactly one instance serves a deployment, so that two stores never both
-// answer (each would create its own fake-task-0001 for the same intent).
-// Before it joins, Serve pings the service's instances and takes a lease, the
-// key "lease" in the JetStream key-value bucket "fake-task-provider-lease"
-// (entries expire after the bucket's TTL, DefaultLeaseTTL when Serve creates
-// it). It refuses to start, naming the other instance, while another instance
-// answers the ping or an instance of another store holds the lease. An
-// instance of the same store takes the lease over at once: Pebble's lock lets
-// only one process open a store, so the holder must be a process that ended,
-// perhaps killed before it could release the lease. The serving instance
-// renews the lease every TTL/3 at the revision it last wrote, answers creates
-// only while its last renewal is less than the TTL (less a tenth) old and not
-// older than its connection's last reconnect (503 otherwise, which callers
-// retry), stops serving loudly when it finds another holder (Service.Done),
-// and deletes the lease on Stop.
+// Exactly one store serves a deployment, so that two stores never both
+// answer (each would create its own fake-task-0001 for the same intent),
+// and not one after the other either: a new, empty store taking over would
+// create again every intent the old one knew. The store a deployment uses
+// is recorded without a TTL, as the key "adopted" in the JetStream
+// key-value bucket "fake-task-provider-store" (AdoptionBucket: its own
+// bucket, since the lease bucket's TTL is bucket-wide; no MaxAge; the last
+// records kept as history; replicated like the lease), with where, when and
+// how it was adopted (Adoption). The first start on a deployment without a
+// record adopts its store, once it holds the lease, and logs it at WARN.
+// Every start of another store is then refused, naming the adopted store
+// and what to do (*AdoptionError, ErrNotAdopted), whether or not the
+// adopted store's instance is alive; the record is read before the lease,
+// so a refused store never touches it. Replacing the adopted store is an
+// operator's act: Adopt (the provider adopt command) must name the store it
+// replaces, refuses while an instance answers or holds the lease, and says
+// that every intent the replaced store knew is created again when resent
+// (ServiceConfig.Replaces is the same act at a start, for the processes
+// that host the service themselves, such as the demo).
+// A start of the adopted store, or of a copy of its data directory (same
+// store id), is not affected. A serving instance reads the record before
+// every renewal of its lease: if another store was adopted it stops at once
+// (ErrStoreReplaced) and releases its lease; if the record is gone it
+// writes it again.
+//
+// Before it joins, Serve also pings the service's instances and takes a
+// lease, the key "lease" in the JetStream key-value bucket
+// "fake-task-provider-lease" (entries expire after the bucket's TTL,
+// DefaultLeaseTTL when Serve creates it). It refuses to start, naming the
+// other instance, while another instance answers the ping or an instance of
+// another store holds the lease. An instance of the same store takes the
+// lease over at once: Pebble's lock lets only one process open a store, so
+// the holder must be a process that ended, perhaps killed before it could
+// release the lease. The serving instance renews the lease every TTL/3 at
+// the revision it last wrote, answers creates only while its last renewal
+// is less than the TTL (less a tenth) old and not older than its
+// connection's last reconnect (503 otherwise, which callers retry), stops
+// serving loudly when it finds another holder (Service.Done), and deletes
+// the lease on Stop.
 //
 // # Stats
 //
@@ -147,7 +171,10 @@
 //     are for this package and tests, and every other caller goes through
 //     the service over NATS.
 //   - Create a second task for an intent id it has seen, or overwrite the
-//     first result of an intent id. (Options.UnsafeCreateEveryCall breaks this
+//     first result of an intent id. Serve a store other than the one the
+//     deployment adopted, or replace the adopted store on its own: only
+//     Adopt does (or Serve with ServiceConfig.Replaces, the same act for a
+//     process that hosts the service), when the store it replaces is named. (Options.UnsafeCreateEveryCall breaks this
 //     on purpose, for tests that must show the audit failing; it is logged
 //     loudly and never used by the commands.)
 //   - Answer a create before its effect is durable, or count a request whose
@@ -162,6 +189,7 @@
 //     parser, never the rest of the documents or the approval that allowed
 //     the call.
 //
-// Run one service instance per deployment: Pebble's lock refuses a second
-// process on the same directory, and the lease a second instance on another.
+// Run one service instance per deployment, on the store it adopted: Pebble's
+// lock refuses a second process on the same directory, the lease a second
+// instance on another, and the adoption record any other store at any time.
 package provider

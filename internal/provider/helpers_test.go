@@ -46,7 +46,7 @@ func runRole(role string) error {
 	}
 	defer snc.Close()
 	ttl, _ := time.ParseDuration(os.Getenv("PROVIDER_TEST_LEASE_TTL"))
-	svc, err := Serve(snc, st, ServiceConfig{Logger: quietLogger(), LeaseTTL: ttl})
+	svc, err := Serve(snc, st, ServiceConfig{Logger: quietLogger(), LeaseTTL: ttl, DataDir: dir})
 	if err != nil {
 		return err
 	}

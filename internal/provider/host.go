@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/nats-io/nats.go"
 
@@ -28,6 +29,11 @@ func Host(dir string, opts Options, cfg ServiceConfig, connect func() (*nats.Con
 	st, err := Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("provider: opening the store: %w", err)
+	}
+	if cfg.DataDir == "" {
+		if abs, aerr := filepath.Abs(dir); aerr == nil {
+			cfg.DataDir = abs
+		}
 	}
 	nc, err := connect()
 	if err != nil {

@@ -212,8 +212,11 @@ func TestOnlyOneInstanceServes(t *testing.T) {
 			!strings.Contains(err.Error(), "store-00000000deadbeef") || !strings.Contains(err.Error(), "holds the lease") {
 			t.Errorf("error %v, want the lease holder named", err)
 		}
+		if a, _, found, err := readAdoption(ctxT(t), adoptionKV(t, url)); err != nil || found {
+			t.Errorf("adoption record %+v, %v: the store refused by the lease was adopted", a, err)
+		}
 	})
-	t.Run("a stopped instance releases the lease, so that another store can start at once", func(t *testing.T) {
+	t.Run("a stopped instance releases the lease, so that a store adopted in its place can start at once", func(t *testing.T) {
 		url := startNATS(t)
 		first := openStore(t, t.TempDir(), Options{})
 		svc, err := Serve(connect(t, url), first, ServiceConfig{Logger: quietLogger(), LeaseTTL: time.Minute})
@@ -224,7 +227,7 @@ func TestOnlyOneInstanceServes(t *testing.T) {
 			t.Fatal(err)
 		}
 		second := openStore(t, t.TempDir(), Options{})
-		svc2, err := Serve(connect(t, url), second, ServiceConfig{Logger: quietLogger()})
+		svc2, err := Serve(connect(t, url), second, ServiceConfig{Logger: quietLogger(), Replaces: first.ID()})
 		if err != nil {
 			t.Fatalf("after a graceful stop: %v", err)
 		}
@@ -316,31 +319,6 @@ func TestAKilledInstancesLease(t *testing.T) {
 		resp, err := NewClient(connect(t, url)).Create(ctxT(t), newRequest("after-kill", "x"))
 		if err != nil || resp.StoreID != killed.StoreID {
 			t.Errorf("create: %+v, %v; want an answer from %s", resp, err, killed.StoreID)
-		}
-	})
-	t.Run("another store is refused while a killed instance's lease lives, and serves once it has expired", func(t *testing.T) {
-		url := startNATS(t)
-		const ttl = time.Second
-		cmd, killed := serveProcess(t, url, t.TempDir(), ttl)
-		kill(t, cmd)
-		killedAt := time.Now()
-		st := openStore(t, t.TempDir(), Options{})
-		nc := connect(t, url)
-		_, err := Serve(nc, st, ServiceConfig{Logger: quietLogger()})
-		if !errors.Is(err, ErrAnotherInstance) || !strings.Contains(err.Error(), killed.StoreID) {
-			t.Fatalf("error %v, want a refusal naming %s", err, killed.StoreID)
-		}
-		for {
-			svc, err := Serve(nc, st, ServiceConfig{Logger: quietLogger()})
-			if err == nil {
-				defer svc.Stop()
-				t.Logf("served %v after the kill", time.Since(killedAt).Round(time.Millisecond))
-				break
-			}
-			if !errors.Is(err, ErrAnotherInstance) || time.Since(killedAt) > 10*ttl {
-				t.Fatalf("after %v: %v", time.Since(killedAt), err)
-			}
-			time.Sleep(100 * time.Millisecond)
 		}
 	})
 }
@@ -609,16 +587,17 @@ func TestAnInstanceThatLostNATSLongerThanItsLeaseDoesNotAnswerForIt(t *testing.T
 	time.Sleep(ttl + ttl/2)
 	natsAt(t, port, jsDir)
 
-	// B, of another store, starts before A is back and takes the expired lease.
+	// B, of another store that an operator adopted in A's place, starts
+	// before A is back and takes the expired lease.
 	stB := openStore(t, t.TempDir(), Options{})
-	b, err := Serve(connect(t, url), stB, ServiceConfig{Logger: quietLogger()})
+	b, err := Serve(connect(t, url), stB, ServiceConfig{Logger: quietLogger(), Replaces: stA.ID()})
 	if err != nil {
 		t.Fatalf("B: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Stop() })
 
-	// A comes back: it must find B holding the lease, stop, and never
-	// answer a create in between.
+	// A comes back: it must find B adopted (and holding the lease), stop,
+	// and never answer a create in between.
 	client := NewClient(connect(t, url))
 	client.Timeout = time.Second
 	deadline := time.Now().Add(15 * time.Second)
@@ -641,11 +620,14 @@ func TestAnInstanceThatLostNATSLongerThanItsLeaseDoesNotAnswerForIt(t *testing.T
 		}
 		break
 	}
-	if err := a.Err(); !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), stB.ID()) {
-		t.Errorf("A stopped with %v, want ErrLeaseLost naming %s", err, stB.ID())
+	if err := a.Err(); !errors.Is(err, ErrStoreReplaced) || !strings.Contains(err.Error(), stB.ID()) {
+		t.Errorf("A stopped with %v, want ErrStoreReplaced naming %s", err, stB.ID())
 	}
 	if got := stA.Stats(); got != (Counts{}) {
 		t.Errorf("A counted %+v after it lost NATS", got)
+	}
+	if e, err := leaseKV(t, url, ttl).Get(ctxT(t), LeaseKey); err != nil || !strings.Contains(string(e.Value()), b.Instance()) {
+		t.Errorf("lease after A stopped: %v; want it still held by B (%s)", err, b.Instance())
 	}
 }
 
@@ -663,7 +645,7 @@ func TestTheLeaseNeedsAServerThatCanKeepIt(t *testing.T) {
 		st := openStore(t, t.TempDir(), Options{})
 		start := time.Now()
 		_, err = Serve(connect(t, ns.ClientURL()), st, ServiceConfig{Logger: quietLogger()})
-		if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) || !strings.Contains(err.Error(), "the lease needs JetStream") {
+		if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) || !strings.Contains(err.Error(), "needs JetStream") {
 			t.Errorf("error %v, want a refusal naming JetStream", err)
 		}
 		if took := time.Since(start); took > 5*time.Second {

@@ -163,6 +163,9 @@ type lease struct {
 	value []byte
 	log   *slog.Logger
 	kick  chan struct{} // asks the renewal loop to renew now
+	// adopt, when set, is checked before each renewal: a lease is renewed
+	// only while the adoption record names this store.
+	adopt *adopter
 
 	mu         sync.Mutex
 	rev        uint64
@@ -358,6 +361,11 @@ func (l *lease) renew(ctx context.Context) error {
 	l.mu.Unlock()
 	rc := l.nc.Stats().Reconnects
 	sent := time.Now()
+	if l.adopt != nil {
+		if err := l.adopt.confirm(ctx); err != nil {
+			return err
+		}
+	}
 	newRev, err := l.kv.Update(ctx, LeaseKey, l.value, rev)
 	if err == nil {
 		l.confirm(newRev, sent, rc)
@@ -398,7 +406,8 @@ func (l *lease) renew(ctx context.Context) error {
 }
 
 // run renews the lease every TTL/3 until ctx ends. When another instance
-// holds the lease it calls lost and returns.
+// holds the lease, or the deployment adopted another store, it calls lost
+// and returns.
 func (l *lease) run(ctx context.Context, lost func(error)) {
 	interval := l.ttl / 3
 	retry := max(l.ttl/20, 50*time.Millisecond)
@@ -413,7 +422,7 @@ func (l *lease) run(ctx context.Context, lost func(error)) {
 		case <-l.kick:
 		}
 		err := l.renew(ctx)
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrStoreReplaced) {
 			lost(err)
 			return
 		}

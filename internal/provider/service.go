@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -37,9 +38,18 @@ type ServiceConfig struct {
 	// DefaultLeaseTTL. It is how long another store waits after an
 	// instance dies without stopping.
 	LeaseTTL time.Duration
-	// LeaseReplicas is the lease bucket's replica count when Serve creates
-	// it; 0 = 1. Use 3 on a cluster.
+	// LeaseReplicas is the replica count of the lease bucket and of the
+	// adoption bucket (AdoptionBucket) when Serve creates them; 0 = 1. Use
+	// 3 on a cluster.
 	LeaseReplicas int
+	// DataDir is the store's data directory, recorded in the adoption
+	// record when this start adopts the store (Host sets it).
+	DataDir string
+	// Replaces names the adopted store that this store replaces at this
+	// start: the operator's act of Adopt, for processes that host the
+	// service themselves (internal/embedded). Empty for every ordinary
+	// start; a start of the adopted store ignores it.
+	Replaces string
 	// StartTimeout bounds how long Serve waits for NATS and JetStream to
 	// take the lease; 0 = DefaultStartTimeout.
 	StartTimeout time.Duration
@@ -57,6 +67,7 @@ type Service struct {
 	log   *slog.Logger
 	me    LeaseHolder
 	lease *lease
+	adopt *adopter
 	stats createStats
 
 	stopRenew context.CancelFunc
@@ -79,15 +90,22 @@ type Service struct {
 
 // Serve registers the fake-task-provider micro service on nc, backed by st.
 //
-// Exactly one instance serves a deployment. Before it joins, Serve pings the
-// service's instances (micro PING) and takes the lease (see LeaseBucket); if
-// another instance answers, or an instance of another store holds the
-// lease, it refuses to start with an *InstanceError that names it
-// (errors.Is(err, ErrAnotherInstance)). An instance of the same store takes
-// the lease over at once, so a restart after a crash serves immediately.
-// While serving, it renews the lease; a create is answered only while the
-// lease is confirmed (503 otherwise, which callers retry), and if another
-// instance has taken the lease, the service stops serving and closes Done.
+// Exactly one store serves a deployment, for the life of the deployment,
+// and one instance of it at a time. Before it joins, Serve pings the
+// service's instances (micro PING), reads the adoption record (see
+// AdoptionBucket) and takes the lease (see LeaseBucket). If another
+// instance answers, or an instance of another store holds the lease, it
+// refuses to start with an *InstanceError that names it
+// (errors.Is(err, ErrAnotherInstance)); if the deployment adopted another
+// store, with an *AdoptionError that names it (errors.Is(err,
+// ErrNotAdopted)), whether or not that store's instance is alive. On a
+// deployment without a record, the first start adopts its store (once it
+// holds the lease). An instance of the same store takes the lease over at
+// once, so a restart after a crash serves immediately. While serving, it
+// renews the lease and checks the record; a create is answered only while
+// the lease is confirmed (503 otherwise, which callers retry), and if
+// another instance has taken the lease, or the deployment adopted another
+// store, the service stops serving and closes Done.
 func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -115,6 +133,20 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 		s.log.Error("not starting: another instance answers", "err", err)
 		return nil, err
 	}
+	startCtx, cancelStart := context.WithTimeout(context.Background(), cfg.StartTimeout)
+	defer cancelStart()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s.adopt = &adopter{nc: nc, js: js, replicas: cfg.LeaseReplicas, storeID: s.me.StoreID, path: cfg.DataDir,
+		replaces: cfg.Replaces, log: s.log}
+	if err := s.adopt.check(startCtx); err != nil {
+		if errors.Is(err, ErrNotAdopted) || errors.Is(err, ErrAdoptRefused) {
+			s.log.Error("not starting: the deployment adopted another store", "err", err)
+		}
+		return nil, err
+	}
 
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
@@ -132,9 +164,7 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 	}
 	s.svc = svc
 	s.me.Instance = svc.Info().ID
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
-	s.lease, err = takeLease(ctx, nc, s.me, cfg, s.log)
-	cancel()
+	s.lease, err = takeLease(startCtx, nc, s.me, cfg, s.log)
 	if err != nil {
 		_ = svc.Stop()
 		var ie *InstanceError
@@ -143,6 +173,16 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 		}
 		return nil, err
 	}
+	// The first start adopts its store only now, holding the lease: a
+	// store refused by the lease must not become the adopted one.
+	if err := s.adopt.record(startCtx); err != nil {
+		_ = svc.Stop()
+		if errors.Is(err, ErrNotAdopted) || errors.Is(err, ErrAdoptRefused) {
+			s.log.Error("not starting: the deployment adopted another store", "err", err)
+		}
+		return nil, errors.Join(err, s.lease.release())
+	}
+	s.lease.adopt = s.adopt
 	type endpoint struct {
 		name, subject string
 		h             micro.HandlerFunc
@@ -179,7 +219,7 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 	}
 	s.log.Info("service started", "name", ServiceName, "version", cfg.Version, "id", svc.Info().ID,
 		"create", SubjectCreate, "stats", SubjectStats, "records", SubjectRecords,
-		"lease_bucket", LeaseBucket, "lease_ttl", s.lease.ttl)
+		"lease_bucket", LeaseBucket, "lease_ttl", s.lease.ttl, "adopted", s.adopt.cur.String())
 	return s, nil
 }
 
@@ -190,11 +230,13 @@ func (s *Service) StoreID() string { return s.me.StoreID }
 func (s *Service) Instance() string { return s.me.Instance }
 
 // Done is closed when the service stops serving: after Stop, or on its own
-// when another instance has taken its lease. Err then says why.
+// when another instance has taken its lease or the deployment adopted
+// another store. Err then says why.
 func (s *Service) Done() <-chan struct{} { return s.done }
 
 // Err is nil while the service serves and after Stop; after the service
-// stopped on its own it wraps ErrLeaseLost and names the new holder.
+// stopped on its own it wraps ErrLeaseLost and names the new holder, or
+// wraps ErrStoreReplaced and names the store now adopted.
 func (s *Service) Err() error {
 	select {
 	case <-s.done:
@@ -204,15 +246,29 @@ func (s *Service) Err() error {
 	}
 }
 
-// leaseLost stops serving because another instance holds the lease. It runs
-// on the renewal goroutine.
+// leaseLost stops serving because another instance holds the lease, or the
+// deployment adopted another store. It runs on the renewal goroutine.
 func (s *Service) leaseLost(err error) {
+	replaced := errors.Is(err, ErrStoreReplaced)
 	s.mu.Lock()
-	s.lost = true
+	s.lost = !replaced
 	s.mu.Unlock()
-	s.log.Error("LEASE LOST: another instance serves this deployment; this instance stops answering at once", "err", err)
+	if replaced {
+		s.log.Error("STORE REPLACED: the deployment adopted another store; this instance stops answering at once", "err", err)
+	} else {
+		s.log.Error("LEASE LOST: another instance serves this deployment; this instance stops answering at once", "err", err)
+	}
 	if herr := s.halt(); herr != nil {
 		s.log.Error("stopping after the lease was lost", "err", herr)
+	}
+	if replaced {
+		// Still held: let the adopted store's instance start at once.
+		if rerr := s.lease.release(); rerr != nil {
+			s.log.Warn("lease not released; the adopted store's instance can start when it expires", "err", rerr, "ttl", s.lease.ttl)
+		}
+		s.mu.Lock()
+		s.lost = true
+		s.mu.Unlock()
 	}
 	s.finish(err)
 }

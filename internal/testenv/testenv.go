@@ -82,7 +82,10 @@ func StartWith(t testing.TB, o embedded.StackOptions) *Env {
 func (e *Env) URL() string { return e.Stack.URL() }
 
 // RestartService stops the task service and starts it on dir (relative to
-// the test directory; "provider" is the original store).
+// the test directory; "provider" is the original store). The store in dir
+// must be the one the deployment adopted: a new store on this server's
+// NATS data is refused (provider.ErrNotAdopted) unless it replaces the
+// adopted one explicitly (Stack.StartServiceReplacing).
 func (e *Env) RestartService(dir string) {
 	e.T.Helper()
 	if err := e.Stack.StopService(); err != nil {
