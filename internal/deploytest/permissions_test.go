@@ -352,21 +352,20 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		t.Fatalf("the service could not serve: %v", err)
 	}
 	defer func() { _ = hosted.Stop() }()
+	// Serving adopted the store: the record is in the service's own bucket.
 	sjs, _ := jetstream.New(svcConn.Conn)
 	storeKV, err := sjs.KeyValue(ctx, storeBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		storeKV, err = sjs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: storeBucket})
-	}
 	if err != nil {
 		t.Fatalf("the service could not open its store bucket: %v", err)
 	}
-	if _, err := storeKV.Put(ctx, "deploytest", []byte(hosted.Store.ID())); err != nil {
-		t.Fatalf("the service could not write its store record: %v", err)
+	adopted, err := storeKV.Get(ctx, "adopted")
+	if err != nil || !strings.Contains(string(adopted.Value()), hosted.Store.ID()) {
+		t.Fatalf("the service did not record its store %s as adopted: %v", hosted.Store.ID(), err)
 	}
 	job("service", "serve `fake-task-provider` (micro), ping other instances, answer requests",
 		"subscribe `fake-task-provider.>`, `$SRV.>`; `$SRV.PING.fake-task-provider`", seenAllowed)
 	job("service", "hold its lease; keep its store record (JetStream of its own account)",
-		"`$KV.fake-task-provider-lease.lease`, `$KV.fake-task-provider-store.>`", seenAllowed)
+		"`$KV.fake-task-provider-lease.lease`, `$KV.fake-task-provider-store.adopted`", seenAllowed)
 
 	// The executor pulls its consumer (without provisioning), calls the
 	// service, stores receipts and acks; signed approvals only.
