@@ -57,7 +57,7 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK || rep.Window.FirstSeq != 1 || rep.Window.LastSeq != 1 || rep.Window.Messages != 1 || len(rep.Checks) != 11 ||
+	if !rep.OK || rep.Window.FirstSeq != 1 || rep.Window.LastSeq != 1 || rep.Window.Messages != 1 || len(rep.Checks) != 13 ||
 		rep.Service.StoreID != env.Stack.Store.ID() {
 		t.Fatalf("report %+v", rep)
 	}

@@ -77,6 +77,8 @@ func verifyListed(in *Input, v *view) []Check {
 		checkGate(v),
 		na(checkDeliveries(v)),
 		checkOneStore(in),
+		checkProvisioned(in),
+		checkForeign(in),
 	}
 }
 

@@ -132,8 +132,8 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			if tc.notes != "" && !strings.Contains(checkNotes(rep, 3), tc.notes) {
 				t.Errorf("check 3's notes do not say %q:\n%s", tc.notes, checkNotes(rep, 3))
 			}
-			if len(rep.Checks) != 11 {
-				t.Fatalf("%d checks, want 11", len(rep.Checks))
+			if len(rep.Checks) != 13 {
+				t.Fatalf("%d checks, want 13", len(rep.Checks))
 			}
 			for _, c := range rep.Checks {
 				na := c.N == 4 || c.N == 5 || c.N == 7 || c.N == 10

@@ -13,6 +13,13 @@
 // message, and a delivery past the budget (topology.Config.MaxDeliver) is
 // dead-lettered before anything else is done with it.
 //
+// It must never consume from a consumer that differs from what provisioning
+// recorded (topology.ReadRecord): a consumer rewritten by anyone else would
+// decide, unseen, which approvals it is given and how often it may try. It
+// compares the two at start and every Config.ConsumerCheckInterval, and on a
+// difference refuses to start, or stops taking deliveries and returns the
+// difference from Run.
+//
 // It must never import package provider: it reaches every task service,
 // the fake one included, only through the taskservice contract
 // (Config.TaskService).

@@ -121,7 +121,12 @@ func record(ctx context.Context, js jetstream.JetStream, replicas int, p Provisi
 	if err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+	_, err = js.CreateOrUpdateStream(ctx, sc)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// Another provisioner created it between our update and create.
+		_, err = js.UpdateStream(ctx, sc)
+	}
+	if err != nil {
 		return fmt.Errorf("topology: recording what was provisioned in stream %s: %w", RecordStream, err)
 	}
 	return nil
@@ -209,7 +214,8 @@ const ConsumerObject = "consumer " + Consumer
 // DiffStream lists how the stream configuration found differs from want.
 // With recorded (want is as the server returned it), every field
 // compares; otherwise (want is what topology makes, Intended) the fields
-// topology sets do. The server's own metadata (_nats.*) never compares.
+// topology sets do, but for the replicas. The server's own metadata
+// (_nats.*) never compares.
 func DiffStream(want, found jetstream.StreamConfig, recorded bool) []Difference {
 	return diff(StreamObject(want.Name), reflect.ValueOf(want), reflect.ValueOf(found), recorded)
 }
@@ -263,7 +269,9 @@ func diff(object string, want, found reflect.Value, recorded bool) []Difference 
 			out = append(out, diffMetadata(object, w.Interface().(map[string]string), g.Interface().(map[string]string), recorded)...)
 			continue
 		}
-		if !recorded && w.IsZero() && !compareZero[name] {
+		if !recorded && (w.IsZero() && !compareZero[name] || name == "num_replicas") {
+			// Replicas are the deployment's choice (--replicas), not a
+			// default topology can know.
 			continue
 		}
 		if equal(w, g) {
