@@ -16,8 +16,8 @@ import (
 const provisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N] [--max-bytes N]
 
 Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the shared consumer
-"executor", records what the server applied to each in the metadata of the stream TOPOLOGY,
-then exits. For deployments where only a provisioning user may manage JetStream and executors
+"executor", records what the server applied to each in the key-value bucket sendtwice-topology
+(no TTL; only provisioning may write it), then exits. For deployments where only a provisioning user may manage JetStream and executors
 run with --no-provision. Safe to run again: it creates what is missing and updates what
 differs; it never deletes. Use the same --ack-wait and --max-deliver as the executors.
 
@@ -85,6 +85,6 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d), recorded in %s\n",
-		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordStream)
+		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordBucket)
 	return nil
 }

@@ -48,8 +48,8 @@ Only one process may use a --data directory: a second is refused before it start
 On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
 streams and the consumer are then kept on three nodes and survive the loss of one.
 
-The executors' consumer is held to what provisioning applied (its record, kept in the stream
-TOPOLOGY's metadata): at start, and every --consumer-check while running, serve compares the
+The executors' consumer is held to what provisioning applied (its record, kept in the bucket
+sendtwice-topology): at start, and every --consumer-check while running, serve compares the
 consumer with it. One that differs (another filter subject, budget, ack wait, back-off...,
 changed by anyone but provisioning) is refused, naming each difference as "field: expected X,
 found Y": at start serve exits 1 without consuming; while running it stops taking deliveries,

@@ -40,8 +40,8 @@ and checks that nothing was lost or done twice:
      or exceeds the executors' delivery budget;
  11. every receipt from the task service names the audited store: another store id means a
      second task service instance, with a store of its own, answered calls;
- 12. the streams and the executors' consumer are as provisioning recorded them (the stream
-     TOPOLOGY's metadata, written by executor provision and by serve when it provisions):
+ 12. the streams and the executors' consumer are as provisioning recorded them (the bucket
+     sendtwice-topology, written by executor provision and by serve when it provisions):
      every field that differs is a violation ("stream APPROVALS: max_age: expected 168h0m0s,
      found 2s"); no record at all is one too, and the live configurations are then compared
      with the topology's defaults;

@@ -628,7 +628,7 @@ func TestVerifyChecks(t *testing.T) {
 				w.in.Topology = asProvisioned(topology.Config{})
 				w.in.Topology.Provisioned = nil
 			},
-			fail: []int{12}, says: "no record of what was provisioned (stream TOPOLOGY)",
+			fail: []int{12}, says: "no record of what was provisioned (bucket sendtwice-topology)",
 		},
 		{
 			name: "without a record the topology is compared with its defaults",
@@ -644,9 +644,9 @@ func TestVerifyChecks(t *testing.T) {
 			name: "a record that cannot be read fails check 12",
 			build: func(w *world) {
 				w.run(hourAgo)
-				w.in.Topology.Provisioned, w.in.Topology.RecordErr = nil, "topology: the record of consumer executor in stream TOPOLOGY does not decode"
+				w.in.Topology.Provisioned, w.in.Topology.RecordErr = nil, "topology: the record in bucket sendtwice-topology, key provisioned, does not decode"
 			},
-			fail: []int{12}, says: "the record of what was provisioned (stream TOPOLOGY) cannot be read",
+			fail: []int{12}, says: "the record of what was provisioned (bucket sendtwice-topology) cannot be read",
 		},
 		{
 			name: "a dead letter that does not decode fails check 13 with its stream and sequence",

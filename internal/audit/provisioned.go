@@ -96,10 +96,10 @@ func checkProvisioned(in *Input) Check {
 	}
 	switch {
 	case t.RecordErr != "":
-		c.violate("the record of what was provisioned (stream %s) cannot be read: %s; compared with the topology's defaults instead", topology.RecordStream, t.RecordErr)
+		c.violate("the record of what was provisioned (bucket %s) cannot be read: %s; compared with the topology's defaults instead", topology.RecordBucket, t.RecordErr)
 	case t.Provisioned == nil:
-		c.violate("no record of what was provisioned (stream %s): provisioned by an older version, or the record was deleted; "+
-			"run executor provision with the deployment's settings to record it. Compared with the topology's defaults instead", topology.RecordStream)
+		c.violate("no record of what was provisioned (bucket %s): provisioned by an older version, or the record was deleted; "+
+			"run executor provision with the deployment's settings to record it. Compared with the topology's defaults instead", topology.RecordBucket)
 	default:
 		c.note("provisioned at %s", t.Provisioned.At.UTC().Format(time.RFC3339))
 	}

@@ -78,11 +78,11 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 				"12: consumer executor: max_deliver: expected -1, found 1"}},
 		{"a deleted record is reported, and a topology as its defaults make it is compared with them",
 			func(t *testing.T, env *testenv.Env) {
-				if err := env.JS.DeleteStream(ctx5(t), topology.RecordStream); err != nil {
+				if err := env.JS.DeleteKeyValue(ctx5(t), topology.RecordBucket); err != nil {
 					t.Fatal(err)
 				}
 			},
-			[]string{"12: no record of what was provisioned (stream TOPOLOGY)", "12: consumer executor: ack_wait: expected 30s, found 2s"}},
+			[]string{"12: no record of what was provisioned (bucket sendtwice-topology)", "12: consumer executor: ack_wait: expected 30s, found 2s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)

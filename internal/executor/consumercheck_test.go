@@ -91,7 +91,7 @@ func TestAnExecutorRefusesAtStartAConsumerChangedSinceItWasProvisioned(t *testin
 			change: func(t *testing.T, env *testenv.Env) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				if err := env.JS.DeleteStream(ctx, topology.RecordStream); err != nil {
+				if err := env.JS.DeleteKeyValue(ctx, topology.RecordBucket); err != nil {
 					t.Fatal(err)
 				}
 				changeConsumer(t, env, func(cc *jetstream.ConsumerConfig) {

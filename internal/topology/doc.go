@@ -2,7 +2,7 @@
 // that carry approved requests, receipts and dead letters, idempotently at
 // start: creating what is missing, updating what differs, never deleting.
 // It records what the server applied (the configuration of each stream and
-// of the consumer, in the metadata of the stream TOPOLOGY), and compares a
+// of the consumer, in the key-value bucket sendtwice-topology), and compares a
 // live configuration with that record field by field (Provisioned.Diff), so
 // that what reads the streams later judges them against what was
 // provisioned rather than against what they say of themselves now.

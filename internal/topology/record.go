@@ -20,32 +20,28 @@ import (
 // themselves now: someone who lowers a stream's MaxAge, or rewrites the
 // executors' consumer, changes the live configuration but not the record.
 //
-// The record is the metadata of a stream of its own, RecordStream, which
-// holds no messages: only a role that may create and update streams (the
-// provisioning role) can write it, every role that may read a stream's
-// info can read it, and it lives, without a TTL, as long as the stream.
-// Each of the three streams and the consumer has one key, whose value is
-// its configuration as the server returned it when provisioning applied
-// it; the comparison with the live configuration is then exact.
+// The record is one key of a key-value bucket of its own, RecordBucket,
+// kept without a TTL: only the provisioning role may write it, the
+// executors and the operator may read it (deploy/auth). Its value holds
+// the configuration of each of the three streams and of the consumer as
+// the server returned it when provisioning applied it, so that the
+// comparison with the live configuration is exact; one key, written at
+// once, so that no reader sees half of a provisioning.
 
-// RecordStream is the stream whose metadata records what provisioning
-// applied.
-const RecordStream = "TOPOLOGY"
-
-// RecordSubject is RecordStream's subject. Nothing is published there; the
-// stream refuses anything but an empty message.
-const RecordSubject = "sendtwice.topology"
-
-// Metadata keys of the record.
+// RecordBucket is the key-value bucket that records what provisioning
+// applied; RecordKey is its key.
 const (
-	recordAtKey        = "sendtwice.provisioned_at"
-	recordStreamPrefix = "sendtwice.stream."
-	recordConsumerKey  = "sendtwice.consumer." + ApprovalsStream + "." + Consumer
-	// serverMetaPrefix marks the metadata the server keeps on every stream
-	// and consumer (its version, the API level); it changes with an
-	// upgrade, so it is never compared.
-	serverMetaPrefix = "_nats."
+	RecordBucket = "sendtwice-topology"
+	RecordKey    = "provisioned"
+	// recordHistory keeps the last provisionings, for whoever wants to see
+	// what changed and when.
+	recordHistory = 16
 )
+
+// serverMetaPrefix marks the metadata the server keeps on every stream and
+// consumer (its version, the API level); it changes with an upgrade, so it
+// is never compared.
+const serverMetaPrefix = "_nats."
 
 // ErrNoRecord says that no record of what was provisioned exists: the
 // topology was provisioned by an older version, or the record was deleted.
@@ -55,16 +51,16 @@ var ErrNoRecord = errors.New("topology: no record of what provisioning applied")
 // stream and of the consumer.
 type Provisioned struct {
 	// At is when provisioning applied it (zero when not recorded).
-	At time.Time
+	At time.Time `json:"provisioned_at"`
 	// Streams are the three streams' configurations, by name.
-	Streams map[string]jetstream.StreamConfig
+	Streams map[string]jetstream.StreamConfig `json:"streams"`
 	// Consumer is the executors' consumer's configuration.
-	Consumer jetstream.ConsumerConfig
+	Consumer jetstream.ConsumerConfig `json:"consumer"`
 	// Recorded says the configurations are the server's, as recorded when
 	// provisioning applied them, so that every field compares. Without it
 	// they are what topology makes of a Config (Intended), and only the
 	// fields topology sets compare.
-	Recorded bool
+	Recorded bool `json:"-"`
 }
 
 // StreamNames are the streams provisioning makes, in order.
@@ -83,51 +79,34 @@ func Intended(c Config) Provisioned {
 	}
 }
 
-// RecordConfig is RecordStream holding p as its metadata. It stores no
-// messages: one byte at most, none deleted or purged.
-func RecordConfig(replicas int, p Provisioned) (jetstream.StreamConfig, error) {
-	md := map[string]string{recordAtKey: p.At.UTC().Format(time.RFC3339Nano)}
-	for name, sc := range p.Streams {
-		b, err := json.Marshal(sc)
-		if err != nil {
-			return jetstream.StreamConfig{}, fmt.Errorf("topology: recording stream %s: %w", name, err)
-		}
-		md[recordStreamPrefix+name] = string(b)
-	}
-	b, err := json.Marshal(p.Consumer)
-	if err != nil {
-		return jetstream.StreamConfig{}, fmt.Errorf("topology: recording consumer %s: %w", Consumer, err)
-	}
-	md[recordConsumerKey] = string(b)
-	return jetstream.StreamConfig{
-		Name:        RecordStream,
-		Description: "what provisioning applied to the streams and the executors' consumer, in this stream's metadata; holds no messages",
-		Subjects:    []string{RecordSubject},
+// RecordBucketConfig is the bucket that holds the record: file storage,
+// no TTL, replicated like the streams.
+func RecordBucketConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      RecordBucket,
+		Description: "what provisioning applied to the streams and the executors' consumer; written only by provisioning",
+		History:     recordHistory,
 		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
 		Replicas:    max(replicas, 1),
-		MaxMsgs:     1,
-		MaxMsgSize:  1,
-		Discard:     jetstream.DiscardNew,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		Metadata:    md,
-	}, nil
+	}
 }
 
 // record writes p as the record of what was provisioned.
 func record(ctx context.Context, js jetstream.JetStream, replicas int, p Provisioned) error {
-	sc, err := RecordConfig(replicas, p)
+	value, err := json.Marshal(p)
 	if err != nil {
-		return err
+		return fmt.Errorf("topology: encoding the record of what was provisioned: %w", err)
 	}
-	_, err = js.CreateOrUpdateStream(ctx, sc)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, RecordBucketConfig(replicas))
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		// Another provisioner created it between our update and create.
-		_, err = js.UpdateStream(ctx, sc)
+		kv, err = js.KeyValue(ctx, RecordBucket)
 	}
 	if err != nil {
-		return fmt.Errorf("topology: recording what was provisioned in stream %s: %w", RecordStream, err)
+		return fmt.Errorf("topology: opening bucket %s to record what was provisioned: %w", RecordBucket, err)
+	}
+	if _, err := kv.Put(ctx, RecordKey, value); err != nil {
+		return fmt.Errorf("topology: recording what was provisioned in bucket %s: %w", RecordBucket, err)
 	}
 	return nil
 }
@@ -136,39 +115,39 @@ func record(ctx context.Context, js jetstream.JetStream, replicas int, p Provisi
 // wrapping ErrNoRecord when there is none, and says why when the record
 // does not decode.
 func ReadRecord(ctx context.Context, js jetstream.JetStream) (Provisioned, error) {
-	s, err := js.Stream(ctx, RecordStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return Provisioned{}, fmt.Errorf("%w (no stream %s)", ErrNoRecord, RecordStream)
+	kv, err := js.KeyValue(ctx, RecordBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return Provisioned{}, fmt.Errorf("%w (no bucket %s)", ErrNoRecord, RecordBucket)
 	}
 	if err != nil {
-		return Provisioned{}, fmt.Errorf("topology: reading the record of what was provisioned (stream %s): %w", RecordStream, err)
+		return Provisioned{}, fmt.Errorf("topology: reading the record of what was provisioned (bucket %s): %w", RecordBucket, err)
 	}
-	return decodeRecord(s.CachedInfo().Config.Metadata)
+	e, err := kv.Get(ctx, RecordKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Provisioned{}, fmt.Errorf("%w (bucket %s has no key %s)", ErrNoRecord, RecordBucket, RecordKey)
+	}
+	if err != nil {
+		return Provisioned{}, fmt.Errorf("topology: reading the record of what was provisioned (bucket %s): %w", RecordBucket, err)
+	}
+	return decodeRecord(e.Value())
 }
 
-func decodeRecord(md map[string]string) (Provisioned, error) {
-	p := Provisioned{Streams: map[string]jetstream.StreamConfig{}, Recorded: true}
-	raw, ok := md[recordConsumerKey]
-	if !ok {
-		return Provisioned{}, fmt.Errorf("%w (stream %s has no key %s)", ErrNoRecord, RecordStream, recordConsumerKey)
-	}
-	if err := json.Unmarshal([]byte(raw), &p.Consumer); err != nil {
-		return Provisioned{}, fmt.Errorf("topology: the record of consumer %s in stream %s does not decode: %w", Consumer, RecordStream, err)
+// decodeRecord decodes a record and refuses one that lacks a stream or
+// the consumer.
+func decodeRecord(value []byte) (Provisioned, error) {
+	var p Provisioned
+	if err := json.Unmarshal(value, &p); err != nil {
+		return Provisioned{}, fmt.Errorf("topology: the record in bucket %s, key %s, does not decode: %w", RecordBucket, RecordKey, err)
 	}
 	for _, name := range StreamNames {
-		raw, ok := md[recordStreamPrefix+name]
-		if !ok {
-			return Provisioned{}, fmt.Errorf("topology: the record in stream %s has no key %s", RecordStream, recordStreamPrefix+name)
+		if p.Streams[name].Name != name {
+			return Provisioned{}, fmt.Errorf("topology: the record in bucket %s, key %s, has no stream %s", RecordBucket, RecordKey, name)
 		}
-		var sc jetstream.StreamConfig
-		if err := json.Unmarshal([]byte(raw), &sc); err != nil {
-			return Provisioned{}, fmt.Errorf("topology: the record of stream %s in stream %s does not decode: %w", name, RecordStream, err)
-		}
-		p.Streams[name] = sc
 	}
-	if at, err := time.Parse(time.RFC3339Nano, md[recordAtKey]); err == nil {
-		p.At = at
+	if p.Consumer.Durable != Consumer {
+		return Provisioned{}, fmt.Errorf("topology: the record in bucket %s, key %s, has no consumer %s", RecordBucket, RecordKey, Consumer)
 	}
+	p.Recorded = true
 	return p, nil
 }
 

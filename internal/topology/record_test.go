@@ -147,7 +147,7 @@ func TestWithoutARecordTheTopologyIsComparedWithWhatItWouldProvision(t *testing.
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := env.JS.DeleteStream(ctx, topology.RecordStream); err != nil {
+	if err := env.JS.DeleteKeyValue(ctx, topology.RecordBucket); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := topology.ReadRecord(ctx, env.JS); !errors.Is(err, topology.ErrNoRecord) {
@@ -174,11 +174,44 @@ func TestWithoutARecordTheTopologyIsComparedWithWhatItWouldProvision(t *testing.
 	}
 }
 
-func TestTheRecordStreamHoldsNoMessages(t *testing.T) {
+func TestTheRecordIsKeptWithoutATTL(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := env.JS.Publish(ctx, topology.RecordSubject, []byte("a record of my own")); err == nil {
-		t.Fatal("the record stream stored a message")
+	kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TTL() != 0 || st.BackingStore() != "JetStream" {
+		t.Fatalf("bucket %s: TTL %s; want none", topology.RecordBucket, st.TTL())
+	}
+}
+
+func TestARecordThatDoesNotDecodeOrLacksAPartIsRefusedWithItsReason(t *testing.T) {
+	for _, c := range []struct{ name, value, says string }{
+		{"junk", `{"streams": `, "does not decode"},
+		{"a record without the consumer", `{"streams": {"APPROVALS": {"name": "APPROVALS"}, "RECEIPTS": {"name": "RECEIPTS"}, "DEADLETTERS": {"name": "DEADLETTERS"}}}`, "has no consumer executor"},
+		{"a record without a stream", `{"streams": {"APPROVALS": {"name": "APPROVALS"}}, "consumer": {"durable_name": "executor"}}`, "has no stream RECEIPTS"},
+	} {
+		t.Run(c.name+" is refused", func(t *testing.T) {
+			env := testenv.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(ctx, topology.RecordKey, []byte(c.value)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = topology.ReadRecord(ctx, env.JS)
+			if err == nil || errors.Is(err, topology.ErrNoRecord) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
+			}
+		})
 	}
 }
