@@ -40,15 +40,15 @@ and checks that nothing was lost or done twice:
      or exceeds the executors' delivery budget;
  11. every receipt from the task service names the audited store: another store id means a
      second task service instance, with a store of its own, answered calls;
- 12. the streams and the executors' consumer are as provisioning recorded them (the bucket
+ 13. the streams and the executors' consumer are as provisioning recorded them (the bucket
      sendtwice-topology, written by executor provision and by serve when it provisions):
      every field that differs is a violation ("stream APPROVALS: max_age: expected 168h0m0s,
      found 2s"); no record at all is one too, and the live configurations are then compared
      with the topology's defaults;
- 13. every dead letter decodes, and no status message was stored as an approval.
+ 14. every dead letter decodes, and no status message was stored as an approval.
 Every stored record is read, whatever its headers: a status message stored in a stream
 through a reply subject (or made to look like one), junk, or a document of another schema is
-reported with its stream and sequence (checks 8 and 13), and every other check still runs.
+reported with its stream and sequence (checks 8 and 14), and every other check still runs.
 Without --trusted-approvers the gate is re-run without signature and expiry (on signed and
 unsigned approvals alike); with it, signatures are verified against FILE and unsigned
 approvals are refused unless --insecure-allow-unsigned.

@@ -590,45 +590,45 @@ func TestVerifyChecks(t *testing.T) {
 			fail: []int{1, 4, 8}, says: "message 3 has contradictory terminal outcomes: idempotency_conflict (receipt receipt-a3-1, delivery 1) and replayed (receipt receipt-a2-1, delivery 1)",
 		},
 		{
-			name: "a lowered max age on APPROVALS fails check 12, naming the field and both values",
+			name: "a lowered max age on APPROVALS fails check 13, naming the field and both values",
 			build: func(w *world) {
 				w.run(hourAgo)
 				w.in.Topology.Streams[topology.ApprovalsStream].MaxAge = 2 * time.Second
 			},
-			fail: []int{12}, says: "stream APPROVALS: max_age: expected 168h0m0s, found 2s",
+			fail: []int{13}, says: "stream APPROVALS: max_age: expected 168h0m0s, found 2s",
 		},
 		{
-			name: "a raised byte limit on RECEIPTS fails check 12",
+			name: "a raised byte limit on RECEIPTS fails check 13",
 			build: func(w *world) {
 				w.run(hourAgo)
 				w.in.Topology.Streams[topology.ReceiptsStream].MaxBytes = -1
 			},
-			fail: []int{12}, says: "stream RECEIPTS: max_bytes: expected 1073741824, found -1",
+			fail: []int{13}, says: "stream RECEIPTS: max_bytes: expected 1073741824, found -1",
 		},
 		{
-			name: "a consumer rewritten to filter nothing with a budget of one fails check 12",
+			name: "a consumer rewritten to filter nothing with a budget of one fails check 13",
 			build: func(w *world) {
 				w.run(hourAgo)
 				w.in.Topology.Consumer.FilterSubject, w.in.Topology.Consumer.MaxDeliver = "approvals.nothing", 1
 			},
-			fail: []int{12}, says: `consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
+			fail: []int{13}, says: `consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
 		},
 		{
-			name: "a deleted dead-letter stream fails check 12",
+			name: "a deleted dead-letter stream fails check 13",
 			build: func(w *world) {
 				w.run(hourAgo)
 				delete(w.in.Topology.Streams, topology.DeadLetterStream)
 			},
-			fail: []int{12}, says: "stream DEADLETTERS: expected to exist, found none",
+			fail: []int{13}, says: "stream DEADLETTERS: expected to exist, found none",
 		},
 		{
-			name: "no record of what was provisioned fails check 12, even when the topology is as its defaults make it",
+			name: "no record of what was provisioned fails check 13, even when the topology is as its defaults make it",
 			build: func(w *world) {
 				w.run(hourAgo)
 				w.in.Topology = asProvisioned(topology.Config{})
 				w.in.Topology.Provisioned = nil
 			},
-			fail: []int{12}, says: "no record of what was provisioned (bucket sendtwice-topology)",
+			fail: []int{13}, says: "no record of what was provisioned (bucket sendtwice-topology)",
 		},
 		{
 			name: "without a record the topology is compared with its defaults",
@@ -638,23 +638,23 @@ func TestVerifyChecks(t *testing.T) {
 				w.in.Topology.Provisioned = nil
 				w.in.Topology.Consumer.AckWait = time.Hour
 			},
-			fail: []int{12}, says: "consumer executor: ack_wait: expected 30s, found 1h0m0s",
+			fail: []int{13}, says: "consumer executor: ack_wait: expected 30s, found 1h0m0s",
 		},
 		{
-			name: "a record that cannot be read fails check 12",
+			name: "a record that cannot be read fails check 13",
 			build: func(w *world) {
 				w.run(hourAgo)
 				w.in.Topology.Provisioned, w.in.Topology.RecordErr = nil, "topology: the record in bucket sendtwice-topology, key provisioned, does not decode"
 			},
-			fail: []int{12}, says: "the record of what was provisioned (bucket sendtwice-topology) cannot be read",
+			fail: []int{13}, says: "the record of what was provisioned (bucket sendtwice-topology) cannot be read",
 		},
 		{
-			name: "a dead letter that does not decode fails check 13 with its stream and sequence",
+			name: "a dead letter that does not decode fails check 14 with its stream and sequence",
 			build: func(w *world) {
 				w.run(hourAgo)
 				w.in.Foreign = []audit.Undecodable{{Stream: topology.DeadLetterStream, Seq: 4, Err: "no Sendtwice-Stream-Seq header naming the approval message"}}
 			},
-			fail: []int{13}, says: "the record at DEADLETTERS sequence 4 does not decode: no Sendtwice-Stream-Seq header",
+			fail: []int{14}, says: "the record at DEADLETTERS sequence 4 does not decode: no Sendtwice-Stream-Seq header",
 		},
 		{
 			name: "an undecodable receipt is reported with its sequence in check 8",

@@ -83,12 +83,12 @@ func readTopology(ctx context.Context, js jetstream.JetStream) (*Topology, error
 	return t, nil
 }
 
-// 12. The streams and the executors' consumer are as provisioning recorded
+// 13. The streams and the executors' consumer are as provisioning recorded
 // them: every field of each live configuration equals the record's. With
 // no record, that absence fails the check, and the live configurations
 // are compared with what topology makes of its defaults.
 func checkProvisioned(in *Input) Check {
-	c := Check{N: 12, Name: "the streams and the executors' consumer are as provisioning recorded them", OK: true}
+	c := Check{N: 13, Name: "the streams and the executors' consumer are as provisioning recorded them", OK: true}
 	t := in.Topology
 	if t == nil {
 		c.violate("the streams' and the consumer's configuration was not read")
@@ -112,11 +112,11 @@ func checkProvisioned(in *Input) Check {
 	return c
 }
 
-// 13. Every dead letter decodes, and no status message was stored as an
+// 14. Every dead letter decodes, and no status message was stored as an
 // approval: records the pipeline does not write, each named by its stream
 // and sequence. (Receipts that do not decode are check 8's.)
 func checkForeign(in *Input) Check {
-	c := Check{N: 13, Name: "every dead letter decodes; no status message was stored as an approval", OK: true}
+	c := Check{N: 14, Name: "every dead letter decodes; no status message was stored as an approval", OK: true}
 	counts := map[string]int{}
 	for _, u := range in.Foreign {
 		counts[u.Stream]++

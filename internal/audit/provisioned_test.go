@@ -68,21 +68,21 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 	}{
 		{"a raised byte limit on APPROVALS is reported",
 			updateStream(topology.ApprovalsStream, func(sc *jetstream.StreamConfig) { sc.MaxBytes = -1 }),
-			[]string{"12: stream APPROVALS: max_bytes: expected 1073741824, found -1"}},
+			[]string{"13: stream APPROVALS: max_bytes: expected 1073741824, found -1"}},
 		{"a smaller message size limit on RECEIPTS is reported",
 			updateStream(topology.ReceiptsStream, func(sc *jetstream.StreamConfig) { sc.MaxMsgSize = 1024 }),
-			[]string{fmt.Sprintf("12: stream RECEIPTS: max_msg_size: expected %d, found 1024", topology.ReceiptMaxMsg)}},
+			[]string{fmt.Sprintf("13: stream RECEIPTS: max_msg_size: expected %d, found 1024", topology.ReceiptMaxMsg)}},
 		{"a consumer rewritten to filter nothing with a budget of one is reported field by field",
 			rewriteConsumer,
-			[]string{`12: consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
-				"12: consumer executor: max_deliver: expected -1, found 1"}},
+			[]string{`13: consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
+				"13: consumer executor: max_deliver: expected -1, found 1"}},
 		{"a deleted record is reported, and a topology as its defaults make it is compared with them",
 			func(t *testing.T, env *testenv.Env) {
 				if err := env.JS.DeleteKeyValue(ctx5(t), topology.RecordBucket); err != nil {
 					t.Fatal(err)
 				}
 			},
-			[]string{"12: no record of what was provisioned (bucket sendtwice-topology)", "12: consumer executor: ack_wait: expected 30s, found 2s"}},
+			[]string{"13: no record of what was provisioned (bucket sendtwice-topology)", "13: consumer executor: ack_wait: expected 30s, found 2s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
@@ -101,8 +101,8 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 					t.Errorf("no violation says %q:\n%s", w, all)
 				}
 			}
-			if got := failingChecks(rep); !slices.Equal(got, []int{12}) {
-				t.Errorf("failing checks %v, want [12]:\n%s", got, all)
+			if got := failingChecks(rep); !slices.Equal(got, []int{13}) {
+				t.Errorf("failing checks %v, want [13]:\n%s", got, all)
 			}
 		})
 	}
@@ -148,7 +148,7 @@ func TestVerifyJudgesAgeByTheMaxAgeProvisionedNotALoweredOne(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 
 	rep := verify(t, env)
-	expectViolation(t, rep, "12: stream APPROVALS: max_age: expected 168h0m0s, found 1s",
+	expectViolation(t, rep, "13: stream APPROVALS: max_age: expected 168h0m0s, found 1s",
 		"purged or deleted, not aged out")
 	if rep.Window.MaxAge != "168h0m0s" || rep.Window.MaxAgeFrom != "as provisioned" || rep.Window.BeforeWindow != (audit.Excluded{}) {
 		t.Fatalf("window %+v: want the max age as provisioned and nothing excused as aged out", rep.Window)
@@ -230,14 +230,14 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 
 	rep := verify(t, env)
 	expectViolation(t, rep,
-		fmt.Sprintf("13: the record at DEADLETTERS sequence %d does not decode: a status message (Nats-Pending-Messages", dead[0]),
-		fmt.Sprintf("13: the record at DEADLETTERS sequence %d does not decode: a status message (Status 408 Request Timeout) with no payload", dead[1]),
+		fmt.Sprintf("14: the record at DEADLETTERS sequence %d does not decode: a status message (Nats-Pending-Messages", dead[0]),
+		fmt.Sprintf("14: the record at DEADLETTERS sequence %d does not decode: a status message (Status 408 Request Timeout) with no payload", dead[1]),
 		fmt.Sprintf("8: the receipt at RECEIPTS sequence %d does not decode: a status message (Status 404)", ack.Sequence))
 	if len(rep.Checks) != 13 {
 		t.Fatalf("%d checks ran, want all 13", len(rep.Checks))
 	}
-	if got := failingChecks(rep); !slices.Equal(got, []int{8, 13}) {
-		t.Fatalf("failing checks %v, want [8 13]:\n%s", got, allViolations(rep))
+	if got := failingChecks(rep); !slices.Equal(got, []int{8, 14}) {
+		t.Fatalf("failing checks %v, want [8 14]:\n%s", got, allViolations(rep))
 	}
 }
 
@@ -251,7 +251,7 @@ func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
 	}
 	rep := verify(t, env)
 	expectViolation(t, rep,
-		fmt.Sprintf("13: the record at APPROVALS sequence %d does not decode: a status message (Status 408)", ack.Sequence),
+		fmt.Sprintf("14: the record at APPROVALS sequence %d does not decode: a status message (Status 408)", ack.Sequence),
 		fmt.Sprintf("1: message %d (intent \"\") has neither a receipt nor a dead letter", ack.Sequence))
 }
 
