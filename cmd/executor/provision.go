@@ -16,10 +16,15 @@ import (
 const provisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N] [--max-bytes N]
 
 Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the shared consumer
-"executor", then exits. For deployments where only a provisioning user may manage JetStream
-and executors run with --no-provision. Safe to run again: it creates what is missing and
-updates what differs; it never deletes. Use the same --ack-wait and --max-deliver as the
-executors.
+"executor", records what the server applied to each in the key-value bucket sendtwice-topology
+(no TTL; only provisioning may write it), then exits. For deployments where only a provisioning user may manage JetStream and executors
+run with --no-provision. Safe to run again: it creates what is missing and updates what
+differs; it never deletes. Use the same --ack-wait and --max-deliver as the executors.
+
+The record is what executors and verify hold the topology to: an executor refuses a consumer
+that differs from it, and verify reports every difference and draws its window with the MaxAge
+recorded. Run provision again after changing the topology on purpose, so that the record says
+so; run it once after upgrading from a version that kept no record.
 
 Each stream refuses messages larger than the gate accepts (256 KiB envelopes, plus room for
 headers) and holds at most --max-bytes (default 1 GiB); a full stream refuses new messages
@@ -79,7 +84,7 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d)\n",
-		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas)
+	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d), recorded in %s\n",
+		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordBucket)
 	return nil
 }

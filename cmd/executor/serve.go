@@ -52,6 +52,16 @@ it, and $NATS_URL, $NATS_USER and the other NATS variables of the environment ar
 On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
 streams and the consumer are then kept on three nodes and survive the loss of one.
 
+The executors' consumer is held to what provisioning applied (its record, kept in the bucket
+sendtwice-topology): at start, and every --consumer-check while running, serve compares the
+consumer with it. One that differs (another filter subject, budget, ack wait, back-off...,
+changed by anyone but provisioning) is refused, naming each difference as "field: expected X,
+found Y": at start serve exits 1 without consuming; while running it stops taking deliveries,
+finishes those in flight, logs the differences at ERROR and exits 1, so that a restart meets the
+same refusal until provisioning sets the consumer right again (executor provision). Without a
+record (a deployment provisioned by an older version), the consumer is compared with what
+serve's own flags provision.
+
 With --http, serves /metrics (Prometheus), /healthz (liveness) and /readyz (ready when
 connected to NATS, bound to the consumer and, with --embedded, the task service's store is
 open) on that address.
@@ -87,6 +97,7 @@ type serveFlags struct {
 	maxLifetime *time.Duration
 	recordCalls *string
 	checkOnly   *bool
+	consCheck   *time.Duration
 	faults      []executor.FaultSpec
 	tsf         *taskServiceFlags
 	logFormat   *string
@@ -118,6 +129,7 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	f.replicas = fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: 3 on a three-node cluster\n(default: as the existing streams have it, else 1; always 1 with --embedded)")
 	f.noProvision = fs.Bool("no-provision", false, "bind to the existing consumer; never create or change streams (for a user without JetStream admin rights)")
 	f.waitJS = fs.Duration("wait-jetstream", 2*time.Minute, "at start, keep trying this long to reach JetStream and set up or find the streams")
+	f.consCheck = fs.Duration("consumer-check", executor.DefaultConsumerCheckInterval, "compare the consumer with what provisioning applied this often while running;\none that differs stops serve (it is also compared at start)")
 	f.httpAddr = fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	f.trusted = fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
 	f.insecure = fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
@@ -156,6 +168,9 @@ func (f *serveFlags) check() error {
 	}
 	if *f.maxDeliver < 2 {
 		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *f.maxDeliver)
+	}
+	if *f.consCheck < time.Second {
+		return fmt.Errorf("%w: --consumer-check %s: want at least 1s", errUsage, *f.consCheck)
 	}
 	if err := checkMaxBytes(*f.maxBytes); err != nil {
 		return err
@@ -442,6 +457,8 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 		Gate:        checker,
 		OnReceipt:   s.em.ObserveReceipt,
 		OnRetry:     s.em.ObserveRetry,
+
+		ConsumerCheckInterval: *f.consCheck,
 	})
 }
 

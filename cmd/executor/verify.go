@@ -23,7 +23,9 @@ const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--
 
 Reads the APPROVALS stream, the receipts, the dead letters and the task service's records,
 and checks that nothing was lost or done twice:
-  1. every approval message has a terminal receipt or a dead letter;
+  1. every approval message has one terminal outcome: a terminal receipt or a dead letter,
+     never two that contradict (the service's answer and a dead letter or a rejection, a
+     rejection and a dead letter, created and idempotency_conflict);
   2. at most one create per intent id, and its created/replayed receipts name one task;
   3. creates executed = tasks existing = intents with a create;
   4. requests received = receipts from the service + calls whose reply was lost;
@@ -37,14 +39,26 @@ and checks that nothing was lost or done twice:
  10. each delivery makes at most one call: no delivery number of a message carries two calls
      or exceeds the executors' delivery budget;
  11. every receipt from the task service names the audited store: another store id means a
-     second task service instance, with a store of its own, answered calls.
+     second task service instance, with a store of its own, answered calls;
+ 13. the streams and the executors' consumer are as provisioning recorded them (the bucket
+     sendtwice-topology, written by executor provision and by serve when it provisions):
+     every field that differs is a violation ("stream APPROVALS: max_age: expected 168h0m0s,
+     found 2s"); no record at all is one too, and the live configurations are then compared
+     with the topology's defaults;
+ 14. every dead letter decodes, and no status message was stored as an approval.
+Every stored record is read, whatever its headers: a status message stored in a stream
+through a reply subject (or made to look like one), junk, or a document of another schema is
+reported with its stream and sequence (checks 8 and 14), and every other check still runs.
 Without --trusted-approvers the gate is re-run without signature and expiry (on signed and
 unsigned approvals alike); with it, signatures are verified against FILE and unsigned
 approvals are refused unless --insecure-allow-unsigned.
 
 The audit covers the messages the APPROVALS stream holds (its window, printed first). Records
 of messages that aged out (all older than the stream's max age) are excluded and counted;
-records younger than the max age whose message is gone (purged, deleted) are violations.
+records younger than the max age whose message is gone (purged, deleted) are violations. The
+max age is the one provisioned, never the stream's current one: a max age lowered since ages
+messages out early, and their records are then reported as purged, not excused. The delivery
+budget of check 10 is the consumer's as provisioned, too.
 
 With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
 no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
@@ -164,7 +178,11 @@ func printReport(w io.Writer, rep audit.Report) {
 		if win.Messages == 0 {
 			held = fmt.Sprintf("no messages (next sequence %d)", win.LastSeq+1)
 		}
-		fmt.Fprintf(w, "window: %s %s, %d messages; max age %s; audited at %s\n", win.Stream, held, win.Messages, win.MaxAge, win.AuditedAt)
+		maxAge := win.MaxAge
+		if win.MaxAgeFrom != "" {
+			maxAge += " (" + win.MaxAgeFrom + ")"
+		}
+		fmt.Fprintf(w, "window: %s %s, %d messages; max age %s; audited at %s\n", win.Stream, held, win.Messages, maxAge, win.AuditedAt)
 		if b := win.BeforeWindow; b.Messages > 0 {
 			fmt.Fprintf(w, "        before the window (aged out before %s, excluded): %d messages, %d service calls, %d receipts\n",
 				win.Since, b.Messages, b.Calls, b.Receipts)

@@ -2,10 +2,13 @@ package audit_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -14,6 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // world builds an audit.Input the way the pipeline leaves it: messages
@@ -47,7 +51,23 @@ func newWorld(t *testing.T) *world {
 		MaxDeliver:  4,
 		Now:         auditedAt,
 		Service:     audit.ServiceIdentity{StoreID: auditedStore},
+		Topology:    asProvisioned(topology.Config{MaxDeliver: 4}),
 	}}
+}
+
+// asProvisioned is a topology provisioned with c and unchanged since.
+func asProvisioned(c topology.Config) *audit.Topology {
+	p := topology.Intended(c)
+	p.Recorded, p.At = true, auditedAt.Add(-30*24*time.Hour)
+	t := &audit.Topology{Provisioned: &p, Streams: map[string]*jetstream.StreamConfig{}}
+	for name, sc := range p.Streams {
+		sc.Subjects = slices.Clone(sc.Subjects)
+		t.Streams[name] = &sc
+	}
+	cc := p.Consumer
+	cc.Metadata = maps.Clone(cc.Metadata)
+	t.Consumer = &cc
+	return t
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -516,6 +536,131 @@ func TestVerifyChecks(t *testing.T) {
 				w.receipt(seq, 1, "c", rec.Outcome, &rec, hourAgo)
 			},
 			fail: []int{7, 12}, says: "carries request digest",
+		},
+		{
+			name: "a message created on its first delivery and replayed on its second passes",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.handle(seq, 1, hourAgo)
+				w.handle(seq, 2, hourAgo.Add(time.Minute))
+				w.handle(seq, 3, hourAgo.Add(2*time.Minute))
+			},
+		},
+		{
+			name: "a message with a created and a dead_lettered receipt fails check 1",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.handle(seq, 1, hourAgo)
+				w.receipt(seq, 5, "dead", document.OutcomeDeadLettered, nil, hourAgo.Add(time.Minute))
+				w.in.DeadLetters[seq] = "deliveries ran out"
+			},
+			fail: []int{1}, says: "message 1 has contradictory terminal outcomes: created (receipt receipt-a1-1, delivery 1) and dead_lettered (receipt receipt-dead, delivery 5)",
+		},
+		{
+			name: "a message with a replayed receipt and a dead letter but no dead_lettered receipt fails check 1",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.handle(seq, 1, hourAgo)
+				w.in.Receipts[seq][0].Outcome = document.OutcomeReplayed
+				w.in.Requests[0].Outcome = document.OutcomeReplayed
+				w.in.DeadLetters[seq] = "deliveries ran out"
+			},
+			fail: []int{1, 5}, says: "replayed (receipt receipt-a1-1, delivery 1) and a dead letter in DEADLETTERS",
+		},
+		{
+			name: "a message with a created and a rejected receipt fails check 1, and check 6 for its call",
+			build: func(w *world) {
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.handle(seq, 1, hourAgo)
+				w.receipt(seq, 2, "refused", document.OutcomeRejected, nil, hourAgo.Add(time.Minute))
+			},
+			fail: []int{1, 6}, says: "created (receipt receipt-a1-1, delivery 1) and rejected (receipt receipt-refused, delivery 2)",
+		},
+		{
+			name: "a message with a rejected and a dead_lettered receipt fails check 1",
+			build: func(w *world) {
+				tampered := w.seed.TamperedCases()[2]
+				seq := w.publish(tampered.Envelope, hourAgo)
+				w.receipt(seq, 1, "refused", document.OutcomeRejected, nil, hourAgo)
+				w.receipt(seq, 2, "dead", document.OutcomeDeadLettered, nil, hourAgo)
+				w.in.DeadLetters[seq] = "deliveries ran out"
+			},
+			fail: []int{1}, says: "rejected (receipt receipt-refused, delivery 1) and dead_lettered (receipt receipt-dead, delivery 2)",
+		},
+		{
+			name: "a message with an idempotency_conflict and a replayed receipt fails check 1",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Receipts[3] = append(w.in.Receipts[3], w.in.Receipts[2][0])
+			},
+			fail: []int{1, 4, 8}, says: "message 3 has contradictory terminal outcomes: idempotency_conflict (receipt receipt-a3-1, delivery 1) and replayed (receipt receipt-a2-1, delivery 1)",
+		},
+		{
+			name: "a lowered max age on APPROVALS fails check 13, naming the field and both values",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Topology.Streams[topology.ApprovalsStream].MaxAge = 2 * time.Second
+			},
+			fail: []int{13}, says: "stream APPROVALS: max_age: expected 168h0m0s, found 2s",
+		},
+		{
+			name: "a raised byte limit on RECEIPTS fails check 13",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Topology.Streams[topology.ReceiptsStream].MaxBytes = -1
+			},
+			fail: []int{13}, says: "stream RECEIPTS: max_bytes: expected 1073741824, found -1",
+		},
+		{
+			name: "a consumer rewritten to filter nothing with a budget of one fails check 13",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Topology.Consumer.FilterSubject, w.in.Topology.Consumer.MaxDeliver = "approvals.nothing", 1
+			},
+			fail: []int{13}, says: `consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
+		},
+		{
+			name: "a deleted dead-letter stream fails check 13",
+			build: func(w *world) {
+				w.run(hourAgo)
+				delete(w.in.Topology.Streams, topology.DeadLetterStream)
+			},
+			fail: []int{13}, says: "stream DEADLETTERS: expected to exist, found none",
+		},
+		{
+			name: "no record of what was provisioned fails check 13, even when the topology is as its defaults make it",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Topology = asProvisioned(topology.Config{})
+				w.in.Topology.Provisioned = nil
+			},
+			fail: []int{13}, says: "no record of what was provisioned (bucket sendtwice-topology)",
+		},
+		{
+			name: "without a record the topology is compared with its defaults",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Topology = asProvisioned(topology.Config{})
+				w.in.Topology.Provisioned = nil
+				w.in.Topology.Consumer.AckWait = time.Hour
+			},
+			fail: []int{13}, says: "consumer executor: ack_wait: expected 30s, found 1h0m0s",
+		},
+		{
+			name: "a record that cannot be read fails check 13",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Topology.Provisioned, w.in.Topology.RecordErr = nil, "topology: the record in bucket sendtwice-topology, key provisioned, does not decode"
+			},
+			fail: []int{13}, says: "the record of what was provisioned (bucket sendtwice-topology) cannot be read",
+		},
+		{
+			name: "a dead letter that does not decode fails check 14 with its stream and sequence",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Foreign = []audit.Undecodable{{Stream: topology.DeadLetterStream, Seq: 4, Err: "no Sendtwice-Stream-Seq header naming the approval message"}}
+			},
+			fail: []int{14}, says: "the record at DEADLETTERS sequence 4 does not decode: no Sendtwice-Stream-Seq header",
 		},
 		{
 			name: "an undecodable receipt is reported with its sequence in check 8",

@@ -229,9 +229,9 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 					t.Errorf("no violation says %q:\n%s", s, violations(rep))
 				}
 			}
-			c := rep.Checks[len(rep.Checks)-1]
-			if c.N != 12 {
-				t.Fatalf("the last check is %d, want 12", c.N)
+			c := rep.Checks[11]
+			if c.N != 12 || !strings.HasPrefix(c.Name, "every created task holds") {
+				t.Fatalf("the twelfth check is %d %q, want 12, the content check", c.N, c.Name)
 			}
 			compared := figure(rep, 12, "compared with their approved request")
 			if tc.fail == nil && len(w.in.Tasks) > 0 && compared+figure(rep, 12, "for messages outside the window (excluded)") != int64(len(w.in.Tasks)) {

@@ -5,14 +5,24 @@
 //
 // Verify traces every service call and every receipt back to the stored
 // approval message its call reference names, re-runs the gate on that
-// message, bounds each message's calls by its deliveries, and compares each
+// message, bounds each message's calls by its deliveries, compares each
 // task the service created with the task of the approved request that
 // created it (reporting every create the service refused for not matching
-// its request). It sees only
-// what the streams still hold: its report states that window (the stream's
-// first and last sequence and max age), and counts apart the records of
-// messages that aged out before it. A record younger than the max age whose
-// message is gone is a violation, not an exclusion.
+// its request), and fails a message with two terminal outcomes that
+// contradict each other. It sees
+// only what the streams still hold: its report states that window (the
+// stream's first and last sequence and max age), and counts apart the
+// records of messages that aged out before it. A record younger than the
+// max age whose message is gone is a violation, not an exclusion.
+//
+// It judges the streams and the consumer against what provisioning
+// recorded (topology.ReadRecord), never against their current settings:
+// every difference is a violation, and the window's max age and the
+// delivery budget are the ones provisioned, so that lowering a MaxAge or
+// raising a budget cannot steer it. It reads every stored record with a
+// pull of its own, whatever the record's headers say, and reports one that
+// does not decode (a status message stored through a reply subject, junk,
+// another schema) with its stream and sequence; it never stops on one.
 //
 // VerifyRun checks one run of work instead of the whole history: the
 // messages a caller stored (a window of sequences), the receipts stored for

@@ -79,6 +79,8 @@ func verifyListed(in *Input, v *view) []Check {
 		na(checkDeliveries(v)),
 		checkOneStore(in),
 		{N: 12, Name: contentCheck, OK: true, NotApplicable: "the listing shows which intents have a task, not the tasks' content"},
+		checkProvisioned(in),
+		checkForeign(in),
 	}
 }
 

@@ -132,8 +132,8 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			if tc.notes != "" && !strings.Contains(checkNotes(rep, 3), tc.notes) {
 				t.Errorf("check 3's notes do not say %q:\n%s", tc.notes, checkNotes(rep, 3))
 			}
-			if len(rep.Checks) != 12 {
-				t.Fatalf("%d checks, want 12", len(rep.Checks))
+			if len(rep.Checks) != 14 {
+				t.Fatalf("%d checks, want 14", len(rep.Checks))
 			}
 			for _, c := range rep.Checks {
 				na := c.N == 4 || c.N == 5 || c.N == 7 || c.N == 10 || c.N == 12

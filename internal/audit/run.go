@@ -90,7 +90,7 @@ func ReadRunReceipts(ctx context.Context, js jetstream.JetStream, from uint64, s
 	if info.State.LastSeq < from {
 		return out, nil, nil
 	}
-	err = readFrom(ctx, s, topology.ReceiptsStream, info.State, false, from, func(m jetstream.Msg) error {
+	err = readFrom(ctx, js, s, topology.ReceiptsStream, info.State, false, from, func(m jetstream.Msg) error {
 		r, u, ok := decodeStored(m)
 		switch {
 		case !ok:
@@ -248,7 +248,11 @@ func decodeStored(m jetstream.Msg) (*document.Receipt, Undecodable, bool) {
 	r, err := document.DecodeReceipt(m.Data())
 	if err != nil {
 		seq, _ := strconv.ParseUint(m.Headers().Get(topology.HeaderStreamSeq), 10, 64)
-		return nil, Undecodable{Seq: meta.Sequence.Stream, StreamSeq: seq, Err: err.Error()}, false
+		why := err.Error()
+		if st := statusMessage(m); st != "" {
+			why = st
+		}
+		return nil, Undecodable{Seq: meta.Sequence.Stream, StreamSeq: seq, Err: why}, false
 	}
 	return r, Undecodable{}, true
 }

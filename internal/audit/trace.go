@@ -18,6 +18,9 @@ import (
 // approval message it names, and defines the window the audit covers.
 //
 // The window is the APPROVALS stream as read: sequences FirstSeq..LastSeq.
+// Its MaxAge is the one provisioned (Input.Stream.MaxAge), never the one
+// the stream says now: a MaxAge lowered since would otherwise excuse as
+// aged out what was removed.
 // A call or receipt naming a sequence below FirstSeq that the stream no
 // longer holds is "before the window" when the earliest record of that
 // message (a call's received_at, a receipt's issued_at) is older than the
@@ -193,9 +196,13 @@ type Window struct {
 	FirstSeq uint64 `json:"first_seq"`
 	LastSeq  uint64 `json:"last_seq"`
 	Messages int    `json:"messages"`
-	// MaxAge is the stream's MaxAge ("unlimited" when messages never age out).
-	MaxAge    string `json:"max_age"`
-	AuditedAt string `json:"audited_at"`
+	// MaxAge is the stream's MaxAge as provisioned ("unlimited" when
+	// messages never age out), whatever the stream says now.
+	MaxAge string `json:"max_age"`
+	// MaxAgeFrom says where MaxAge was read: "as provisioned", or the
+	// topology's default when there is no record of what was provisioned.
+	MaxAgeFrom string `json:"max_age_from,omitempty"`
+	AuditedAt  string `json:"audited_at"`
 	// Since is AuditedAt - MaxAge: a message whose records are all older
 	// may have aged out; one whose records are younger may not.
 	Since        string   `json:"since,omitempty"`
@@ -212,7 +219,7 @@ type Excluded struct {
 
 func (v *view) window() Window {
 	w := Window{Stream: topology.ApprovalsStream, FirstSeq: v.first, LastSeq: v.last, Messages: len(v.msgs),
-		MaxAge: "unlimited", AuditedAt: v.now.UTC().Format(time.RFC3339)}
+		MaxAge: "unlimited", MaxAgeFrom: v.in.Stream.MaxAgeFrom, AuditedAt: v.now.UTC().Format(time.RFC3339)}
 	if age := v.in.Stream.MaxAge; age > 0 {
 		w.MaxAge = age.String()
 		w.Since = v.now.Add(-age).UTC().Format(time.RFC3339)

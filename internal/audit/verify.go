@@ -49,9 +49,16 @@ type Input struct {
 	ReceiptsStored map[uint64]time.Time
 	// Undecodable lists the stored receipts that do not decode.
 	Undecodable []Undecodable
+	// Foreign lists the records of APPROVALS and DEADLETTERS that the
+	// pipeline does not write: dead letters that do not decode, status
+	// messages stored as approvals.
+	Foreign []Undecodable
+	// Topology is the streams' and the consumer's configuration as read,
+	// with the record of what provisioning applied.
+	Topology *Topology
 	// MaxDeliver is the executors' delivery budget, from the shared
-	// consumer (0 or less: unbounded): deliveries beyond it are dead-lettered
-	// without a call to the service.
+	// consumer as provisioned (0 or less: unbounded): deliveries beyond it
+	// are dead-lettered without a call to the service.
 	MaxDeliver int
 	// Now is when the audit read its input; the zero time means time.Now.
 	Now time.Time
@@ -83,8 +90,13 @@ type StreamState struct {
 	LastSeq   uint64
 	Msgs      uint64
 	FirstTime time.Time
-	// MaxAge is the stream's MaxAge; zero means messages never age out.
+	// MaxAge is the stream's MaxAge as provisioned, never as the stream
+	// says now (a lowered MaxAge must not excuse a purge); zero means
+	// messages never age out.
 	MaxAge time.Duration
+	// MaxAgeFrom says where MaxAge was read ("as provisioned", or the
+	// topology's default when there is no record of what was provisioned).
+	MaxAgeFrom string
 	// LastSeqAfter is the stream's last sequence once Load had read
 	// everything else: records naming a message stored meanwhile are after
 	// the window, not missing.
@@ -103,10 +115,16 @@ func LoadWith(ctx context.Context, nc *nats.Conn, lister TaskLister) (*Input, er
 		return nil, err
 	}
 	in := &Input{Messages: map[uint64]document.Identity{}, Approvals: map[uint64]Message{}, Now: time.Now()}
+	if in.Topology, err = readTopology(ctx, js); err != nil {
+		return nil, err
+	}
 	info, err := readStream(ctx, js, topology.ApprovalsStream, false, func(m jetstream.Msg) error {
 		meta, err := m.Metadata()
 		if err != nil {
 			return err
+		}
+		if st := statusMessage(m); st != "" {
+			in.Foreign = append(in.Foreign, Undecodable{Stream: topology.ApprovalsStream, Seq: meta.Sequence.Stream, Err: st})
 		}
 		in.Messages[meta.Sequence.Stream] = document.Identify(m.Data())
 		in.Approvals[meta.Sequence.Stream] = Message{Data: m.Data(), Stored: meta.Timestamp, Subject: m.Subject()}
@@ -115,17 +133,29 @@ func LoadWith(ctx context.Context, nc *nats.Conn, lister TaskLister) (*Input, er
 	if err != nil {
 		return nil, err
 	}
+	provisioned := in.Topology.provisioned()
 	in.Stream = StreamState{FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Msgs: info.State.Msgs,
-		FirstTime: info.State.FirstTime, MaxAge: info.Config.MaxAge, LastSeqAfter: info.State.LastSeq}
+		FirstTime: info.State.FirstTime, MaxAge: provisioned.Streams[topology.ApprovalsStream].MaxAge, MaxAgeFrom: in.Topology.source(),
+		LastSeqAfter: info.State.LastSeq}
 	if in.Receipts, in.ReceiptsStored, in.Undecodable, err = readReceipts(ctx, js); err != nil {
 		return nil, err
 	}
-	if in.DeadLetters, err = DeadLetterSeqs(ctx, js); err != nil {
+	var badDead []Undecodable
+	if in.DeadLetters, badDead, err = ReadDeadLetters(ctx, js); err != nil {
 		return nil, err
 	}
-	if in.Consumer, in.MaxDeliver, err = consumer(ctx, js); err != nil {
+	in.Foreign = append(in.Foreign, badDead...)
+	var cc jetstream.ConsumerConfig
+	if in.Consumer, cc, err = consumer(ctx, js); err != nil {
 		return nil, err
 	}
+	// The executors call the service on deliveries up to their budget and
+	// dead-letter later ones without a call: the budget as provisioned,
+	// without a record the consumer's own.
+	if in.Topology.Provisioned != nil {
+		cc = in.Topology.Provisioned.Consumer
+	}
+	in.MaxDeliver = topology.CallBound(cc)
 	if lister != nil {
 		l, err := lister.ListTasks(ctx)
 		if err != nil {
@@ -291,6 +321,8 @@ func VerifyWith(in *Input, o Options) Report {
 		checkDeliveries(v),
 		checkOneStore(in),
 		checkContent(v),
+		checkProvisioned(in),
+		checkForeign(in),
 	})
 }
 
@@ -311,10 +343,12 @@ func sortedSeqs[V any](m map[uint64]V) []uint64 {
 	return s
 }
 
-// 1. Every approval message has a terminal receipt or a dead letter.
+// 1. Every approval message has one terminal outcome: a terminal receipt or
+// a dead letter, and never two that contradict each other (see
+// contradiction).
 func checkTerminal(in *Input) Check {
-	c := Check{N: 1, Name: "every approval message has a terminal receipt or a dead letter", OK: true}
-	var withReceipt, dead int
+	c := Check{N: 1, Name: "every approval message has one terminal outcome: a terminal receipt or a dead letter, never two that contradict", OK: true}
+	var withReceipt, dead, contradictory int
 	for _, seq := range sortedSeqs(in.Messages) {
 		terminal := false
 		for _, r := range in.Receipts[seq] {
@@ -331,12 +365,70 @@ func checkTerminal(in *Input) Check {
 			c.violate("message %d (intent %q) has neither a receipt nor a dead letter", seq, in.Messages[seq].IntentID)
 		}
 	}
+	// Contradictions are looked for on every message with receipts or a
+	// dead letter, held by the stream or not.
+	seqs := map[uint64]bool{}
+	for seq := range in.Receipts {
+		seqs[seq] = true
+	}
+	for seq := range in.DeadLetters {
+		seqs[seq] = true
+	}
+	for _, seq := range sortedSeqs(seqs) {
+		_, isDead := in.DeadLetters[seq]
+		if why := contradiction(in.Receipts[seq], isDead); why != "" {
+			contradictory++
+			c.violate("message %d has contradictory terminal outcomes: %s", seq, why)
+		}
+	}
 	c.fig("messages", len(in.Messages))
 	c.fig("with a terminal receipt", withReceipt)
 	c.fig("dead-lettered", dead)
+	c.fig("with contradictory terminal outcomes", contradictory)
 	c.fig("consumer pending", int(in.Consumer.Pending))
 	c.fig("consumer ack pending", in.Consumer.AckPending)
 	return c
+}
+
+// contradiction says how a message's terminal outcomes contradict each
+// other, or returns "". A message ends in one of four ways: the service
+// answered that its task exists (created, or replayed on a later
+// delivery), the service answered idempotency_conflict, the gate rejected
+// it, or it was dead-lettered (a dead_lettered receipt, or a dead letter
+// in DEADLETTERS). More than one of these for one message contradicts: a
+// task the service created for a message then said to be of unknown
+// outcome, a message both refused by the gate and sent. Several receipts
+// of one way (replayed on each redelivery) do not.
+func contradiction(rs []*document.Receipt, deadLetter bool) string {
+	type way struct{ name, first string }
+	var ways []way
+	seen := map[string]bool{}
+	add := func(name, first string) {
+		if !seen[name] {
+			seen[name] = true
+			ways = append(ways, way{name, first})
+		}
+	}
+	for _, r := range rs {
+		what := fmt.Sprintf("%s (receipt %s, delivery %d)", r.Outcome, r.ReceiptID, r.Delivery.Delivered)
+		switch r.Outcome {
+		case document.OutcomeCreated, document.OutcomeReplayed:
+			add("exists", what)
+		case document.OutcomeConflict, document.OutcomeRejected, document.OutcomeDeadLettered:
+			add(r.Outcome, what)
+		}
+	}
+	if deadLetter {
+		add(document.OutcomeDeadLettered, "a dead letter in "+topology.DeadLetterStream)
+	}
+	if len(ways) < 2 {
+		return ""
+	}
+	parts := make([]string, len(ways))
+	for i, w := range ways {
+		parts[i] = w.first
+	}
+	return strings.Join(parts, " and ")
 }
 
 // 2. Per intent id at most one create, and every created/replayed receipt of
@@ -568,13 +660,8 @@ func checkRejected(in *Input) Check {
 			c.violate("message %d was rejected, yet request %d (%s) reached the service", seq, r.Seq, r.CallRef)
 		}
 	}
-	for seq := range rejected {
-		for _, r := range in.Receipts[seq] {
-			if serviceOutcome(r.Outcome) {
-				c.violate("message %d has both a rejected and a %s receipt", seq, r.Outcome)
-			}
-		}
-	}
+	// A rejected message with a receipt of the service's outcome too is a
+	// contradiction, reported by check 1.
 	c.fig("rejected messages", len(rejected))
 	return c
 }

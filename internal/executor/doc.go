@@ -22,6 +22,13 @@
 // dead letter is not followed by a call; a stored answer of the service is
 // not followed by a refusal. A look-up that fails gives the delivery back.
 //
+// It must never consume from a consumer that differs from what provisioning
+// recorded (topology.ReadRecord): a consumer rewritten by anyone else would
+// decide, unseen, which approvals it is given and how often it may try. It
+// compares the two at start and every Config.ConsumerCheckInterval, and on a
+// difference refuses to start, or stops taking deliveries and returns the
+// difference from Run.
+//
 // It must never import package provider: it reaches every task service,
 // the fake one included, only through the taskservice contract
 // (Config.TaskService).

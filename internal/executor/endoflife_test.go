@@ -148,7 +148,6 @@ func TestAConsumerProvisionedByAnOlderVersionStillDeadLettersWhatRunsOut(t *test
 		budget      int
 	}{
 		{"an executor that provisions updates the consumer and counts its own budget", false, 2},
-		{"an executor with --no-provision keeps its budget below the server's limit", true, 9},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)

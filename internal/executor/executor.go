@@ -93,6 +93,10 @@ type Config struct {
 	// ReceiptBatchesInFlight is how many receipt batches may wait for their
 	// commit at once; default 2.
 	ReceiptBatchesInFlight int
+	// ConsumerCheckInterval is how often Run compares the consumer with
+	// what provisioning recorded (it always does at start); default
+	// DefaultConsumerCheckInterval. A consumer that differs stops Run.
+	ConsumerCheckInterval time.Duration
 }
 
 // Executor is one executor instance.
@@ -107,6 +111,9 @@ type Executor struct {
 	receipts *batcher
 	// consumer is the consumer's configuration as bound by Run.
 	consumer jetstream.ConsumerConfig
+	// given is the topology as configured, before Run reads the consumer's
+	// settings: what this executor provisions.
+	given topology.Config
 
 	inflight sync.WaitGroup // deliveries taken and not yet finished
 }
@@ -145,12 +152,15 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	if cfg.ReceiptBatchesInFlight <= 0 {
 		cfg.ReceiptBatchesInFlight = 2
 	}
+	if cfg.ConsumerCheckInterval <= 0 {
+		cfg.ConsumerCheckInterval = DefaultConsumerCheckInterval
+	}
 	cfg.Topology = cfg.Topology.WithDefaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("executor: opening JetStream: %w", err)
 	}
-	e := &Executor{cfg: cfg, nc: nc, js: js, svc: cfg.TaskService, log: cfg.Logger.With("executor", cfg.ID)}
+	e := &Executor{cfg: cfg, nc: nc, js: js, svc: cfg.TaskService, log: cfg.Logger.With("executor", cfg.ID), given: cfg.Topology}
 	e.receipts = newBatcher(e)
 	return e, nil
 }
@@ -159,6 +169,11 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 // lets the deliveries already taken finish (their receipts stored and their
 // messages acked), and returns. The caller drains the connection afterwards.
 // ready, if not nil, is closed once consuming.
+//
+// Run refuses a consumer that differs from what provisioning recorded: at
+// start it returns a *ConsumerError naming each difference without
+// consuming; while it runs it checks again every ConsumerCheckInterval,
+// and on a difference stops as when ctx ends and returns that error.
 //
 // A delivery holds one of Concurrency slots while it is checked and the task
 // service is called; its receipt then joins the next receipt batch and the
@@ -189,6 +204,9 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 				"consumer", topology.Consumer, "max_deliver", info.Config.MaxDeliver, "back_off", info.Config.BackOff,
 				"budget", e.cfg.Topology.MaxDeliver)
 		}
+	}
+	if err := e.checkConsumer(ctx); err != nil {
+		return err
 	}
 	if err := e.receipts.start(); err != nil {
 		return err
@@ -225,7 +243,16 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	if ready != nil {
 		close(ready)
 	}
-	<-ctx.Done()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	changed := make(chan error, 1)
+	go e.watchConsumer(watchCtx, e.cfg.ConsumerCheckInterval, changed)
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-changed:
+	}
+	stopWatch()
 	e.log.Info("draining: no new deliveries; finishing those in flight")
 	cc.Drain()
 	select {
@@ -235,7 +262,7 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 	handlers.Wait()
 	e.inflight.Wait()
 	e.log.Info("drained")
-	return nil
+	return runErr
 }
 
 // delivery is one delivery of one stream message.

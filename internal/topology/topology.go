@@ -281,17 +281,27 @@ func ConsumerConfig(c Config) jetstream.ConsumerConfig {
 	}
 }
 
-// Ensure creates or updates the three streams and the consumer, and returns
-// the consumer.
+// Ensure creates or updates the three streams and the consumer, records
+// what the server applied (ReadRecord reads it back), and returns the
+// consumer.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
+	c = c.withDefaults()
+	p := Provisioned{Streams: map[string]jetstream.StreamConfig{}, Recorded: true}
 	for _, sc := range []jetstream.StreamConfig{ApprovalsConfig(c), ReceiptsConfig(c), DeadLetterConfig(c)} {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		s, err := js.CreateOrUpdateStream(ctx, sc)
+		if err != nil {
 			return nil, fmt.Errorf("topology: creating stream %s: %w", sc.Name, err)
 		}
+		p.Streams[sc.Name] = s.CachedInfo().Config
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, ApprovalsStream, ConsumerConfig(c))
 	if err != nil {
 		return nil, fmt.Errorf("topology: creating consumer %s: %w", Consumer, err)
+	}
+	p.Consumer = cons.CachedInfo().Config
+	p.At = time.Now()
+	if err := record(ctx, js, c.Replicas, p); err != nil {
+		return nil, err
 	}
 	return cons, nil
 }

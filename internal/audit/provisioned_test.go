@@ -1,0 +1,287 @@
+package audit_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// These tests change the streams and the consumer behind provisioning's
+// back, or store in the streams what the pipeline never writes, on a real
+// stack, and expect verify to report it rather than pass or abort.
+
+// failingChecks lists the numbers of the checks that failed.
+func failingChecks(rep audit.Report) []int {
+	var out []int
+	for _, c := range rep.Checks {
+		if !c.OK {
+			out = append(out, c.N)
+		}
+	}
+	return out
+}
+
+func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
+	updateStream := func(name string, change func(*jetstream.StreamConfig)) func(*testing.T, *testenv.Env) {
+		return func(t *testing.T, env *testenv.Env) {
+			s, err := env.JS.Stream(ctx5(t), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := s.CachedInfo().Config
+			change(&sc)
+			if _, err := env.JS.UpdateStream(ctx5(t), sc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The consumer rewritten as the operator role could through the
+	// legacy create subject: another filter and a budget of one.
+	rewriteConsumer := func(t *testing.T, env *testenv.Env) {
+		c, err := env.JS.Consumer(ctx5(t), topology.ApprovalsStream, topology.Consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := c.CachedInfo().Config
+		cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1
+		if _, err := env.JS.UpdateConsumer(ctx5(t), topology.ApprovalsStream, cc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*testing.T, *testenv.Env)
+		says   []string
+	}{
+		{"a raised byte limit on APPROVALS is reported",
+			updateStream(topology.ApprovalsStream, func(sc *jetstream.StreamConfig) { sc.MaxBytes = -1 }),
+			[]string{"13: stream APPROVALS: max_bytes: expected 1073741824, found -1"}},
+		{"a smaller message size limit on RECEIPTS is reported",
+			updateStream(topology.ReceiptsStream, func(sc *jetstream.StreamConfig) { sc.MaxMsgSize = 1024 }),
+			[]string{fmt.Sprintf("13: stream RECEIPTS: max_msg_size: expected %d, found 1024", topology.ReceiptMaxMsg)}},
+		{"a consumer rewritten to filter nothing with a budget of one is reported field by field",
+			rewriteConsumer,
+			[]string{`13: consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
+				"13: consumer executor: max_deliver: expected -1, found 1"}},
+		{"a deleted record is reported, and a topology as its defaults make it is compared with them",
+			func(t *testing.T, env *testenv.Env) {
+				if err := env.JS.DeleteKeyValue(ctx5(t), topology.RecordBucket); err != nil {
+					t.Fatal(err)
+				}
+			},
+			[]string{"13: no record of what was provisioned (bucket sendtwice-topology)", "13: consumer executor: ack_wait: expected 30s, found 2s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.Start(t)
+			env.Executor(executor.Config{ID: "exec-1"})
+			s, err := scenario.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sendAll(t, env, s.Original.Envelope())
+			c.change(t, env)
+			rep := verify(t, env)
+			expectViolation(t, rep)
+			all := allViolations(rep)
+			for _, w := range c.says {
+				if !strings.Contains(all, w) {
+					t.Errorf("no violation says %q:\n%s", w, all)
+				}
+			}
+			if got := failingChecks(rep); !slices.Equal(got, []int{13}) {
+				t.Errorf("failing checks %v, want [13]:\n%s", got, all)
+			}
+		})
+	}
+}
+
+// A MaxAge lowered to a second ages every message out at once. Judged by
+// that MaxAge, every record would be older than it and excused as aged
+// out; judged by the MaxAge provisioned, the messages were removed while
+// their records are young: a purge, reported as such.
+func TestVerifyJudgesAgeByTheMaxAgeProvisionedNotALoweredOne(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope())
+	st, err := env.JS.Stream(ctx5(t), topology.ApprovalsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxAge, sc.Duplicates = time.Second, time.Second
+	if _, err := env.JS.UpdateStream(ctx5(t), sc); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := st.Info(ctx5(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the messages did not age out: %+v", info.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Messages stored by the same second count as aged out by the lowered
+	// MaxAge, not by the one provisioned.
+	time.Sleep(1100 * time.Millisecond)
+
+	rep := verify(t, env)
+	expectViolation(t, rep, "13: stream APPROVALS: max_age: expected 168h0m0s, found 1s",
+		"purged or deleted, not aged out")
+	if rep.Window.MaxAge != "168h0m0s" || rep.Window.MaxAgeFrom != "as provisioned" || rep.Window.BeforeWindow != (audit.Excluded{}) {
+		t.Fatalf("window %+v: want the max age as provisioned and nothing excused as aged out", rep.Window)
+	}
+}
+
+// statusOnDeadLetters stores status messages in DEADLETTERS the two ways
+// one gets there: a pull request whose reply subject the stream captures
+// (the server's 408 answer is stored), and a message published to look
+// like a status message. It returns their sequences.
+func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
+	t.Helper()
+	st, err := env.JS.Stream(ctx5(t), topology.ReceiptsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateOrUpdateConsumer(ctx5(t), jetstream.ConsumerConfig{Durable: "spy", FilterSubject: "receipts.nothing", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := env.JS.Stream(ctx5(t), topology.DeadLetterStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := dl.Info(ctx5(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + topology.ReceiptsStream + ".spy")
+	pull.Reply = topology.DeadLetterSubjectFor("intent-0001")
+	pull.Data = []byte(`{"batch": 1, "expires": 100000000}`)
+	if err := env.NC.PublishMsg(pull); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := dl.Info(ctx5(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.LastSeq > before.State.LastSeq {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server's answer to the pull was not stored in DEADLETTERS")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fake := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
+	fake.Header.Set("Status", "408")
+	fake.Header.Set("Description", "Request Timeout")
+	ack, err := env.JS.PublishMsg(ctx5(t), fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []uint64{before.State.LastSeq + 1, ack.Sequence}
+}
+
+func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testing.T) {
+	env := testenv.Start(t)
+	_, stop := env.Executor(executor.Config{ID: "exec-1"})
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, env, s.Original.Envelope())
+	dead := statusOnDeadLetters(t, env)
+	// The same look-alike in RECEIPTS, followed by a receipt, where a
+	// reader that takes it for the answer to its pull stops or waits for
+	// it for ever.
+	fake := nats.NewMsg(topology.ReceiptSubject("intent-0001"))
+	fake.Header.Set("Status", "404")
+	ack, err := env.JS.PublishMsg(ctx5(t), fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	seq := publishApproval(t, env, "intent-0001", s.Original.Envelope())
+	storeReceipt(t, env, seq, "after", "intent-0001", callService(t, env, s.Original.Envelope(), "intent-0001", executor.CallRef(seq, 1, "after")))
+
+	rep := verify(t, env)
+	expectViolation(t, rep,
+		fmt.Sprintf("14: the record at DEADLETTERS sequence %d does not decode: a status message (Nats-Pending-Messages", dead[0]),
+		fmt.Sprintf("14: the record at DEADLETTERS sequence %d does not decode: a status message (Status 408 Request Timeout) with no payload", dead[1]),
+		fmt.Sprintf("8: the receipt at RECEIPTS sequence %d does not decode: a status message (Status 404)", ack.Sequence))
+	if len(rep.Checks) != 14 {
+		t.Fatalf("%d checks ran, want all 14", len(rep.Checks))
+	}
+	if got := failingChecks(rep); !slices.Equal(got, []int{8, 14}) {
+		t.Fatalf("failing checks %v, want [8 14]:\n%s", got, allViolations(rep))
+	}
+}
+
+func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
+	env := testenv.Start(t)
+	fake := nats.NewMsg(topology.ApprovalSubject("intent-0001"))
+	fake.Header.Set("Status", "408")
+	ack, err := env.JS.PublishMsg(ctx5(t), fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := verify(t, env)
+	expectViolation(t, rep,
+		fmt.Sprintf("14: the record at APPROVALS sequence %d does not decode: a status message (Status 408)", ack.Sequence),
+		fmt.Sprintf("1: message %d (intent \"\") has neither a receipt nor a dead letter", ack.Sequence))
+}
+
+func TestVerifyFailsOnAMessageWithACreatedAndADeadLetteredReceipt(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := sendAll(t, env, s.Original.Envelope())[0]
+	if rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("outcome %s", rc.Outcome)
+	}
+	if rep := verify(t, env); !rep.OK {
+		t.Fatalf("verify failed before the dead letter:\n%s", allViolations(rep))
+	}
+	// A later delivery dead-letters the message its first one created, as
+	// an executor that did not look for the stored receipt did.
+	seq := rc.Delivery.StreamSeq
+	intent := *rc.IntentID
+	r := document.Receipt{SchemaVersion: document.ReceiptVersion, ReceiptID: "receipt-late", Outcome: document.OutcomeDeadLettered,
+		IntentID: &intent, Failure: &document.Failure{Reason: "deliveries ran out", Attempts: 4},
+		Delivery: document.Delivery{StreamSeq: seq, Delivered: 5, Attempt: "late", Executor: "exec-2"},
+		IssuedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	body, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeRawReceipt(t, env, seq, intent, document.OutcomeDeadLettered, body)
+	expectViolation(t, verify(t, env), fmt.Sprintf("1: message %d has contradictory terminal outcomes: created (receipt %s, delivery 1) and dead_lettered (receipt receipt-late, delivery 5)",
+		seq, rc.ReceiptID))
+}
