@@ -436,7 +436,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if _, err := audit.Consumer(ctx, ojs); err != nil {
 			t.Fatalf("the operator could not read the consumer's state: %v", err)
 		}
-		job("operator", "`executor verify` and `status`: read the three streams through its own ordered consumers, the consumer's state, the service's counters and records",
+		job("operator", "`executor verify` and `status`: read the three streams through consumers of its own (ephemeral, removed after a minute unused), the consumer's state, the service's counters and records",
 			"`$JS.API.CONSUMER.CREATE.<stream>.<own name>[.<filter>]`, `$JS.API.CONSUMER.INFO.*.*`, `fake-task-provider.stats`, `.records`", seenAllowed)
 		dead := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
 		dead.Data = s.Original.Envelope()
