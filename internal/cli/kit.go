@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -63,7 +64,13 @@ func Report(prog string, err error, stderr io.Writer) int {
 		msg = ee.Err
 	}
 	if msg != nil && !errors.Is(msg, flag.ErrHelp) && !errors.Is(msg, ErrSilent) {
-		fmt.Fprintf(stderr, "%s: %v\n", prog, msg)
+		// An error of the package named like the program already starts
+		// with its name: say it once.
+		text := msg.Error()
+		if !strings.HasPrefix(text, prog+": ") {
+			text = prog + ": " + text
+		}
+		fmt.Fprintln(stderr, text)
 	}
 	return ExitCode(err)
 }

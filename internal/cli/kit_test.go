@@ -20,6 +20,7 @@ func TestExitCodesAndWhatIsReported(t *testing.T) {
 		{"--help", flag.ErrHelp, 0, ""},
 		{"a usage error", fmt.Errorf("%w: --wait must be positive", ErrUsage), 2, "cmd: usage: --wait must be positive\n"},
 		{"a failure", errors.New("no server"), 1, "cmd: no server\n"},
+		{"a failure of the package named like the command", errors.New("cmd: serving: no store"), 1, "cmd: serving: no store\n"},
 		{"a failure already explained", fmt.Errorf("x: %w", ErrSilent), 1, ""},
 		{"an exit status of the command's own", &ExitError{Code: 5, Err: errors.New("dead lettered")}, 5, "cmd: dead lettered\n"},
 		{"an exit status already explained", &ExitError{Code: 3, Err: ErrSilent}, 3, ""},
