@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -519,6 +520,9 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("check 11 (one store answers) is missing or failed: %+v", rep.Checks)
 	}
 	if in.Counts.TasksExisting != int64(w.distinct) {
+		for _, seq := range slices.Sorted(maps.Keys(in.DeadLetters)) {
+			t.Logf("dead letter of message %d: %s", seq, in.DeadLetters[seq])
+		}
 		t.Fatalf("%d tasks for %d distinct intents", in.Counts.TasksExisting, w.distinct)
 	}
 	if os.Getenv("SENDTWICE_CHAOS_REPORT") != "" {

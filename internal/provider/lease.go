@@ -353,23 +353,18 @@ func (l *lease) held() bool {
 var errRenewSoon = errors.New("provider: lease renewal to be repeated")
 
 // renew writes the lease at the revision last written.
-func (l *lease) renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, l.opTimeout())
+func (l *lease) renew(parent context.Context) error {
+	ctx, cancel := context.WithTimeout(parent, l.opTimeout())
 	defer cancel()
 	l.mu.Lock()
 	rev := l.rev
 	l.mu.Unlock()
 	rc := l.nc.Stats().Reconnects
 	sent := time.Now()
-	if l.adopt != nil {
-		if err := l.adopt.confirm(ctx); err != nil {
-			return err
-		}
-	}
 	newRev, err := l.kv.Update(ctx, LeaseKey, l.value, rev)
 	if err == nil {
 		l.confirm(newRev, sent, rc)
-		return nil
+		return l.checkAdoption(parent)
 	}
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return fmt.Errorf("provider: renew the lease: %w", err)
@@ -386,7 +381,7 @@ func (l *lease) renew(ctx context.Context) error {
 		l.log.Warn("the lease had expired (NATS or JetStream unreachable for longer than its TTL) and no other instance took it; took it again",
 			"ttl", l.ttl)
 		l.confirm(newRev, sent, rc)
-		return nil
+		return l.checkAdoption(parent)
 	}
 	if err != nil {
 		return fmt.Errorf("provider: read the lease: %w", err)
@@ -398,11 +393,37 @@ func (l *lease) renew(ctx context.Context) error {
 		l.mu.Unlock()
 		return errRenewSoon
 	}
-	// Lost: nothing more is answered under this lease.
+	// Lost: nothing more is answered under this lease. If that is because
+	// the deployment adopted another store, say so.
 	l.mu.Lock()
 	l.validUntil = time.Time{}
 	l.mu.Unlock()
+	if err := l.checkAdoption(parent); errors.Is(err, ErrStoreReplaced) {
+		return err
+	}
 	return fmt.Errorf("%w: %s now holds it", ErrLeaseLost, h)
+}
+
+// checkAdoption reads the adoption record after a renewal: ErrStoreReplaced
+// when the deployment adopted another store, which ends serving. Any other
+// failure to read it is logged and left to the next renewal: it never holds
+// up the lease, whose renewal decides whether creates are answered, so a
+// slow or failed read of the record cannot make the service answer 503.
+// (Another store is refused at its own start; this check is the second
+// guard, for a replacement made while this instance was cut off.)
+func (l *lease) checkAdoption(parent context.Context) error {
+	if l.adopt == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(parent, l.opTimeout())
+	defer cancel()
+	err := l.adopt.confirm(ctx)
+	if err == nil || errors.Is(err, ErrStoreReplaced) {
+		return err
+	}
+	l.log.Warn("could not read the adoption record after renewing the lease; will read it at the next renewal",
+		"bucket", AdoptionBucket, "err", err)
+	return nil
 }
 
 // run renews the lease every TTL/3 until ctx ends. When another instance
