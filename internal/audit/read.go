@@ -64,7 +64,16 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 	if from > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
+	// A cluster node that has just come back may not answer the API for a
+	// moment ("no responders"): try again until ctx ends.
 	cons, err := s.CreateConsumer(ctx, cfg)
+	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+		cons, err = s.CreateConsumer(ctx, cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("audit: reading stream %s: %w", stream, err)
 	}
@@ -92,6 +101,11 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 	pull:
 		for got < readBatch {
 			m, err := sub.NextMsgWithContext(ctx)
+			if errors.Is(err, nats.ErrNoResponders) {
+				// The pull found no server to answer it yet: pull again.
+				time.Sleep(250 * time.Millisecond)
+				break pull
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -104,6 +118,11 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 				switch m.Header.Get("Status") {
 				case "100":
 					continue
+				case "503":
+					// No responders for the pull yet (a node coming
+					// back): pull again.
+					time.Sleep(250 * time.Millisecond)
+					break pull
 				case "404", "408":
 					if got == 0 {
 						// Nothing left to deliver: the sequences up to the
