@@ -67,11 +67,7 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 	// A cluster node that has just come back may not answer the API for a
 	// moment ("no responders"): try again until ctx ends.
 	cons, err := s.CreateConsumer(ctx, cfg)
-	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
+	for errors.Is(err, nats.ErrNoResponders) && pause(ctx) {
 		cons, err = s.CreateConsumer(ctx, cfg)
 	}
 	if err != nil {
@@ -103,7 +99,7 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 			m, err := sub.NextMsgWithContext(ctx)
 			if errors.Is(err, nats.ErrNoResponders) {
 				// The pull found no server to answer it yet: pull again.
-				time.Sleep(250 * time.Millisecond)
+				pause(ctx)
 				break pull
 			}
 			if err != nil {
@@ -121,7 +117,7 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 				case "503":
 					// No responders for the pull yet (a node coming
 					// back): pull again.
-					time.Sleep(250 * time.Millisecond)
+					pause(ctx)
 					break pull
 				case "404", "408":
 					if got == 0 {
@@ -151,6 +147,17 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 				return nil
 			}
 		}
+	}
+}
+
+// pause waits a moment before a read is tried again, and reports whether
+// ctx still allows it.
+func pause(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(250 * time.Millisecond):
+		return true
 	}
 }
 
