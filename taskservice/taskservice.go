@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Outcomes of a create call.
@@ -24,6 +25,12 @@ type Task struct {
 // Request asks for a task, keyed by IntentID; the content is compared by
 // RequestDigest ("sha256:" + 64 lower-case hex digits).
 type Request struct {
+	// Scope is the caller scope (a team, tenant or account) in which
+	// IntentID is a key: a service remembers the pair (Scope, IntentID),
+	// so two scopes may use one intent id for two tasks, and a replay
+	// never answers with another scope's task. The executor always sets
+	// it ("default" for a request that names none).
+	Scope         string
 	IntentID      string
 	RequestDigest string
 	RequestID     string
@@ -48,6 +55,13 @@ type Request struct {
 	CandidateID   string
 	SourceVersion string
 	ApprovedBy    string
+	// NotAfter is when the approval that carries this call expires: no
+	// resend of it passes the gate after that time (judged by the
+	// executors' clocks). A service may forget the key only once every
+	// approval it has seen for the key has expired, plus an allowance for
+	// clock skew. Zero means the approval does not expire (an unsigned
+	// approval, accepted only in insecure mode): the key must be kept.
+	NotAfter time.Time
 }
 
 // Counts are a service's own three counters, for services that keep them.
@@ -74,6 +88,10 @@ type Result struct {
 	// Reason says why a call was answered Conflict, when there is more to
 	// say than "another request digest".
 	Reason string
+	// TaskDeleted, on a Replayed result, says that the task the key is
+	// bound to was deleted after it was created (by its owner): the key
+	// outlived it, and nothing was created again.
+	TaskDeleted bool
 }
 
 // Service creates tasks keyed by intent id. Create must be safe to call

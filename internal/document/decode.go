@@ -280,6 +280,17 @@ func (r *reader) intentID(path string, v any) string {
 	return s
 }
 
+// scope is a caller scope (ValidScope).
+func (r *reader) scope(path string, v any) string {
+	s := r.text(path, v, MaxScopeBytes)
+	if r.err == nil && !ValidScope(s) {
+		r.fail(path, RuleValue, ErrValue,
+			"must be 1 to 64 lower-case letters, digits, '-' and '_', starting with a letter or digit (it is one subject token)")
+		return ""
+	}
+	return s
+}
+
 // NFC reports whether s is in Unicode Normalization Form C.
 func NFC(s string) bool { return norm.NFC.IsNormalString(s) }
 
@@ -416,7 +427,7 @@ func (r *reader) candidate(path string, v any) *Candidate {
 }
 
 func (r *reader) request(path string, v any) *Request {
-	m := r.object(path, v, "schema_version", "request_id", "intent_id", "operation", "provider", "candidate_ref", "task")
+	m := r.object(path, v, "schema_version", "request_id", "intent_id", "operation", "provider", "scope?", "candidate_ref", "task")
 	if m == nil {
 		return nil
 	}
@@ -426,6 +437,9 @@ func (r *reader) request(path string, v any) *Request {
 	q.IntentID = r.intentID(join(path, "intent_id"), m["intent_id"])
 	r.constant(join(path, "operation"), m["operation"], OperationCreateTask, RuleValue, ErrValue)
 	r.constant(join(path, "provider"), m["provider"], ProviderFake, RuleValue, ErrValue)
+	if v, ok := m["scope"]; ok {
+		q.Scope = r.scope(join(path, "scope"), v)
+	}
 	cp := join(path, "candidate_ref")
 	if cm := r.object(cp, m["candidate_ref"], "candidate_id", "candidate_digest", "source_version"); cm != nil {
 		q.CandidateRef.CandidateID = r.id(join(cp, "candidate_id"), cm["candidate_id"])

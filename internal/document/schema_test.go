@@ -269,6 +269,10 @@ func TestSchemaShape(t *testing.T) {
 				optional["$.store_id"] = true
 				optional["$.delivery.stored_at"] = true
 			}
+			if k == kindRequest {
+				// A request that names no scope lands in the default one.
+				optional["$.scope"] = true
+			}
 			if k == kindApproval {
 				// A signed approval carries all three; an unsigned one none.
 				optional["$.key_id"], optional["$.not_after"], optional["$.signature"] = true, true, true

@@ -53,13 +53,51 @@ type Evidence struct {
 
 // Request says what to create, keyed by the caller's intent id.
 type Request struct {
-	SchemaVersion string       `json:"schema_version"`
-	RequestID     string       `json:"request_id"`
-	IntentID      string       `json:"intent_id"`
-	Operation     string       `json:"operation"`
-	Provider      string       `json:"provider"`
-	CandidateRef  CandidateRef `json:"candidate_ref"`
-	Task          Task         `json:"task"`
+	SchemaVersion string `json:"schema_version"`
+	RequestID     string `json:"request_id"`
+	IntentID      string `json:"intent_id"`
+	Operation     string `json:"operation"`
+	Provider      string `json:"provider"`
+	// Scope is the caller scope (a team, tenant or account) in which the
+	// intent id is a key: the task service remembers the pair. Empty when
+	// the document names none; such a request lands in DefaultScope.
+	Scope        string       `json:"scope,omitempty"`
+	CandidateRef CandidateRef `json:"candidate_ref"`
+	Task         Task         `json:"task"`
+}
+
+// DefaultScope is the caller scope of a request that names none.
+const DefaultScope = "default"
+
+// MaxScopeBytes bounds a scope's length.
+const MaxScopeBytes = 64
+
+// KeyScope is the scope in which the request's intent id is a key: its
+// Scope, or DefaultScope when it names none.
+func (r *Request) KeyScope() string {
+	if r.Scope == "" {
+		return DefaultScope
+	}
+	return r.Scope
+}
+
+// ValidScope reports whether s may name a caller scope: 1 to MaxScopeBytes
+// bytes of lower-case ASCII letters, digits, '-' and '_', starting with a
+// letter or digit. A scope is one NATS subject token as it is.
+func ValidScope(s string) bool {
+	if len(s) == 0 || len(s) > MaxScopeBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '-' || c == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // CandidateRef points a request at the candidate it was proposed from.
