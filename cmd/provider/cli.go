@@ -30,18 +30,22 @@ const mainUsage = `provider runs and inspects the fake task service.
 
 The service stands in for an external task system. It is reached only over
 NATS (micro service "fake-task-provider") and keeps its state in Pebble. A
-create call is keyed by the caller's intent id: a new intent id creates one
-task; the same intent id with the same request digest is replayed with the
-first task id; the same intent id with a different digest is an
-idempotency_conflict and creates nothing. The service counts requests
-received, creates executed and tasks existing, exactly and across restarts.
+create call is keyed by the caller's scope and intent id: a new key creates
+one task; the same key with the same request digest is replayed with the
+first task id; the same key with a different digest is an
+idempotency_conflict and creates nothing. A key is kept while an approval
+the service has seen for it may still pass the gate (plus an allowance for
+clock skew and a margin), then compacted; it outlives its task when the
+task is deleted. The service counts requests received, creates executed and
+tasks existing, in total and per scope, exactly and across restarts.
 
 Usage:
 
   provider serve   [--server URL] --data DIR [--allow-faults]
   provider adopt   [--server URL] --data DIR --replace STORE_ID
   provider stats   [--server URL] [--json]
-  provider records [--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]
+  provider records [--server URL] --kind requests|creates|tasks|intents|deletes [--scope S] [--intent ID] [--after N] [--limit N]
+  provider delete  [--server URL] (--intent ID [--scope S] | --task-id ID)
   provider fault   [--server URL] --drop-replies N
   provider --version
 
@@ -52,6 +56,7 @@ Subcommands:
            store's intents are created again when resent)
   stats    print the three counters
   records  print audit records as JSON lines
+  delete   delete a task as its owner would; its key stays
   fault    arm the fault switch of a service started with --allow-faults
 
 The NATS server defaults to $NATS_URL, else ` + defaultServer + `. Every command also takes
@@ -84,6 +89,8 @@ func (c *app) run(ctx context.Context, args []string) error {
 		return c.stats(ctx, args[1:])
 	case "records":
 		return c.records(ctx, args[1:])
+	case "delete":
+		return c.delete(ctx, args[1:])
 	case "fault":
 		return c.fault(ctx, args[1:])
 	case "help", "-h", "-help", "--help":

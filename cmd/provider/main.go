@@ -1,13 +1,14 @@
 // Command provider runs and inspects the fake task service: a NATS service
-// over a Pebble database that creates tasks idempotently by intent id and
-// counts requests received, creates executed and tasks existing.
+// over a Pebble database that creates tasks idempotently by (scope, intent
+// id) and counts requests received, creates executed and tasks existing.
 //
 // Usage:
 //
 //	provider serve   [--server URL] --data DIR [--allow-faults]
 //	provider adopt   [--server URL] --data DIR --replace STORE_ID
 //	provider stats   [--server URL] [--json]
-//	provider records [--server URL] --kind requests|creates|tasks|intents [--intent ID] [--after N] [--limit N]
+//	provider records [--server URL] --kind requests|creates|tasks|intents|deletes [--scope S] [--intent ID] [--after N] [--limit N]
+//	provider delete  [--server URL] (--intent ID [--scope S] | --task-id ID)
 //	provider fault   [--server URL] --drop-replies N
 //	provider --version
 //

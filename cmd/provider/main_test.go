@@ -143,7 +143,9 @@ func TestServeStatsRecordsFault(t *testing.T) {
 	t.Run("stats prints the counters and the store readably", func(t *testing.T) {
 		out, _, err := invoke(t, url, "stats")
 		want := "requests received 2, creates executed 1, tasks existing 1\n" +
-			"store " + info.StoreID + ", answered by instance " + info.Instance + " on host " + info.Host + ", pid " + strconv.Itoa(info.PID) + "\n"
+			"store " + info.StoreID + ", answered by instance " + info.Instance + " on host " + info.Host + ", pid " + strconv.Itoa(info.PID) + "\n" +
+			"keys live 1, keys compacted 0, tasks deleted 0, records retired 0\n" +
+			"scope default: requests received 2, creates executed 1, tasks existing 1, keys live 1, keys compacted 0, tasks deleted 0\n"
 		if err != nil || out != want {
 			t.Errorf("stats: %q, %v; want %q", out, err, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -17,7 +18,7 @@ import (
 )
 
 func (c *app) serve(ctx context.Context, args []string) error {
-	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT]",
+	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT] [--key-clock-allowance D] [--key-margin D] [--records-retention D]",
 		`Runs the fake task service on NATS, with its state in the Pebble database
 in DIR (created if missing), until SIGINT or SIGTERM. Then it stops taking
 calls, answers the calls it took, drains the NATS connection and closes the
@@ -26,7 +27,10 @@ URL, comma-separated.
 
 With --http it serves /metrics (Prometheus: the three counters as the
 gauges sendtwice_requests_received, sendtwice_creates_executed and
-sendtwice_tasks_existing), /healthz (liveness) and /readyz (ready when
+sendtwice_tasks_existing; the same per scope as sendtwice_scope_*{scope},
+with at most --metrics-max-scopes scope labels and every other scope summed
+under scope="_other"; sendtwice_keys_live and sendtwice_keys_compacted),
+/healthz (liveness) and /readyz (ready when
 connected to NATS, the service is registered and the store is open).
 
 Only one process may serve one DIR, and only one store may answer on one
@@ -44,6 +48,15 @@ the lease over at once. If another instance takes the lease, or another
 store is adopted, while this one runs, this one stops serving and exits
 with an error.
 
+A key (scope, intent id) is kept until the latest not_after of every
+approval the service has seen for it, plus --key-clock-allowance (the
+executors' clocks may run behind the service's by this much) and
+--key-margin; a key whose approvals never expire is kept forever. Every
+--compact-every the service removes expired keys in the background, in
+small batches between the create calls; tasks are never removed. Request
+and create records are removed after --records-retention (0: kept
+forever); tasks, delete records, keys and counters are kept regardless.
+
 With --allow-faults the service also has a "fault" endpoint that withholds
 create replies after commit; it is for tests and demonstrations and is
 logged as a warning.
@@ -54,6 +67,11 @@ logged as a warning.
 	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	leaseTTL := fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket")
 	leaseReplicas := fs.Int("lease-replicas", 1, "`N` copies of the lease and adoption buckets when serve creates them: 3 on a three-node cluster")
+	allowance := fs.Duration("key-clock-allowance", provider.DefaultKeyClockAllowance, "how far the executors' clocks may run behind the service's: added to a key's latest not_after")
+	margin := fs.Duration("key-margin", provider.DefaultKeyMargin, "added on top of the clock allowance before a key is compacted")
+	retention := fs.Duration("records-retention", 0, "remove request and create records older than this (0: keep them forever)")
+	compactEvery := fs.Duration("compact-every", provider.DefaultCompactEvery, "how often expired keys and records are compacted")
+	maxScopes := fs.Int("metrics-max-scopes", metrics.DefaultMaxScopeLabels, "`N` scope labels at most on /metrics; the other scopes are summed under scope=\"_other\"")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the service to `FILE` until it stops")
 	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (credentials, TLS), then exit 0 without\nopening anything: no connection, no listener, no database")
 	if err := parse(fs, args); err != nil {
@@ -61,6 +79,20 @@ logged as a warning.
 	}
 	if *data == "" {
 		return usageErr("serve: --data is required")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"key-clock-allowance", *allowance}, {"key-margin", *margin}, {"records-retention", *retention}} {
+		if d.v < 0 {
+			return usageErr("serve: --%s %v: must not be negative", d.name, d.v)
+		}
+	}
+	if *compactEvery <= 0 {
+		return usageErr("serve: --compact-every %v: must be positive", *compactEvery)
+	}
+	if *maxScopes < 1 {
+		return usageErr("serve: --metrics-max-scopes %d: want at least 1", *maxScopes)
 	}
 	if *leaseReplicas < 1 || *leaseReplicas > 5 {
 		return usageErr("serve: --lease-replicas %d: want 1 to 5", *leaseReplicas)
@@ -86,7 +118,8 @@ logged as a warning.
 	}
 	defer closeOps()
 	closed := make(chan struct{})
-	h, err := provider.Host(*data, provider.Options{Logger: log},
+	h, err := provider.Host(*data, provider.Options{Logger: log, KeyClockAllowance: noneIfZero(*allowance),
+		KeyMargin: noneIfZero(*margin), RecordsRetention: *retention, CompactEvery: *compactEvery},
 		provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version, LeaseTTL: *leaseTTL, LeaseReplicas: *leaseReplicas},
 		func() (*nats.Conn, error) { return cf.connectService(log, closed) })
 	if err != nil {
@@ -95,6 +128,12 @@ logged as a warning.
 	var sv servingState
 	sv.storeOpen.Store(true)
 	if err := metrics.RegisterService(reg, func() (provider.Counts, bool) { return h.Store.Stats(), true }); err != nil {
+		return errors.Join(err, h.Stop())
+	}
+	if err := metrics.RegisterServiceScopes(reg, *maxScopes, func() (provider.KeyCounts, []provider.ScopeCounts, bool) {
+		keys, scopes := h.Store.KeyStats()
+		return keys, scopes, true
+	}); err != nil {
 		return errors.Join(err, h.Stop())
 	}
 	sv.serving.Store(true)
@@ -108,6 +147,15 @@ logged as a warning.
 	log.Info("stopped", "requests_received", counts.RequestsReceived,
 		"creates_executed", counts.CreatesExecuted, "tasks_existing", counts.TasksExisting)
 	return errors.Join(runErr, err)
+}
+
+// noneIfZero maps a flag's 0 (none) to the store's "none" (negative); the
+// store reads 0 as its default.
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // connectService connects the service to NATS, reconnecting without limit;

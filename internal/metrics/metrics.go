@@ -27,7 +27,23 @@ const (
 	Retries          = "sendtwice_retries_total"
 	Processing       = "sendtwice_processing_seconds"
 	ConsumerLag      = "sendtwice_consumer_lag"
+
+	// Per scope (label "scope"), and the keys' figures.
+	ScopeRequestsReceived = "sendtwice_scope_requests_received"
+	ScopeCreatesExecuted  = "sendtwice_scope_creates_executed"
+	ScopeTasksExisting    = "sendtwice_scope_tasks_existing"
+	ScopeKeysLive         = "sendtwice_scope_keys_live"
+	KeysLive              = "sendtwice_keys_live"
+	KeysCompacted         = "sendtwice_keys_compacted"
 )
+
+// OtherScopes is the scope label under which the scopes past the label
+// bound are summed. It is never a scope's name (a scope starts with a
+// letter or digit).
+const OtherScopes = "_other"
+
+// DefaultMaxScopeLabels is the default bound on scope labels.
+const DefaultMaxScopeLabels = 20
 
 // Outcomes are the receipt outcomes, each exported from the start so that a
 // dashboard shows 0 rather than no data.
@@ -169,6 +185,80 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.req, prometheus.GaugeValue, float64(n.RequestsReceived))
 	ch <- prometheus.MustNewConstMetric(c.creates, prometheus.GaugeValue, float64(n.CreatesExecuted))
 	ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n.TasksExisting))
+}
+
+// scopeCollector exports the task service's counters per scope, with at
+// most maxLabels scope labels.
+type scopeCollector struct {
+	stats                     func() (provider.KeyCounts, []provider.ScopeCounts, bool)
+	maxLabels                 int
+	req, creates, tasks, keys *prometheus.Desc
+	live, compacted           *prometheus.Desc
+}
+
+// RegisterServiceScopes registers the task service's counters per scope:
+// the gauges sendtwice_scope_requests_received, _creates_executed,
+// _tasks_existing and _keys_live, labelled scope, and the totals
+// sendtwice_keys_live and sendtwice_keys_compacted. To keep the label
+// cardinality bounded, the first maxLabels scopes in scope order (stats
+// gives them sorted) get a label of their own and every other scope is
+// summed under scope="_other" (OtherScopes); maxLabels <= 0 means
+// DefaultMaxScopeLabels. stats is called at each scrape; false leaves the
+// gauges out.
+func RegisterServiceScopes(reg prometheus.Registerer, maxLabels int, stats func() (provider.KeyCounts, []provider.ScopeCounts, bool)) error {
+	if maxLabels <= 0 {
+		maxLabels = DefaultMaxScopeLabels
+	}
+	scope := []string{"scope"}
+	c := &scopeCollector{
+		stats:     stats,
+		maxLabels: maxLabels,
+		req:       prometheus.NewDesc(ScopeRequestsReceived, "Requests the task service received in one scope (the scopes past the label bound summed under scope=\"_other\").", scope, nil),
+		creates:   prometheus.NewDesc(ScopeCreatesExecuted, "Tasks the task service created in one scope (past the label bound: scope=\"_other\").", scope, nil),
+		tasks:     prometheus.NewDesc(ScopeTasksExisting, "Tasks that exist in one scope (past the label bound: scope=\"_other\").", scope, nil),
+		keys:      prometheus.NewDesc(ScopeKeysLive, "Keys (scope, intent id) the task service keeps in one scope (past the label bound: scope=\"_other\").", scope, nil),
+		live:      prometheus.NewDesc(KeysLive, "Keys (scope, intent id) the task service keeps: an approval seen for them may still pass the gate, or they never expire.", nil, nil),
+		compacted: prometheus.NewDesc(KeysCompacted, "Keys the task service forgot after every approval seen for them expired (plus clock allowance and margin). Never decreases.", nil, nil),
+	}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("metrics: registering the service's counters per scope: %w", err)
+	}
+	return nil
+}
+
+func (c *scopeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.req, c.creates, c.tasks, c.keys, c.live, c.compacted} {
+		ch <- d
+	}
+}
+
+func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
+	keys, scopes, ok := c.stats()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(keys.Live))
+	ch <- prometheus.MustNewConstMetric(c.compacted, prometheus.GaugeValue, float64(keys.Compacted))
+	emit := func(sc provider.ScopeCounts, label string) {
+		ch <- prometheus.MustNewConstMetric(c.req, prometheus.GaugeValue, float64(sc.RequestsReceived), label)
+		ch <- prometheus.MustNewConstMetric(c.creates, prometheus.GaugeValue, float64(sc.CreatesExecuted), label)
+		ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(sc.TasksExisting), label)
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(sc.KeysLive), label)
+	}
+	var other provider.ScopeCounts
+	for i, sc := range scopes {
+		if i < c.maxLabels {
+			emit(sc, sc.Scope)
+			continue
+		}
+		other.RequestsReceived += sc.RequestsReceived
+		other.CreatesExecuted += sc.CreatesExecuted
+		other.TasksExisting += sc.TasksExisting
+		other.KeysLive += sc.KeysLive
+	}
+	if len(scopes) > c.maxLabels {
+		emit(other, OtherScopes)
+	}
 }
 
 // ErrNotRead is the consumer state's error before its first read.

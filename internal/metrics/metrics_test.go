@@ -135,6 +135,41 @@ func TestServiceGaugesAreReadAtEachScrapeAndLeftOutWithoutAStore(t *testing.T) {
 	}
 }
 
+func TestScopeGaugesHaveAtMostNLabelsAndSumTheRestUnderOther(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	scopes := []provider.ScopeCounts{
+		{Scope: "a", Counts: provider.Counts{RequestsReceived: 1, CreatesExecuted: 1, TasksExisting: 1}, KeysLive: 1},
+		{Scope: "b", Counts: provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1}, KeysLive: 1},
+		{Scope: "c", Counts: provider.Counts{RequestsReceived: 3, CreatesExecuted: 2, TasksExisting: 1}, KeysLive: 2},
+		{Scope: "d", Counts: provider.Counts{RequestsReceived: 4, CreatesExecuted: 1, TasksExisting: 0}, KeysLive: 1},
+	}
+	keys := provider.KeyCounts{Live: 5, Compacted: 7}
+	if err := metrics.RegisterServiceScopes(reg, 2, func() (provider.KeyCounts, []provider.ScopeCounts, bool) { return keys, scopes, true }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := gathered(t, reg)
+	want := map[string]float64{
+		metrics.ScopeRequestsReceived + `{scope="a"}`: 1, metrics.ScopeRequestsReceived + `{scope="b"}`: 2,
+		metrics.ScopeRequestsReceived + `{scope="_other"}`: 7, metrics.ScopeCreatesExecuted + `{scope="_other"}`: 3,
+		metrics.ScopeTasksExisting + `{scope="_other"}`: 1, metrics.ScopeKeysLive + `{scope="_other"}`: 3,
+		metrics.KeysLive: 5, metrics.KeysCompacted: 7,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	labels := map[string]bool{}
+	for k := range got {
+		if i := strings.Index(k, "{"); i >= 0 && strings.HasPrefix(k, metrics.ScopeRequestsReceived+"{") {
+			labels[k[i:]] = true
+		}
+	}
+	if len(labels) != 3 {
+		t.Errorf("scope labels %v; want 2 scopes and _other", labels)
+	}
+}
+
 func TestConsumerLagIsPendingPlusAckPending(t *testing.T) {
 	s, err := embedded.Start(embedded.Options{Dir: t.TempDir(), Port: -1})
 	if err != nil {

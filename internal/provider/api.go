@@ -15,6 +15,8 @@ const (
 	SubjectCreate  = ServiceName + ".create"
 	SubjectStats   = ServiceName + ".stats"
 	SubjectRecords = ServiceName + ".records"
+	// SubjectDelete deletes a task the way its owner would in their list.
+	SubjectDelete = ServiceName + ".delete"
 	// SubjectFault exists only on a service started with faults allowed.
 	SubjectFault = ServiceName + ".fault"
 )
@@ -56,7 +58,17 @@ type Task struct {
 // IntentID, its request_id is RequestID (when given) and its task is Task;
 // the task it creates is the request's. NewRequest and RequestFor build a
 // create call with its request.
+//
+// Scope is the caller scope in which IntentID is a key: the service
+// remembers the pair (Scope, IntentID). Absent means "default"
+// (document.DefaultScope), so that callers that name none keep working;
+// the request document's scope (or "default" when it names none) must be
+// the same. NotAfter is the RFC 3339 time after which the approval that
+// carries the call no longer passes the gate; absent means it never
+// expires, and the key is then kept forever (see the package
+// documentation, "Key lifetime").
 type CreateRequest struct {
+	Scope         string          `json:"scope,omitempty"`
 	IntentID      string          `json:"intent_id"`
 	RequestDigest string          `json:"request_digest"`
 	RequestID     string          `json:"request_id,omitempty"`
@@ -68,10 +80,15 @@ type CreateRequest struct {
 	// of this handling of the delivery. It is recorded with the request so
 	// that an audit can match every request to a receipt or explain it.
 	CallRef string `json:"call_ref,omitempty"`
+	// NotAfter is the approval's expiry (RFC 3339); "" = never expires.
+	NotAfter string `json:"not_after,omitempty"`
 }
 
-// FirstResult is what the service stored for an intent id on its first call.
+// FirstResult is what the service stored for a key (scope, intent id) on its
+// first call, with what later happened to the key: how long it is kept and
+// whether its task was deleted.
 type FirstResult struct {
+	Scope         string `json:"scope"`
 	IntentID      string `json:"intent_id"`
 	RequestDigest string `json:"request_digest"`
 	RequestID     string `json:"request_id,omitempty"`
@@ -79,6 +96,15 @@ type FirstResult struct {
 	CreatedAt     string `json:"created_at"`
 	// RequestSeq is the sequence of the request record that created it.
 	RequestSeq uint64 `json:"request_seq"`
+	// KeepUntil is when the key may be compacted (RFC 3339): the latest
+	// not_after of every approval seen for it, plus the clock allowance
+	// and the margin. "" = kept forever (an approval without expiry was
+	// seen for it, or it predates key lifetimes).
+	KeepUntil string `json:"keep_until,omitempty"`
+	// TaskDeleted says that the key's task was deleted by its owner (at
+	// DeletedAt); the key stays and answers replays with the deleted mark.
+	TaskDeleted bool   `json:"task_deleted,omitempty"`
+	DeletedAt   string `json:"deleted_at,omitempty"`
 }
 
 // CreateResponse answers a create call. TaskID is the first result's task id
@@ -94,6 +120,10 @@ type CreateResponse struct {
 	Counts     Counts      `json:"counts"`
 	RequestSeq uint64      `json:"request_seq"`
 	StoreID    string      `json:"store_id"`
+	// TaskDeleted, on replayed (and idempotency_conflict), says that the
+	// task the key is bound to was deleted by its owner: TaskID names it,
+	// and nothing was created again.
+	TaskDeleted bool `json:"task_deleted,omitempty"`
 }
 
 // Info is the reply of the stats endpoint: the three counters (as top-level
@@ -104,12 +134,39 @@ type CreateResponse struct {
 //	{"requests_received": 2, "creates_executed": 1, "tasks_existing": 1,
 //	 "store_id": "store-3f9c0a7e5b21d864", "instance": "<micro id>",
 //	 "host": "build-1", "pid": 4242}
+//
+// Keys says how many keys are live and how many were compacted; Scopes
+// gives the counters per scope, in scope order.
 type Info struct {
 	Counts
-	StoreID  string `json:"store_id"`
-	Instance string `json:"instance"`
-	Host     string `json:"host"`
-	PID      int    `json:"pid"`
+	StoreID  string        `json:"store_id"`
+	Instance string        `json:"instance"`
+	Host     string        `json:"host"`
+	PID      int           `json:"pid"`
+	Keys     KeyCounts     `json:"keys"`
+	Scopes   []ScopeCounts `json:"scopes,omitempty"`
+}
+
+// KeyCounts are the figures of the keys (scope, intent id): live (kept) and
+// compacted (forgotten after their approvals expired), the tasks deleted
+// by their owners, and the request and create records removed by the
+// records retention.
+type KeyCounts struct {
+	Live           int64 `json:"keys_live"`
+	Compacted      int64 `json:"keys_compacted"`
+	TasksDeleted   int64 `json:"tasks_deleted"`
+	RecordsRetired int64 `json:"records_retired"`
+}
+
+// ScopeCounts are one scope's counters: the three counters, its live and
+// compacted keys and its deleted tasks. The totals (Info.Counts) are their
+// sums.
+type ScopeCounts struct {
+	Scope string `json:"scope"`
+	Counts
+	KeysLive      int64 `json:"keys_live"`
+	KeysCompacted int64 `json:"keys_compacted"`
+	TasksDeleted  int64 `json:"tasks_deleted"`
 }
 
 // Record kinds for the records endpoint.
@@ -117,13 +174,16 @@ const (
 	RecordRequests = "requests" // every request received
 	RecordCreates  = "creates"  // every create executed
 	RecordTasks    = "tasks"    // the tasks that exist
-	RecordIntents  = "intents"  // per intent id, the first digest and result
+	RecordIntents  = "intents"  // per key, the first digest and result
+	RecordDeletes  = "deletes"  // every task deleted by its owner
 )
 
 // RecordsRequest pages through one kind of audit record, by sequence
-// (AfterSeq, Limit) or for one intent id.
+// (AfterSeq, Limit), for one scope, or for one key (scope, intent id; an
+// intent id without a scope is in "default").
 type RecordsRequest struct {
 	Kind     string `json:"kind"`
+	Scope    string `json:"scope,omitempty"`
 	IntentID string `json:"intent_id,omitempty"`
 	AfterSeq uint64 `json:"after_seq,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
@@ -135,6 +195,7 @@ type RecordsRequest struct {
 // created). Its IntentID, RequestDigest and RequestID are the call's.
 type RequestRecord struct {
 	Seq           uint64 `json:"seq"`
+	Scope         string `json:"scope"`
 	IntentID      string `json:"intent_id"`
 	RequestDigest string `json:"request_digest"`
 	RequestID     string `json:"request_id,omitempty"`
@@ -142,6 +203,9 @@ type RequestRecord struct {
 	TaskID        string `json:"task_id"`
 	ReceivedAt    string `json:"received_at"`
 	CallRef       string `json:"call_ref,omitempty"`
+	NotAfter      string `json:"not_after,omitempty"`
+	// TaskDeleted is true when the call was answered with the deleted mark.
+	TaskDeleted bool `json:"task_deleted,omitempty"`
 	// ReplyDropped is true when the fault switch withheld this request's reply.
 	ReplyDropped bool `json:"reply_dropped,omitempty"`
 	// Refusal says why a refused request was refused; nil otherwise.
@@ -161,6 +225,7 @@ type Refusal struct {
 // CreateRecord is one create executed.
 type CreateRecord struct {
 	Seq           uint64 `json:"seq"`
+	Scope         string `json:"scope"`
 	IntentID      string `json:"intent_id"`
 	RequestDigest string `json:"request_digest"`
 	TaskID        string `json:"task_id"`
@@ -172,6 +237,7 @@ type CreateRecord struct {
 type TaskRecord struct {
 	Seq       uint64 `json:"seq"`
 	TaskID    string `json:"task_id"`
+	Scope     string `json:"scope"`
 	IntentID  string `json:"intent_id"`
 	Task      Task   `json:"task"`
 	CreatedAt string `json:"created_at"`
@@ -185,7 +251,33 @@ type RecordsResponse struct {
 	Creates  []CreateRecord  `json:"creates,omitempty"`
 	Tasks    []TaskRecord    `json:"tasks,omitempty"`
 	Intents  []FirstResult   `json:"intents,omitempty"`
+	Deletes  []DeleteRecord  `json:"deletes,omitempty"`
 	NextSeq  uint64          `json:"next_seq"`
+}
+
+// DeleteRecord is one task deleted by its owner. The task record is gone;
+// the key stays, marked deleted.
+type DeleteRecord struct {
+	Seq       uint64 `json:"seq"`
+	Scope     string `json:"scope"`
+	IntentID  string `json:"intent_id"`
+	TaskID    string `json:"task_id"`
+	DeletedAt string `json:"deleted_at"`
+}
+
+// DeleteRequest deletes one task, the way its owner deletes it in their
+// list: named by its key (Scope, IntentID; no scope is "default") or by
+// TaskID, not both.
+type DeleteRequest struct {
+	Scope    string `json:"scope,omitempty"`
+	IntentID string `json:"intent_id,omitempty"`
+	TaskID   string `json:"task_id,omitempty"`
+}
+
+// DeleteResponse answers a delete: the record kept and the counters after it.
+type DeleteResponse struct {
+	Deleted DeleteRecord `json:"deleted"`
+	Counts  Counts       `json:"counts"`
 }
 
 // FaultRequest arms the fault switch: the replies of the next DropReplies

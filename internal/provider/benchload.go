@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // This file holds two helpers for benchmarks, never used by the service
@@ -32,6 +34,7 @@ func preloadRequest(id string) (CreateRequest, error) {
 func referenceRequest(id string) CreateRequest {
 	sum := sha256.Sum256([]byte(id))
 	return CreateRequest{
+		Scope:         document.DefaultScope,
 		IntentID:      id,
 		RequestDigest: digestPrefix + hex.EncodeToString(sum[:]),
 		RequestID:     "task-request-" + id,
@@ -53,7 +56,7 @@ func Preload(dir string, n int) error {
 	if err != nil {
 		return err
 	}
-	s := &Store{db: db, clock: time.Now, log: discardLogger()}
+	s := &Store{db: db, clock: time.Now, log: discardLogger(), allowance: DefaultKeyClockAllowance, margin: DefaultKeyMargin}
 	m, _, err := loadMeta(db)
 	if err == nil && m.RequestsReceived != 0 {
 		err = fmt.Errorf("provider: preload into %s: the store already holds %d requests", dir, m.RequestsReceived)
@@ -66,10 +69,10 @@ func Preload(dir string, n int) error {
 		return err
 	}
 	const per = 20_000
+	scopes := map[string]ScopeCounts{}
 	for lo := 0; lo < n; lo += per {
 		b := db.NewBatch()
-		w := batchWriter{b: b}
-		decided := map[string]FirstResult{}
+		g := newGroup(b, m, scopes)
 		for i := lo; i < min(lo+per, n); i++ {
 			req, err := preloadRequest(PreloadIntent(i))
 			if err != nil {
@@ -77,16 +80,20 @@ func Preload(dir string, n int) error {
 				_ = db.Close()
 				return err
 			}
-			s.decide(&w, &m, &createOp{req: req}, FirstResult{}, false, decided)
+			s.decide(g, &createOp{req: req}, FirstResult{}, false)
 		}
-		w.putJSON([]byte{prefixMeta}, m)
-		if w.err == nil {
-			w.err = b.Commit(pebble.NoSync)
+		err := g.finish()
+		if err == nil {
+			err = b.Commit(pebble.NoSync)
 		}
 		_ = b.Close()
-		if w.err != nil {
+		if err != nil {
 			_ = db.Close()
-			return w.err
+			return err
+		}
+		m = g.m
+		for name, sc := range g.scopes {
+			scopes[name] = *sc
 		}
 	}
 	if err := db.Flush(); err != nil {
@@ -133,10 +140,10 @@ func PebbleReference(ctx context.Context, dir string, writers, n int) (time.Dura
 					return
 				}
 				b := db.NewBatch()
-				w := batchWriter{b: b}
-				s.decide(&w, &m, &createOp{req: referenceRequest(fmt.Sprintf("reference-intent-%010d", i))}, FirstResult{}, false, map[string]FirstResult{})
-				w.putJSON([]byte{prefixMeta}, m)
-				err := w.err
+				g := newGroup(b, m, map[string]ScopeCounts{})
+				s.decide(g, &createOp{req: referenceRequest(fmt.Sprintf("reference-intent-%010d", i))}, FirstResult{}, false)
+				err := g.finish()
+				m = g.m
 				if err == nil {
 					err = b.Commit(pebble.Sync)
 				}

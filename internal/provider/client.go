@@ -104,6 +104,17 @@ func (c *Client) Records(ctx context.Context, req RecordsRequest) (RecordsRespon
 	return resp, nil
 }
 
+// Delete deletes one task the way its owner would (see DeleteRequest). An
+// unknown task is a *ServiceError with code "404", one already deleted
+// "409".
+func (c *Client) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	var resp DeleteResponse
+	if err := c.call(ctx, SubjectDelete, req, &resp); err != nil {
+		return DeleteResponse{}, fmt.Errorf("delete: %w", err)
+	}
+	return resp, nil
+}
+
 // ArmFault arms the fault switch of a service started with faults allowed:
 // the replies of the next dropReplies creates are withheld after commit. A
 // service without the switch does not answer (no responders).

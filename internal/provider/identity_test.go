@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -139,8 +140,10 @@ func TestAStoreHasAnIdentity(t *testing.T) {
 		}
 		info, err := h.client.Info(ctxT(t))
 		host, _ := os.Hostname()
-		want := Info{Counts: counts(1, 1, 1), StoreID: h.st.ID(), Instance: h.svc.Instance(), Host: host, PID: os.Getpid()}
-		if err != nil || info != want {
+		want := Info{Counts: counts(1, 1, 1), StoreID: h.st.ID(), Instance: h.svc.Instance(), Host: host, PID: os.Getpid(),
+			Keys:   KeyCounts{Live: 1},
+			Scopes: []ScopeCounts{{Scope: "default", Counts: counts(1, 1, 1), KeysLive: 1}}}
+		if err != nil || !reflect.DeepEqual(info, want) {
 			t.Errorf("info %+v, %v; want %+v", info, err, want)
 		}
 		if c, err := h.client.Stats(ctxT(t)); err != nil || c != counts(1, 1, 1) {

@@ -399,7 +399,7 @@ func TestValidateCreate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := ok
 			tc.edit(&req)
-			err := validateCreate(req)
+			err := validateCreate(&req)
 			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("unexpected error %v", err)

@@ -93,7 +93,9 @@ func scanCreateResponse(data []byte, out *CreateResponse) bool {
 	v.Outcome = r.str()
 	r.lit(`,"task_id":`)
 	v.TaskID = r.str()
-	r.lit(`,"first":{"intent_id":`)
+	r.lit(`,"first":{"scope":`)
+	v.First.Scope = r.str()
+	r.lit(`,"intent_id":`)
 	v.First.IntentID = r.str()
 	r.lit(`,"request_digest":`)
 	v.First.RequestDigest = r.str()
@@ -106,6 +108,15 @@ func scanCreateResponse(data []byte, out *CreateResponse) bool {
 	v.First.CreatedAt = r.str()
 	r.lit(`,"request_seq":`)
 	v.First.RequestSeq = r.num()
+	if r.opt(`,"keep_until":`) {
+		v.First.KeepUntil = r.str()
+	}
+	if r.opt(`,"task_deleted":true`) {
+		v.First.TaskDeleted = true
+	}
+	if r.opt(`,"deleted_at":`) {
+		v.First.DeletedAt = r.str()
+	}
 	r.lit(`},"counts":{"requests_received":`)
 	v.Counts.RequestsReceived = int64(r.num())
 	r.lit(`,"creates_executed":`)
@@ -116,6 +127,9 @@ func scanCreateResponse(data []byte, out *CreateResponse) bool {
 	v.RequestSeq = r.num()
 	r.lit(`,"store_id":`)
 	v.StoreID = r.str()
+	if r.opt(`,"task_deleted":true`) {
+		v.TaskDeleted = true
+	}
 	r.lit(`}`)
 	if !r.ok || r.pos != len(data) {
 		return false

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // This file checks a create call against the request document it carries:
@@ -73,6 +74,7 @@ var requestLimits = canon.Limits{MaxBytes: bodyLimits.MaxBytes, MaxDepth: bodyLi
 
 // requestDoc is what the service reads of a request document.
 type requestDoc struct {
+	Scope     string // "" when the document names none
 	IntentID  string
 	RequestID string
 	Operation string
@@ -128,7 +130,7 @@ func readRequest(tree any) (requestDoc, error) {
 		return requestDoc{}, fieldErr("request", "must be a JSON object (a %s document), not %s", RequestVersion, canon.TypeName(tree))
 	}
 	top := []string{"schema_version", "request_id", "intent_id", "operation", "provider", "candidate_ref", "task"}
-	if err := members("request", m, top...); err != nil {
+	if err := members("request", m, append(top, "scope")...); err != nil {
 		return requestDoc{}, err
 	}
 	if err := required("request", m, top...); err != nil {
@@ -148,6 +150,14 @@ func readRequest(tree any) (requestDoc, error) {
 	}{{"request_id", &d.RequestID}, {"intent_id", &d.IntentID}, {"operation", &d.Operation}, {"provider", &d.Provider}} {
 		if *f.dst, err = str("request", m, f.name); err != nil {
 			return requestDoc{}, err
+		}
+	}
+	if _, ok := m["scope"]; ok {
+		if d.Scope, err = str("request", m, "scope"); err != nil {
+			return requestDoc{}, err
+		}
+		if !document.ValidScope(d.Scope) {
+			return requestDoc{}, fieldErr("request.scope", "%q is not a scope: 1 to %d bytes of a-z, 0-9, '-' and '_', starting with a letter or digit", d.Scope, document.MaxScopeBytes)
 		}
 	}
 	ref, err := object("request", m, "candidate_ref", "candidate_id", "candidate_digest", "source_version")
@@ -207,6 +217,8 @@ func bindRequest(tree any, req *CreateRequest) *Refusal {
 	case digest != req.RequestDigest:
 		return refuse(CheckRequestDigest, "request_digest",
 			"the request document digests to %s, not to the call's request_digest %s: the digest was not computed over this request", digest, req.RequestDigest)
+	case d.keyScope() != req.Scope:
+		return refuse(CheckRequestBinding, "scope", "the call is for scope %q, but its request is for scope %q", req.Scope, d.keyScope())
 	case d.IntentID != req.IntentID:
 		return refuse(CheckRequestBinding, "intent_id", "the call is for intent %q, but its request is for intent %q", req.IntentID, d.IntentID)
 	case req.RequestID != "" && d.RequestID != req.RequestID:
@@ -231,6 +243,14 @@ func bindRequest(tree any, req *CreateRequest) *Refusal {
 	return nil
 }
 
+// keyScope is the scope the request's key is in: its own, or "default".
+func (d requestDoc) keyScope() string {
+	if d.Scope == "" {
+		return document.DefaultScope
+	}
+	return d.Scope
+}
+
 func sameRef(a, b *string) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -250,7 +270,7 @@ func showRef(p *string) string {
 // then its request document (a refusal). It returns the call as the
 // service acts on it.
 func checkCreate(req CreateRequest) (CreateRequest, *Refusal, error) {
-	if err := validateCreate(req); err != nil {
+	if err := validateCreate(&req); err != nil {
 		return CreateRequest{}, nil, err
 	}
 	tree, err := parseRequest(req.Request)
@@ -277,7 +297,7 @@ func RequestFor(request []byte) (CreateRequest, error) {
 	if err != nil {
 		return CreateRequest{}, fieldErr("request", "cannot be canonicalized: %s", strings.TrimPrefix(err.Error(), "canon: "))
 	}
-	return CreateRequest{IntentID: d.IntentID, RequestDigest: digest, RequestID: d.RequestID, Task: d.Task,
+	return CreateRequest{Scope: d.keyScope(), IntentID: d.IntentID, RequestDigest: digest, RequestID: d.RequestID, Task: d.Task,
 		Request: append([]byte(nil), request...)}, nil
 }
 
@@ -288,14 +308,23 @@ func RequestFor(request []byte) (CreateRequest, error) {
 // have no approved request, such as benchmarks and examples: no approval
 // covers such a request, so it never passes the executors' gate.
 func NewRequest(intentID string, task Task) (CreateRequest, error) {
-	sum := sha256.Sum256([]byte(intentID))
+	return NewScopedRequest("", intentID, task)
+}
+
+// NewScopedRequest is NewRequest for a key in scope: the request document
+// names the scope (none when scope is ""; the call is then in "default").
+func NewScopedRequest(scope, intentID string, task Task) (CreateRequest, error) {
+	sum := sha256.Sum256([]byte(scope + "\x00" + intentID))
+	if scope == "" {
+		sum = sha256.Sum256([]byte(intentID))
+	}
 	ref := func(p *string) any {
 		if p == nil {
 			return nil
 		}
 		return *p
 	}
-	doc, err := canon.Encode(map[string]any{
+	fields := map[string]any{
 		"schema_version": RequestVersion,
 		"request_id":     "task-request-" + intentID,
 		"intent_id":      intentID,
@@ -307,7 +336,11 @@ func NewRequest(intentID string, task Task) (CreateRequest, error) {
 			"source_version":   "none",
 		},
 		"task": map[string]any{"title": task.Title, "assignee_person_ref": ref(task.AssigneePersonRef), "due_at": ref(task.DueAt)},
-	})
+	}
+	if scope != "" {
+		fields["scope"] = scope
+	}
+	doc, err := canon.Encode(fields)
 	if err != nil {
 		return CreateRequest{}, fmt.Errorf("provider: make a request for intent %q: %w", intentID, err)
 	}

@@ -338,7 +338,7 @@ func FuzzCreateCall(f *testing.F) {
 			}
 			return
 		}
-		if err := validateCreate(req); err != nil {
+		if err := validateCreate(&req); err != nil {
 			t.Fatalf("accepted a call that is not valid: %v", err)
 		}
 		if refusal != nil {

@@ -22,7 +22,11 @@ const DefaultVersion = "0.1.0"
 // Error codes of the service's error replies.
 const (
 	CodeBadRequest = "400"
-	CodeInternal   = "500"
+	// CodeNotFound answers a delete of a task that does not exist.
+	CodeNotFound = "404"
+	// CodeConflict answers a delete of a task already deleted.
+	CodeConflict = "409"
+	CodeInternal = "500"
 	// CodeUnavailable answers a create while this instance cannot confirm
 	// its lease; a retry reaches it (or another instance) later.
 	CodeUnavailable = "503"
@@ -191,6 +195,7 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 		{"create", SubjectCreate, s.handleCreate},
 		{"stats", SubjectStats, s.handleStats},
 		{"records", SubjectRecords, s.handleRecords},
+		{"delete", SubjectDelete, s.handleDelete},
 	}
 	if cfg.AllowFaults {
 		endpoints = append(endpoints, endpoint{"fault", SubjectFault, s.handleFault})
@@ -218,7 +223,7 @@ func Serve(nc *nats.Conn, st *Store, cfg ServiceConfig) (*Service, error) {
 			"subject", SubjectFault)
 	}
 	s.log.Info("service started", "name", ServiceName, "version", cfg.Version, "id", svc.Info().ID,
-		"create", SubjectCreate, "stats", SubjectStats, "records", SubjectRecords,
+		"create", SubjectCreate, "stats", SubjectStats, "records", SubjectRecords, "delete", SubjectDelete,
 		"lease_bucket", LeaseBucket, "lease_ttl", s.lease.ttl, "adopted", s.adopt.cur.String())
 	return s, nil
 }
@@ -485,7 +490,48 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 }
 
 func (s *Service) handleStats(r micro.Request) {
-	s.respondJSON(r, Info{Counts: s.st.Stats(), StoreID: s.me.StoreID, Instance: s.me.Instance, Host: s.me.Host, PID: s.me.PID})
+	s.respondJSON(r, s.info())
+}
+
+// info is the stats reply: the counters, the keys' figures and the scopes'
+// counters, as of one commit.
+func (s *Service) info() Info {
+	counts, keys, scopes := s.st.snapshot()
+	return Info{Counts: counts, StoreID: s.me.StoreID, Instance: s.me.Instance, Host: s.me.Host, PID: s.me.PID,
+		Keys: keys, Scopes: scopes}
+}
+
+// handleDelete deletes one task as its owner would. It goes through the
+// store's writer, ordered with creates, and only while the lease is
+// confirmed. An unknown task is answered "404", one already deleted "409";
+// neither changes anything.
+func (s *Service) handleDelete(r micro.Request) {
+	req, err := decodeDelete(r.Data())
+	if err != nil {
+		s.refuse(r, err)
+		return
+	}
+	if !s.lease.held() {
+		s.respondError(r, CodeUnavailable, "unavailable: "+errLeaseUnconfirmed.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	resp, err := s.st.Delete(ctx, req)
+	switch {
+	case errors.Is(err, ErrUnknownTask):
+		s.respondError(r, CodeNotFound, err.Error())
+	case errors.Is(err, ErrTaskDeleted):
+		s.respondError(r, CodeConflict, err.Error())
+	case err != nil:
+		s.log.Error("delete failed", "err", err)
+		s.respondError(r, CodeInternal, "store failure: "+err.Error())
+	default:
+		d := resp.Deleted
+		s.log.Info("task deleted by its owner; its key stays", "scope", d.Scope, "intent_id", d.IntentID, "task_id", d.TaskID,
+			"delete_seq", d.Seq, "tasks_existing", resp.Counts.TasksExisting)
+		s.respondJSON(r, resp)
+	}
 }
 
 func (s *Service) handleRecords(r micro.Request) {

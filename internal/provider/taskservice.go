@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"time"
 
 	"github.com/sendtwice/sendtwice/taskservice"
 )
@@ -15,7 +16,13 @@ func (c *Client) TaskService() taskservice.Service { return contract{c} }
 type contract struct{ c *Client }
 
 func (s contract) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
+	var notAfter string
+	if !req.NotAfter.IsZero() {
+		notAfter = req.NotAfter.UTC().Format(time.RFC3339Nano)
+	}
 	resp, err := s.c.Create(ctx, CreateRequest{
+		Scope:         req.Scope,
+		NotAfter:      notAfter,
 		IntentID:      req.IntentID,
 		RequestDigest: req.RequestDigest,
 		RequestID:     req.RequestID,
@@ -30,9 +37,10 @@ func (s contract) Create(ctx context.Context, req taskservice.Request) (taskserv
 		return taskservice.Result{}, taskservice.Permanent(err)
 	}
 	return taskservice.Result{
-		Outcome: resp.Outcome,
-		TaskID:  resp.TaskID,
-		StoreID: resp.StoreID,
+		Outcome:     resp.Outcome,
+		TaskID:      resp.TaskID,
+		StoreID:     resp.StoreID,
+		TaskDeleted: resp.TaskDeleted,
 		Counts: &taskservice.Counts{
 			RequestsReceived: resp.Counts.RequestsReceived,
 			CreatesExecuted:  resp.Counts.CreatesExecuted,

@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // Errors returned by this package. Callers test them with errors.Is.
@@ -173,14 +175,15 @@ func decodeCreate(data []byte) (CreateRequest, *Refusal, error) {
 	if err != nil {
 		return CreateRequest{}, nil, err
 	}
-	if err := members("", m, "intent_id", "request_digest", "request_id", "task", "call_ref", "request"); err != nil {
+	if err := members("", m, "scope", "intent_id", "request_digest", "request_id", "task", "call_ref", "request", "not_after"); err != nil {
 		return CreateRequest{}, nil, err
 	}
 	var req CreateRequest
 	for _, f := range []struct {
 		name string
 		dst  *string
-	}{{"intent_id", &req.IntentID}, {"request_digest", &req.RequestDigest}, {"request_id", &req.RequestID}, {"call_ref", &req.CallRef}} {
+	}{{"scope", &req.Scope}, {"intent_id", &req.IntentID}, {"request_digest", &req.RequestDigest}, {"request_id", &req.RequestID},
+		{"call_ref", &req.CallRef}, {"not_after", &req.NotAfter}} {
 		if *f.dst, err = str("", m, f.name); err != nil {
 			return CreateRequest{}, nil, err
 		}
@@ -203,7 +206,13 @@ func decodeCreate(data []byte) (CreateRequest, *Refusal, error) {
 			return CreateRequest{}, nil, err
 		}
 	}
-	if err := validateCreate(req); err != nil {
+	if _, present := m["scope"]; present && req.Scope == "" {
+		return CreateRequest{}, nil, fieldErr("scope", "empty; leave it out for the default scope %q", document.DefaultScope)
+	}
+	if _, present := m["not_after"]; present && req.NotAfter == "" {
+		return CreateRequest{}, nil, fieldErr("not_after", "empty; leave it out for an approval that never expires")
+	}
+	if err := validateCreate(&req); err != nil {
 		return CreateRequest{}, nil, err
 	}
 	return req, bindRequest(m["request"], &req), nil
@@ -215,11 +224,14 @@ func decodeRecords(data []byte) (RecordsRequest, error) {
 	if err != nil {
 		return RecordsRequest{}, err
 	}
-	if err := members("", m, "kind", "intent_id", "after_seq", "limit"); err != nil {
+	if err := members("", m, "kind", "scope", "intent_id", "after_seq", "limit"); err != nil {
 		return RecordsRequest{}, err
 	}
 	var req RecordsRequest
 	if req.Kind, err = str("", m, "kind"); err != nil {
+		return RecordsRequest{}, err
+	}
+	if req.Scope, err = str("", m, "scope"); err != nil {
 		return RecordsRequest{}, err
 	}
 	if req.IntentID, err = str("", m, "intent_id"); err != nil {
@@ -238,6 +250,62 @@ func decodeRecords(data []byte) (RecordsRequest, error) {
 	return req, nil
 }
 
+// decodeDelete parses the body of a delete call strictly and checks it.
+func decodeDelete(data []byte) (DeleteRequest, error) {
+	m, err := parseBody(data)
+	if err != nil {
+		return DeleteRequest{}, err
+	}
+	if err := members("", m, "scope", "intent_id", "task_id"); err != nil {
+		return DeleteRequest{}, err
+	}
+	var req DeleteRequest
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"scope", &req.Scope}, {"intent_id", &req.IntentID}, {"task_id", &req.TaskID}} {
+		if *f.dst, err = str("", m, f.name); err != nil {
+			return DeleteRequest{}, err
+		}
+	}
+	return checkDelete(req)
+}
+
+// checkDelete checks a delete: a task id alone, or a key (an intent id,
+// with a scope or in "default"); it returns the delete with its scope set.
+func checkDelete(req DeleteRequest) (DeleteRequest, error) {
+	switch {
+	case req.TaskID != "" && (req.IntentID != "" || req.Scope != ""):
+		return DeleteRequest{}, fieldErr("task_id", "give a task id or a key (scope and intent id), not both")
+	case req.TaskID != "":
+		if _, ok := parseTaskID(req.TaskID); !ok {
+			return DeleteRequest{}, fieldErr("task_id", "not a task id of this service (fake-task-0001, fake-task-0002, ...)")
+		}
+		return req, nil
+	case req.IntentID == "":
+		return DeleteRequest{}, fieldErr("intent_id", "missing; name the task by its key (scope and intent id) or by its task id")
+	}
+	if err := validateScope("scope", &req.Scope); err != nil {
+		return DeleteRequest{}, err
+	}
+	if err := validateIntentID(req.IntentID); err != nil {
+		return DeleteRequest{}, err
+	}
+	return req, nil
+}
+
+// validateScope checks a scope and sets an absent one to "default".
+func validateScope(field string, scope *string) error {
+	if *scope == "" {
+		*scope = document.DefaultScope
+		return nil
+	}
+	if !document.ValidScope(*scope) {
+		return fieldErr(field, "%q is not a scope: 1 to %d bytes of a-z, 0-9, '-' and '_', starting with a letter or digit", *scope, document.MaxScopeBytes)
+	}
+	return nil
+}
+
 // decodeFault parses the body of a fault call strictly.
 func decodeFault(data []byte) (FaultRequest, error) {
 	m, err := parseBody(data)
@@ -254,10 +322,19 @@ func decodeFault(data []byte) (FaultRequest, error) {
 	return FaultRequest{DropReplies: int(n)}, nil
 }
 
-// validateCreate checks a create request; the error names the field.
-func validateCreate(req CreateRequest) error {
+// validateCreate checks a create request; the error names the field. An
+// absent scope becomes "default".
+func validateCreate(req *CreateRequest) error {
+	if err := validateScope("scope", &req.Scope); err != nil {
+		return err
+	}
 	if err := validateIntentID(req.IntentID); err != nil {
 		return err
+	}
+	if req.NotAfter != "" {
+		if _, err := time.Parse(time.RFC3339, req.NotAfter); err != nil {
+			return fieldErr("not_after", "%q is not an RFC 3339 time", req.NotAfter)
+		}
 	}
 	if err := validateDigest(req.RequestDigest); err != nil {
 		return err
@@ -351,17 +428,26 @@ func validateText(field, s string, max int) error {
 	return nil
 }
 
-// validateRecords checks a records request and returns the page size to use.
-func validateRecords(req RecordsRequest) (int, error) {
+// validateRecords checks a records request and returns the page size to
+// use. A request for one intent id without a scope is for scope "default".
+func validateRecords(req *RecordsRequest) (int, error) {
 	switch req.Kind {
-	case RecordRequests, RecordCreates, RecordTasks, RecordIntents:
+	case RecordRequests, RecordCreates, RecordTasks, RecordIntents, RecordDeletes:
 	case "":
-		return 0, fieldErr("kind", "missing; one of requests, creates, tasks, intents")
+		return 0, fieldErr("kind", "missing; one of requests, creates, tasks, intents, deletes")
 	default:
-		return 0, fieldErr("kind", "unknown kind; one of requests, creates, tasks, intents")
+		return 0, fieldErr("kind", "unknown kind; one of requests, creates, tasks, intents, deletes")
+	}
+	if req.Scope != "" {
+		if err := validateScope("scope", &req.Scope); err != nil {
+			return 0, err
+		}
 	}
 	if req.IntentID != "" {
 		if err := validateIntentID(req.IntentID); err != nil {
+			return 0, err
+		}
+		if err := validateScope("scope", &req.Scope); err != nil {
 			return 0, err
 		}
 	}
