@@ -222,7 +222,9 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
 }
 
-// fakeTarget presents the fake task service on nc. It never deletes a task;
+// fakeTarget presents the fake task service on nc. It deletes a task as its
+// owner would (the service's delete endpoint; the probe's keys are in scope
+// "default", as its requests name none), and the service keeps the key;
 // its lost reply is the service's fault switch, which exists only on a
 // service started with faults allowed (tests, demos, probe --embedded); its
 // tasks are counted from its own records. The switch drops the reply of the
@@ -233,10 +235,13 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 	c := provider.NewClient(nc)
 	c.Timeout = callTimeout
 	return probe.Target{
-		Name:         "fake task service",
-		Service:      c.TaskService(),
-		Scope:        "the service",
-		NeverDeletes: true,
+		Name:    "fake task service",
+		Service: c.TaskService(),
+		Scope:   "the service",
+		Delete: func(ctx context.Context, intentID string) error {
+			_, err := c.Delete(ctx, provider.DeleteRequest{IntentID: intentID})
+			return err
+		},
 		LoseReplyHow: "the service withholds the reply after commit",
 		LoseReply: func(ctx context.Context) (func(context.Context) error, error) {
 			if _, err := c.ArmFault(ctx, 1); err != nil {

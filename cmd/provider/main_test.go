@@ -82,6 +82,10 @@ func TestUsage(t *testing.T) {
 		{"adopt without --data is a usage error", []string{"adopt", "--replace", "store-00000000000000ff"}, errUsage, "", ""},
 		{"adopt with a --replace that is not a store id is a usage error", []string{"adopt", "--data", "x", "--replace", "old"}, errUsage, "", ""},
 		{"a stray argument is a usage error", []string{"stats", "extra"}, errUsage, "", ""},
+		{"delete without a task is a usage error", []string{"delete"}, errUsage, "", ""},
+		{"delete naming a task id and a key is a usage error", []string{"delete", "--task-id", "fake-task-0001", "--intent", "i"}, errUsage, "", ""},
+		{"delete with a bad scope is a usage error", []string{"delete", "--intent", "i", "--scope", "A"}, errUsage, "", ""},
+		{"serve with a negative key margin is a usage error", []string{"serve", "--data", "x", "--key-margin", "-1s"}, errUsage, "", ""},
 		{"an unknown log format is a usage error", []string{"stats", "--log-format", "xml"}, errUsage, "", ""},
 	}
 	for _, tc := range cases {
@@ -183,6 +187,26 @@ func TestServeStatsRecordsFault(t *testing.T) {
 			t.Errorf("records: %q, %v", out, err)
 		}
 	})
+	t.Run("delete deletes the task, keeps its key, and a resend is replayed with the deleted mark", func(t *testing.T) {
+		out, _, err := invoke(t, url, "delete", "--intent", "intent-cli")
+		if err != nil || !strings.Contains(out, "deleted fake-task-0001 (scope default, intent intent-cli); its key stays") ||
+			!strings.Contains(out, "tasks existing 0") {
+			t.Fatalf("delete: %q, %v", out, err)
+		}
+		resp, err := client.Create(context.Background(), req)
+		if err != nil || resp.Outcome != provider.OutcomeReplayed || resp.TaskID != "fake-task-0001" || !resp.TaskDeleted ||
+			resp.Counts.CreatesExecuted != 1 {
+			t.Errorf("resend after the delete: %+v, %v", resp, err)
+		}
+		_, _, err = invoke(t, url, "delete", "--task-id", "fake-task-0001")
+		if se, ok := errors.AsType[*provider.ServiceError](err); !ok || se.Code != provider.CodeConflict {
+			t.Errorf("second delete: %v; want a 409", err)
+		}
+		out, _, err = invoke(t, url, "records", "--kind", "deletes", "--scope", "default")
+		if err != nil || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"task_id":"fake-task-0001"`) {
+			t.Errorf("records --kind deletes: %q, %v", out, err)
+		}
+	})
 	t.Run("fault arms the switch and the next reply is withheld", func(t *testing.T) {
 		out, _, err := invoke(t, url, "fault", "--drop-replies", "1")
 		if err != nil || !strings.Contains(out, "next 1 create replies") {
@@ -212,7 +236,7 @@ func TestServeStatsRecordsFault(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if got, want := st.Stats(), (provider.Counts{RequestsReceived: 3, CreatesExecuted: 1, TasksExisting: 1}); got != want {
+		if got, want := st.Stats(), (provider.Counts{RequestsReceived: 4, CreatesExecuted: 1, TasksExisting: 0}); got != want {
 			t.Errorf("counts %+v, want %+v", got, want)
 		}
 	})

@@ -200,6 +200,7 @@ func allRecords(tb testing.TB, st *Store, kind, intent string) RecordsResponse {
 		out.Creates = append(out.Creates, page.Creates...)
 		out.Tasks = append(out.Tasks, page.Tasks...)
 		out.Intents = append(out.Intents, page.Intents...)
+		out.Deletes = append(out.Deletes, page.Deletes...)
 		if page.NextSeq == 0 {
 			return out
 		}
