@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -32,8 +31,8 @@ deleted, is an error and changes nothing.
 		return usageErr("delete: give --task-id or --intent (with --scope), not both")
 	case *taskID == "" && *intent == "":
 		return usageErr("delete: --intent or --task-id is required")
-	case *scope != "" && !document.ValidScope(*scope):
-		return usageErr("delete: --scope %q is not a scope (1 to %d bytes of a-z, 0-9, '-' and '_')", *scope, document.MaxScopeBytes)
+	case *scope != "" && !provider.ValidScope(*scope):
+		return usageErr("delete: --scope %q is not a scope (1 to %d bytes of a-z, 0-9, '-' and '_')", *scope, provider.MaxScopeBytes)
 	}
 	nc, client, err := cf.dial("delete")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -36,8 +35,8 @@ those of the key (--scope, or "default", and the intent id).
 	default:
 		return usageErr("records: --kind %q: want requests, creates, tasks, intents or deletes", *kind)
 	}
-	if *scope != "" && !document.ValidScope(*scope) {
-		return usageErr("records: --scope %q is not a scope (1 to %d bytes of a-z, 0-9, '-' and '_')", *scope, document.MaxScopeBytes)
+	if *scope != "" && !provider.ValidScope(*scope) {
+		return usageErr("records: --scope %q is not a scope (1 to %d bytes of a-z, 0-9, '-' and '_')", *scope, provider.MaxScopeBytes)
 	}
 	if *limit < 0 {
 		return usageErr("records: --limit must not be negative")

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // This file holds two helpers for benchmarks, never used by the service
@@ -34,7 +32,7 @@ func preloadRequest(id string) (CreateRequest, error) {
 func referenceRequest(id string) CreateRequest {
 	sum := sha256.Sum256([]byte(id))
 	return CreateRequest{
-		Scope:         document.DefaultScope,
+		Scope:         DefaultScope,
 		IntentID:      id,
 		RequestDigest: digestPrefix + hex.EncodeToString(sum[:]),
 		RequestID:     "task-request-" + id,

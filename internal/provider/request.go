@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
-	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // This file checks a create call against the request document it carries:
@@ -156,8 +155,8 @@ func readRequest(tree any) (requestDoc, error) {
 		if d.Scope, err = str("request", m, "scope"); err != nil {
 			return requestDoc{}, err
 		}
-		if !document.ValidScope(d.Scope) {
-			return requestDoc{}, fieldErr("request.scope", "%q is not a scope: 1 to %d bytes of a-z, 0-9, '-' and '_', starting with a letter or digit", d.Scope, document.MaxScopeBytes)
+		if !ValidScope(d.Scope) {
+			return requestDoc{}, fieldErr("request.scope", "%q is not a scope: 1 to %d bytes of a-z, 0-9, '-' and '_', starting with a letter or digit", d.Scope, MaxScopeBytes)
 		}
 	}
 	ref, err := object("request", m, "candidate_ref", "candidate_id", "candidate_digest", "source_version")
@@ -246,7 +245,7 @@ func bindRequest(tree any, req *CreateRequest) *Refusal {
 // keyScope is the scope the request's key is in: its own, or "default".
 func (d requestDoc) keyScope() string {
 	if d.Scope == "" {
-		return document.DefaultScope
+		return DefaultScope
 	}
 	return d.Scope
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 func scoped(scope, intent, title string) CreateRequest {
@@ -226,4 +228,16 @@ func TestAStoreWithoutScopesIsMigratedIntoDefault(t *testing.T) {
 			t.Fatalf("%+v, %v", got, err)
 		}
 	})
+}
+
+func TestScopeRulesAreTheDocumentsRules(t *testing.T) {
+	if DefaultScope != document.DefaultScope || MaxScopeBytes != document.MaxScopeBytes {
+		t.Fatalf("default scope %q and bound %d; the documents say %q and %d", DefaultScope, MaxScopeBytes, document.DefaultScope, document.MaxScopeBytes)
+	}
+	for _, s := range []string{"", "default", "a", "0", "team-a", "team_a", "-a", "_a", "A", "a.b", "a b", "a*", "a>", "é",
+		strings.Repeat("a", 64), strings.Repeat("a", 65), "a\x00"} {
+		if ValidScope(s) != document.ValidScope(s) {
+			t.Errorf("ValidScope(%q) = %v; the documents say %v", s, ValidScope(s), document.ValidScope(s))
+		}
+	}
 }

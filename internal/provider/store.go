@@ -23,7 +23,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/queue"
 )
 
@@ -419,7 +418,7 @@ func migrateUnscoped(db *pebble.DB, m metaRecord, log *slog.Logger) (metaRecord,
 					_ = it.Close()
 					return metaRecord{}, fmt.Errorf("provider: migrating intent %q: %w: %v", key[1:], ErrCorrupt, err)
 				}
-				fr.Scope = document.DefaultScope
+				fr.Scope = DefaultScope
 				newKey = intentKey(fr.Scope, string(key[1:]))
 				if newVal, err = json.Marshal(fr); err != nil {
 					_ = it.Close()
@@ -431,7 +430,7 @@ func migrateUnscoped(db *pebble.DB, m metaRecord, log *slog.Logger) (metaRecord,
 					continue
 				}
 				newKey = key
-				newVal = []byte(keyName(document.DefaultScope, string(val)))
+				newVal = []byte(keyName(DefaultScope, string(val)))
 			case prefixIndex:
 				// x <id> 0x00 <kind> <seq>: the id part holds a 0x00 only
 				// once moved.
@@ -439,7 +438,7 @@ func migrateUnscoped(db *pebble.DB, m metaRecord, log *slog.Logger) (metaRecord,
 					continue
 				}
 				id := string(key[1 : len(key)-10])
-				newKey = binary.BigEndian.AppendUint64(indexPrefix(document.DefaultScope, id, key[len(key)-9]), binary.BigEndian.Uint64(key[len(key)-8:]))
+				newKey = binary.BigEndian.AppendUint64(indexPrefix(DefaultScope, id, key[len(key)-9]), binary.BigEndian.Uint64(key[len(key)-8:]))
 				newVal = nil
 			}
 			if !bytes.Equal(newKey, key) {
@@ -465,7 +464,7 @@ func migrateUnscoped(db *pebble.DB, m metaRecord, log *slog.Logger) (metaRecord,
 	}
 	m.Format = metaFormat
 	m.KeysLive = live
-	sc := ScopeCounts{Scope: document.DefaultScope, Counts: m.counts(), KeysLive: live}
+	sc := ScopeCounts{Scope: DefaultScope, Counts: m.counts(), KeysLive: live}
 	val, err := json.Marshal(sc)
 	if err == nil {
 		err = b.Set(scopeKey(sc.Scope), val, nil)
@@ -483,7 +482,7 @@ func migrateUnscoped(db *pebble.DB, m metaRecord, log *slog.Logger) (metaRecord,
 	if err != nil {
 		return metaRecord{}, fmt.Errorf("provider: migrating the store: %w", err)
 	}
-	log.Info("store migrated to the layout with scopes", "keys", live, "scope", document.DefaultScope)
+	log.Info("store migrated to the layout with scopes", "keys", live, "scope", DefaultScope)
 	return m, nil
 }
 
@@ -885,7 +884,7 @@ func (s *Store) lookupTask(g *groupState, n uint64) (TaskRecord, bool, error) {
 		return TaskRecord{}, false, fmt.Errorf("read task %d: %w", n, err)
 	}
 	if tr.Scope == "" {
-		tr.Scope = document.DefaultScope
+		tr.Scope = DefaultScope
 	}
 	return tr, found, nil
 }
@@ -1233,7 +1232,7 @@ func (s *Store) retire(g *groupState, kind byte, cutoff time.Time) (int, bool, e
 			return n, false, nil
 		}
 		if rec.Scope == "" {
-			rec.Scope = document.DefaultScope
+			rec.Scope = DefaultScope
 		}
 		key := it.Key()
 		seq := binary.BigEndian.Uint64(key[1:])
@@ -1293,7 +1292,7 @@ func (s *Store) seqRecords(req RecordsRequest, limit int, resp *RecordsResponse)
 		var err error
 		scopeOf := func(sc *string) bool {
 			if *sc == "" {
-				*sc = document.DefaultScope
+				*sc = DefaultScope
 			}
 			return req.Scope == "" || *sc == req.Scope
 		}

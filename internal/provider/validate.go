@@ -15,7 +15,6 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
-	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // Errors returned by this package. Callers test them with errors.Is.
@@ -207,7 +206,7 @@ func decodeCreate(data []byte) (CreateRequest, *Refusal, error) {
 		}
 	}
 	if _, present := m["scope"]; present && req.Scope == "" {
-		return CreateRequest{}, nil, fieldErr("scope", "empty; leave it out for the default scope %q", document.DefaultScope)
+		return CreateRequest{}, nil, fieldErr("scope", "empty; leave it out for the default scope %q", DefaultScope)
 	}
 	if _, present := m["not_after"]; present && req.NotAfter == "" {
 		return CreateRequest{}, nil, fieldErr("not_after", "empty; leave it out for an approval that never expires")
@@ -294,14 +293,42 @@ func checkDelete(req DeleteRequest) (DeleteRequest, error) {
 	return req, nil
 }
 
+// DefaultScope is the scope of a call, a request document or a record that
+// names none. It is the task-request document's default scope (a test
+// holds the two and the scope rules equal; this package does not import
+// the documents).
+const DefaultScope = "default"
+
+// MaxScopeBytes bounds a scope's length.
+const MaxScopeBytes = 64
+
+// ValidScope reports whether s may name a caller scope: 1 to MaxScopeBytes
+// bytes of lower-case ASCII letters, digits, '-' and '_', starting with a
+// letter or digit (one NATS subject token as it is).
+func ValidScope(s string) bool {
+	if len(s) == 0 || len(s) > MaxScopeBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '-' || c == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // validateScope checks a scope and sets an absent one to "default".
 func validateScope(field string, scope *string) error {
 	if *scope == "" {
-		*scope = document.DefaultScope
+		*scope = DefaultScope
 		return nil
 	}
-	if !document.ValidScope(*scope) {
-		return fieldErr(field, "%q is not a scope: 1 to %d bytes of a-z, 0-9, '-' and '_', starting with a letter or digit", *scope, document.MaxScopeBytes)
+	if !ValidScope(*scope) {
+		return fieldErr(field, "%q is not a scope: 1 to %d bytes of a-z, 0-9, '-' and '_', starting with a letter or digit", *scope, MaxScopeBytes)
 	}
 	return nil
 }
