@@ -5,18 +5,74 @@
 //
 // # What it does
 //
-// A create call is keyed by the caller-supplied intent id; its content is
-// compared by the request digest:
+// A create call is keyed by a key, the pair of the caller's scope (a team,
+// tenant or account: CreateRequest.Scope, one subject token, "default"
+// when absent) and the caller-supplied intent id, as a unique constraint
+// over both would be in a database; its content is compared by the
+// request digest:
 //
-//   - an intent id never seen before: one task is created, and the digest and
-//     the result are stored under the intent id (outcome "created");
-//   - an intent id seen before with the same digest: nothing is created and the
+//   - a key never seen before: one task is created, and the digest and the
+//     result are stored under the key (outcome "created");
+//   - a key seen before with the same digest: nothing is created and the
 //     first result, with the same task id, is returned ("replayed");
-//   - an intent id seen before with a different digest: nothing is created,
+//   - a key seen before with a different digest: nothing is created,
 //     nothing is overwritten, and the reply says so ("idempotency_conflict").
 //
-// A different intent id with the same content creates a second task: only the
-// caller knows whether it meant a retry or a second task.
+// Two scopes that use one intent id get two tasks, and a replay never
+// answers with another scope's task. A different intent id with the same
+// content creates a second task: only the caller knows whether it meant a
+// retry or a second task.
+//
+// # Deleted tasks: the key outlives the task
+//
+// The delete endpoint (Client.Delete, the provider delete command) deletes
+// a task the way its owner deletes it in their list, named by its key or
+// its task id: tasks existing goes down by one (in total and in its scope),
+// the task record is removed, a delete record is kept, and the key stays,
+// marked deleted (FirstResult.TaskDeleted). A resend of the approval is
+// then answered "replayed" with the first task id and task_deleted set
+// (CreateResponse.TaskDeleted, taskservice.Result.TaskDeleted): the
+// request is counted, nothing is created. Deleting an unknown task ("404",
+// ErrUnknownTask) or one already deleted ("409", ErrTaskDeleted) changes
+// nothing. A delete goes through the writer, so it is ordered with the
+// creates.
+//
+// # Key lifetime and compaction
+//
+// A create call carries the not_after of the approval behind it
+// (CreateRequest.NotAfter; absent for an approval that never expires). The
+// gate passes an approval only while the executor's clock is at or before
+// its not_after, and an executor's clock may run behind the service's by
+// up to the clock allowance (Options.KeyClockAllowance, default 5m, the
+// gate's own clock skew). So each key keeps keep_until, the latest
+// not_after of every approval the service has seen for it (the one that
+// created it, and every later one that replayed it or conflicted with it)
+// plus the allowance plus a margin (Options.KeyMargin, default 1h, for
+// calls in flight). A key for which an approval without expiry was seen is
+// kept forever. Before keep_until no resend of any approval seen for the
+// key can pass the gate unseen by the key; after it, the key may be
+// compacted: it is then forgotten, and an approval the service never saw
+// before the key was compacted (one made later for an old intent id) is
+// treated as new, as any system treats a key after its window.
+//
+// Compaction runs in the background every Options.CompactEvery (and on
+// Store.Compact) in bounded chunks (Options.CompactChunk), each one op of
+// the writer between the groups of creates: it reads an expiry index
+// ("e" <keep_until> <key>) up to now and checks every entry against the
+// key as its group left it, so that a replay decided just before it that
+// extended the key keeps it. It removes the key's intent record and its
+// expiry and order entries, never a task, a delete record or a counter.
+//
+// Request and create records have a retention of their own
+// (Options.RecordsRetention, default forever): records older than it are
+// removed in the same chunks, with their index entries. Once they are
+// gone an audit can still check the counters against each other (creates
+// executed = tasks existing + tasks deleted, as compaction never removes a
+// task), every task and delete record against its key while the key lives
+// (one task per live key), and the records still kept; it can no longer
+// match a retired request to its receipt, nor see from the create records
+// that a key was created twice (the task records and the counters still
+// show it).
 //
 // # It creates only what the request says
 //
@@ -34,7 +90,9 @@
 //     "request_format");
 //   - the request does not hash to the call's request_digest
 //     ("request_digest");
-//   - the call's intent_id, request_id (when given) or task (title,
+//   - the call's scope (absent: "default") differs from the request's
+//     scope (absent: "default"), or its intent_id, request_id (when
+//     given) or task (title,
 //     assignee, due date) differs from the request's, or the request does
 //     not ask this service ("fake-task-provider.v1") to "create_task"
 //     ("request_binding").
@@ -46,12 +104,20 @@
 //
 // # What it keeps
 //
-// Four records, each in its own key space and each answering one audit
+// Five records, each in its own key space and each answering one audit
 // question: every request received (did the retry arrive?), every create
 // executed (was anything created again?), the tasks that exist (how many
-// now?), and per intent id the first digest and result (what did the replay
-// return?). Three counters, requests_received, creates_executed and
-// tasks_existing, are stored beside them and survive restarts. Task ids are
+// now?), every task deleted by its owner (why is one gone?), and per key
+// the first digest and result (what did the replay return?), with its
+// keep_until and deleted mark. Every record names its scope (a record
+// written before scopes is in "default"); the records endpoint reads them
+// by sequence, for one scope, or for one key. Three counters,
+// requests_received, creates_executed and tasks_existing, are stored
+// beside them, in total and per scope, with the keys live and compacted
+// and the tasks deleted, and survive restarts; the stats endpoint gives
+// them all (Info). A store written before scopes (layout version 1) is
+// moved into the layout with scopes when it is opened, its keys into
+// "default". Task ids are
 // fake-task-0001, fake-task-0002, ... (four digits, wider past 9999) and are
 // never reused, across restarts too.
 //
@@ -59,8 +125,8 @@
 //
 // All writes go through one writer goroutine. It takes every create call
 // waiting at that moment (up to a bound), decides them in arrival order using
-// point reads of the intent records plus the intents decided earlier in the
-// same group, and commits all of their records and the counters as one Pebble
+// point reads of the intent records plus the keys decided earlier in the
+// same group (deletes and chunks of compaction are ops of the same writer), and commits all of their records and the counters as one Pebble
 // batch with pebble.Sync before any of them is answered. A batch is applied
 // whole or not at all, so a crash never leaves half of a request behind, and
 // because one goroutine decides every call, any number of concurrent calls
@@ -170,8 +236,10 @@
 //     (Store.ID, Store.Stats) for logs and metrics; its Create and Records
 //     are for this package and tests, and every other caller goes through
 //     the service over NATS.
-//   - Create a second task for an intent id it has seen, or overwrite the
-//     first result of an intent id. Serve a store other than the one the
+//   - Create a second task for a key it keeps, overwrite the first result
+//     of a key (only its keep_until grows and its deleted mark is set), or
+//     forget a key while an approval it has seen for it can still pass the
+//     gate. Delete a task on its own: only its owner's delete does. Serve a store other than the one the
 //     deployment adopted, or replace the adopted store on its own: only
 //     Adopt does (or Serve with ServiceConfig.Replaces, the same act for a
 //     process that hosts the service), when the store it replaces is named. (Options.UnsafeCreateEveryCall breaks this
@@ -184,7 +252,8 @@
 //     on a request that does not hash to the call's digest.
 //   - Guess a person or a date: unknown assignee and due date stay null.
 //   - Import package document, gate or sign: it knows a create call's
-//     fields (intent id, request digest, task) and the members of the
+//     fields (scope, intent id, request digest, task, not_after) and the
+//     members of the
 //     request document it compares them with, read with its own strict
 //     parser, never the rest of the documents or the approval that allowed
 //     the call.
