@@ -517,8 +517,10 @@ func (s *Service) handleDelete(r micro.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
-	resp, err := s.st.Delete(ctx, req)
+	resp, err := s.st.deleteIf(ctx, req, s.mayCommit)
 	switch {
+	case errors.Is(err, errLeaseUnconfirmed):
+		s.respondError(r, CodeUnavailable, "unavailable: "+err.Error())
 	case errors.Is(err, ErrUnknownTask):
 		s.respondError(r, CodeNotFound, err.Error())
 	case errors.Is(err, ErrTaskDeleted):

@@ -622,6 +622,12 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (CreateResponse, 
 // ErrTaskDeleted; either changes nothing. It goes through the writer, so it
 // is ordered with creates.
 func (s *Store) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	return s.deleteIf(ctx, req, nil)
+}
+
+// deleteIf is Delete, asking mayCommit (when set) just before the writer
+// decides it, as for a create.
+func (s *Store) deleteIf(ctx context.Context, req DeleteRequest, mayCommit func() error) (DeleteResponse, error) {
 	req, err := checkDelete(req)
 	if err != nil {
 		return DeleteResponse{}, err
@@ -631,7 +637,7 @@ func (s *Store) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, 
 		err  error
 	}
 	ch := make(chan result, 1)
-	if err := s.submit(&createOp{del: &req, delDone: func(resp DeleteResponse, err error) { ch <- result{resp, err} }}); err != nil {
+	if err := s.submit(&createOp{del: &req, mayCommit: mayCommit, delDone: func(resp DeleteResponse, err error) { ch <- result{resp, err} }}); err != nil {
 		return DeleteResponse{}, err
 	}
 	select {
@@ -783,17 +789,18 @@ func (s *Store) commitGroup(group []*createOp) {
 	included := 0
 	for i, op := range group {
 		var err error
+		if op.mayCommit != nil {
+			if err = op.mayCommit(); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
 		switch {
 		case op.maint:
 			maint[i], err = s.compactChunk(g)
 		case op.del != nil:
 			dels[i], err = s.applyDelete(g, *op.del)
 		default:
-			if op.mayCommit != nil {
-				if err = op.mayCommit(); err != nil {
-					break
-				}
-			}
 			if op.refused != nil {
 				resps[i] = s.decide(g, op, FirstResult{}, false)
 				break
