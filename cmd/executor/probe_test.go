@@ -117,7 +117,7 @@ func TestProbeWithoutYesSendsNothing(t *testing.T) {
 	if out != "" {
 		t.Errorf("probe without --yes printed a report:\n%s", out)
 	}
-	for _, want := range []string{"create calls to the fake task service", "starting \"probe-", "creates 4 tasks", "Run again with --yes"} {
+	for _, want := range []string{"create calls to the fake task service", "starting \"probe-", "creates 5 tasks", "It deletes 1 task of its own again", "Run again with --yes"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, errOut)
 		}
