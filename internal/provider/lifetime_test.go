@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // testClock is a clock the test moves by hand.
@@ -376,5 +378,22 @@ func TestRecordsRetentionRemovesOldRequestAndCreateRecordsOnly(t *testing.T) {
 	}
 	if r, err := st.Create(ctx, expiring("default", "intent-0", time.Time{})); err != nil || r.Outcome != OutcomeReplayed {
 		t.Errorf("a resend after its records were retired: %+v, %v; want replayed (the key stays)", r, err)
+	}
+}
+
+func TestTheContractCarriesScopeAndNotAfterToTheKey(t *testing.T) {
+	clock := newTestClock()
+	h := newHarness(t, Options{Clock: clock.Now, KeyClockAllowance: time.Minute, KeyMargin: time.Hour, CompactEvery: -1}, ServiceConfig{})
+	req := scoped("team-x", "intent-contract", "call the supplier")
+	notAfter := clock.Now().Add(30 * time.Minute).Truncate(time.Second)
+	res, err := h.client.TaskService().Create(ctxT(t), taskservice.Request{Scope: "team-x", IntentID: req.IntentID,
+		RequestDigest: req.RequestDigest, RequestID: req.RequestID, Task: taskservice.Task{Title: req.Task.Title},
+		Request: req.Request, NotAfter: notAfter})
+	if err != nil || res.Outcome != taskservice.Created {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	fr, ok := keyOf(t, h.st, "team-x", "intent-contract")
+	if !ok || fr.KeepUntil != notAfter.Add(time.Minute+time.Hour).Format(time.RFC3339Nano) {
+		t.Fatalf("key %+v, %v; want it in team-x, kept until not_after + allowance + margin", fr, ok)
 	}
 }
