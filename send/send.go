@@ -28,6 +28,7 @@ const (
 	CheckCandidateBinding = gate.CheckCandidateBinding
 	CheckRequestBinding   = gate.CheckRequestBinding
 	CheckCapability       = gate.CheckCapability
+	CheckScope            = gate.CheckScope
 )
 
 var (
@@ -115,8 +116,8 @@ type Check struct {
 }
 
 // Bindings runs the checks that need no keys: envelope, approval_format,
-// candidate_binding, request_binding and capability. Signature and expiry
-// are left to the executors (Verdict.NotChecked names them).
+// candidate_binding, request_binding and capability. Signature, expiry and
+// scope are left to the executors (Verdict.NotChecked names them).
 func Bindings() Check { return Check{mode: modeBindings} }
 
 // Trusted runs every check an executor runs, with the signature checked
@@ -127,7 +128,7 @@ func Trusted(t *TrustedApprovers, now func() time.Time) Check {
 }
 
 // notChecked is what Bindings leaves out.
-var notChecked = []string{CheckSignature, CheckExpiry}
+var notChecked = []string{CheckSignature, CheckExpiry, CheckScope}
 
 func (c Check) checker() (*gate.Checker, error) {
 	switch {

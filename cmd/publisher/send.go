@@ -15,7 +15,7 @@ import (
 const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
      [--trusted-approvers FILE] [--no-check]
 
-Runs the gate locally (nothing is published if it fails; signature and expiry too with
+Runs the gate locally (nothing is published if it fails; signature, expiry and scope too with
 --trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS, else they are left to the executors and
 a note says so on standard error), then publishes the three documents
 as one task-envelope.v1 onto the APPROVALS stream. Each invocation is a real send: sending the

@@ -415,10 +415,15 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (taskservice.Result, error
 	return e.svc.Create(ctx, CallRequest(v, CallRef(d.seq, d.delivered, d.attempt)))
 }
 
-// CallRequest is the task service call for a message the gate let through.
+// CallRequest is the task service call for a message the gate let through:
+// keyed by the request's scope ("default" when it names none) and intent
+// id, and carrying the approval's expiry (zero for an unsigned approval,
+// whose key the service then keeps for ever).
 func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 	q := v.Request
 	req := taskservice.Request{
+		Scope:         q.KeyScope(),
+		NotAfter:      v.NotAfter,
 		IntentID:      q.IntentID,
 		RequestDigest: v.RequestDigest,
 		RequestID:     q.RequestID,
