@@ -78,6 +78,9 @@ type Verdict struct {
 	IntentID   string
 	RequestID  string
 	ApprovalID string
+	// Scope is the caller scope in which the intent id is a key: the
+	// request's scope, "default" when it names none.
+	Scope string
 	// CandidateDigest and RequestDigest are the documents' digests
 	// ("sha256:" over RFC 8785 JSON).
 	CandidateDigest string
@@ -93,7 +96,7 @@ type Verdict struct {
 
 func verdict(v *gate.Verdict, notChecked []string) *Verdict {
 	return &Verdict{
-		IntentID: v.Request.IntentID, RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID,
+		IntentID: v.Request.IntentID, Scope: v.Request.KeyScope(), RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID,
 		CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest,
 		SignedBy: v.SignedBy, NotAfter: v.Approval.NotAfter, NotChecked: notChecked,
 	}

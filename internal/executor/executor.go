@@ -371,7 +371,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		e.finish(d, r, true)
 		return
 	}
-	d.id = document.Identity{IntentID: v.Request.IntentID, RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID}
+	d.id = document.Identity{IntentID: v.Request.IntentID, Scope: v.Request.KeyScope(), RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID}
 
 	resp, err := e.call(d, v)
 	if err == nil {
@@ -386,6 +386,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	e.fault(AfterCall, d)
 	r := e.receipt(d, resp.Outcome)
 	r.TaskID = &resp.TaskID
+	r.TaskDeleted = resp.TaskDeleted
 	if resp.StoreID != "" {
 		r.StoreID = &resp.StoreID
 	}
@@ -684,6 +685,7 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 		ReceiptID:     "receipt-" + d.attempt,
 		Outcome:       outcome,
 		IntentID:      opt(d.id.IntentID),
+		Scope:         d.id.Scope,
 		RequestID:     opt(d.id.RequestID),
 		ApprovalID:    opt(d.id.ApprovalID),
 		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Attempt: d.attempt, Executor: e.cfg.ID, StoredAt: storedAt},

@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // inScope is the seed's first request in scope (none when ""), approved by
@@ -50,6 +52,13 @@ func TestAnApprovalForAScopeItsApproverIsNotTrustedForNeverReachesTheService(t *
 				rc.Rejection.Path != "$.request.scope" {
 				t.Fatalf("receipt %s (%+v), want rejected at scope, $.request.scope", rc.Outcome, rc.Rejection)
 			}
+			want := c.scope
+			if want == "" {
+				want = "default"
+			}
+			if rc.Scope != want {
+				t.Errorf("the receipt names scope %q, want %q", rc.Scope, want)
+			}
 			wantCounts(t, env.Counts(), 0, 0, 0)
 		})
 	}
@@ -62,6 +71,9 @@ func TestAnApprovalForAScopeItsApproverIsNotTrustedForNeverReachesTheService(t *
 		}
 		if got := env.Counts().RequestsReceived; got != 1 {
 			t.Fatalf("the service received %d requests, want 1", got)
+		}
+		if rc.Scope != "team-a" {
+			t.Errorf("the receipt names scope %q, want team-a", rc.Scope)
 		}
 	})
 }
@@ -94,4 +106,31 @@ func TestTheCallCarriesTheKeysScopeAndTheApprovalsExpiry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deletingService is the fake service as a service that remembers deleted
+// tasks would answer: every replay says that its task was deleted.
+type deletingService struct{ taskservice.Service }
+
+func (d deletingService) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
+	res, err := d.Service.Create(ctx, req)
+	if err == nil && res.Outcome == taskservice.Replayed {
+		res.TaskDeleted = true
+	}
+	return res, err
+}
+
+func TestAReplayOfADeletedTaskSaysSoOnItsReceiptAndNothingElseDoes(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1", TaskService: deletingService{env.Service.TaskService()}})
+	s := seed(t)
+	first := send(t, env, s.Original.Envelope())
+	if first.Outcome != document.OutcomeCreated || first.TaskDeleted || first.Scope != "default" {
+		t.Fatalf("first receipt %s, task_deleted %v, scope %q; want created, not deleted, default", first.Outcome, first.TaskDeleted, first.Scope)
+	}
+	second := send(t, env, s.Original.Envelope())
+	if second.Outcome != document.OutcomeReplayed || !second.TaskDeleted || *second.TaskID != *first.TaskID {
+		t.Fatalf("second receipt %s, task_deleted %v, task %s; want replayed, deleted, %s", second.Outcome, second.TaskDeleted, *second.TaskID, *first.TaskID)
+	}
+	wantCounts(t, env.Counts(), 2, 1, 1)
 }
