@@ -54,9 +54,9 @@ type Sent struct {
 // Receipt is an executor's task-receipt.v1 for one message. Members that
 // are null in the document are empty strings and nil pointers here.
 type Receipt struct {
-	ReceiptID  string
-	Outcome    Outcome
-	IntentID string
+	ReceiptID string
+	Outcome   Outcome
+	IntentID  string
 	// Scope is the caller scope in which the intent id is a key ("default"
 	// for a request that names none); empty when the receipt names none (its
 	// request could not be read, or it was issued before keys had scopes).
