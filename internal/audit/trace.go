@@ -274,7 +274,7 @@ func describeGate(c *gate.Checker) GateRun {
 		life = gate.DefaultMaxLifetime
 	}
 	g := GateRun{Checks: slices.Clone(gate.Checks)}
-	g.Note = fmt.Sprintf("signed approvals verified against %d trusted approvers; expiry judged at the time the stream stored each message, lifetime at most %s; ",
+	g.Note = fmt.Sprintf("signed approvals verified against %d trusted approvers, each for the scopes its entry names; expiry judged at the time the stream stored each message, lifetime at most %s; ",
 		c.Keys.Len(), life)
 	if c.AllowUnsigned {
 		g.Note += "unsigned approvals accepted without a signature, expiry or scope check (insecure-allow-unsigned)"
