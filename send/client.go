@@ -54,12 +54,19 @@ type Sent struct {
 // Receipt is an executor's task-receipt.v1 for one message. Members that
 // are null in the document are empty strings and nil pointers here.
 type Receipt struct {
-	ReceiptID  string
-	Outcome    Outcome
-	IntentID   string
+	ReceiptID string
+	Outcome   Outcome
+	IntentID  string
+	// Scope is the caller scope in which the intent id is a key ("default"
+	// for a request that names none); empty when the receipt names none (its
+	// request could not be read, or it was issued before keys had scopes).
+	Scope      string
 	RequestID  string
 	ApprovalID string
 	TaskID     string
+	// TaskDeleted, on a Replayed receipt, says that the task was deleted
+	// (by its owner) after it was created: nothing was created again.
+	TaskDeleted bool
 	// Rejection is set for Rejected, Failure for DeadLettered.
 	Rejection *Rejection
 	Failure   *Failure
@@ -218,8 +225,8 @@ func receipt(p *publish.Receipt) *Receipt {
 	r := p.Receipt
 	out := &Receipt{
 		ReceiptID: r.ReceiptID, Outcome: Outcome(r.Outcome),
-		IntentID: str(r.IntentID), RequestID: str(r.RequestID), ApprovalID: str(r.ApprovalID), TaskID: str(r.TaskID),
-		StoreID: str(r.StoreID), IssuedAt: r.IssuedAt, Raw: p.Raw,
+		IntentID: str(r.IntentID), Scope: r.Scope, RequestID: str(r.RequestID), ApprovalID: str(r.ApprovalID), TaskID: str(r.TaskID),
+		TaskDeleted: r.TaskDeleted, StoreID: str(r.StoreID), IssuedAt: r.IssuedAt, Raw: p.Raw,
 		Delivery: Delivery{StreamSeq: r.Delivery.StreamSeq, Delivered: r.Delivery.Delivered, Attempt: r.Delivery.Attempt,
 			Executor: r.Delivery.Executor, StoredAt: r.Delivery.StoredAt},
 	}

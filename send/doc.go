@@ -33,7 +33,7 @@
 //
 // The local check runs the executors' gate before anything is published.
 // Its mode is always named: Bindings runs the checks that need no keys,
-// Trusted adds the signature and expiry checks against the executors'
+// Trusted adds the signature, expiry and scope checks against the executors'
 // trusted approvers. The zero Check runs nothing and refuses. A local pass
 // is advice, not permission: the executors run the gate again on every
 // delivery, and their verdict is the one in the receipt.

@@ -78,7 +78,7 @@ func Example() {
 	}
 
 	// Output:
-	// local check: pass, intent intent-0001 (not checked: [signature expiry])
+	// local check: pass, intent intent-0001 (not checked: [signature expiry scope])
 	// edited request: refused at request_binding ($.approval.request.request_id); nothing published
 	// first send: created fake-task-0001; requests received 1, creates executed 1, tasks existing 1
 	// second send: replayed fake-task-0001; requests received 2, creates executed 1, tasks existing 1

@@ -28,6 +28,7 @@ const (
 	CheckCandidateBinding = gate.CheckCandidateBinding
 	CheckRequestBinding   = gate.CheckRequestBinding
 	CheckCapability       = gate.CheckCapability
+	CheckScope            = gate.CheckScope
 )
 
 var (
@@ -77,6 +78,9 @@ type Verdict struct {
 	IntentID   string
 	RequestID  string
 	ApprovalID string
+	// Scope is the caller scope in which the intent id is a key: the
+	// request's scope, "default" when it names none.
+	Scope string
 	// CandidateDigest and RequestDigest are the documents' digests
 	// ("sha256:" over RFC 8785 JSON).
 	CandidateDigest string
@@ -92,7 +96,7 @@ type Verdict struct {
 
 func verdict(v *gate.Verdict, notChecked []string) *Verdict {
 	return &Verdict{
-		IntentID: v.Request.IntentID, RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID,
+		IntentID: v.Request.IntentID, Scope: v.Request.KeyScope(), RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID,
 		CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest,
 		SignedBy: v.SignedBy, NotAfter: v.Approval.NotAfter, NotChecked: notChecked,
 	}
@@ -115,8 +119,8 @@ type Check struct {
 }
 
 // Bindings runs the checks that need no keys: envelope, approval_format,
-// candidate_binding, request_binding and capability. Signature and expiry
-// are left to the executors (Verdict.NotChecked names them).
+// candidate_binding, request_binding and capability. Signature, expiry and
+// scope are left to the executors (Verdict.NotChecked names them).
 func Bindings() Check { return Check{mode: modeBindings} }
 
 // Trusted runs every check an executor runs, with the signature checked
@@ -127,7 +131,7 @@ func Trusted(t *TrustedApprovers, now func() time.Time) Check {
 }
 
 // notChecked is what Bindings leaves out.
-var notChecked = []string{CheckSignature, CheckExpiry}
+var notChecked = []string{CheckSignature, CheckExpiry, CheckScope}
 
 func (c Check) checker() (*gate.Checker, error) {
 	switch {

@@ -8,10 +8,13 @@ import (
 )
 
 // Approver is one trusted reviewer: the name an approval signed with the
-// key must carry in approved_by, and the Ed25519 public key.
+// key must carry in approved_by, the Ed25519 public key, and the caller
+// scopes the reviewer may approve requests for ("*" alone: every scope;
+// none: only "default", where requests that name no scope land).
 type Approver struct {
 	Name      string
 	PublicKey ed25519.PublicKey
+	Scopes    []string
 }
 
 // TrustedApprovers are the reviewers whose signatures the executors accept:
@@ -37,7 +40,9 @@ func NewTrustedApprovers(approvers ...Approver) (*TrustedApprovers, error) {
 		if len(a.PublicKey) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("send: approver %q: a public key of %d bytes, want %d", a.Name, len(a.PublicKey), ed25519.PublicKeySize)
 		}
-		list = append(list, sign.ApproverFor(a.Name, a.PublicKey))
+		e := sign.ApproverFor(a.Name, a.PublicKey)
+		e.Scopes = a.Scopes
+		list = append(list, e)
 	}
 	kr, err := sign.NewKeyring(list...)
 	if err != nil {

@@ -144,8 +144,9 @@ func (c *classified) Error() string { return c.err.Error() }
 
 func (c *classified) Unwrap() []error { return []error{c.err, c.class} }
 
-// Check reports whether res keeps the contract's form: a known outcome and a
-// task id. The executor checks every result with it
+// Check reports whether res keeps the contract's form: a known outcome, a
+// task id, and TaskDeleted only on a Replayed result (a create or a conflict
+// cannot answer for a deleted task). The executor checks every result with it
 // and dead-letters the message of a result that fails, as a service that
 // does not keep the contract.
 func Check(res Result) error {
@@ -156,6 +157,9 @@ func Check(res Result) error {
 		}
 	default:
 		return fmt.Errorf("taskservice: unknown outcome %q", res.Outcome)
+	}
+	if res.TaskDeleted && res.Outcome != Replayed {
+		return fmt.Errorf("taskservice: outcome %q says its task was deleted; only a replay can", res.Outcome)
 	}
 	return nil
 }

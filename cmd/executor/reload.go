@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/sendtwice/sendtwice/internal/sign"
@@ -53,11 +54,12 @@ func reloadTrusted(path string, keys *sign.Keyring, log *slog.Logger) error {
 	return nil
 }
 
-// describeApprovers names approvers with their keys, for the log.
+// describeApprovers names approvers with their keys and the scopes they
+// may approve, for the log.
 func describeApprovers(as []sign.Approver) []string {
 	out := make([]string, 0, len(as))
 	for _, a := range as {
-		out = append(out, a.Name+" ("+a.KeyID+")")
+		out = append(out, a.Name+" ("+a.KeyID+", scopes "+strings.Join(a.ScopeList(), ",")+")")
 	}
 	return out
 }

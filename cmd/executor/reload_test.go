@@ -65,7 +65,7 @@ func TestARevokedReviewersApprovalIsRejectedAtSignatureAfterSIGHUPWithoutARestar
 		return strings.Contains(p.log.String(), "trusted approvers reloaded")
 	})
 	logged := p.log.String()
-	if !strings.Contains(logged, scenario.Reviewer+" ("+reviewer.ID+")") || !strings.Contains(logged, "removed") {
+	if !strings.Contains(logged, scenario.Reviewer+" ("+reviewer.ID+", scopes default)") || !strings.Contains(logged, "removed") {
 		t.Errorf("the reload does not log the removed reviewer:\n%s", logged)
 	}
 	rc, err = demo.SendAndWait(context.Background(), js, seed.NewIntent.Envelope(), 20*time.Second)
@@ -114,7 +114,7 @@ func TestAReloadOfAFileThatDoesNotLoadKeepsTheApproversLoadedBefore(t *testing.T
 	if err := reloadTrusted(p, keys, log); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(logs.String(), `added="[bob (`+k2.ID+`)]"`) || !strings.Contains(logs.String(), `removed="[alice (`+k1.ID+`)]"`) {
+	if !strings.Contains(logs.String(), `added="[bob (`+k2.ID+`, scopes default)]"`) || !strings.Contains(logs.String(), `removed="[alice (`+k1.ID+`, scopes default)]"`) {
 		t.Errorf("the reload log does not name who was added and removed:\n%s", logs.String())
 	}
 	if err := os.WriteFile(p, []byte(`{"approvers":[{"name":"x"}]} trailing`), 0o644); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -83,7 +84,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// printSendReceipt writes a receipt for a person, one line.
+// printSendReceipt writes a receipt for a person, one line. An intent
+// outside the default scope is named with its scope.
 func printSendReceipt(w io.Writer, sent send.Sent, r *send.Receipt) {
 	orNone := func(s string) string {
 		if s == "" {
@@ -91,9 +93,15 @@ func printSendReceipt(w io.Writer, sent send.Sent, r *send.Receipt) {
 		}
 		return s
 	}
+	intent := orNone(r.IntentID)
+	if r.Scope != "" && r.Scope != document.DefaultScope {
+		intent += " in scope " + r.Scope
+	}
 	fmt.Fprintf(w, "%s: task %s, intent %s, stream message %d, delivery %d", r.Outcome, orNone(r.TaskID),
-		orNone(r.IntentID), sent.StreamSeq, r.Delivery.Delivered)
+		intent, sent.StreamSeq, r.Delivery.Delivered)
 	switch {
+	case r.TaskDeleted:
+		fmt.Fprint(w, "; the task was deleted since, nothing was created again")
 	case r.Rejection != nil:
 		fmt.Fprintf(w, "; rejected at %s (%s): %s", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
 	case r.Failure != nil:

@@ -49,7 +49,7 @@ and checks that nothing was lost or done twice:
 Every stored record is read, whatever its headers: a status message stored in a stream
 through a reply subject (or made to look like one), junk, or a document of another schema is
 reported with its stream and sequence (checks 8 and 14), and every other check still runs.
-Without --trusted-approvers the gate is re-run without signature and expiry (on signed and
+Without --trusted-approvers the gate is re-run without signature, expiry and scope (on signed and
 unsigned approvals alike); with it, signatures are verified against FILE and unsigned
 approvals are refused unless --insecure-allow-unsigned.
 
@@ -78,7 +78,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up reading after this long")
-	trusted := fs.String("trusted-approvers", "", "`FILE` of trusted approvers: re-run the gate's signature and expiry checks too")
+	trusted := fs.String("trusted-approvers", "", "`FILE` of trusted approvers: re-run the gate's signature, expiry and scope checks too")
 	insecure := fs.Bool("insecure-allow-unsigned", false, "with --trusted-approvers: accept unsigned approvals, as executors run with this flag do")
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "with --trusted-approvers: refuse signed approvals valid for longer than this, as the executors do")
 	allowExternal := fs.Int("allow-external", 0, "accept up to `N` task service calls from outside the executors (with no call reference)")

@@ -72,7 +72,7 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 		rep.Service.StoreID != env.Stack.Store.ID() {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := strings.Join(rep.Gate.NotChecked, ","); got != "signature,expiry" {
+	if got := strings.Join(rep.Gate.NotChecked, ","); got != "signature,expiry,scope" {
 		t.Errorf("without trusted approvers, not checked %q", got)
 	}
 }

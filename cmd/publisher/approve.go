@@ -14,7 +14,7 @@ import (
 )
 
 func runApprove(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("approve", "approve --candidate F --request F (--by NAME | --key FILE) [--valid-for DURATION] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets\nnot_after; --by then defaults to the reviewer's name recorded in the key file (publisher\nkeygen), and another name is refused, as executors would refuse it. Executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity.", stderr)
+	fs := newFlagSet("approve", "approve --candidate F --request F (--by NAME | --key FILE) [--valid-for DURATION] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets\nnot_after; --by then defaults to the reviewer's name recorded in the key file (publisher\nkeygen), and another name is refused, as executors would refuse it. Executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity. Says on standard error which request,\nintent and caller scope (the request's scope, default when it names none) it approved; the\napproval binds the scope, and executors accept a signed approval only from an approver their\ntrusted approvers allow that scope (publisher keygen --scope, publisher trust).", stderr)
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
 	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by (with --key: the key's recorded name)")
@@ -59,10 +59,11 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 		}
 		opts.Lifetime = *validFor
 	}
-	_, b, err := approve.Write(files["candidate"], files["request"], opts)
+	a, b, err := approve.Write(files["candidate"], files["request"], opts)
 	if err != nil {
 		return err
 	}
+	describeApproval(stderr, a, files["request"])
 	if *out == "" {
 		_, err = stdout.Write(b)
 		return err
@@ -71,4 +72,21 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("writing the approval: %w", err)
 	}
 	return nil
+}
+
+// describeApproval tells the reviewer, on standard error, what was approved:
+// the request and its intent in their caller scope, which the approval binds
+// (executors accept a signed approval only from an approver their trusted
+// approvers allow that scope).
+func describeApproval(w io.Writer, a *document.Approval, request []byte) {
+	scope, intent := document.DefaultScope, "?"
+	if v, err := document.Parse(request); err == nil {
+		if r, err := document.DecodeRequest("$", v); err == nil {
+			scope, intent = r.KeyScope(), r.IntentID
+		}
+	}
+	fmt.Fprintf(w, "publisher: approved request %s (intent %s) in scope %s, as %s by %s\n", a.Request.RequestID, intent, scope, a.ApprovalID, a.ApprovedBy)
+	if a.Signed() {
+		fmt.Fprintf(w, "publisher: executors accept it until %s if their trusted approvers let %s approve scope %s\n", a.NotAfter, a.ApprovedBy, scope)
+	}
 }

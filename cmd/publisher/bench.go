@@ -111,7 +111,7 @@ func benchFlagSet(fs *flag.FlagSet, o *bench.Options) *benchFlags {
 	fs.Float64Var(&o.Conflict, "conflict", 0.05, "share of changed requests under an intent id already sent")
 	fs.IntVar(&o.Payload, "payload", 0, "envelope size in `BYTES` (0: the natural size, about 1.5 KB)")
 	fs.IntVar(&o.PublishBatch, "publish-batch", 500, "approvals per atomic batch when storing a backlog")
-	fs.BoolVar(&o.Unsigned, "unsigned", false, "send unsigned approvals (the gate skips the signature and expiry checks)")
+	fs.BoolVar(&o.Unsigned, "unsigned", false, "send unsigned approvals (the gate skips the signature, expiry and scope checks)")
 	fs.StringVar(&o.CalDAV, "caldav-url", "", "the executors call this CalDAV collection `URL` (no authentication) instead of the fake task service;\nthe check counts its tasks instead of the service's counters")
 	fs.IntVar(&o.Publishers, "publishers", 1, "live: concurrent publishers, each storing what is due as one atomic batch at a time")
 	f.rates = fs.String("rate", "100", "live: offered rates, a `LIST` of approvals/s or \"half\" (of the maximum), such as 100,half")

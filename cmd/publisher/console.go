@@ -69,7 +69,7 @@ func newConsoleFlags(stderr io.Writer) *consoleFlags {
 	f.dir = fs.String("candidates", "testdata/console", "the candidates `DIR`: NAME.candidate.json + NAME.request.json pairs")
 	f.conn = cli.ConnFlags(fs)
 	f.by = fs.String("by", "", "the approver `NAME` the form starts with, recorded as approved_by (default: the key's name in --trusted-approvers, else $USER)")
-	f.trustedFile = fs.String("trusted-approvers", "", "the executors' trusted-approvers `FILE`: run the signature and expiry checks before sending, and take the approver name from it (default $SENDTWICE_TRUSTED_APPROVERS)")
+	f.trustedFile = fs.String("trusted-approvers", "", "the executors' trusted-approvers `FILE`: run the signature, expiry and scope checks before sending, and take the approver name from it (default $SENDTWICE_TRUSTED_APPROVERS)")
 	f.wait = fs.Duration("wait", 30*time.Second, "how long to wait for each receipt")
 	f.keyFile = fs.String("key", "", "sign approvals with the private key in `FILE` (made by publisher keygen)")
 	f.validFor = fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime")

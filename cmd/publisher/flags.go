@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 )
@@ -59,3 +60,17 @@ func requireFiles(fs *flag.FlagSet, names map[string]*string) (map[string][]byte
 	}
 	return out, nil
 }
+
+// scopesFlag collects a repeatable --scope: the caller scopes an approver
+// may approve requests for.
+type scopesFlag []string
+
+func (s *scopesFlag) String() string { return strings.Join(*s, ",") }
+
+func (s *scopesFlag) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+// scopeFlagUsage explains --scope wherever an approver's scopes are set.
+const scopeFlagUsage = "a caller `SCOPE` the approver may approve requests for; repeat it for more, \"*\" for every scope\n(none: only the scope \"default\", where requests that name no scope land)"

@@ -11,7 +11,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-const keygenHelp = `keygen --name NAME [--dir DIR] [--trusted FILE]
+const keygenHelp = `keygen --name NAME [--dir DIR] [--trusted FILE] [--scope SCOPE]...
 
 Makes a reviewer's Ed25519 key pair: DIR/NAME.key (the private key, file mode 0600; never
 share it) and DIR/NAME.pub, both recording NAME, the name approvals signed with the key must
@@ -19,13 +19,19 @@ give as approved_by (publisher approve --key refuses another). Prints the entry 
 executors' trusted-approvers file ({"approvers": [ ... ]}); with --trusted FILE, adds it to
 that file, keeping the approvers it already names (and makes the file if there is none).
 Refuses to overwrite an existing key, and a NAME the trusted file already gives another key.
-NAME is 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or digit.`
+NAME is 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or digit.
+Each --scope names a caller scope whose requests the reviewer may approve ("*" for every
+scope); without --scope the entry names none, which allows only the scope "default", where
+requests that name no scope land. Executors refuse an approval for another scope at the
+check scope. 'publisher trust' changes the scopes of an entry later.`
 
 func runKeygen(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("keygen", keygenHelp, stderr)
 	name := fs.String("name", "", "the reviewer's `NAME`, used for the file names and in the trusted-approvers entry")
 	dir := fs.String("dir", ".", "`DIR` to write the key files in")
 	trusted := fs.String("trusted", "", "add this key to the trusted-approvers `FILE` (made if missing)")
+	var scopes scopesFlag
+	fs.Var(&scopes, "scope", scopeFlagUsage)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -34,6 +40,11 @@ func runKeygen(args []string, stdout, stderr io.Writer) error {
 	}
 	if !sign.ValidName(*name) {
 		return usageErr(fs, "--name %q: use 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or a digit", *name)
+	}
+	if len(scopes) > 0 {
+		if err := sign.CheckScopes("--scope", scopes); err != nil {
+			return usageErr(fs, "%v", err)
+		}
 	}
 	// Refuse a name the trusted file already has before making any key.
 	if *trusted != "" {
@@ -57,6 +68,9 @@ func runKeygen(args []string, stdout, stderr io.Writer) error {
 	entry, err := sign.WriteKeyPair(*dir, *name, k)
 	if err != nil {
 		return err
+	}
+	if len(scopes) > 0 {
+		entry.Scopes = scopes
 	}
 	if *trusted != "" {
 		if err := sign.AddTrusted(*trusted, entry); err != nil {

@@ -25,7 +25,8 @@ Usage:
   publisher approve --candidate F --request F --by NAME [--id ID] [-o FILE]
   publisher check --candidate F --request F --approval F [--json]
   publisher send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
-  publisher keygen --name NAME [--dir DIR] [--trusted FILE]
+  publisher keygen --name NAME [--dir DIR] [--trusted FILE] [--scope SCOPE]...
+  publisher trust --trusted FILE --name NAME (--scope SCOPE... | --default-scope-only)
   publisher console [--listen HOST:PORT] [--candidates DIR] [--key FILE] [--server URL] [--by NAME]
   publisher bench [--server URL | --embedded] ...
   publisher --version
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runSend(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		return runKeygen(args[1:], stdout, stderr)
+	case "trust":
+		return runTrust(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "console":

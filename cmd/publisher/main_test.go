@@ -389,7 +389,7 @@ func TestCheck(t *testing.T) {
 			a := decodeApproval(t, readFile(t, seed.f.approval))
 			r := publisher(t, nil, seed.f.args("check")...)
 			r.expect(t, 0)
-			want := fmt.Sprintf("pass (signature and expiry not checked: no --trusted-approvers)\ncandidate %s\nrequest   %s\n", a.Candidate.Digest, a.Request.Digest)
+			want := fmt.Sprintf("pass (signature, expiry and scope not checked: no --trusted-approvers)\ncandidate %s\nrequest   %s\n", a.Candidate.Digest, a.Request.Digest)
 			if r.stdout != want {
 				t.Errorf("stdout %q, want %q", r.stdout, want)
 			}

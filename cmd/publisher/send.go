@@ -9,13 +9,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/send"
 )
 
 const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
      [--trusted-approvers FILE] [--no-check]
 
-Runs the gate locally (nothing is published if it fails; signature and expiry too with
+Runs the gate locally (nothing is published if it fails; signature, expiry and scope too with
 --trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS, else they are left to the executors and
 a note says so on standard error), then publishes the three documents
 as one task-envelope.v1 onto the APPROVALS stream. Each invocation is a real send: sending the
@@ -144,14 +145,22 @@ func orElse(s, unknown string) string {
 	return s
 }
 
-// printReceipt writes a receipt for a person.
+// printReceipt writes a receipt for a person. An intent outside the default
+// scope is named with its scope ("intent-0001 in scope team-a").
 func printReceipt(w io.Writer, r *send.Receipt) {
 	intent := orElse(r.IntentID, "(unknown)")
+	if r.Scope != "" && r.Scope != document.DefaultScope {
+		intent += " in scope " + r.Scope
+	}
 	switch r.Outcome {
 	case send.Created:
 		fmt.Fprintf(w, "created: task %s for intent %s\n", orElse(r.TaskID, "?"), intent)
 	case send.Replayed:
-		fmt.Fprintf(w, "replayed: the same task %s for intent %s; nothing new was created\n", orElse(r.TaskID, "?"), intent)
+		if r.TaskDeleted {
+			fmt.Fprintf(w, "replayed: the same task %s for intent %s (the task was deleted since); nothing was created again\n", orElse(r.TaskID, "?"), intent)
+		} else {
+			fmt.Fprintf(w, "replayed: the same task %s for intent %s; nothing new was created\n", orElse(r.TaskID, "?"), intent)
+		}
 	case send.Conflict:
 		fmt.Fprintf(w, "idempotency_conflict: intent %s already created task %s from different content; nothing was created or changed\n", intent, orElse(r.TaskID, "?"))
 	case send.Rejected:

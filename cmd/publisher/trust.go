@@ -12,16 +12,16 @@ import (
 const trustedEnv = "SENDTWICE_TRUSTED_APPROVERS"
 
 // notChecked is what a local gate without trusted approvers could not check.
-const notChecked = "signature and expiry not checked: no --trusted-approvers"
+const notChecked = "signature, expiry and scope not checked: no --trusted-approvers"
 
 // trustedApproversFlag adds --trusted-approvers to fs.
 func trustedApproversFlag(fs *flag.FlagSet) *string {
-	return fs.String("trusted-approvers", "", "check signature and expiry too, as executors do, against the trusted-approvers `FILE`\n(default $"+trustedEnv+"; without either, only the checks that need no keys run)")
+	return fs.String("trusted-approvers", "", "check signature, expiry and scope too, as executors do, against the trusted-approvers `FILE`\n(default $"+trustedEnv+"; without either, only the checks that need no keys run)")
 }
 
 // localCheck returns the local gate's check: with trusted approvers (the
 // flag, else $SENDTWICE_TRUSTED_APPROVERS, read after parsing) every check
-// an executor runs, signature and expiry included; without, the checks that
+// an executor runs, signature, expiry and scope included; without, the checks that
 // need no keys. trusted says which.
 func localCheck(flagValue string) (c send.Check, trusted bool, err error) {
 	path := flagValue

@@ -94,12 +94,12 @@ func TestCheckRunsSignatureAndExpiryOnlyWithTrustedApproversAndSaysSo(t *testing
 		for _, f := range []files{corrupted, expired} {
 			r := publisher(t, nil, f.args("check")...)
 			r.expect(t, 0)
-			if !strings.HasPrefix(r.stdout, "pass (signature and expiry not checked: no --trusted-approvers)\n") {
+			if !strings.HasPrefix(r.stdout, "pass (signature, expiry and scope not checked: no --trusted-approvers)\n") {
 				t.Errorf("stdout %q", r.stdout)
 			}
 			j := publisher(t, nil, f.args("check", "--json")...)
 			j.expect(t, 0)
-			if got := checkJSON(t, j.stdout); got["not_checked"] != "signature and expiry not checked: no --trusted-approvers" {
+			if got := checkJSON(t, j.stdout); got["not_checked"] != "signature, expiry and scope not checked: no --trusted-approvers" {
 				t.Errorf("check --json printed %v", got)
 			}
 		}

@@ -264,8 +264,8 @@ func describeGate(c *gate.Checker) GateRun {
 	if c == nil {
 		return GateRun{
 			Checks:     []string{gate.CheckEnvelope, gate.CheckApprovalFormat, gate.CheckCandidateBinding, gate.CheckRequestBinding, gate.CheckCapability},
-			NotChecked: []string{gate.CheckSignature, gate.CheckExpiry},
-			Note: "no trusted approvers given: signatures and expiry are not checked, on signed and unsigned approvals alike; " +
+			NotChecked: []string{gate.CheckSignature, gate.CheckExpiry, gate.CheckScope},
+			Note: "no trusted approvers given: signatures, expiry and the approvers' scopes are not checked, on signed and unsigned approvals alike; " +
 				"every other check is",
 		}
 	}
@@ -274,10 +274,10 @@ func describeGate(c *gate.Checker) GateRun {
 		life = gate.DefaultMaxLifetime
 	}
 	g := GateRun{Checks: slices.Clone(gate.Checks)}
-	g.Note = fmt.Sprintf("signed approvals verified against %d trusted approvers; expiry judged at the time the stream stored each message, lifetime at most %s; ",
+	g.Note = fmt.Sprintf("signed approvals verified against %d trusted approvers, each for the scopes its entry names; expiry judged at the time the stream stored each message, lifetime at most %s; ",
 		c.Keys.Len(), life)
 	if c.AllowUnsigned {
-		g.Note += "unsigned approvals accepted without a signature or expiry check (insecure-allow-unsigned)"
+		g.Note += "unsigned approvals accepted without a signature, expiry or scope check (insecure-allow-unsigned)"
 	} else {
 		g.Note += "unsigned approvals refused"
 	}

@@ -65,7 +65,7 @@ type Options struct {
 	Conflict     float64 // share of changed requests under a known intent id
 	Payload      int     // envelope bytes; 0 keeps the natural size
 	PublishBatch int     // approvals per atomic batch when storing a backlog
-	Unsigned     bool    // unsigned approvals (the gate then skips signature and expiry)
+	Unsigned     bool    // unsigned approvals (the gate then skips signature, expiry and scope)
 
 	// CalDAV, when set, is a CalDAV collection URL (no authentication)
 	// that the executors call instead of the fake task service. The check

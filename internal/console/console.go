@@ -56,7 +56,7 @@ type Config struct {
 	// an approved_by that is not the signing key's name).
 	KeyOwner string
 	// Trusted, when set, are the executors' trusted approvers: every send
-	// then runs the signature and expiry checks too, as executors do.
+	// then runs the signature, expiry and scope checks too, as executors do.
 	Trusted *send.TrustedApprovers
 	// Clock stamps approvals and sends; default time.Now.
 	Clock  func() time.Time

@@ -88,6 +88,16 @@ func TestReviewShowsBothDocuments(t *testing.T) {
 	s.get(t, "/c/notify-checks/approval.json").expect(t, http.StatusNotFound, "does not exist (yet)")
 }
 
+func TestReviewShowsTheRequestsScope(t *testing.T) {
+	env := testenv.Start(t)
+	dir := copyFixtures(t)
+	editJSON(t, filepath.Join(dir, "release-notes.request.json"), func(m map[string]any) { m["scope"] = "team-a" })
+	s := startConsole(t, env, dir, nil)
+	s.get(t, "/c/notify-checks").expect(t, http.StatusOK,
+		`<dd id="scope"><code class="scope">default</code> <span class="hint">the request names no scope, so it lands in the default scope</span></dd>`)
+	s.get(t, "/c/release-notes").expect(t, http.StatusOK, `<dd id="scope"><code class="scope">team-a</code>`)
+}
+
 // TestEscaping: text from the documents and file names is escaped; Chinese
 // text is kept as it is.
 func TestEscaping(t *testing.T) {

@@ -35,7 +35,7 @@
 // A signed approval is valid until its not_after, which the review page
 // shows; past it, the console refuses to send it (check expiry) until it is
 // discarded and made again. With Config.Trusted, every send runs the
-// executors' gate, signature and expiry included, and with Config.KeyOwner
+// executors' gate, signature, expiry and scope included, and with Config.KeyOwner
 // approvals are made only in the name the trusted approvers give the key.
 //
 // Approvals are kept in memory: a restarted console approves afresh, and the

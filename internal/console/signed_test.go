@@ -5,10 +5,13 @@ import (
 	"crypto/ed25519"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/console"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -207,5 +210,61 @@ func TestKeyOwnerName(t *testing.T) {
 
 	if _, err := console.New(console.Config{Dir: s.Dir, JetStream: env.JS, KeyOwner: "x", AllowedHosts: []string{"localhost"}}); err == nil {
 		t.Error("New accepted a KeyOwner without a Key")
+	}
+}
+
+func TestARequestForAScopeTheApproverIsNotTrustedForIsNotSent(t *testing.T) {
+	key := scenario.TestKey()
+	env := testenv.Start(t)
+	// The console's folder, with the notify-checks request in team-a, and
+	// the form that approves it.
+	scoped := func(t *testing.T) (string, url.Values) {
+		dir := copyFixtures(t)
+		req := filepath.Join(dir, "notify-checks.request.json")
+		editJSON(t, req, func(m map[string]any) { m["scope"] = "team-a" })
+		b, err := os.ReadFile(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest, err := canon.Digest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		form := approveForm("reviewer-1")
+		form.Set("request_digest", digest)
+		return dir, form
+	}
+	for _, c := range []struct {
+		name   string
+		scopes []string
+		state  string
+	}{
+		{"an approver trusted for default only is refused at scope, and nothing is sent", nil, "refused"},
+		{"an approver trusted for team-a sends it", []string{"team-a"}, "pending"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := send.NewTrustedApprovers(send.Approver{Name: "reviewer-1", PublicKey: key.Public(), Scopes: c.scopes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir, form := scoped(t)
+			s := startConsole(t, env, dir, func(cf *console.Config) {
+				cf.Key, cf.Trusted, cf.Clock = key, tr, func() time.Time { return time.Now().UTC() }
+			})
+			stored := approvalsStored(t, env)
+			p := s.get(t, press(t, s, form))
+			if c.state == "refused" {
+				p.expect(t, http.StatusOK, `data-state="refused"`, "<strong>rejected at scope:</strong>",
+					"the approver is not trusted to approve requests for this request", "<strong>Nothing was sent.</strong>")
+				if n := approvalsStored(t, env); n != stored {
+					t.Fatalf("the APPROVALS stream holds %d messages, want %d", n, stored)
+				}
+				return
+			}
+			p.lacks(t, `data-state="refused"`)
+			if n := approvalsStored(t, env); n != stored+1 {
+				t.Fatalf("the APPROVALS stream holds %d messages, want %d", n, stored+1)
+			}
+		})
 	}
 }

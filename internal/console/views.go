@@ -167,6 +167,8 @@ func explain(check, path, reason string) *refusal {
 		}
 	case "capability":
 		r.Plain = "the approval grants something other than creating one task"
+	case "scope":
+		r.Plain = "the approver is not trusted to approve requests for this request's scope"
 	default:
 		r.Plain = "the gate refused the message"
 	}
@@ -180,6 +182,8 @@ func adviceLocal(check string) string {
 		return "An approval is valid only until its not_after; executors refuse it after that. Discard this approval and approve again: a new one is valid for --valid-for from when it is made."
 	case "signature":
 		return "Executors would refuse this approval too: it must be signed by a key in the trusted approvers, in the name they give that key. Check --key, --by and --trusted-approvers, discard this approval and approve again."
+	case "scope":
+		return "Executors would refuse this approval too: the trusted approvers do not let its approver approve requests for this scope. Ask a reviewer trusted for the scope to approve it, or have the trusted-approvers file grant the scope (publisher trust --scope)."
 	case "candidate_binding", "request_binding":
 		return "The approval covers the documents as they were when they were approved, so it cannot be used for the files as they are now. Review them again: discard this approval, and approve again once the request is proposed from the current candidate."
 	}

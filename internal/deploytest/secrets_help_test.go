@@ -85,7 +85,7 @@ func TestTheBuiltCommands(t *testing.T) {
 func helpAndUsageErrorsPrintNoSecret(t *testing.T, bin string) {
 	subcommands := map[string][]string{
 		"executor":  {"serve", "status", "verify", "redrive", "provision", "probe", "send", "demo"},
-		"publisher": {"digest", "approve", "check", "send", "keygen", "console", "bench"},
+		"publisher": {"digest", "approve", "check", "send", "keygen", "trust", "console", "bench"},
 		"provider":  {"serve", "stats", "records", "fault"},
 	}
 	env := os.Environ()

@@ -577,8 +577,8 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 		return nil, err
 	}
 	var r reader
-	m := r.object("$", v, "schema_version", "receipt_id", "outcome", "intent_id", "request_id", "approval_id",
-		"task_id", "rejection", "failure", "counts", "store_id?", "delivery", "issued_at")
+	m := r.object("$", v, "schema_version", "receipt_id", "outcome", "intent_id", "scope?", "request_id", "approval_id",
+		"task_id", "task_deleted?", "rejection", "failure", "counts", "store_id?", "delivery", "issued_at")
 	if m == nil {
 		return nil, r.result()
 	}
@@ -593,6 +593,19 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 	rc.RequestID = r.nullable("$.request_id", m["request_id"], r.id)
 	rc.ApprovalID = r.nullable("$.approval_id", m["approval_id"], r.id)
 	rc.TaskID = r.nullable("$.task_id", m["task_id"], r.id)
+	if v, ok := m["scope"]; ok {
+		rc.Scope = r.scope("$.scope", v)
+	}
+	if v, ok := m["task_deleted"]; ok && r.err == nil {
+		switch b, isBool := v.(bool); {
+		case !isBool:
+			r.fail("$.task_deleted", RuleType, ErrType, "must be true, not %s", canon.TypeName(v))
+		case !b:
+			r.fail("$.task_deleted", RuleValue, ErrValue, "must be true when present: a task that was not deleted is said by leaving the member out")
+		default:
+			rc.TaskDeleted = true
+		}
+	}
 	if m["rejection"] != nil {
 		if rm := r.object("$.rejection", m["rejection"], "check", "path", "reason"); rm != nil {
 			rc.Rejection = &Rejection{
@@ -658,5 +671,7 @@ func (r *reader) receiptRules(rc *Receipt) {
 		r.fail("$.rejection", RuleValue, ErrValue, "rejection must be set exactly when the outcome is rejected")
 	case (rc.Outcome == OutcomeDeadLettered) != (rc.Failure != nil):
 		r.fail("$.failure", RuleValue, ErrValue, "failure must be set exactly when the outcome is dead_lettered")
+	case rc.TaskDeleted && rc.Outcome != OutcomeReplayed:
+		r.fail("$.task_deleted", RuleValue, ErrValue, "a %s receipt must not say its task was deleted: only a replay answers for a deleted task", rc.Outcome)
 	}
 }

@@ -268,6 +268,8 @@ func TestSchemaShape(t *testing.T) {
 				// Receipts issued before stores had ids lack it.
 				optional["$.store_id"] = true
 				optional["$.delivery.stored_at"] = true
+				// Present where the request was read; only on a replay of a deleted task.
+				optional["$.scope"], optional["$.task_deleted"] = true, true
 			}
 			if k == kindRequest {
 				// A request that names no scope lands in the default one.
@@ -987,6 +989,16 @@ var refusals = []struct {
 		set("delivery.stored_at", "yesterday"), document.ErrValue, "$.delivery.stored_at"},
 	{"a null delivery stored_at (absent or a time, never null) is refused by both", kindReceipt, "receipts/created.json",
 		set("delivery.stored_at", nil), document.ErrType, "$.delivery.stored_at"},
+	{"a receipt scope in upper case is refused by both", kindReceipt, "receipts/created.json",
+		set("scope", "Team-A"), document.ErrValue, "$.scope"},
+	{"a receipt scope holding a dot is refused by both", kindReceipt, "receipts/created.json",
+		set("scope", "team.a"), document.ErrValue, "$.scope"},
+	{"a null receipt scope (absent or a scope, never null) is refused by both", kindReceipt, "receipts/created.json",
+		set("scope", nil), document.ErrType, "$.scope"},
+	{"a task_deleted of false (absent or true, never false) is refused by both", kindReceipt, "receipts/replayed.json",
+		set("task_deleted", false), document.ErrValue, "$.task_deleted"},
+	{"a task_deleted that is a string is refused by both", kindReceipt, "receipts/replayed.json",
+		set("task_deleted", "true"), document.ErrType, "$.task_deleted"},
 }
 
 func mutated(t *testing.T, fixture string, m mutation) []byte {
@@ -1085,6 +1097,10 @@ func TestValidVariationsAgree(t *testing.T) {
 			set("store_id", nil)},
 		{"a rejected receipt with a null store_id passes both", kindReceipt, "receipts/rejected.json",
 			set("store_id", nil)},
+		{"a receipt without a scope (issued before keys had scopes) passes both", kindReceipt, "receipts/created.json",
+			del("scope")},
+		{"a replayed receipt saying its task was deleted passes both", kindReceipt, "receipts/replayed.json",
+			set("task_deleted", true)},
 		{"a receipt with every id null passes both", kindReceipt, "receipts/rejected.json",
 			func(doc any) any {
 				for _, m := range []string{"intent_id", "request_id", "approval_id"} {
@@ -1138,6 +1154,8 @@ func TestRefusalsSchemasCannotExpress(t *testing.T) {
 			kindRequest, withTitle(`"` + strings.Repeat("檢", 342) + `"`), document.ErrValue},
 		{"a store_id on a rejected receipt is refused by the decoder; the schema does not tie members to the outcome",
 			kindReceipt, mutated(t, "receipts/rejected.json", set("store_id", "store-3f9c0a7e5b21d864")), document.ErrValue},
+		{"task_deleted on a created receipt is refused by the decoder; the schema does not tie members to the outcome",
+			kindReceipt, mutated(t, "receipts/created.json", set("task_deleted", true)), document.ErrValue},
 		{"an end_ms before the start_ms is refused by the decoder; a schema cannot compare two members",
 			kindCandidate, bytes.Replace(candidate, []byte(`"end_ms": 816500`), []byte(`"end_ms": 811999`), 1), document.ErrValue},
 		{"an intent_id not in Unicode NFC (e + U+0301 for é) is refused by the decoder; a schema cannot normalise",

@@ -158,16 +158,25 @@ type Envelope struct {
 
 // Receipt is the executor's observation of what happened to one delivery.
 type Receipt struct {
-	SchemaVersion string     `json:"schema_version"`
-	ReceiptID     string     `json:"receipt_id"`
-	Outcome       string     `json:"outcome"`
-	IntentID      *string    `json:"intent_id"`
-	RequestID     *string    `json:"request_id"`
-	ApprovalID    *string    `json:"approval_id"`
-	TaskID        *string    `json:"task_id"`
-	Rejection     *Rejection `json:"rejection"`
-	Failure       *Failure   `json:"failure"`
-	Counts        *Counts    `json:"counts"`
+	SchemaVersion string  `json:"schema_version"`
+	ReceiptID     string  `json:"receipt_id"`
+	Outcome       string  `json:"outcome"`
+	IntentID      *string `json:"intent_id"`
+	// Scope is the caller scope in which the intent id is a key (the
+	// request's scope, DefaultScope when it names none), on receipts whose
+	// request was read; absent otherwise, and on receipts issued before
+	// keys had scopes.
+	Scope      string  `json:"scope,omitempty"`
+	RequestID  *string `json:"request_id"`
+	ApprovalID *string `json:"approval_id"`
+	TaskID     *string `json:"task_id"`
+	// TaskDeleted is true on a replayed receipt whose task was deleted
+	// (by its owner) after it was created: the key outlived the task, and
+	// nothing was created again. Absent otherwise.
+	TaskDeleted bool       `json:"task_deleted,omitempty"`
+	Rejection   *Rejection `json:"rejection"`
+	Failure     *Failure   `json:"failure"`
+	Counts      *Counts    `json:"counts"`
 	// StoreID names the task service's store that answered the call (null
 	// when the service was not called). Receipts issued before stores had
 	// ids lack the member.

@@ -1,10 +1,12 @@
 // Package executor consumes approved requests from the APPROVALS stream and,
 // for each delivery, in this order: parses it strictly and runs the gate,
-// calls the task service over NATS keyed by the request's intent id (with the
-// request document itself, in the canonical form the gate hashed, so that
-// the service can check that the task it creates is the approved one), publishes
-// a task-receipt.v1 and waits for the stream's ack, and only then acks the
-// message. A crash anywhere in that line leads to a redelivery, which the
+// calls the task service over NATS keyed by the request's scope and intent
+// id (with the approval's not_after, which bounds how long the service must
+// keep the key, and the request document itself, in the canonical form the
+// gate hashed, so that the service can check that the task it creates is
+// the approved one), publishes a task-receipt.v1 (naming the key's scope,
+// and whether a replayed task was deleted) and waits for the stream's ack,
+// and only then acks the message. A crash anywhere in that line leads to a redelivery, which the
 // service answers as replayed: never a second task.
 //
 // It must never call the task service for a message the gate refused, never

@@ -371,7 +371,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		e.finish(d, r, true)
 		return
 	}
-	d.id = document.Identity{IntentID: v.Request.IntentID, RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID}
+	d.id = document.Identity{IntentID: v.Request.IntentID, Scope: v.Request.KeyScope(), RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID}
 
 	resp, err := e.call(d, v)
 	if err == nil {
@@ -386,6 +386,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	e.fault(AfterCall, d)
 	r := e.receipt(d, resp.Outcome)
 	r.TaskID = &resp.TaskID
+	r.TaskDeleted = resp.TaskDeleted
 	if resp.StoreID != "" {
 		r.StoreID = &resp.StoreID
 	}
@@ -415,10 +416,15 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (taskservice.Result, error
 	return e.svc.Create(ctx, CallRequest(v, CallRef(d.seq, d.delivered, d.attempt)))
 }
 
-// CallRequest is the task service call for a message the gate let through.
+// CallRequest is the task service call for a message the gate let through:
+// keyed by the request's scope ("default" when it names none) and intent
+// id, and carrying the approval's expiry (zero for an unsigned approval,
+// whose key the service then keeps for ever).
 func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 	q := v.Request
 	req := taskservice.Request{
+		Scope:         q.KeyScope(),
+		NotAfter:      v.NotAfter,
 		IntentID:      q.IntentID,
 		RequestDigest: v.RequestDigest,
 		RequestID:     q.RequestID,
@@ -679,6 +685,7 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 		ReceiptID:     "receipt-" + d.attempt,
 		Outcome:       outcome,
 		IntentID:      opt(d.id.IntentID),
+		Scope:         d.id.Scope,
 		RequestID:     opt(d.id.RequestID),
 		ApprovalID:    opt(d.id.ApprovalID),
 		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Attempt: d.attempt, Executor: e.cfg.ID, StoredAt: storedAt},

@@ -5,15 +5,20 @@
 // (approval_format), that a trusted reviewer signed exactly this approval
 // (signature) and that it has not expired (expiry), that the approval binds
 // exactly this candidate and this request (candidate_binding,
-// request_binding), and that it grants exactly the create_fake_task
-// capability (capability). It stops at the first failure with an *Error
-// naming the check, the field path and a reason.
+// request_binding), that it grants exactly the create_fake_task
+// capability (capability), and that the signer's trusted-approvers entry
+// names the request's caller scope (scope; a request naming none is in
+// document.DefaultScope). It stops at the first failure with an *Error
+// naming the check, the field path and a reason. An unsigned approval,
+// accepted only by a Checker with AllowUnsigned, names no signer: it skips
+// scope as it skips signature and expiry.
 //
 // It has two modes, each called by name. A *Checker (trusted approvers, or
 // unsigned approvals allowed explicitly) runs every check; CheckBindings,
 // CheckDeliveryBindings and CheckDocumentBindings run the checks that need
-// no keys, for local checks and audits without the trusted approvers. A nil
-// *Checker runs nothing and returns ErrNoChecker.
+// no keys (neither signature, expiry nor scope), for local checks and
+// audits without the trusted approvers. A nil *Checker runs nothing and
+// returns ErrNoChecker.
 //
 // The gate is pure: it reads documents and returns a verdict; its clock is
 // injected. It must never call the task service or the network, or let a message through

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
@@ -23,10 +25,11 @@ const (
 	CheckCandidateBinding = "candidate_binding"
 	CheckRequestBinding   = "request_binding"
 	CheckCapability       = "capability"
+	CheckScope            = "scope"
 )
 
 // Checks lists the check names in order.
-var Checks = []string{CheckEnvelope, CheckApprovalFormat, CheckSignature, CheckExpiry, CheckCandidateBinding, CheckRequestBinding, CheckCapability}
+var Checks = []string{CheckEnvelope, CheckApprovalFormat, CheckSignature, CheckExpiry, CheckCandidateBinding, CheckRequestBinding, CheckCapability, CheckScope}
 
 // Sentinels, one per check; an *Error unwraps to one of them.
 var (
@@ -37,6 +40,7 @@ var (
 	ErrCandidateBinding = errors.New("gate: candidate does not match the approval")
 	ErrRequestBinding   = errors.New("gate: request does not match the approval")
 	ErrCapability       = errors.New("gate: capability not allowed")
+	ErrScope            = errors.New("gate: approver not trusted for the request's scope")
 )
 
 var sentinels = map[string]error{
@@ -47,6 +51,7 @@ var sentinels = map[string]error{
 	CheckCandidateBinding: ErrCandidateBinding,
 	CheckRequestBinding:   ErrRequestBinding,
 	CheckCapability:       ErrCapability,
+	CheckScope:            ErrScope,
 }
 
 // Error is the gate's refusal: the check that failed, the field path (such as
@@ -101,6 +106,9 @@ type Verdict struct {
 	// SignedBy names the trusted approver whose signature was verified;
 	// empty for an unsigned approval.
 	SignedBy string
+	// NotAfter is when the approval expires (its not_after); zero for an
+	// unsigned approval, which names no expiry.
+	NotAfter time.Time
 }
 
 // DefaultMaxLifetime bounds not_after - approved_at of a signed approval.
@@ -116,7 +124,7 @@ const clockSkew = 5 * time.Minute
 var ErrNoChecker = errors.New("gate: no checker: the full check needs a *Checker with trusted approvers or AllowUnsigned; CheckBindings runs the checks that need no keys")
 
 // Checker is the gate with its trust settings: the executor's policy. With
-// Keys it verifies signed approvals (checks signature and expiry); unsigned
+// Keys it verifies signed approvals (checks signature, expiry and scope); unsigned
 // approvals are refused at signature unless AllowUnsigned is set, an
 // insecure mode for demos and tests. Its methods run every check, in order;
 // on a nil *Checker they run none and return ErrNoChecker.
@@ -161,7 +169,7 @@ func (c *Checker) CheckDelivery(subject string, envelope []byte, at time.Time) (
 }
 
 // CheckDocuments runs the checker's checks on three separate documents, as
-// if they were one envelope: with Keys it also checks signature and expiry
+// if they were one envelope: with Keys it also checks signature, expiry and scope
 // (at the checker's clock), in the executor's order, so that a local check
 // says what an executor will say. A nil approval means there is none. Paths
 // are given as inside an envelope ($.candidate..., $.request...,
@@ -180,7 +188,7 @@ func (c *Checker) CheckDocuments(candidate, request, approval []byte) (*Verdict,
 // CheckBindings runs the checks that need no keys on one envelope message,
 // in order, and stops at the first failure: envelope, approval_format,
 // candidate_binding, request_binding, capability. It checks no signature
-// and no expiry, on signed and unsigned approvals alike: those are a
+// and no expiry and no scope, on signed and unsigned approvals alike: those are a
 // Checker's. The error, when there is one, is an *Error.
 func CheckBindings(envelope []byte) (*Verdict, error) {
 	return checkEnvelope(envelope, nil, "")
@@ -231,25 +239,27 @@ func splitDocuments(candidate, request, approval []byte) (*document.EnvelopePart
 	return &parts, nil
 }
 
-// checkSignature runs the signature and expiry checks.
-func (c *Checker) checkSignature(tree map[string]any, a *document.Approval) (signedBy string, _ error) {
+// checkSignature runs the signature and expiry checks, and returns the
+// trusted approver who signed (nil for an unsigned approval allowed by an
+// insecure checker).
+func (c *Checker) checkSignature(tree map[string]any, a *document.Approval) (*sign.Approver, error) {
 	if !a.Signed() {
 		if c.AllowUnsigned {
-			return "", nil
+			return nil, nil
 		}
-		return "", refuse(CheckSignature, "$.approval.signature",
+		return nil, refuse(CheckSignature, "$.approval.signature",
 			"the approval is not signed; sign it with publisher approve --key, or run the executor with --insecure-allow-unsigned")
 	}
 	approver, err := c.Keys.VerifyApproval(tree, a.KeyID, a.Signature)
 	switch {
 	case errors.Is(err, sign.ErrUnknownKey):
-		return "", refuse(CheckSignature, "$.approval.key_id", "the approval is signed by key %q, which is not among the trusted approvers", a.KeyID)
+		return nil, refuse(CheckSignature, "$.approval.key_id", "the approval is signed by key %q, which is not among the trusted approvers", a.KeyID)
 	case err != nil:
-		return "", refuse(CheckSignature, "$.approval.signature",
+		return nil, refuse(CheckSignature, "$.approval.signature",
 			"the signature does not match this approval's content under key %q: the approval was changed after signing, or the signature belongs to another approval", a.KeyID)
 	}
 	if a.ApprovedBy != approver.Name {
-		return "", refuse(CheckSignature, "$.approval.approved_by",
+		return nil, refuse(CheckSignature, "$.approval.approved_by",
 			"approved_by says %q, but the signature is by trusted approver %q (key %s): a signed approval names its signer", a.ApprovedBy, approver.Name, a.KeyID)
 	}
 	now := time.Now
@@ -265,17 +275,17 @@ func (c *Checker) checkSignature(tree map[string]any, a *document.Approval) (sig
 	t := now()
 	switch {
 	case !notAfter.After(at):
-		return "", refuse(CheckExpiry, "$.approval.not_after", "not_after (%s) is not after approved_at (%s)", a.NotAfter, a.ApprovedAt)
+		return nil, refuse(CheckExpiry, "$.approval.not_after", "not_after (%s) is not after approved_at (%s)", a.NotAfter, a.ApprovedAt)
 	case notAfter.Sub(at) > maxLife:
-		return "", refuse(CheckExpiry, "$.approval.not_after",
+		return nil, refuse(CheckExpiry, "$.approval.not_after",
 			"the approval is valid for %s, longer than the %s this executor accepts (the task service must keep intent records longer than any approval can be delivered)",
 			notAfter.Sub(at).Round(time.Second), maxLife)
 	case at.After(t.Add(clockSkew)):
-		return "", refuse(CheckExpiry, "$.approval.approved_at", "approved_at (%s) lies in the future; check the approver's clock", a.ApprovedAt)
+		return nil, refuse(CheckExpiry, "$.approval.approved_at", "approved_at (%s) lies in the future; check the approver's clock", a.ApprovedAt)
 	case t.After(notAfter):
-		return "", refuse(CheckExpiry, "$.approval.not_after", "the approval expired at %s; ask the reviewer to approve again", a.NotAfter)
+		return nil, refuse(CheckExpiry, "$.approval.not_after", "the approval expired at %s; ask the reviewer to approve again", a.NotAfter)
 	}
-	return approver.Name, nil
+	return &approver, nil
 }
 
 // prefix moves a decoder error's root path under the given member.
@@ -318,9 +328,9 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 	if err != nil {
 		return nil, fromDecoder(CheckApprovalFormat, err)
 	}
-	var signedBy string
+	var signer *sign.Approver
 	if policy != nil {
-		if signedBy, err = policy.checkSignature(p.Approval.(map[string]any), appr); err != nil {
+		if signer, err = policy.checkSignature(p.Approval.(map[string]any), appr); err != nil {
 			return nil, err
 		}
 	}
@@ -371,5 +381,32 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 			"the capabilities must be exactly [%q], not %q", document.CapabilityCreateFakeTask, appr.Capabilities)
 	}
 
-	return &Verdict{Candidate: cand, Request: req, Approval: appr, CandidateDigest: candDigest, RequestDigest: reqDigest, RequestJSON: reqJSON, SignedBy: signedBy}, nil
+	// The scope is part of what was approved (the request digest binds it),
+	// and a signer may approve only the scopes the trusted-approvers file
+	// gives it. An unsigned approval (insecure mode) names no signer whose
+	// scopes could be looked up: it skips this check, as it skips signature.
+	if signer != nil && !signer.MayApprove(req.KeyScope()) {
+		return nil, refuse(CheckScope, "$.request.scope",
+			"the request is for scope %q, but its approver %q (key %s) is trusted only for the scopes %s; ask a reviewer trusted for %q to approve it, or have the trusted-approvers file grant that scope (publisher trust --scope)",
+			req.KeyScope(), signer.Name, signer.KeyID, quoteList(signer.ScopeList()), req.KeyScope())
+	}
+
+	v := &Verdict{Candidate: cand, Request: req, Approval: appr, CandidateDigest: candDigest, RequestDigest: reqDigest, RequestJSON: reqJSON}
+	if signer != nil {
+		v.SignedBy = signer.Name
+	}
+	if appr.NotAfter != "" {
+		// The decoder has checked it is a time.
+		v.NotAfter, _ = time.Parse(time.RFC3339, appr.NotAfter)
+	}
+	return v, nil
+}
+
+// quoteList names scopes for a reason: "default", "team-a".
+func quoteList(scopes []string) string {
+	q := make([]string, len(scopes))
+	for i, s := range scopes {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }

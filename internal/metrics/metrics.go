@@ -58,7 +58,7 @@ var Outcomes = []string{
 // package does not import.
 var GateChecks = []string{
 	"envelope", "approval_format", "signature", "expiry",
-	"candidate_binding", "request_binding", "capability",
+	"candidate_binding", "request_binding", "capability", "scope",
 }
 
 // ProcessingBuckets are the bounds of the processing histogram, in seconds:

@@ -4,7 +4,8 @@
 // approval without its signature member.
 //
 // It also reads and writes key files: a private key (PKCS#8 PEM, file mode
-// 0600) for a reviewer, and a trusted-approvers file (names and public keys)
-// for executors. It must never print, log or put into an error message any
+// 0600) for a reviewer, and a trusted-approvers file (names, public keys and
+// the caller scopes each approver may approve: only "default" when an entry
+// names none, every scope for ["*"]) for executors. It must never print, log or put into an error message any
 // private key material.
 package sign

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // Context is the Ed25519ctx context string of approval signatures.
@@ -37,6 +39,7 @@ var (
 	ErrKeyFile      = errors.New("sign: unusable key file")
 	ErrName         = errors.New("sign: not a usable approver name")
 	ErrWrongSigner  = errors.New("sign: the approver is not the key's owner")
+	ErrScope        = errors.New("sign: not a usable approver scope")
 )
 
 // namePattern is an approver name made at keygen: it names files, so it is a
@@ -192,13 +195,77 @@ func UnsignedDigest(approval map[string]any) (string, error) {
 	return canon.DigestTreeWithout(approval, "signature")
 }
 
-// Approver is a trusted reviewer: a name and a public key.
+// Approver is a trusted reviewer: a name, a public key and the caller
+// scopes it may approve requests for.
 type Approver struct {
 	Name      string `json:"name"`
 	KeyID     string `json:"key_id"`
 	PublicKey string `json:"public_key"` // base64url, 32 bytes
-	key       ed25519.PublicKey
-	expanded  *voi.ExpandedPublicKey
+	// Scopes are the caller scopes (document.ValidScope) whose requests the
+	// approver may approve; AllScopes alone means every scope. Empty (the
+	// member absent from the file) means only document.DefaultScope, so
+	// that a file written before scopes existed grants no other scope.
+	Scopes   []string `json:"scopes,omitempty"`
+	key      ed25519.PublicKey
+	expanded *voi.ExpandedPublicKey
+}
+
+// AllScopes, as an approver's only scope, lets it approve for every scope.
+const AllScopes = "*"
+
+// MaxScopes bounds how many scopes one approver entry names.
+const MaxScopes = 1024
+
+// MayApprove reports whether the approver may approve a request whose key
+// lies in scope.
+func (a Approver) MayApprove(scope string) bool {
+	for _, s := range a.ScopeList() {
+		if s == AllScopes || s == scope {
+			return true
+		}
+	}
+	return false
+}
+
+// ScopeList is the scopes the approver may approve, as the file grants
+// them: its Scopes, or [document.DefaultScope] when it names none.
+func (a Approver) ScopeList() []string {
+	if len(a.Scopes) == 0 {
+		return []string{document.DefaultScope}
+	}
+	return append([]string(nil), a.Scopes...)
+}
+
+// CheckScopes refuses a list of scopes that an approver entry cannot carry:
+// an empty list (leave the member out for the default scope alone), a
+// scope that is not document.ValidScope nor AllScopes, a scope named twice,
+// AllScopes beside other scopes, or more than MaxScopes. path names the
+// list in errors, such as $.approvers[0].scopes.
+func CheckScopes(path string, scopes []string) error {
+	if scopes == nil {
+		return nil
+	}
+	switch {
+	case len(scopes) == 0:
+		return fmt.Errorf("%w: %s is empty; leave it out to allow only the scope %q, or name the scopes (%q for all)", ErrScope, path, document.DefaultScope, AllScopes)
+	case len(scopes) > MaxScopes:
+		return fmt.Errorf("%w: %s names %d scopes; at most %d are allowed (use %q for all)", ErrScope, path, len(scopes), MaxScopes, AllScopes)
+	}
+	seen := map[string]int{}
+	for i, s := range scopes {
+		if s != AllScopes && !document.ValidScope(s) {
+			return fmt.Errorf("%w: %s[%d] is %q: a scope is 1 to %d lower-case letters, digits, '_' or '-', starting with a letter or a digit, or %q for all scopes",
+				ErrScope, path, i, s, document.MaxScopeBytes, AllScopes)
+		}
+		if j, dup := seen[s]; dup {
+			return fmt.Errorf("%w: %s[%d] names %q again (already at %s[%d])", ErrScope, path, i, s, path, j)
+		}
+		seen[s] = i
+	}
+	if _, all := seen[AllScopes]; all && len(scopes) > 1 {
+		return fmt.Errorf("%w: %s names %q beside other scopes; %q alone already allows every scope", ErrScope, path, AllScopes, AllScopes)
+	}
+	return nil
 }
 
 // Keyring holds the trusted approvers by key id. Its approvers can be
@@ -240,6 +307,10 @@ func NewKeyring(approvers ...Approver) (*Keyring, error) {
 		if strings.TrimSpace(a.Name) == "" {
 			return nil, fmt.Errorf("%w: approvers[%d].name is empty", ErrKeyFile, i)
 		}
+		if err := CheckScopes(fmt.Sprintf("approvers[%d].scopes", i), a.Scopes); err != nil {
+			return nil, err
+		}
+		a.Scopes = append([]string(nil), a.Scopes...)
 		if j, dup := ids[a.KeyID]; dup {
 			return nil, fmt.Errorf("%w: approvers[%d].key_id %q is already listed at approvers[%d] (name %q): a key is trusted under one name only",
 				ErrKeyFile, i, a.KeyID, j, approvers[j].Name)
@@ -274,8 +345,8 @@ func (kr *Keyring) Approvers() []Approver {
 }
 
 // Replace makes kr trust exactly next's approvers, at once for every check
-// that starts afterwards, and reports which entries (name and key) were added
-// and which removed. A key whose name changed is both.
+// that starts afterwards, and reports which entries (name, key and scopes)
+// were added and which removed. A key whose name or scopes changed is both.
 func (kr *Keyring) Replace(next *Keyring) (added, removed []Approver) {
 	ns := next.current()
 	if ns == nil {
@@ -286,16 +357,25 @@ func (kr *Keyring) Replace(next *Keyring) (added, removed []Approver) {
 		old = &keyset{byID: map[string]Approver{}}
 	}
 	for _, a := range ns.list {
-		if o, ok := old.byID[a.KeyID]; !ok || o.Name != a.Name {
+		if o, ok := old.byID[a.KeyID]; !ok || !sameEntry(o, a) {
 			added = append(added, a)
 		}
 	}
 	for _, a := range old.list {
-		if n, ok := ns.byID[a.KeyID]; !ok || n.Name != a.Name {
+		if n, ok := ns.byID[a.KeyID]; !ok || !sameEntry(n, a) {
 			removed = append(removed, a)
 		}
 	}
 	return added, removed
+}
+
+// sameEntry reports whether two entries of one key grant the same: the same
+// name and the same scopes.
+func sameEntry(a, b Approver) bool {
+	as, bs := a.ScopeList(), b.ScopeList()
+	slices.Sort(as)
+	slices.Sort(bs)
+	return a.Name == b.Name && slices.Equal(as, bs)
 }
 
 // ApproverFor returns the approver entry for a public key.
@@ -369,8 +449,9 @@ const maxNameBytes = 256
 // ReadTrusted reads a trusted-approvers file strictly, as every document is
 // read: strict JSON (no duplicate members, no trailing data), exactly the
 // members {"approvers":[{"name","key_id","public_key"}]} with their case,
-// strings where strings belong, at least one approver, and no key id or
-// name listed twice. Errors name the file and the path in it.
+// and optionally "scopes" (an array of scopes, see CheckScopes), strings
+// where strings belong, at least one approver, and no key id or name listed
+// twice. Errors name the file and the path in it.
 func ReadTrusted(path string) ([]Approver, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -414,7 +495,7 @@ func parseTrusted(b []byte) ([]Approver, error) {
 	out := make([]Approver, 0, len(list))
 	for i, e := range list {
 		path := fmt.Sprintf("$.approvers[%d]", i)
-		m, err := members(path, e, "name", "key_id", "public_key")
+		m, err := members(path, e, "name", "key_id", "public_key", "scopes?")
 		if err != nil {
 			return nil, err
 		}
@@ -437,17 +518,40 @@ func parseTrusted(b []byte) ([]Approver, error) {
 		case strings.IndexFunc(a.Name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
 			return nil, fmt.Errorf("%s.name holds a control character", path)
 		}
+		if v, ok := m["scopes"]; ok {
+			list, ok := v.([]any)
+			if !ok {
+				return nil, fmt.Errorf("%s.scopes must be an array of scopes, not %s", path, canon.TypeName(v))
+			}
+			a.Scopes = make([]string, 0, len(list))
+			for j, e := range list {
+				s, ok := e.(string)
+				if !ok {
+					return nil, fmt.Errorf("%s.scopes[%d] must be a string, not %s", path, j, canon.TypeName(e))
+				}
+				a.Scopes = append(a.Scopes, s)
+			}
+			if err := CheckScopes(path+".scopes", a.Scopes); err != nil {
+				return nil, err
+			}
+		}
 		out = append(out, a)
 	}
 	return out, nil
 }
 
 // members checks that v is an object holding exactly the named members, all
-// of them, with the case given.
-func members(path string, v any, names ...string) (map[string]any, error) {
+// of them but those marked optional ("scopes?"), with the case given.
+func members(path string, v any, spec ...string) (map[string]any, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("%s must be an object, not %s", path, canon.TypeName(v))
+	}
+	names := make([]string, len(spec))
+	optional := map[string]bool{}
+	for i, n := range spec {
+		names[i] = strings.TrimSuffix(n, "?")
+		optional[names[i]] = names[i] != n
 	}
 	var unknown []string
 	for k := range m {
@@ -470,7 +574,7 @@ func members(path string, v any, names ...string) (map[string]any, error) {
 		return nil, fmt.Errorf("%s.%s: member %q is not part of a trusted-approvers file%s", path, unknown[0], unknown[0], hint)
 	}
 	for _, n := range names {
-		if _, ok := m[n]; !ok {
+		if _, ok := m[n]; !ok && !optional[n] {
 			return nil, fmt.Errorf("%s.%s: required member %q is missing", path, n, n)
 		}
 	}
@@ -507,6 +611,32 @@ func AddTrusted(path string, a Approver) error {
 		}
 	}
 	return WriteTrusted(path, append(existing, a)...)
+}
+
+// SetScopes replaces the scopes of the approver named name (compared
+// ignoring case) in a trusted-approvers file, keeping every other entry as
+// it is, and returns the changed entry. Nil scopes remove the member (the
+// default scope alone). It refuses scopes that CheckScopes refuses, a name
+// the file does not list, and a file that does not load; a refusal changes
+// nothing.
+func SetScopes(path, name string, scopes []string) (Approver, error) {
+	if err := CheckScopes("scopes", scopes); err != nil {
+		return Approver{}, err
+	}
+	existing, err := ReadTrusted(path)
+	if err != nil {
+		return Approver{}, err
+	}
+	for i, e := range existing {
+		if strings.EqualFold(e.Name, name) {
+			existing[i].Scopes = scopes
+			if err := WriteTrusted(path, existing...); err != nil {
+				return Approver{}, err
+			}
+			return existing[i], nil
+		}
+	}
+	return Approver{}, fmt.Errorf("%w: %s names no approver %q", ErrName, path, name)
 }
 
 // writeAtomic replaces path with data through a temporary file in the same

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sendtwice/sendtwice/internal/sign"
+)
+
+const trustHelp = `trust --trusted FILE --name NAME (--scope SCOPE... | --default-scope-only)
+
+Sets the caller scopes for which the approver NAME of the executors' trusted-approvers FILE may
+approve requests, keeping every other entry as it is. Each --scope names one scope ("*" for
+every scope); --default-scope-only removes the entry's scopes, which allows only the scope
+"default", where requests that name no scope land. Executors read the file at start and on
+SIGHUP (executor serve), and refuse an approval for a scope its approver may not approve at
+the check scope. Refuses an unknown NAME and an unusable scope, changing nothing.`
+
+func runTrust(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("trust", trustHelp, stderr)
+	trusted := fs.String("trusted", "", "the trusted-approvers `FILE` to change")
+	name := fs.String("name", "", "the approver's `NAME` in the file")
+	var scopes scopesFlag
+	fs.Var(&scopes, "scope", scopeFlagUsage)
+	defaultOnly := fs.Bool("default-scope-only", false, "remove the entry's scopes: it may approve only the scope \"default\"")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() != 0:
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	case *trusted == "":
+		return usageErr(fs, "--trusted FILE is required")
+	case *name == "":
+		return usageErr(fs, "--name NAME is required")
+	case len(scopes) == 0 && !*defaultOnly:
+		return usageErr(fs, "give the scopes (--scope SCOPE, repeated) or --default-scope-only")
+	case len(scopes) > 0 && *defaultOnly:
+		return usageErr(fs, "--scope and --default-scope-only exclude each other")
+	}
+	var list []string
+	if !*defaultOnly {
+		if err := sign.CheckScopes("--scope", scopes); err != nil {
+			return usageErr(fs, "%v", err)
+		}
+		list = scopes
+	}
+	a, err := sign.SetScopes(*trusted, *name, list)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s (key %s) may approve the scopes %s in %s\n", a.Name, a.KeyID, strings.Join(a.ScopeList(), ", "), *trusted)
+	return nil
+}
