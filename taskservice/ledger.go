@@ -88,12 +88,13 @@ var ErrForgetsKeys = errors.New("taskservice: the service forgets a key when its
 //   - the ledger does not know the key → svc.Create; a Created or Replayed
 //     answer is written to the ledger before it is returned (a failed write
 //     is a transient error: the retry finds the task and writes again);
-//   - the ledger knows the key with another request digest → Conflict with
-//     the ledger's task id, and svc is not called;
-//   - the ledger knows the key with this digest → svc's Finder looks the
-//     task up: present → svc's own answer (Replayed, or Conflict); gone →
-//     Replayed with the ledger's task id and Result.TaskDeleted, and
-//     nothing is created again.
+//   - the ledger knows the key: svc's Finder looks the task up (the call
+//     reaches the service, and creates nothing), and with another request
+//     digest than the ledger's the answer is Conflict with the ledger's
+//     task id; with the same digest, a task present → svc's own answer
+//     (Replayed, or Conflict for a resource that is not ours), a task
+//     gone → Replayed with the ledger's task id and Result.TaskDeleted,
+//     and nothing is created again.
 //
 // Every answer for a known key also writes the ledger, so that the entry
 // lives as long as the latest approval seen for the key (Ledger.Put).
@@ -148,20 +149,19 @@ func (t *tombstones) Create(ctx context.Context, req Request) (Result, error) {
 		}
 		return res, nil
 	}
-	var res Result
-	if e.RequestDigest != req.RequestDigest {
-		res = Result{Outcome: Conflict, TaskID: e.TaskID,
+	found, present, err := t.find.Find(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	res := found
+	switch {
+	case e.RequestDigest != req.RequestDigest:
+		// Whatever the service holds now: the key is bound to another
+		// request.
+		res = Result{Outcome: Conflict, TaskID: e.TaskID, StoreID: found.StoreID,
 			Reason: "the intent ledger holds this key for another request digest"}
-	} else {
-		found, ok, err := t.find.Find(ctx, req)
-		if err != nil {
-			return Result{}, err
-		}
-		if ok {
-			res = found
-		} else {
-			res = Result{Outcome: Replayed, TaskID: e.TaskID, StoreID: found.StoreID, TaskDeleted: true}
-		}
+	case !present:
+		res = Result{Outcome: Replayed, TaskID: e.TaskID, StoreID: found.StoreID, TaskDeleted: true}
 	}
 	if err := t.remember(ctx, req, e.TaskID); err != nil {
 		return Result{}, err

@@ -128,9 +128,9 @@ func TestKeepDeletedKeys(t *testing.T) {
 		{"a resend after the task was deleted is replayed, marked deleted, and nothing is created again", true, first,
 			taskservice.Result{Outcome: taskservice.Replayed, TaskID: "task-1", StoreID: "forgetful", TaskDeleted: true}, 1, 0},
 		{"another digest after the task was deleted is a conflict and creates nothing", true, changed,
-			taskservice.Result{Outcome: taskservice.Conflict, TaskID: "task-1", Reason: "the intent ledger holds this key for another request digest"}, 1, 0},
+			taskservice.Result{Outcome: taskservice.Conflict, TaskID: "task-1", StoreID: "forgetful", Reason: "the intent ledger holds this key for another request digest"}, 1, 0},
 		{"another digest while the task exists is a conflict", false, changed,
-			taskservice.Result{Outcome: taskservice.Conflict, TaskID: "task-1", Reason: "the intent ledger holds this key for another request digest"}, 1, 1},
+			taskservice.Result{Outcome: taskservice.Conflict, TaskID: "task-1", StoreID: "forgetful", Reason: "the intent ledger holds this key for another request digest"}, 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
