@@ -220,7 +220,9 @@ func responses(ops []porcupine.Operation, id string) string {
 			}
 			continue
 		}
-		if o.Known {
+		if o.Known && o.TaskDeleted {
+			out = append(out, o.Outcome+" "+o.TaskID+" (task deleted)")
+		} else if o.Known {
 			out = append(out, o.Outcome+" "+o.TaskID)
 		} else {
 			out = append(out, "no response")
