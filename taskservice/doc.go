@@ -56,7 +56,10 @@
 // for its key can still be delivered. The one case it cannot cover is a
 // task deleted between the service's create and the ledger write,
 // followed by a resend: the ledger never learned the key, and the task is
-// created again.
+// created again. The write follows the create's answer at once, so the
+// window is that short unless the answer is lost (a broken connection, a
+// killed executor): then it lasts until the redelivery, whose answer
+// writes the ledger.
 //
 // This package must never import anything of NATS, of Pebble or of the rest
 // of this module: it is the line an adapter is written against.

@@ -77,7 +77,12 @@
 // nothing, so that taskservice.KeepDeletedKeys can compose it with the
 // executors' intent ledger: a resend after the deletion is then answered
 // replayed with the task marked deleted, and nothing is created again. The
-// adapter alone, without the ledger, creates the task again.
+// adapter alone, without the ledger, creates the task again. What remains
+// is a delete between the server's 201 and the ledger write: when the 201
+// is lost and the owner deletes the task before the redelivery, the
+// redelivery creates it again (measured by TestTheLedgersRemainingWindow:
+// in most trials that lose the reply and delete within tens of
+// milliseconds; in none whose reply arrived).
 //
 // # For a probe and an audit
 //
