@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -271,4 +275,31 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 		}
 		noSecret(t, "--help", errOut)
 	})
+}
+
+// With --server, the probe uses the deployment's intent ledger, and says
+// so; without the bucket it stops before it creates anything.
+func TestProbeCalDAVUsesTheDeploymentsLedgerWithServer(t *testing.T) {
+	s := davtest.Start(t, davtest.Radicale, davtest.Options{})
+	env := testenv.Start(t)
+	_, errOut, err := runProbeCmd(t, "--server", env.URL(), "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--yes", "--json")
+	if !errors.Is(err, ledger.ErrNoBucket) || !strings.Contains(err.Error(), "provision") || puts(s) != 0 {
+		t.Errorf("probe without the ledger bucket: %v, %d PUTs; want a refusal naming provision and nothing sent\n%s", err, puts(s), errOut)
+	}
+	if err := run(context.Background(), []string{"provision", "--server", env.URL()}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runProbeCmd(t, "--server", env.URL(), "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--yes", "--json")
+	if err != nil {
+		t.Fatalf("probe ended with %v\n%s%s", err, out, errOut)
+	}
+	if !strings.Contains(errOut, "intent ledger: "+ledger.Bucket+" over NATS at") {
+		t.Errorf("the probe does not say it uses the deployment's ledger:\n%s", errOut)
+	}
+	rep := probeReport(t, out)
+	for _, r := range rep.Rows {
+		if r.ID == probe.RowAfterDelete && (r.Status != probe.Safe || r.Answer != "yes") {
+			t.Errorf("row after_delete: %s %q (%s); want safe yes", r.Status, r.Answer, r.Seen)
+		}
+	}
 }
