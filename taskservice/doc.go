@@ -39,6 +39,28 @@
 // treated as transient: retrying an idempotent call is always safe, and the
 // executor's delivery budget bounds it.
 //
+// # Keys after a deleted task
+//
+// A key is the pair (Request.Scope, Request.IntentID); an empty scope is
+// DefaultScope. The contract asks that a key outlive its task: a resend
+// after the task's owner deleted it answers Replayed with the first task's
+// id and Result.TaskDeleted, and creates nothing again. A service that
+// keeps such a tombstone needs nothing more. An adapter whose service
+// forgets a key together with its task (a CalDAV resource: a PUT with
+// If-None-Match: * succeeds again after a DELETE) says so by implementing
+// DeletedKeys (RemembersDeletedKeys false) and offers a lookup that creates
+// nothing (Finder). KeepDeletedKeys then composes it with a Ledger, a
+// store of the keys kept by the callers (the executors keep one on
+// JetStream): consulted before a create, written after every created or
+// replayed answer, each entry kept as long as the latest approval seen
+// for its key can still be delivered. The one case it cannot cover is a
+// task deleted between the service's create and the ledger write,
+// followed by a resend: the ledger never learned the key, and the task is
+// created again. The write follows the create's answer at once, so the
+// window is that short unless the answer is lost (a broken connection, a
+// killed executor): then it lasts until the redelivery, whose answer
+// writes the ledger.
+//
 // This package must never import anything of NATS, of Pebble or of the rest
 // of this module: it is the line an adapter is written against.
 package taskservice

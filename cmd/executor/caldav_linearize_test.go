@@ -26,6 +26,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
+	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -210,6 +211,83 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 			// VTODO per intent.
 			if created != intents || l.VTODOs != intents || len(r.srv.StoredNames()) != intents {
 				t.Errorf("%d PUTs answered 201, %d VTODOs listed, %d stored; want %d of each", created, l.VTODOs, len(r.srv.StoredNames()), intents)
+			}
+		})
+	}
+}
+
+// The model's delete on a real server: an executor process serves a CalDAV
+// collection with its intent ledger and records its calls; the owner's
+// delete of a task is recorded beside them. The resend after the delete is
+// replayed with the deleted mark, and the records are linearizable; the
+// same records with that replay turned into a create (a task made again),
+// or without the delete, are not.
+func TestCalDAVDeletesAreLinearizable(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k)+" a task deleted by its owner and then sent again is a linearizable replay marked deleted", func(t *testing.T) {
+			r := startDAVRig(t, k)
+			callsDir := t.TempDir()
+			r.executor(t, r.srv.CollectionURL, "exec-1", "--record-calls", filepath.Join(callsDir, "exec-1.jsonl"))
+			r.send(t, s.Original.Envelope())
+			r.send(t, s.NewIntent.Envelope())
+
+			rec, err := history.Open(filepath.Join(callsDir, "owner.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := rec.WrapDelete(r.dav.Delete)(ctx, "intent-0001"); err != nil {
+				t.Fatalf("the owner's delete: %v", err)
+			}
+			if err := rec.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again := r.send(t, s.Original.Envelope())
+			checkServiceReceipt(t, "the resend after the delete", again.Receipt, "replayed", "intent-0001", r.dav.StoreID())
+			r.send(t, s.Changed.Envelope())
+			r.send(t, s.NewIntent.Envelope())
+
+			files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := history.Read(files...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			marked := slices.IndexFunc(h.Calls, func(c history.Call) bool { return c.Answered && c.TaskDeleted })
+			if marked < 0 {
+				t.Fatalf("no recorded call was replayed with the deleted mark: %+v", h.Calls)
+			}
+			res, err := linearize.Check(h.Calls, linearize.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %s", k, res)
+			if !res.OK || res.Operations != 6 {
+				t.Errorf("the records: %s; want 6 linearizable operations (5 creates, one a conflict, and 1 delete)", res)
+			}
+
+			recreated := slices.Clone(h.Calls)
+			recreated[marked].Outcome, recreated[marked].TaskDeleted = taskservice.Created, false
+			withoutDelete := slices.DeleteFunc(slices.Clone(h.Calls), func(c history.Call) bool { return c.Op == history.OpDelete })
+			for name, calls := range map[string][]history.Call{
+				"the replay after the delete turned into a create": recreated,
+				"the owner's delete left out":                      withoutDelete,
+			} {
+				bad, err := linearize.Check(calls, linearize.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: with %s: %s", k, name, bad)
+				if bad.OK || len(bad.Violations) != 1 || !slices.Equal(bad.Violations[0].Intents, []string{"intent-0001"}) {
+					t.Errorf("the records with %s: %s; want one violation naming intent-0001", name, bad)
+				}
 			}
 		})
 	}

@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
@@ -38,6 +41,12 @@ service counts) and whether that is safe, unsafe, a caveat or unknown (not measu
 this service). The verdict says "safe for at-least-once delivery", or which rows make it
 unsafe and what would fix them. A task created again after it was deleted is a caveat: a
 late resend brings back a task the user deleted, but never makes two at once.
+
+A service that forgets a key when its task is deleted (CalDAV) is probed as serve runs it:
+composed with the executors' intent ledger, so that the row after a deletion measures the
+pair. With --server the ledger is the deployment's (the key-value bucket sendtwice-intents,
+made by provision or serve; the probe's entries expire an hour and a bit after the run);
+without it, a throwaway embedded NATS server in a temporary directory holds the ledger.
 
 The probe creates real tasks. Every intent id it uses is new and starts with
 "probe-<run id>-"; it never touches any other. Before it starts it says how many calls and
@@ -120,6 +129,14 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("probe: opening the task service: %w", err)
 	}
 	defer func() { _ = svc.Close() }()
+	ledgerWhere, closeLedger, err := probeLedger(ctx, svc, conn, serverSet)
+	defer closeLedger()
+	if err != nil {
+		return fmt.Errorf("probe: opening the intent ledger: %w", err)
+	}
+	if ledgerWhere != "" {
+		where += "; intent ledger: " + ledgerWhere
+	}
 
 	plan, err := probe.NewPlan(svc.Target, probe.Options{Concurrency: *conc})
 	if err != nil {
@@ -152,4 +169,59 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errSilent
 	}
 	return nil
+}
+
+// probeLedger composes a service that forgets deleted keys with an intent
+// ledger, as serve does: the deployment's, over NATS at --server, when
+// serverSet; else one in a throwaway embedded NATS server. It says which,
+// or "" for a service that needs none; close releases what it took.
+func probeLedger(ctx context.Context, svc *taskService, conn *cli.ConnConfig, serverSet bool) (string, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if taskservice.RemembersDeletedKeys(svc.Service) {
+		return "", closeAll, nil
+	}
+	var (
+		nc        *nats.Conn
+		err       error
+		provision bool
+		where     string
+	)
+	if serverSet {
+		// The flags' own connection: credentials, TLS.
+		nc, err = conn.Connect("executor-probe-ledger", nil)
+		where = ledger.Bucket + " over NATS at " + cli.RedactURL(conn.Server)
+	} else {
+		dir, err := os.MkdirTemp("", "sendtwice-probe-ledger-")
+		if err != nil {
+			return "", closeAll, fmt.Errorf("making a temporary directory: %w", err)
+		}
+		closers = append(closers, func() { _ = os.RemoveAll(dir) })
+		srv, err := embedded.Start(embedded.Options{Dir: dir, Host: "127.0.0.1", Port: -1})
+		if err != nil {
+			return "", closeAll, fmt.Errorf("starting an embedded NATS server: %w", err)
+		}
+		closers = append(closers, srv.Shutdown)
+		provision, where = true, "embedded in this process and thrown away afterwards"
+		nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
+		if err != nil {
+			return "", closeAll, err
+		}
+	}
+	if err != nil {
+		return "", closeAll, err
+	}
+	closers = append(closers, nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", closeAll, err
+	}
+	if _, err := svc.keepDeletedKeys(ctx, js, provision, 1); err != nil {
+		return "", closeAll, err
+	}
+	return where, closeAll, nil
 }

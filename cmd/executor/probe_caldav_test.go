@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -38,8 +42,9 @@ func probeReport(t *testing.T, out string) probe.Report {
 }
 
 // checkCalDAVReport checks the rows and the verdict a CalDAV collection
-// earns: every row safe but the one after a deletion, a caveat because the
-// task is created again.
+// earns when composed with the intent ledger, as serve runs it: every row
+// safe, the one after a deletion too (the resend is replayed, task
+// deleted, and nothing is created again).
 func checkCalDAVReport(t *testing.T, rep probe.Report, collectionURL string) {
 	t.Helper()
 	want := map[string]struct {
@@ -51,7 +56,7 @@ func checkCalDAVReport(t *testing.T, rep probe.Report, collectionURL string) {
 		probe.RowConflict:    {probe.Safe, "conflict, first kept", "the first body again: replayed"},
 		probe.RowConcurrent:  {probe.Safe, "1 create", "1 created"},
 		probe.RowLostReply:   {probe.Safe, "replayed", "the retry: replayed"},
-		probe.RowAfterDelete: {probe.Caveat, "no (created again)", "deleted it; the retry: created"},
+		probe.RowAfterDelete: {probe.Safe, "yes", "deleted it; the retry: replayed probe-"},
 		probe.RowScope:       {probe.Safe, "the collection " + collectionURL, "every answer came from store caldav-"},
 	}
 	if len(rep.Rows) != len(want) {
@@ -66,15 +71,17 @@ func checkCalDAVReport(t *testing.T, rep probe.Report, collectionURL string) {
 		if r.Status != w.status || r.Answer != w.answer || !strings.Contains(r.Seen, w.seen) {
 			t.Errorf("row %s: %s %q, seen %q; want %s %q, seen holding %q", r.ID, r.Status, r.Answer, r.Seen, w.status, w.answer, w.seen)
 		}
-		if r.ID != probe.RowScope && !strings.HasSuffix(r.Seen, "1 task for the intent") {
-			t.Errorf("row %s: seen %q, want one task for the intent, counted from the collection", r.ID, r.Seen)
+		wantTasks := "; 1 task for the intent"
+		if r.ID == probe.RowAfterDelete {
+			wantTasks = " (task deleted); 0 tasks for the intent"
+		}
+		if r.ID != probe.RowScope && !strings.HasSuffix(r.Seen, wantTasks) {
+			t.Errorf("row %s: seen %q, want it to end %q, counted from the collection", r.ID, r.Seen, wantTasks)
 		}
 	}
 	v := rep.Verdict
-	if !v.Safe || v.Headline != "safe for at-least-once delivery" || len(v.Caveats) != 1 ||
-		!strings.Contains(v.Caveats[0], "a deleted task is created again by a late resend") ||
-		!strings.Contains(v.Summary, "with a caveat") {
-		t.Errorf("verdict %+v; want safe with the caveat that a deleted task is created again", v)
+	if !v.Safe || v.Headline != "safe for at-least-once delivery" || len(v.Caveats) != 0 {
+		t.Errorf("verdict %+v; want safe without a caveat", v)
 	}
 }
 
@@ -91,19 +98,32 @@ func TestProbeCalDAVAgainstEachServer(t *testing.T) {
 			rep := probeReport(t, out)
 			checkCalDAVReport(t, rep, s.CollectionURL)
 
-			// The server's side: one .ics file per intent of the run, and
-			// for the concurrent row one 201 among all its PUTs.
+			// The server's side: one .ics file per intent of the run but
+			// the deleted one, which is not created again, and for the
+			// concurrent row one 201 among all its PUTs.
 			names := s.StoredNames()
-			if len(names) != 5 {
-				t.Errorf("the collection's folder holds %v, want the 5 intents of the run", names)
+			if len(names) != 4 {
+				t.Errorf("the collection's folder holds %v, want 4 of the 5 intents of the run (one deleted)", names)
+			}
+			if !strings.Contains(errOut, "intent ledger: embedded in this process") {
+				t.Errorf("the probe does not say which intent ledger it uses:\n%s", errOut)
 			}
 			for _, n := range names {
 				if !strings.HasPrefix(n, rep.Prefix) {
 					t.Errorf("the collection holds %s, which is not the run's (%s*)", n, rep.Prefix)
 				}
 			}
+			// A call for a key the ledger knows is answered from the
+			// ledger and a GET, without a PUT: the retry's second call,
+			// the conflict row's two later calls and the resend after the
+			// deletion. The lost reply's retry still PUTs (the ledger was
+			// never written: the reply was lost), and so does every
+			// concurrent call that read the ledger before the first create
+			// was written to it.
+			wantPUTs := map[string]int{probe.RowRetry: 1, probe.RowConflict: 1, probe.RowLostReply: 2, probe.RowAfterDelete: 1}
+			sum := 0
 			for _, r := range rep.Rows {
-				if r.ID != probe.RowConcurrent {
+				if r.ID == probe.RowScope {
 					continue
 				}
 				name, err := caldav.ResourceName(r.IntentID)
@@ -111,12 +131,21 @@ func TestProbeCalDAVAgainstEachServer(t *testing.T) {
 					t.Fatal(err)
 				}
 				path := s.ResourcePath(name)
-				if got, creates := s.PUTs(path), s.Creates(path); got != rep.Concurrency || creates != 1 {
-					t.Errorf("the %s log shows %d PUTs and %d creates (201) of %s; want %d and 1", kind, got, creates, path, rep.Concurrency)
+				got, creates := s.PUTs(path), s.Creates(path)
+				sum += got
+				if creates != 1 {
+					t.Errorf("row %s: the %s log shows %d creates (201) of %s; want 1", r.ID, kind, creates, path)
+				}
+				if r.ID == probe.RowConcurrent {
+					if got < 1 || got > rep.Concurrency {
+						t.Errorf("the %s log shows %d PUTs of %s; want 1 to %d", kind, got, path, rep.Concurrency)
+					}
+				} else if got != wantPUTs[r.ID] {
+					t.Errorf("row %s: the %s log shows %d PUTs of %s; want %d", r.ID, kind, got, path, wantPUTs[r.ID])
 				}
 			}
-			if got := int64(puts(s)); got != rep.Calls {
-				t.Errorf("the %s log shows %d PUTs, the report %d create calls", kind, got, rep.Calls)
+			if got := puts(s); got != sum || int64(got) > rep.Calls {
+				t.Errorf("the %s log shows %d PUTs in all, %d for the run's intents, the report %d create calls", kind, got, sum, rep.Calls)
 			}
 		})
 	}
@@ -246,4 +275,31 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 		}
 		noSecret(t, "--help", errOut)
 	})
+}
+
+// With --server, the probe uses the deployment's intent ledger, and says
+// so; without the bucket it stops before it creates anything.
+func TestProbeCalDAVUsesTheDeploymentsLedgerWithServer(t *testing.T) {
+	s := davtest.Start(t, davtest.Radicale, davtest.Options{})
+	env := testenv.Start(t)
+	_, errOut, err := runProbeCmd(t, "--server", env.URL(), "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--yes", "--json")
+	if !errors.Is(err, ledger.ErrNoBucket) || !strings.Contains(err.Error(), "provision") || puts(s) != 0 {
+		t.Errorf("probe without the ledger bucket: %v, %d PUTs; want a refusal naming provision and nothing sent\n%s", err, puts(s), errOut)
+	}
+	if err := run(context.Background(), []string{"provision", "--server", env.URL()}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runProbeCmd(t, "--server", env.URL(), "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--yes", "--json")
+	if err != nil {
+		t.Fatalf("probe ended with %v\n%s%s", err, out, errOut)
+	}
+	if !strings.Contains(errOut, "intent ledger: "+ledger.Bucket+" over NATS at") {
+		t.Errorf("the probe does not say it uses the deployment's ledger:\n%s", errOut)
+	}
+	rep := probeReport(t, out)
+	for _, r := range rep.Rows {
+		if r.ID == probe.RowAfterDelete && (r.Status != probe.Safe || r.Answer != "yes") {
+			t.Errorf("row after_delete: %s %q (%s); want safe yes", r.Status, r.Answer, r.Seen)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -17,7 +18,9 @@ const provisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [-
 
 Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the shared consumer
 "executor", records what the server applied to each in the key-value bucket sendtwice-topology
-(no TTL; only provisioning may write it), then exits. For deployments where only a provisioning user may manage JetStream and executors
+(no TTL; only provisioning may write it), creates or updates the executors' intent ledger, the
+key-value bucket sendtwice-intents (used with a task service that forgets a key when its task is
+deleted, such as CalDAV; each entry with a TTL of its approval's lifetime), then exits. For deployments where only a provisioning user may manage JetStream and executors
 run with --no-provision. Safe to run again: it creates what is missing and updates what
 differs; it never deletes. Use the same --ack-wait and --max-deliver as the executors.
 
@@ -84,7 +87,13 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d), recorded in %s\n",
-		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordBucket)
+	// The intent ledger of executors whose task service forgets a key
+	// when its task is deleted (CalDAV), replicated like the streams, so
+	// that such executors can run with --no-provision.
+	if err := ledger.Ensure(ctx, js, cfg.Replicas); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d), recorded in %s; intent ledger %s ready\n",
+		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordBucket, ledger.Bucket)
 	return nil
 }

@@ -436,7 +436,11 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 			s.log.Warn("closing the task service", "err", err)
 		}
 	})
-	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope)
+	kept, err := svc.keepDeletedKeys(ctx, s.js, !*f.noProvision, s.topo.Replicas)
+	if err != nil {
+		return nil, fmt.Errorf("opening the intent ledger of %s: %w", svc.Name, err)
+	}
+	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope, "intent_ledger", kept)
 	if err := reachTaskService(ctx, svc, *f.callTimeout, s.log); err != nil {
 		return nil, err
 	}

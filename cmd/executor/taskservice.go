@@ -33,8 +33,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -222,6 +224,35 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
 }
 
+// keepDeletedKeys gives a service that forgets a key when its task is
+// deleted (CalDAV) the executors' intent ledger on js, so that a resend
+// after its owner deleted the task is answered replayed (task deleted) and
+// creates nothing (taskservice.KeepDeletedKeys). With provision it creates
+// or updates the ledger's bucket with replicas (as the streams); without
+// (--no-provision) it only finds it. A service that remembers deleted keys
+// itself is left as it is. It returns what the ledger is, for a log line,
+// or "" when none is used.
+func (s *taskService) keepDeletedKeys(ctx context.Context, js jetstream.JetStream, provision bool, replicas int) (string, error) {
+	if taskservice.RemembersDeletedKeys(s.Service) {
+		return "", nil
+	}
+	if provision {
+		if err := ledger.Ensure(ctx, js, replicas); err != nil {
+			return "", err
+		}
+	}
+	l, err := ledger.Open(ctx, js, ledger.Options{})
+	if err != nil {
+		return "", err
+	}
+	kept, err := taskservice.KeepDeletedKeys(s.Service, l)
+	if err != nil {
+		return "", err
+	}
+	s.Service = kept
+	return "JetStream bucket " + ledger.Bucket, nil
+}
+
 // fakeTarget presents the fake task service on nc. It deletes a task as its
 // owner would (the service's delete endpoint; the probe's keys are in scope
 // "default", as its requests name none), and the service keeps the key;
@@ -270,8 +301,10 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 	}
 }
 
-// caldavTarget presents a CalDAV collection. A task can be deleted (only one
-// the adapter made for that intent); its tasks are counted from the
+// caldavTarget presents a CalDAV collection. Its Service is the adapter
+// alone, which forgets a key when its task is deleted: serve and probe
+// compose it with the intent ledger (keepDeletedKeys). A task can be
+// deleted (only one the adapter made for that intent, as its owner would); its tasks are counted from the
 // collection's listing; a reply is lost by the transport, which lets the
 // server answer and then drops the answer, as a broken connection would.
 func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *caldav.Adapter, error) {

@@ -2,6 +2,10 @@
 // contract (package taskservice), so that a fault run can afterwards be
 // checked for linearizability (package linearize).
 //
+// A Recorder also records an owner's delete of a task (WrapDelete), as a
+// call whose Op is OpDelete, answered Deleted; a create's response keeps
+// the replayed result's deleted mark (task_deleted).
+//
 // A Recorder wraps a taskservice.Service. For each call it appends one JSON
 // line, the invocation (call reference, intent id, request digest, the time
 // the call was sent), before the call is made, and a second line, the

@@ -41,6 +41,9 @@ type line struct {
 	// started, the call was sent or its response arrived.
 	At int64 `json:"at"`
 
+	// Op is OpDelete for a call that deleted a task (as its owner would);
+	// empty for a create call.
+	Op            string `json:"op,omitempty"`
 	CallRef       string `json:"call_ref,omitempty"`
 	IntentID      string `json:"intent_id,omitempty"`
 	RequestDigest string `json:"request_digest,omitempty"`
@@ -48,6 +51,8 @@ type line struct {
 	Outcome string `json:"outcome,omitempty"`
 	TaskID  string `json:"task_id,omitempty"`
 	StoreID string `json:"store_id,omitempty"`
+	// TaskDeleted is a replayed result's mark: the task was deleted.
+	TaskDeleted bool `json:"task_deleted,omitempty"`
 	// Error is the text of the error the call returned; Class says
 	// "transient" or "permanent" as the contract classifies it.
 	Error string `json:"error,omitempty"`
@@ -146,6 +151,35 @@ func (r *Recorder) Close() error {
 	return nil
 }
 
+// OpDelete is the Op of a delete call: a task deleted by its owner.
+const OpDelete = "delete"
+
+// Deleted is the outcome recorded for a delete call that succeeded.
+const Deleted = "deleted"
+
+// WrapDelete returns del, recording every call of it as a delete of the
+// intent's task (Call.Op OpDelete): a success is answered with outcome
+// Deleted, an error is recorded as a create's is.
+func (r *Recorder) WrapDelete(del func(ctx context.Context, intentID string) error) func(ctx context.Context, intentID string) error {
+	return func(ctx context.Context, intentID string) error {
+		id := r.nextID()
+		_ = r.write(line{Kind: kindCall, Op: OpDelete, ID: id, At: r.now().UnixNano(), IntentID: intentID})
+		err := del(ctx, intentID)
+		ret := line{Kind: kindReturn, ID: id, At: r.now().UnixNano(), Outcome: Deleted}
+		if err != nil {
+			ret.Outcome, ret.Error, ret.Class = "", err.Error(), "transient"
+			if ret.Error == "" {
+				ret.Error = "(an error without text)"
+			}
+			if taskservice.IsPermanent(err) {
+				ret.Class = "permanent"
+			}
+		}
+		_ = r.write(ret)
+		return err
+	}
+}
+
 // Wrap returns a service that records every create call and passes it to
 // svc unchanged.
 func (r *Recorder) Wrap(svc taskservice.Service) taskservice.Service {
@@ -173,7 +207,7 @@ func (s recorded) Create(ctx context.Context, req taskservice.Request) (taskserv
 			ret.Class = "permanent"
 		}
 	} else {
-		ret.Outcome, ret.TaskID, ret.StoreID = res.Outcome, res.TaskID, res.StoreID
+		ret.Outcome, ret.TaskID, ret.StoreID, ret.TaskDeleted = res.Outcome, res.TaskID, res.StoreID, res.TaskDeleted
 	}
 	_ = s.r.write(ret)
 	return res, err
@@ -227,6 +261,10 @@ type Call struct {
 	ID   string
 	File string
 
+	// Op is OpDelete for a delete of the intent's task, empty for a
+	// create call.
+	Op string
+
 	CallRef       string
 	IntentID      string
 	RequestDigest string
@@ -242,6 +280,8 @@ type Call struct {
 	Outcome  string
 	TaskID   string
 	StoreID  string
+	// TaskDeleted is a replayed result's mark that the task was deleted.
+	TaskDeleted bool
 
 	// Err is the text of the error the call returned, and ErrClass
 	// "transient" or "permanent".
@@ -332,7 +372,10 @@ func (h *History) read(rd io.Reader, name string) error {
 				return fmt.Errorf("history: %s line %d: call id %q missing or repeated", name, i+1, l.ID)
 			}
 			index[l.ID] = len(h.Calls)
-			h.Calls = append(h.Calls, Call{ID: l.ID, File: name, CallRef: l.CallRef, IntentID: l.IntentID,
+			if l.Op != "" && l.Op != OpDelete {
+				return fmt.Errorf("history: %s line %d: unknown op %q", name, i+1, l.Op)
+			}
+			h.Calls = append(h.Calls, Call{ID: l.ID, File: name, Op: l.Op, CallRef: l.CallRef, IntentID: l.IntentID,
 				RequestDigest: l.RequestDigest, Sent: time.Unix(0, l.At)})
 		case kindReturn:
 			k, ok := index[l.ID]
@@ -347,7 +390,7 @@ func (h *History) read(rd io.Reader, name string) error {
 			if l.Error != "" {
 				c.Err, c.ErrClass = l.Error, l.Class
 			} else {
-				c.Answered, c.Outcome, c.TaskID, c.StoreID = true, l.Outcome, l.TaskID, l.StoreID
+				c.Answered, c.Outcome, c.TaskID, c.StoreID, c.TaskDeleted = true, l.Outcome, l.TaskID, l.StoreID, l.TaskDeleted
 			}
 		default:
 			return fmt.Errorf("history: %s line %d: unknown kind %q", name, i+1, l.Kind)

@@ -11,7 +11,16 @@
 //   - bound, the same digest: replayed with the bound task id, nothing
 //     changes;
 //   - bound, another digest: idempotency_conflict with the bound task id,
-//     nothing changes.
+//     nothing changes;
+//   - the owner's delete of the task (a call with history.OpDelete, answered
+//     history.Deleted) needs a task that exists, and marks it deleted: the
+//     key stays bound, so a later call with the same digest is replayed
+//     with the first task id and the deleted mark (Result.TaskDeleted), and
+//     one with another digest is a conflict. A created after the delete (a
+//     task made again) is not linearizable, and neither is a replay whose
+//     mark disagrees with the state (unmarked after the delete, marked
+//     before it). A delete without a known response may have happened or
+//     not.
 //
 // A call without a known response (its process died, it failed with a
 // transient or permanent error, its reply was lost) may or may not have

@@ -165,7 +165,7 @@ func withoutRedundantCalls(ops []porcupine.Operation) []porcupine.Operation {
 	type key struct{ intent, digest string }
 	first := map[key]int{}
 	for i, op := range ops {
-		if op.Output.(output).Known {
+		if op.Output.(output).Known || op.Input.(input).Delete {
 			continue
 		}
 		in := op.Input.(input)
@@ -177,7 +177,7 @@ func withoutRedundantCalls(ops []porcupine.Operation) []porcupine.Operation {
 	out := make([]porcupine.Operation, 0, len(ops))
 	for i, op := range ops {
 		in := op.Input.(input)
-		if op.Output.(output).Known || first[key{in.IntentID, in.RequestDigest}] == i {
+		if op.Output.(output).Known || in.Delete || first[key{in.IntentID, in.RequestDigest}] == i {
 			out = append(out, op)
 		}
 	}
@@ -212,7 +212,17 @@ func responses(ops []porcupine.Operation, id string) string {
 			break
 		}
 		o := op.Output.(output)
-		if o.Known {
+		if op.Input.(input).Delete {
+			if o.Known {
+				out = append(out, "delete "+o.Outcome)
+			} else {
+				out = append(out, "delete without response")
+			}
+			continue
+		}
+		if o.Known && o.TaskDeleted {
+			out = append(out, o.Outcome+" "+o.TaskID+" (task deleted)")
+		} else if o.Known {
 			out = append(out, o.Outcome+" "+o.TaskID)
 		} else {
 			out = append(out, "no response")
@@ -322,6 +332,8 @@ func assignLanes(ops []porcupine.Operation) {
 
 // input is what a call asks.
 type input struct {
+	// Delete marks a delete of the intent's task by its owner.
+	Delete        bool
 	IntentID      string
 	RequestDigest string
 	CallRef       string
@@ -330,10 +342,11 @@ type input struct {
 // output is what came back. Known is false for a call whose response is
 // not known; Err then holds its error, if it returned one.
 type output struct {
-	Known   bool
-	Outcome string
-	TaskID  string
-	Err     string
+	Known       bool
+	Outcome     string
+	TaskID      string
+	TaskDeleted bool
+	Err         string
 }
 
 // state is one intent's record at the service. TaskID is empty while the
@@ -344,18 +357,20 @@ type state struct {
 	Digest  string
 	TaskID  string
 	Unnamed bool
+	// Deleted: the bound task was deleted by its owner; the key stays.
+	Deleted bool
 }
 
 func operation(c history.Call) porcupine.Operation {
 	op := porcupine.Operation{
-		Input:    input{IntentID: c.IntentID, RequestDigest: c.RequestDigest, CallRef: c.CallRef},
+		Input:    input{Delete: c.Op == history.OpDelete, IntentID: c.IntentID, RequestDigest: c.RequestDigest, CallRef: c.CallRef},
 		Call:     c.Sent.UnixNano(),
 		Return:   infinity,
 		Output:   output{Err: c.Err},
 		Metadata: c.ID + " " + c.File,
 	}
 	if c.Answered {
-		op.Output = output{Known: true, Outcome: c.Outcome, TaskID: c.TaskID}
+		op.Output = output{Known: true, Outcome: c.Outcome, TaskID: c.TaskID, TaskDeleted: c.TaskDeleted}
 		op.Return = c.Returned.UnixNano()
 		if op.Return < op.Call {
 			// A wall clock set back between the call and its return: widen
@@ -386,6 +401,9 @@ func Model() porcupine.Model {
 			h.WriteString(st.Digest)
 			h.WriteByte(0)
 			h.WriteString(st.TaskID)
+			if st.Deleted {
+				h.WriteByte(2)
+			}
 			return h.Sum64()
 		},
 		DescribeOperation: describeOperation,
@@ -419,6 +437,9 @@ func partition(ops []porcupine.Operation) [][]porcupine.Operation {
 // possible there.
 func step(s, in, out any) (bool, any) {
 	st, i, o := s.(state), in.(input), out.(output)
+	if i.Delete {
+		return stepDelete(st, o)
+	}
 	if !o.Known {
 		// Taking effect now: an absent intent is bound to this digest,
 		// with a task nobody has named yet; a bound one does not change.
@@ -441,6 +462,10 @@ func step(s, in, out any) (bool, any) {
 		if !st.Bound || (st.Digest == i.RequestDigest) != (o.Outcome == taskservice.Replayed) {
 			return false, st
 		}
+		if o.Outcome == taskservice.Replayed && o.TaskDeleted != st.Deleted {
+			// A replay says whether the task was deleted, and only then.
+			return false, st
+		}
 		if st.Unnamed {
 			// The first response to name the task names it for good.
 			return true, state{Bound: true, Digest: st.Digest, TaskID: o.TaskID}
@@ -450,10 +475,41 @@ func step(s, in, out any) (bool, any) {
 	return false, st
 }
 
+// stepDelete applies the owner's delete of the intent's task. A delete
+// that succeeded needs a task that exists (bound and not deleted); one
+// without a known response may have deleted it, or not (placed after every
+// other call). The key stays bound: a later create is replayed (marked
+// deleted) or a conflict, never created again.
+func stepDelete(st state, o output) (bool, any) {
+	if !o.Known {
+		if st.Bound && !st.Deleted {
+			st.Deleted = true
+		}
+		return true, st
+	}
+	if o.Outcome != history.Deleted || !st.Bound || st.Deleted {
+		return false, st
+	}
+	st.Deleted = true
+	return true, st
+}
+
 func describeOperation(in, out any) string {
 	i, o := in.(input), out.(output)
+	if i.Delete {
+		switch {
+		case o.Known:
+			return fmt.Sprintf("delete(%s) → %s", i.IntentID, o.Outcome)
+		case o.Err != "":
+			return fmt.Sprintf("delete(%s) → error, effect unknown: %s", i.IntentID, o.Err)
+		default:
+			return fmt.Sprintf("delete(%s) → no response (effect unknown)", i.IntentID)
+		}
+	}
 	call := fmt.Sprintf("create(%s, %s)", i.IntentID, shortDigest(i.RequestDigest))
 	switch {
+	case o.Known && o.TaskDeleted:
+		return fmt.Sprintf("%s → %s %s (task deleted)", call, o.Outcome, o.TaskID)
 	case o.Known:
 		return fmt.Sprintf("%s → %s %s", call, o.Outcome, o.TaskID)
 	case o.Err != "":
@@ -470,6 +526,8 @@ func describeState(s any) string {
 		return "absent"
 	case st.Unnamed:
 		return fmt.Sprintf("bound to %s, task not named yet", shortDigest(st.Digest))
+	case st.Deleted:
+		return fmt.Sprintf("bound to %s, task %s deleted", shortDigest(st.Digest), st.TaskID)
 	default:
 		return fmt.Sprintf("bound to %s, task %s", shortDigest(st.Digest), st.TaskID)
 	}

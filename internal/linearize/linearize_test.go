@@ -1,6 +1,7 @@
 package linearize_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -242,5 +243,114 @@ func TestAViolationAmongManyCallsWithoutResponseIsFoundQuickly(t *testing.T) {
 	if res.OK || res.TimedOut || res.Operations != 26 || res.WithoutResponse != 24 ||
 		!strings.Contains(res.String(), `intent "intent-a": no order of its 26 calls`) {
 		t.Fatalf("%s (timed out %v)", res, res.TimedOut)
+	}
+}
+
+// deleted is the owner's delete of intent's task, from ms sent to ms
+// returned, that succeeded.
+func deleted(intent string, sent, returned int) history.Call {
+	return history.Call{ID: fmt.Sprintf("%s/delete/%d", intent, sent), Op: history.OpDelete, IntentID: intent,
+		Sent: at(sent), Returned: at(returned), Answered: true, Outcome: history.Deleted}
+}
+
+// replayedDeleted is a replay marked: the task was deleted.
+func replayedDeleted(intent, digest string, sent, returned int, task string) history.Call {
+	c := answered(intent, digest, sent, returned, "replayed", task)
+	c.ID += fmt.Sprintf("/deleted/%d", sent)
+	c.TaskDeleted = true
+	return c
+}
+
+func TestCheckWithDeletes(t *testing.T) {
+	tests := []struct {
+		name  string
+		calls []history.Call
+		ok    bool
+	}{
+		{"a replay after the delete answers the first task, marked deleted: linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			deleted("intent-a", 20, 30),
+			replayedDeleted("intent-a", d1, 40, 50, "task-1"),
+		}, true},
+		{"a conflict after the delete names the first task: linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			deleted("intent-a", 20, 30),
+			answered("intent-a", d2, 40, 50, "idempotency_conflict", "task-1"),
+		}, true},
+		{"a replay overlapping the delete may come either side of it: linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			deleted("intent-a", 20, 40),
+			answered("intent-a", d1, 25, 35, "replayed", "task-1"),
+			replayedDeleted("intent-a", d1, 30, 45, "task-1"),
+		}, true},
+		{"a delete whose response is lost may have happened: a later marked replay is linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			{ID: "intent-a/delete/lost", Op: history.OpDelete, IntentID: "intent-a", Sent: at(20)},
+			replayedDeleted("intent-a", d1, 40, 50, "task-1"),
+		}, true},
+		{"a re-creation after the delete is not linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			deleted("intent-a", 20, 30),
+			answered("intent-a", d1, 40, 50, "created", "task-2"),
+		}, false},
+		{"a re-creation with the same task id after the delete is not linearizable either", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			deleted("intent-a", 20, 30),
+			answered("intent-a", d1, 40, 50, "created", "task-1"),
+		}, false},
+		{"a replay after the delete without the mark is not linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			deleted("intent-a", 20, 30),
+			answered("intent-a", d1, 40, 50, "replayed", "task-1"),
+		}, false},
+		{"a replay marked deleted before any delete is not linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			replayedDeleted("intent-a", d1, 20, 30, "task-1"),
+			deleted("intent-a", 40, 50),
+		}, false},
+		{"a delete of a task that was never created is not linearizable", []history.Call{
+			deleted("intent-a", 0, 10),
+		}, false},
+		{"a second successful delete of one task is not linearizable", []history.Call{
+			answered("intent-a", d1, 0, 10, "created", "task-1"),
+			deleted("intent-a", 20, 30),
+			deleted("intent-a", 40, 50),
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := linearize.Check(tt.calls, linearize.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK != tt.ok {
+				t.Errorf("OK = %v, want %v: %s", res.OK, tt.ok, res)
+			}
+			if !tt.ok && (len(res.Violations) != 1 || res.Violations[0].Intents[0] != "intent-a") {
+				t.Errorf("violations %v; want one naming intent-a", res.Violations)
+			}
+		})
+	}
+}
+
+func TestDeletesRoundTripThroughAHistoryFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "calls.jsonl")
+	rec, err := history.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := rec.WrapDelete(func(context.Context, string) error { return nil })
+	if err := del(context.Background(), "intent-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Calls) != 1 || h.Calls[0].Op != history.OpDelete || !h.Calls[0].Answered || h.Calls[0].Outcome != history.Deleted {
+		t.Errorf("read back %+v; want one answered delete", h.Calls)
 	}
 }

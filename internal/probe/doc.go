@@ -41,6 +41,13 @@
 // keep the key after the task is deleted (a tombstone) for at least the
 // approvals' lifetime. A service that cannot delete tasks at all states so
 // (Target.NeverDeletes) and the row is answered by that statement.
+// The executor probes a service whose adapter says it forgets deleted keys
+// (CalDAV) as serve runs it, composed with the executors' intent ledger
+// (taskservice.KeepDeletedKeys): the resend after the deletion is then
+// replayed, the task marked deleted, and the row reads "yes". Every call of
+// a run carries a NotAfter an hour after its start (ApprovalLifetime), as
+// an approval would, so that a ledger keeps the run's keys no longer than
+// that plus its allowances.
 //
 // Rows that cannot be measured for a target (no way to lose a reply, no way
 // to delete) are unknown; a verdict with unknown rows and no unsafe one is

@@ -284,7 +284,7 @@ func Run(ctx context.Context, t Target, p Plan) (*Report, error) {
 	if t.Service == nil || p.Prefix == "" {
 		return nil, errors.New("probe: run needs a target and a plan from NewPlan")
 	}
-	r := &runner{t: t, p: p, o: p.opts, stores: map[string]bool{}}
+	r := &runner{t: t, p: p, o: p.opts, stores: map[string]bool{}, notAfter: time.Now().Add(ApprovalLifetime).UTC().Truncate(time.Second)}
 	rep := &Report{Target: p.Target, Scope: t.Scope, RunID: p.RunID, Prefix: p.Prefix, Concurrency: r.o.Concurrency}
 	steps := []struct {
 		id string
@@ -360,7 +360,15 @@ type runner struct {
 	mu     sync.Mutex
 	stores map[string]bool
 	seq    atomic.Int64
+	// notAfter is the expiry every call of the run carries, as an
+	// approval's would: a service or ledger that keeps keys by it may
+	// forget the run's keys an hour after the run (plus its allowances).
+	notAfter time.Time
 }
+
+// ApprovalLifetime is how long after its start the probe's calls say
+// their approval is valid (taskservice.Request.NotAfter).
+const ApprovalLifetime = time.Hour
 
 // request builds the create request of a row; variant 1 is another body
 // under the same key. It carries a task-request.v1 document of its own, as
@@ -399,6 +407,7 @@ func (r *runner) request(row string, variant int) taskservice.Request {
 		CandidateID:   "cand-" + intent,
 		SourceVersion: "probe",
 		ApprovedBy:    "executor probe",
+		NotAfter:      r.notAfter,
 	}
 }
 
@@ -802,7 +811,11 @@ func (r *runner) afterDelete(ctx context.Context) Row {
 		row.Fix = "answer a known key with the same body as replayed, also after its task was deleted"
 	default:
 		row.Status, row.Answer = Safe, "yes"
-		row.Seen = fmt.Sprintf("created %s and deleted it; the retry: replayed %s%s", r1.TaskID, r2.TaskID, counted)
+		deleted := ""
+		if r2.TaskDeleted {
+			deleted = " (task deleted)"
+		}
+		row.Seen = fmt.Sprintf("created %s and deleted it; the retry: replayed %s%s%s", r1.TaskID, r2.TaskID, deleted, counted)
 	}
 	return row
 }

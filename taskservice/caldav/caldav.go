@@ -176,17 +176,24 @@ func (a *Adapter) Scope() string { return "the collection " + a.normalized }
 // CollectionURL is the normalized collection URL (it ends in "/").
 func (a *Adapter) CollectionURL() string { return a.normalized }
 
-// ResourceURL is the URL of the resource that holds the task of intentID.
+// ResourceURL is the URL of the resource that holds the task of intentID
+// in the default scope.
 func (a *Adapter) ResourceURL(intentID string) (string, error) {
-	u, err := a.resourceURL(intentID)
+	return a.ScopedResourceURL(taskservice.DefaultScope, intentID)
+}
+
+// ScopedResourceURL is the URL of the resource that holds the task of
+// (scope, intentID) (see ScopedResourceName).
+func (a *Adapter) ScopedResourceURL(scope, intentID string) (string, error) {
+	u, err := a.resourceURL(scope, intentID)
 	if err != nil {
 		return "", err
 	}
 	return u.String(), nil
 }
 
-func (a *Adapter) resourceURL(intentID string) (*url.URL, error) {
-	name, err := ResourceName(intentID)
+func (a *Adapter) resourceURL(scope, intentID string) (*url.URL, error) {
+	name, err := ScopedResourceName(scope, intentID)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +207,7 @@ func (a *Adapter) resourceURL(intentID string) (*url.URL, error) {
 // for audits.
 const (
 	PropIntentID      = "X-SENDTWICE-INTENT-ID"
+	PropScope         = "X-SENDTWICE-SCOPE"
 	PropRequestDigest = "X-SENDTWICE-REQUEST-DIGEST"
 	PropRequestID     = "X-SENDTWICE-REQUEST-ID"
 	PropCandidateID   = "X-SENDTWICE-CANDIDATE-ID"
@@ -218,9 +226,9 @@ var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // (If-None-Match: *). When one has, it reads it back and answers Replayed
 // (our resource, the same request digest) or Conflict (another digest, or
 // a resource that is not ours, said in Result.Reason). The TaskID is the
-// VTODO's UID, which for a resource made here is the intent id.
+// VTODO's UID, which for a resource made here is TaskID(scope, intent id).
 func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
-	target, err := a.resourceURL(req.IntentID)
+	target, err := a.resourceURL(req.KeyScope(), req.IntentID)
 	if err != nil {
 		return taskservice.Result{}, taskservice.Permanent(err)
 	}
@@ -242,7 +250,7 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 	switch resp.StatusCode {
 	case http.StatusCreated, http.StatusNoContent, http.StatusOK:
 		// With If-None-Match: * a success means there was no resource.
-		return taskservice.Result{Outcome: taskservice.Created, TaskID: req.IntentID, StoreID: a.storeID}, nil
+		return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(req.KeyScope(), req.IntentID), StoreID: a.storeID}, nil
 	case http.StatusPreconditionFailed:
 		return a.readBack(ctx, req, target)
 	}
@@ -263,11 +271,48 @@ func (a *Adapter) readBack(ctx context.Context, req taskservice.Request, target 
 	if resp.StatusCode != http.StatusOK {
 		return taskservice.Result{}, a.statusError("GET", target, resp, false)
 	}
+	return a.answer(req, target, cal), nil
+}
+
+// RemembersDeletedKeys is false: the key is the resource, and a PUT with
+// If-None-Match: * succeeds again once the resource is deleted. The
+// executor keeps the keys in its intent ledger (taskservice.KeepDeletedKeys).
+func (a *Adapter) RemembersDeletedKeys() bool { return false }
+
+// Find reads the resource of req's key, creating nothing: absent (404 or
+// 410) → found false; present → the answer Create would give a resend of
+// req (Replayed for our resource with req's digest, else Conflict).
+func (a *Adapter) Find(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error) {
+	none := taskservice.Result{StoreID: a.storeID}
+	target, err := a.resourceURL(req.KeyScope(), req.IntentID)
+	if err != nil {
+		return none, false, taskservice.Permanent(err)
+	}
+	cal, resp, err := a.get(ctx, target)
+	if err != nil {
+		return none, false, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return a.answer(req, target, cal), true, nil
+	case http.StatusNotFound, http.StatusGone:
+		return none, false, nil
+	}
+	return none, false, a.statusError("GET", target, resp, false)
+}
+
+var (
+	_ taskservice.DeletedKeys = (*Adapter)(nil)
+	_ taskservice.Finder      = (*Adapter)(nil)
+)
+
+// answer says what a resource found at req's name means for req.
+func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Calendar) taskservice.Result {
 	res := taskservice.Result{Outcome: taskservice.Conflict, StoreID: a.storeID, TaskID: target.Path}
 	todo := findTodo(cal)
 	if todo == nil {
 		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name is not a task (no VTODO with a UID): it was not created by this adapter", target.Path)
-		return res, nil
+		return res
 	}
 	if uid := propText(todo, ical.PropUID); uid != "" {
 		res.TaskID = uid
@@ -279,18 +324,50 @@ func (a *Adapter) readBack(ctx context.Context, req taskservice.Request, target 
 		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name has no %s property: it was not created by this adapter, and it is left as it is", target.Path, PropRequestDigest)
 	case intent != req.IntentID:
 		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name belongs to intent %q", target.Path, intent)
+	case todoScope(todo) != req.KeyScope():
+		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name belongs to scope %q", target.Path, todoScope(todo))
 	case digest == req.RequestDigest:
 		res.Outcome = taskservice.Replayed
 	}
-	return res, nil
+	return res
 }
 
-// Delete removes the task of intentID, and only when the resource at its
-// name is one of ours for that intent (the GET and the DELETE are tied by
-// the ETag, so a resource replaced in between is not removed). A missing
-// task is an error wrapping ErrNoTask.
+// TaskID is the task id (the VTODO's UID) of (scope, intentID): the intent
+// id in the default scope, as before scopes; in another scope, the scope,
+// a space and the intent id. An intent id holds no space (a request
+// document refuses one), so no task id of one scope is that of another,
+// and the UIDs of one collection stay unique (RFC 4791 §5.3.2.1).
+func TaskID(scope, intentID string) string {
+	if scope == "" || scope == taskservice.DefaultScope {
+		return intentID
+	}
+	return scope + " " + intentID
+}
+
+// todoScope is the scope a VTODO of ours names; one made before scopes
+// names none and is in the default scope.
+func todoScope(todo *ical.Component) string {
+	if s := propText(todo, PropScope); s != "" {
+		return s
+	}
+	return taskservice.DefaultScope
+}
+
+// Delete removes the task of intentID in the default scope (DeleteIn).
 func (a *Adapter) Delete(ctx context.Context, intentID string) error {
-	target, err := a.resourceURL(intentID)
+	return a.DeleteIn(ctx, taskservice.DefaultScope, intentID)
+}
+
+// DeleteIn removes the task of (scope, intentID), as its owner would in
+// their task list, and only when the resource at its name is one of ours
+// for that key (the GET and the DELETE are tied by the ETag, so a resource
+// replaced in between is not removed). A missing task is an error wrapping
+// ErrNoTask.
+func (a *Adapter) DeleteIn(ctx context.Context, scope, intentID string) error {
+	if scope == "" {
+		scope = taskservice.DefaultScope
+	}
+	target, err := a.resourceURL(scope, intentID)
 	if err != nil {
 		return taskservice.Permanent(err)
 	}
@@ -305,8 +382,8 @@ func (a *Adapter) Delete(ctx context.Context, intentID string) error {
 		return a.statusError("GET", target, resp, false)
 	}
 	todo := findTodo(cal)
-	if todo == nil || propText(todo, PropIntentID) != intentID || propText(todo, PropRequestDigest) == "" {
-		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: the resource was not created by this adapter for intent %q; left as it is", target, intentID))
+	if todo == nil || propText(todo, PropIntentID) != intentID || todoScope(todo) != scope || propText(todo, PropRequestDigest) == "" {
+		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: the resource was not created by this adapter for intent %q in scope %q; left as it is", target, intentID, scope))
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodDelete, target.String(), nil)
 	if err != nil {
@@ -334,6 +411,7 @@ var ErrNoTask = errors.New("caldav: no task for this intent")
 
 // TaskInfo is one VTODO of ours in the collection.
 type TaskInfo struct {
+	Scope         string // the X-SENDTWICE-SCOPE property; DefaultScope when absent
 	IntentID      string // the X-SENDTWICE-INTENT-ID property
 	TaskID        string // the UID, as Create answers it
 	RequestDigest string // the X-SENDTWICE-REQUEST-DIGEST property
@@ -387,7 +465,7 @@ func (a *Adapter) Tasks(ctx context.Context) (Listing, error) {
 				continue
 			}
 			uid := propText(c, ical.PropUID)
-			l.Tasks = append(l.Tasks, TaskInfo{IntentID: intent, TaskID: uid, RequestDigest: propText(c, PropRequestDigest), Href: o.Path})
+			l.Tasks = append(l.Tasks, TaskInfo{Scope: todoScope(c), IntentID: intent, TaskID: uid, RequestDigest: propText(c, PropRequestDigest), Href: o.Path})
 		}
 	}
 	sort.Slice(l.Tasks, func(i, j int) bool {
@@ -495,7 +573,7 @@ func encodeTask(req taskservice.Request, now time.Time) ([]byte, error) {
 		return nil, errors.New("caldav: the task's title is empty")
 	}
 	todo := ical.NewComponent(ical.CompToDo)
-	todo.Props.SetText(ical.PropUID, req.IntentID)
+	todo.Props.SetText(ical.PropUID, TaskID(req.KeyScope(), req.IntentID))
 	todo.Props.SetDateTime(ical.PropDateTimeStamp, now.UTC().Truncate(time.Second))
 	todo.Props.SetText(ical.PropSummary, req.Task.Title)
 	if req.Task.DueAt != nil {
@@ -506,6 +584,7 @@ func encodeTask(req taskservice.Request, now time.Time) ([]byte, error) {
 		todo.Props.Set(due)
 	}
 	setX(todo, PropIntentID, req.IntentID)
+	setX(todo, PropScope, req.KeyScope())
 	setX(todo, PropRequestDigest, req.RequestDigest)
 	setX(todo, PropRequestID, req.RequestID)
 	setX(todo, PropCandidateID, req.CandidateID)

@@ -136,7 +136,7 @@ func TestStatusClassification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, _ := a.resourceURL("intent-1")
+	target, _ := a.resourceURL(taskservice.DefaultScope, "intent-1")
 	for _, c := range []struct {
 		code      int
 		put       bool

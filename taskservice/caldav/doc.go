@@ -7,16 +7,16 @@
 //
 // # One intent, one resource
 //
-// Create writes the task of one intent id as one VTODO in one resource,
-// named after the intent id (see ResourceName):
+// Create writes the task of one key, the pair (scope, intent id), as one
+// VTODO in one resource, named after the key (see ScopedResourceName):
 //
-//	PUT {collection}/{ResourceName(intent_id)}
+//	PUT {collection}/{ScopedResourceName(scope, intent_id)}
 //	If-None-Match: *
 //
-// The VTODO's UID is the intent id, SUMMARY the title, DUE the due date
+// The VTODO's UID is TaskID(scope, intent id), SUMMARY the title, DUE the due date
 // (an RFC 3339 date-time as a UTC DATE-TIME, a full-date as a DATE) only
 // when there is one, and DTSTAMP the time of the call. The request digest,
-// the intent id, the request id, the candidate id, the source version, who
+// the intent id, the scope, the request id, the candidate id, the source version, who
 // approved it and the call reference travel as X-SENDTWICE-* properties
 // (the Prop* constants); an assignee person reference, when there is one,
 // as X-SENDTWICE-ASSIGNEE-REF, since it names a person and is not a
@@ -43,23 +43,54 @@
 // would overwrite a task and answer as if it had created it, which a probe
 // of concurrent calls shows as more than one create.
 //
-// Result.TaskID is the VTODO's UID: the intent id for a task made here
+// Result.TaskID is the VTODO's UID: for a task made here, the intent id in
+// the default scope and the scope, a space and the intent id in any other
 // (for a conflict with someone else's resource, that resource's UID).
 // Result.StoreID is StoreID: "caldav-" and 16 hexadecimal digits of the
-// SHA-256 of the normalized collection URL; intent ids are remembered per
-// collection (Scope). Result.Counts is nil: a CalDAV server keeps no
+// SHA-256 of the normalized collection URL; keys are remembered per
+// collection (Scope), and in it per caller scope. Result.Counts is nil: a CalDAV server keeps no
 // counters, so an audit counts from the server's own log and storage.
 //
+// # Scopes: resource names in one collection
+//
+// A caller scope maps to resource names inside the one configured
+// collection, not to a collection per scope. The collection is what a
+// person subscribes to in their task app and what the executor's
+// credentials are granted: one collection per scope would need the right
+// to make calendars (MKCALENDAR), a subscription per scope, and a way to
+// route a scope to a collection, while the server's create-if-absent works
+// per resource name anyway. Scopes are confined where they are named, on
+// the NATS subjects, before a call reaches the adapter. The default scope
+// keeps the names of before scopes ("intent-0001.ics"), so tasks made then
+// are still found under their keys; any other scope prefixes its name
+// ("team-a~~intent-0001.ics"), and its VTODO's UID is "team-a intent-0001"
+// (a collection's UIDs must be unique, RFC 4791 §5.3.2.1, and no intent id
+// holds a space). A resource found at a key's name that names another
+// scope is a conflict, with the reason.
+//
+// # A deleted task: the server forgets the key
+//
 // The key lives as long as the resource: a task deleted by a user in the
-// calendar frees its intent id, and a later resend of the same approval
-// creates the task again. That is the retention limit a probe reports.
+// calendar frees its name, and a PUT with If-None-Match: * succeeds again
+// (measured on Radicale and Xandikos). The adapter says so
+// (RemembersDeletedKeys is false) and offers Find, a GET that creates
+// nothing, so that taskservice.KeepDeletedKeys can compose it with the
+// executors' intent ledger: a resend after the deletion is then answered
+// replayed with the task marked deleted, and nothing is created again. The
+// adapter alone, without the ledger, creates the task again. What remains
+// is a delete between the server's 201 and the ledger write: when the 201
+// is lost and the owner deletes the task before the redelivery, the
+// redelivery creates it again (measured by TestTheLedgersRemainingWindow:
+// in most trials that lose the reply and delete within tens of
+// milliseconds; in none whose reply arrived).
 //
 // # For a probe and an audit
 //
 // Tasks lists the VTODOs in the collection (one calendar-query REPORT):
 // ours, those carrying X-SENDTWICE-INTENT-ID, with their intent id, task
-// id, digest and href, and the count of all VTODOs. Delete removes the
-// task of one intent id, and only a resource made here for it. Scope and
+// id, scope, digest and href, and the count of all VTODOs. DeleteIn (and
+// Delete, in the default scope) removes the task of one key, and only a
+// resource made here for it. Scope and
 // StoreID say where keys are remembered.
 //
 // # What it must never do

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // Resource names.
@@ -25,6 +28,19 @@ import (
 // so the mapping is one to one. Names are limited to MaxResourceNameBytes
 // so that they fit a file name on the servers that store one file per
 // resource; a longer intent id is refused, not shortened.
+
+// Scoped names.
+//
+// A key is the pair (caller scope, intent id), and all scopes share the one
+// collection: the task of an intent in scope taskservice.DefaultScope keeps
+// the name above, so that tasks made before keys had scopes are found under
+// their keys; in any other scope the name is the scope, "~~", and the
+// encoded intent id ("team-a~~intent-0001.ics"). An encoded intent id
+// never holds "~~" (every '~' is followed by two hexadecimal digits), so a
+// name says which scope it belongs to, and the mapping stays one to one.
+
+// scopeSeparator parts a scope from its encoded intent id in a name.
+const scopeSeparator = "~~"
 
 // MaxResourceNameBytes is the longest resource name, ".ics" included, that
 // ResourceName produces.
@@ -65,6 +81,43 @@ func ResourceName(intentID string) (string, error) {
 		return "", fmt.Errorf("%w: the intent id encodes to a %d-byte resource name, longer than %d bytes", ErrResourceName, b.Len(), MaxResourceNameBytes)
 	}
 	return b.String(), nil
+}
+
+// ScopedResourceName returns the resource name of (scope, intentID): the
+// scope's prefix (none for the default scope or an empty one) and
+// ResourceName's encoding. A scope must be 1 to 64 bytes of [a-z0-9_-],
+// starting with a letter or a digit.
+func ScopedResourceName(scope, intentID string) (string, error) {
+	if scope == "" || scope == taskservice.DefaultScope {
+		return ResourceName(intentID)
+	}
+	if !document.ValidScope(scope) {
+		return "", fmt.Errorf("%w: scope %q is not 1 to 64 bytes of [a-z0-9_-] starting with a letter or a digit", ErrResourceName, scope)
+	}
+	name, err := ResourceName(intentID)
+	if err != nil {
+		return "", err
+	}
+	name = scope + scopeSeparator + name
+	if len(name) > MaxResourceNameBytes {
+		return "", fmt.Errorf("%w: scope and intent id make a %d-byte resource name, longer than %d bytes", ErrResourceName, len(name), MaxResourceNameBytes)
+	}
+	return name, nil
+}
+
+// ScopeAndIntentFromResourceName reverses ScopedResourceName: a name
+// without a scope is in taskservice.DefaultScope.
+func ScopeAndIntentFromResourceName(name string) (scope, intentID string, err error) {
+	scope, rest, ok := strings.Cut(name, scopeSeparator)
+	if !ok {
+		intentID, err = IntentIDFromResourceName(name)
+		return taskservice.DefaultScope, intentID, err
+	}
+	if !document.ValidScope(scope) || scope == taskservice.DefaultScope {
+		return "", "", fmt.Errorf("%w: %q does not start with a scope other than %s and %q", ErrResourceName, name, taskservice.DefaultScope, scopeSeparator)
+	}
+	intentID, err = IntentIDFromResourceName(rest)
+	return scope, intentID, err
 }
 
 // IntentIDFromResourceName reverses ResourceName. It refuses every name

@@ -82,3 +82,47 @@ func FuzzResourceName(f *testing.F) {
 		}
 	})
 }
+
+func TestScopedResourceName(t *testing.T) {
+	for _, c := range []struct {
+		name, scope, id, want string
+	}{
+		{"the default scope keeps the name of before scopes", "default", "intent-0001", "intent-0001.ics"},
+		{"an empty scope is the default scope", "", "intent-0001", "intent-0001.ics"},
+		{"another scope prefixes its name and two tildes", "team-a", "intent-0001", "team-a~~intent-0001.ics"},
+		{"an encoded intent id keeps its escapes after the prefix", "team-a", "a~b/c", "team-a~~a~7Eb~2Fc.ics"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ScopedResourceName(c.scope, c.id)
+			if err != nil || got != c.want {
+				t.Fatalf("ScopedResourceName(%q, %q) = %q, %v; want %q", c.scope, c.id, got, err, c.want)
+			}
+			scope, id, err := ScopeAndIntentFromResourceName(got)
+			wantScope := c.scope
+			if wantScope == "" {
+				wantScope = "default"
+			}
+			if err != nil || scope != wantScope || id != c.id {
+				t.Errorf("ScopeAndIntentFromResourceName(%q) = %q, %q, %v; want %q, %q", got, scope, id, err, wantScope, c.id)
+			}
+		})
+	}
+	for _, c := range []struct{ name, scope, id string }{
+		{"a scope with a dot is refused", "team.a", "intent-1"},
+		{"a scope with upper case is refused", "Team", "intent-1"},
+		{"a name longer than the limit is refused", "team-a", strings.Repeat("x", MaxResourceNameBytes-len(ResourceSuffix))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got, err := ScopedResourceName(c.scope, c.id); !errors.Is(err, ErrResourceName) {
+				t.Errorf("ScopedResourceName(%q, …) = %q, %v; want ErrResourceName", c.scope, got, err)
+			}
+		})
+	}
+	for _, name := range []string{"default~~intent-1.ics", "Team~~intent-1.ics", "team-a~~.ics"} {
+		t.Run("the name "+name+" is not one ScopedResourceName makes", func(t *testing.T) {
+			if _, _, err := ScopeAndIntentFromResourceName(name); !errors.Is(err, ErrResourceName) {
+				t.Errorf("%v; want ErrResourceName", err)
+			}
+		})
+	}
+}

@@ -12,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
@@ -31,6 +36,35 @@ func request(intent, title string) taskservice.Request {
 		SourceVersion: "v1",
 		ApprovedBy:    "reviewer@example.org",
 	}
+}
+
+// startLedger starts an embedded JetStream server and opens the intent
+// ledger in it.
+func startLedger(t *testing.T) *ledger.Ledger {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Options{Dir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := ledger.Ensure(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(ctx, js, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func adapter(t *testing.T, collectionURL string, cfg caldav.Config) *caldav.Adapter {
@@ -307,6 +341,122 @@ var scenarios = []struct {
 		if err := a.Delete(context.Background(), "intent-never-made"); !errors.Is(err, caldav.ErrNoTask) {
 			t.Errorf("Delete of a missing task: %v; want ErrNoTask", err)
 		}
+	}},
+	{"one intent id in two scopes and the default scope is three tasks, each replayed in its own scope", "", func(t *testing.T, k davtest.Kind) {
+		s := davtest.Start(t, k, davtest.Options{})
+		a := adapter(t, s.CollectionURL, caldav.Config{})
+		want := map[string]struct{ taskID, name string }{
+			"":       {"intent-0001", "intent-0001.ics"},
+			"team-a": {"team-a intent-0001", "team-a~~intent-0001.ics"},
+			"team-b": {"team-b intent-0001", "team-b~~intent-0001.ics"},
+		}
+		for _, scope := range []string{"", "team-a", "team-b"} {
+			req := request("intent-0001", "one intent id, three scopes")
+			req.Scope = scope
+			first := create(t, a, req)
+			again := create(t, a, req)
+			if first.Outcome != taskservice.Created || again.Outcome != taskservice.Replayed || first.TaskID != want[scope].taskID || again.TaskID != first.TaskID {
+				t.Errorf("scope %q: %+v then %+v; want created then replayed %q", scope, first, again, want[scope].taskID)
+			}
+			if s.Stored(want[scope].name) == nil {
+				t.Errorf("scope %q: no resource %s in the storage (%q)", scope, want[scope].name, s.StoredNames())
+			}
+		}
+		l := listing(t, a)
+		if l.VTODOs != 3 || len(l.Tasks) != 3 {
+			t.Fatalf("Tasks: %+v; want three", l)
+		}
+		for _, ti := range l.Tasks {
+			sc := ti.Scope
+			if sc == taskservice.DefaultScope {
+				sc = ""
+			}
+			if ti.TaskID != want[sc].taskID {
+				t.Errorf("listed %+v; want task id %q for scope %q", ti, want[sc].taskID, ti.Scope)
+			}
+		}
+	}},
+	{"Find reads a key without creating anything, and finds nothing once the task is deleted", "", func(t *testing.T, k davtest.Kind) {
+		s := davtest.Start(t, k, davtest.Options{})
+		a := adapter(t, s.CollectionURL, caldav.Config{})
+		ctx := context.Background()
+		req := request("intent-find", "found, not made")
+		req.Scope = "team-a"
+		changed := request("intent-find", "a changed title")
+		changed.Scope = "team-a"
+		find := func(r taskservice.Request) (taskservice.Result, bool) {
+			t.Helper()
+			res, found, err := a.Find(ctx, r)
+			if err != nil {
+				t.Fatalf("Find: %v", err)
+			}
+			if res.StoreID != a.StoreID() {
+				t.Errorf("Find: store id %q, want %q", res.StoreID, a.StoreID())
+			}
+			return res, found
+		}
+		if _, found := find(req); found {
+			t.Fatal("Find before any create found a task")
+		}
+		if l := listing(t, a); l.VTODOs != 0 {
+			t.Fatalf("Find created something: %+v", l)
+		}
+		created := create(t, a, req)
+		if res, found := find(req); !found || res.Outcome != taskservice.Replayed || res.TaskID != created.TaskID {
+			t.Errorf("Find of the same request: %+v, %v; want replayed %s", res, found, created.TaskID)
+		}
+		if res, found := find(changed); !found || res.Outcome != taskservice.Conflict || res.TaskID != created.TaskID {
+			t.Errorf("Find of a changed request: %+v, %v; want a conflict with %s", res, found, created.TaskID)
+		}
+		other := req
+		other.Scope = "team-b"
+		if _, found := find(other); found {
+			t.Error("Find in another scope found this scope's task")
+		}
+		if err := a.DeleteIn(ctx, "team-b", req.IntentID); !errors.Is(err, caldav.ErrNoTask) {
+			t.Errorf("DeleteIn of another scope: %v; want ErrNoTask", err)
+		}
+		if err := a.DeleteIn(ctx, "team-a", req.IntentID); err != nil {
+			t.Fatalf("DeleteIn: %v", err)
+		}
+		if _, found := find(req); found {
+			t.Error("Find after the delete found the task")
+		}
+		if a.RemembersDeletedKeys() {
+			t.Error("the adapter says its server remembers deleted keys; measured above: it does not")
+		}
+	}},
+	{"with the intent ledger, a task deleted and sent again is replayed as deleted and not created again", "", func(t *testing.T, k davtest.Kind) {
+		s := davtest.Start(t, k, davtest.Options{})
+		a := adapter(t, s.CollectionURL, caldav.Config{})
+		ctx := context.Background()
+		kept, err := taskservice.KeepDeletedKeys(a, startLedger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := request("intent-deleted", "deleted by a user")
+		req.NotAfter = time.Now().Add(time.Hour)
+		first, err := kept.Create(ctx, req)
+		if err != nil || first.Outcome != taskservice.Created {
+			t.Fatalf("first call: %+v, %v", first, err)
+		}
+		if err := a.Delete(ctx, req.IntentID); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		again, err := kept.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Outcome != taskservice.Replayed || !again.TaskDeleted || again.TaskID != first.TaskID {
+			t.Errorf("the resend after a delete: %+v; want replayed %s, task deleted", again, first.TaskID)
+		}
+		changed := request("intent-deleted", "a changed title")
+		conflict, err := kept.Create(ctx, changed)
+		if err != nil || conflict.Outcome != taskservice.Conflict || conflict.TaskID != first.TaskID {
+			t.Errorf("a changed request after a delete: %+v, %v; want a conflict with %s", conflict, err, first.TaskID)
+		}
+		// One PUT (the create), one 201, nothing stored.
+		counts(t, s, req.IntentID, 1, 1, 0)
 	}},
 	{"a resource someone else put at the intent's name is a conflict with a reason, left as it is", "", func(t *testing.T, k davtest.Kind) {
 		s := davtest.Start(t, k, davtest.Options{})

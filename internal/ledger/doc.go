@@ -1,0 +1,37 @@
+// Package ledger is the executors' intent ledger on JetStream: a
+// key-value bucket (Bucket) that remembers, for a task service that forgets
+// a key when its task is deleted (a CalDAV collection), every key it has
+// answered created or replayed, so that a resend after the owner deleted the
+// task is answered replayed (task deleted) instead of creating the task
+// again. It implements taskservice.Ledger; taskservice.KeepDeletedKeys
+// composes it with the adapter.
+//
+// # Keys and values
+//
+// An entry's key is its scope, ".", and a token of its intent id: the
+// intent id itself when it is 1 to 128 letters, digits, '-' and '_', else
+// "=" and the 64 hexadecimal digits of its SHA-256 (the two forms never
+// meet: '=' is not in the first). Scopes are one subject token of
+// [a-z0-9_-] (document.ValidScope); a scope outside that form is refused.
+// The value is JSON: the scope, the intent id, the request digest and task
+// id of the first answer, and the latest not_after seen. Get checks that
+// the value names the key it was read for.
+//
+// # Lifetime
+//
+// An entry lives exactly as long as its key may still be resent: until its
+// latest not_after plus the clock allowance (DefaultClockAllowance: the
+// executors' clocks may run behind) plus a margin (DefaultMargin), as a
+// per-message TTL (nats-server 2.11 or later; the bucket is made with a
+// limit-marker TTL, which enables it). An entry whose not_after is zero (an
+// unsigned approval, accepted only in insecure mode) has no TTL and is kept
+// forever. A later approval for the same key extends the entry (a new
+// revision with a new TTL); an earlier one changes nothing. The binding
+// (digest, task id) of the first entry is never changed.
+//
+// # Provisioning
+//
+// Ensure creates or updates the bucket, file storage, replicated like the
+// streams; the executor provisions it beside the streams (serve, unless
+// --no-provision, and provision), and Open only finds it.
+package ledger

@@ -1,0 +1,278 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/taskservice"
+)
+
+// Bucket is the key-value bucket that holds the ledger.
+const Bucket = "sendtwice-intents"
+
+// Lifetime defaults, the same as the task service's key lifetime: an
+// entry outlives its latest not_after by the clock allowance and the margin.
+const (
+	DefaultClockAllowance = 5 * time.Minute
+	DefaultMargin         = time.Hour
+)
+
+// limitMarkerTTL is how long the bucket keeps the marker of an entry removed
+// by its TTL; a positive value is what enables per-message TTLs.
+const limitMarkerTTL = time.Minute
+
+// maxPutTries bounds the compare-and-set loop of Put under contention.
+const maxPutTries = 16
+
+// Errors of the ledger.
+var (
+	ErrNoBucket  = errors.New("ledger: no intent ledger bucket")
+	ErrBadKey    = errors.New("ledger: bad key")
+	ErrBadEntry  = errors.New("ledger: bad entry")
+	ErrContended = errors.New("ledger: entry changed under every write")
+)
+
+// BucketConfig is the bucket: file storage, one revision per key, per-key
+// TTLs enabled, replicated like the streams.
+func BucketConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:         Bucket,
+		Description:    "the executors' intent ledger: keys of a task service that forgets a key when its task is deleted; each entry lives until its latest not_after plus allowance and margin",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       max(replicas, 1),
+		LimitMarkerTTL: limitMarkerTTL,
+	}
+}
+
+// Ensure creates or updates the bucket with replicas (0 or less: 1).
+func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	_, err := js.CreateOrUpdateKeyValue(ctx, BucketConfig(replicas))
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// Another provisioner created it between our update and create.
+		_, err = js.KeyValue(ctx, Bucket)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: provisioning bucket %s: %w", Bucket, err)
+	}
+	return nil
+}
+
+// Options tune a Ledger; zero values take the defaults.
+type Options struct {
+	// ClockAllowance and Margin extend every entry past its not_after
+	// (DefaultClockAllowance, DefaultMargin; a negative value means 0).
+	ClockAllowance time.Duration
+	Margin         time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// Ledger is the intent ledger in the bucket; it implements
+// taskservice.Ledger and is safe for concurrent use.
+type Ledger struct {
+	js        jetstream.JetStream
+	kv        jetstream.KeyValue
+	allowance time.Duration
+	margin    time.Duration
+	now       func() time.Time
+}
+
+var _ taskservice.Ledger = (*Ledger)(nil)
+
+// Open finds the bucket (Ensure makes it) and returns the ledger in it. A
+// missing bucket is an error wrapping ErrNoBucket; so is a bucket made
+// without per-key TTLs.
+func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Ledger, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w %s: provision it (executor provision, or serve without --no-provision)", ErrNoBucket, Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: opening bucket %s: %w", Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: reading the status of bucket %s: %w", Bucket, err)
+	}
+	if st.LimitMarkerTTL() <= 0 {
+		return nil, fmt.Errorf("%w %s with per-key TTLs: the bucket has no limit-marker TTL (provision it again)", ErrNoBucket, Bucket)
+	}
+	l := &Ledger{js: js, kv: kv, allowance: DefaultClockAllowance, margin: DefaultMargin, now: time.Now}
+	if o.ClockAllowance != 0 {
+		l.allowance = max(o.ClockAllowance, 0)
+	}
+	if o.Margin != 0 {
+		l.margin = max(o.Margin, 0)
+	}
+	if o.Now != nil {
+		l.now = o.Now
+	}
+	return l, nil
+}
+
+// Key is the bucket key of (scope, intentID): the scope, ".", and the
+// intent's token (see the package documentation).
+func Key(scope, intentID string) (string, error) {
+	if !document.ValidScope(scope) {
+		return "", fmt.Errorf("%w: scope %q is not 1 to %d bytes of [a-z0-9_-] starting with a letter or digit", ErrBadKey, scope, document.MaxScopeBytes)
+	}
+	if intentID == "" {
+		return "", fmt.Errorf("%w: the intent id is empty", ErrBadKey)
+	}
+	return scope + "." + token(intentID), nil
+}
+
+func token(id string) string {
+	ok := len(id) <= 128
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "=" + hex.EncodeToString(sum[:])
+}
+
+// value is an entry as stored.
+type value struct {
+	Scope         string     `json:"scope"`
+	IntentID      string     `json:"intent_id"`
+	RequestDigest string     `json:"request_digest"`
+	TaskID        string     `json:"task_id"`
+	NotAfter      *time.Time `json:"not_after,omitempty"`
+}
+
+func encode(e taskservice.LedgerEntry) ([]byte, error) {
+	v := value{Scope: e.Scope, IntentID: e.IntentID, RequestDigest: e.RequestDigest, TaskID: e.TaskID}
+	if !e.NotAfter.IsZero() {
+		t := e.NotAfter.UTC()
+		v.NotAfter = &t
+	}
+	return json.Marshal(v)
+}
+
+func decode(b []byte, scope, intentID string) (taskservice.LedgerEntry, error) {
+	var v value
+	if err := json.Unmarshal(b, &v); err != nil {
+		return taskservice.LedgerEntry{}, fmt.Errorf("%w: %w", ErrBadEntry, err)
+	}
+	if v.Scope != scope || v.IntentID != intentID {
+		return taskservice.LedgerEntry{}, fmt.Errorf("%w: the entry read for (%q, %q) names (%q, %q)", ErrBadEntry, scope, intentID, v.Scope, v.IntentID)
+	}
+	e := taskservice.LedgerEntry{Scope: v.Scope, IntentID: v.IntentID, RequestDigest: v.RequestDigest, TaskID: v.TaskID}
+	if v.NotAfter != nil {
+		e.NotAfter = *v.NotAfter
+	}
+	return e, nil
+}
+
+// Get returns the entry of (scope, intentID); found is false when there is
+// none or it expired.
+func (l *Ledger) Get(ctx context.Context, scope, intentID string) (taskservice.LedgerEntry, bool, error) {
+	e, _, found, err := l.get(ctx, scope, intentID)
+	return e, found, err
+}
+
+func (l *Ledger) get(ctx context.Context, scope, intentID string) (taskservice.LedgerEntry, uint64, bool, error) {
+	key, err := Key(scope, intentID)
+	if err != nil {
+		return taskservice.LedgerEntry{}, 0, false, err
+	}
+	kve, err := l.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return taskservice.LedgerEntry{}, 0, false, nil
+	}
+	if err != nil {
+		return taskservice.LedgerEntry{}, 0, false, fmt.Errorf("ledger: reading %s: %w", key, err)
+	}
+	e, err := decode(kve.Value(), scope, intentID)
+	if err != nil {
+		return taskservice.LedgerEntry{}, 0, false, fmt.Errorf("ledger: reading %s: %w", key, err)
+	}
+	return e, kve.Revision(), true, nil
+}
+
+// TTL is how long an entry with notAfter lives from now: until notAfter
+// plus the clock allowance plus the margin, rounded up to a whole second
+// and at least one second; 0 (no TTL: kept forever) for a zero notAfter.
+func (l *Ledger) TTL(notAfter time.Time) time.Duration {
+	if notAfter.IsZero() {
+		return 0
+	}
+	d := notAfter.Add(l.allowance + l.margin).Sub(l.now())
+	if d < time.Second {
+		return time.Second
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
+}
+
+// Put records e, or extends the existing entry of its key to the later
+// not_after (a zero one keeping it forever); the first binding stays.
+func (l *Ledger) Put(ctx context.Context, e taskservice.LedgerEntry) error {
+	key, err := Key(e.Scope, e.IntentID)
+	if err != nil {
+		return err
+	}
+	if e.RequestDigest == "" || e.TaskID == "" {
+		return fmt.Errorf("%w: an entry needs a request digest and a task id", ErrBadEntry)
+	}
+	for range maxPutTries {
+		old, rev, found, err := l.get(ctx, e.Scope, e.IntentID)
+		if err != nil {
+			return err
+		}
+		next := e
+		if found {
+			next.RequestDigest, next.TaskID = old.RequestDigest, old.TaskID
+			switch {
+			case old.NotAfter.IsZero():
+				return nil // kept forever already
+			case !e.NotAfter.IsZero() && !e.NotAfter.After(old.NotAfter):
+				return nil // lives long enough already
+			}
+		}
+		b, err := encode(next)
+		if err != nil {
+			return fmt.Errorf("ledger: encoding %s: %w", key, err)
+		}
+		ttl := l.TTL(next.NotAfter)
+		if !found {
+			var opts []jetstream.KVCreateOpt
+			if ttl > 0 {
+				opts = append(opts, jetstream.KeyTTL(ttl))
+			}
+			_, err = l.kv.Create(ctx, key, b, opts...)
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue // written meanwhile: merge with it
+			}
+		} else {
+			// An update with a TTL of its own: KeyValue.Update would drop it.
+			opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+			if ttl > 0 {
+				opts = append(opts, jetstream.WithMsgTTL(ttl))
+			}
+			_, err = l.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: b}, opts...)
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				continue // changed meanwhile: merge again
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("ledger: writing %s: %w", key, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w %s (%d tries)", ErrContended, key, maxPutTries)
+}
