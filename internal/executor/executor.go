@@ -114,6 +114,11 @@ type Executor struct {
 	// given is the topology as configured, before Run reads the consumer's
 	// settings: what this executor provisions.
 	given topology.Config
+	// deliveryWait is how long after it was stored a message of the
+	// approvals stream can still be delivered: the stream's MaxAge as
+	// provisioned or as it is now, whichever is longer; 0 when the stream
+	// keeps messages for ever. Set by Run before it consumes.
+	deliveryWait time.Duration
 
 	inflight sync.WaitGroup // deliveries taken and not yet finished
 }
@@ -206,6 +211,9 @@ func (e *Executor) Run(ctx context.Context, ready chan<- struct{}) error {
 		}
 	}
 	if err := e.checkConsumer(ctx); err != nil {
+		return err
+	}
+	if e.deliveryWait, err = e.approvalsMaxAge(ctx); err != nil {
 		return err
 	}
 	if err := e.receipts.start(); err != nil {
@@ -413,7 +421,56 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (taskservice.Result, error
 	defer e.progress(d.msg)()
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
 	defer cancel()
-	return e.svc.Create(ctx, CallRequest(v, CallRef(d.seq, d.delivered, d.attempt)))
+	req := CallRequest(v, CallRef(d.seq, d.delivered, d.attempt))
+	req.NotAfter = KeyDeadline(req.NotAfter, e.deliveryWait)
+	return e.svc.Create(ctx, req)
+}
+
+// KeyDeadline is the last moment at which a message carrying an approval
+// that expires at notAfter can still pass the gate, given that a stored
+// message can wait up to deliveryWait (the approvals stream's MaxAge) for
+// a delivery. The gate judges a message's expiry at the time the stream
+// stored it, so that every delivery of one message gets one verdict: a
+// message stored just before notAfter may be delivered (a first delivery
+// after a backlog, a redelivery) until notAfter + deliveryWait, and the
+// task service must still know its key then. A resend published after
+// notAfter is stored after it and refused at expiry. Zero (keep the key for
+// ever) when notAfter is zero (an unsigned approval) or when the stream
+// keeps messages for ever (deliveryWait 0).
+func KeyDeadline(notAfter time.Time, deliveryWait time.Duration) time.Time {
+	if notAfter.IsZero() || deliveryWait <= 0 {
+		return time.Time{}
+	}
+	return notAfter.Add(deliveryWait)
+}
+
+// approvalsMaxAge reads how long the approvals stream keeps a message: the
+// longer of its MaxAge now and as provisioning recorded it (so that
+// neither a lowered nor a raised MaxAge shortens how long the service
+// keeps keys); 0 when either keeps messages for ever.
+func (e *Executor) approvalsMaxAge(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := e.js.Stream(ctx, topology.ApprovalsStream)
+	if err != nil {
+		return 0, fmt.Errorf("executor: reading stream %s's MaxAge (how long keys must outlive an approval): %w", topology.ApprovalsStream, err)
+	}
+	live := st.CachedInfo().Config.MaxAge
+	rec, err := topology.ReadRecord(ctx, e.js)
+	switch {
+	case errors.Is(err, topology.ErrNoRecord):
+		return live, nil
+	case err != nil:
+		return 0, fmt.Errorf("executor: reading stream %s's MaxAge (how long keys must outlive an approval): %w", topology.ApprovalsStream, err)
+	}
+	recorded, ok := rec.Streams[topology.ApprovalsStream]
+	if !ok {
+		return live, nil
+	}
+	if live == 0 || recorded.MaxAge == 0 {
+		return 0, nil
+	}
+	return max(live, recorded.MaxAge), nil
 }
 
 // CallRequest is the task service call for a message the gate let through:
