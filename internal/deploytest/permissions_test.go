@@ -250,7 +250,7 @@ type receiptWatch struct {
 
 func watchReceipts(t *testing.T, nc *nats.Conn, js jetstream.JetStream, intentID string) *receiptWatch {
 	t.Helper()
-	w := &receiptWatch{js: js, subject: topology.ReceiptSubject(intentID)}
+	w := &receiptWatch{js: js, subject: topology.ReceiptSubject("", intentID)}
 	sub, err := nc.SubscribeSync(w.subject)
 	if err != nil {
 		t.Fatal(err)
@@ -438,7 +438,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 		job("operator", "`executor verify` and `status`: read the three streams through consumers of its own (ephemeral, removed after a minute unused), the consumer's state, the service's counters and records",
 			"`$JS.API.CONSUMER.CREATE.<stream>.<own name>[.<filter>]`, `$JS.API.CONSUMER.INFO.*.*`, `fake-task-provider.stats`, `.records`", seenAllowed)
-		dead := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
+		dead := nats.NewMsg(topology.DeadLetterSubjectFor("", "intent-0001"))
 		dead.Data = s.Original.Envelope()
 		dead.Header.Set(topology.HeaderReason, "task service call failed")
 		dead.Header.Set(topology.HeaderStreamSeq, "1")
@@ -458,7 +458,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the operator could not redrive: %v", err)
 		}
-		rc, err := publish.WaitReceipt(ctx, ojs, sent.IntentID, sent.StreamSeq)
+		rc, err := publish.WaitReceipt(ctx, ojs, sent.Scope, sent.IntentID, sent.StreamSeq)
 		if err != nil || rc.Outcome != document.OutcomeReplayed {
 			t.Fatalf("the redriven approval: %+v, %v; want replayed", rc, err)
 		}
@@ -496,7 +496,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the executor could not open RECEIPTS: %v", err)
 		}
-		m, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(topology.ReceiptSubject("intent-0001")))
+		m, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(topology.ReceiptSubject("", "intent-0001")))
 		if err != nil || m.Header.Get(topology.HeaderStreamSeq) == "" {
 			t.Fatalf("the executor could not read a stored receipt: %v", err)
 		}
@@ -506,7 +506,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	t.Run("an envelope on another intent's subject is rejected at envelope without a call", func(t *testing.T) {
 		before := hosted.Store.Stats()
 		w := watchReceipts(t, pub.Conn, js, "intent-0001")
-		m := nats.NewMsg(topology.ApprovalSubject("intent-0002"))
+		m := nats.NewMsg(topology.ApprovalSubject("", "intent-0002"))
 		m.Data = s.Original.Envelope()
 		ack, err := js.PublishMsg(ctx, m)
 		if err != nil {
@@ -541,14 +541,14 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	})
 
 	t.Run("the streams refuse a message larger than the gate accepts", func(t *testing.T) {
-		big := nats.NewMsg(topology.ApprovalSubject("intent-big"))
+		big := nats.NewMsg(topology.ApprovalSubject("", "intent-big"))
 		big.Data = bytes.Repeat([]byte(" "), document.Limits.MaxBytes+topology.HeaderAllowance+1)
 		if _, err := js.PublishMsg(ctx, big); err == nil {
 			t.Fatal("APPROVALS stored a message larger than the gate accepts")
 		} else if !strings.Contains(err.Error(), "maximum") {
 			t.Fatalf("publishing an oversized approval: %v, want the stream's size refusal", err)
 		}
-		for _, subject := range []string{topology.ReceiptSubject("intent-big"), topology.DeadLetterSubjectFor("intent-big")} {
+		for _, subject := range []string{topology.ReceiptSubject("", "intent-big"), topology.DeadLetterSubjectFor("", "intent-big")} {
 			m := nats.NewMsg(subject)
 			m.Data = bytes.Repeat([]byte(" "), topology.DeadLetterMaxMsg+1)
 			if _, err := exJS.PublishMsg(ctx, m); err == nil {
@@ -658,13 +658,13 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		// server's answer, never a stored receipt as it was stored: a waiting
 		// publisher keeps only a receipt for its own message.
 		other := connectAs(t, url, "publisher", pw["publisher"])
-		sub, err := other.SubscribeSync(topology.ReceiptSubject("intent-0009"))
+		sub, err := other.SubscribeSync(topology.ReceiptSubject("", "intent-0009"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = other.Flush()
 		m := msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.intent-0001"}`)
-		m.Reply = topology.ReceiptSubject("intent-0009")
+		m.Reply = topology.ReceiptSubject("", "intent-0009")
 		if err := pub.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}

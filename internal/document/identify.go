@@ -2,12 +2,16 @@ package document
 
 // Identity holds the ids a message names, as far as they can be read.
 type Identity struct {
+	// Scope is the request's caller scope when it names a valid one (see
+	// ValidScope), else "": absent, or not a scope. Subjects read "" as
+	// DefaultScope, as Request.KeyScope does.
+	Scope      string
 	IntentID   string
 	RequestID  string
 	ApprovalID string
 }
 
-// Identify reads the intent, request and approval ids from an envelope on a
+// Identify reads the scope and the intent, request and approval ids from an envelope on a
 // best-effort basis, for routing and receipts even when the gate refuses the
 // message. Ids that are not plausible (see ValidID) are left empty. It never fails.
 func Identify(envelope []byte) Identity {
@@ -25,7 +29,14 @@ func Identify(envelope []byte) Identity {
 		}
 		return ""
 	}
+	scope := ""
+	if m, ok := parts.Request.(map[string]any); ok {
+		if s, ok := m["scope"].(string); ok && ValidScope(s) {
+			scope = s
+		}
+	}
 	return Identity{
+		Scope:      scope,
 		IntentID:   get(parts.Request, "intent_id"),
 		RequestID:  get(parts.Request, "request_id"),
 		ApprovalID: get(parts.Approval, "approval_id"),
