@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -39,7 +38,8 @@ func TestAnEnvelopeOnAnotherKeysSubjectIsRefusedAtEnvelope(t *testing.T) {
 }
 
 func TestAScopedEnvelopeCountsOnlyOnItsOwnScopesSubject(t *testing.T) {
-	a, err := scenario.InScope(seed(t).Original, "team-a")
+	s := seed(t)
+	a, err := s.InScope(s.Original, "team-a")
 	if err != nil {
 		t.Fatal(err)
 	}

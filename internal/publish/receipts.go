@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -346,7 +347,7 @@ func (w *watched) note(m *jetstream.RawStreamMsg) {
 	id := m.Header.Get(jetstream.MsgIDHeader)
 	batch := ""
 	for _, c := range w.live {
-		if id != "" && c.id == id {
+		if id != "" && c.id == id || bytes.Equal(c.data, m.Data) {
 			batch = c.batch
 			break
 		}

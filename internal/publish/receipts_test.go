@@ -105,11 +105,16 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 					t.Error(err)
 				}
 			}, want: "r-during"},
-		{name: "of two receipts of the message, the first stored is reported",
+		{name: "of two receipts of the message stored alone before the wait, the last is the one a direct get reads",
 			before: func(t *testing.T, intent string, seq uint64) {
 				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-first")))
 				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-second")))
-			}, want: "r-first"},
+			}, want: "r-second"},
+		{name: "a receipt hidden by a later receipt of its key before any read is not seen",
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-hidden")))
+				store(t, env.JS, receiptMsg(intent, seq+1000, receiptDoc(t, intent, seq+1000, "r-later")))
+			}, within: short},
 		{name: "a receipt the stream refused is not reported although it was seen published",
 			before: func(t *testing.T, intent string, seq uint64) {
 				m := receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-refused"))

@@ -7,13 +7,19 @@ import (
 )
 
 // InScope is the request of a with its caller scope set to scope, approved
-// again (unsigned, by the scenario's reviewer at ApprovedAt, with a's
-// approval id), so that the approval binds the scoped request.
-func InScope(a Approved, scope string) (Approved, error) {
+// again as the seed approves (signed when the seed is), with a's approval
+// id, so that the approval binds the scoped request.
+func (s *Seed) InScope(a Approved, scope string) (Approved, error) {
 	req := Edit(a.Request, func(m map[string]any) { m["scope"] = scope })
-	id := ""
-	Edit(a.Approval, func(m map[string]any) { id, _ = m["approval_id"].(string) })
-	ap, err := approve.Approve(a.Candidate, req, approve.Options{By: Reviewer, At: ApprovedAt, ID: id})
+	o := s.opts
+	Edit(a.Approval, func(m map[string]any) { o.ID, _ = m["approval_id"].(string) })
+	if o.By == "" {
+		o.By = Reviewer
+	}
+	if o.At.IsZero() {
+		o.At = ApprovedAt
+	}
+	ap, err := approve.Approve(a.Candidate, req, o)
 	if err != nil {
 		return Approved{}, fmt.Errorf("scenario: approving the request in scope %q: %w", scope, err)
 	}
