@@ -171,9 +171,9 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 			}
 			// Its own answers stay its own: neither the publishers nor the
 			// other tenant read them on an _INBOX.> of theirs.
-			spies := map[string]*conn{"publisher": connectAs(t, url, "publisher", pw["publisher"]), other.name: connectAs(t, url, other.name, pw[other.name])}
+			listeners := map[string]*conn{"publisher": connectAs(t, url, "publisher", pw["publisher"]), other.name: connectAs(t, url, other.name, pw[other.name])}
 			subs := map[string]*nats.Subscription{}
-			for who, c := range spies {
+			for who, c := range listeners {
 				sub, err := c.SubscribeSync("_INBOX.>")
 				if err != nil {
 					t.Fatal(err)
