@@ -1,7 +1,6 @@
 package publish
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +109,6 @@ type watched struct {
 // liveCopy is a receipt as the subscription saw it published.
 type liveCopy struct {
 	seq   uint64 // the approval message it names
-	id    string // its message id (the receipt id)
 	batch string // its atomic batch, "" when published alone
 	data  []byte
 }
@@ -201,7 +199,7 @@ func (r *Receipts) published(w *watched, m *nats.Msg) {
 	defer r.mu.Unlock()
 	if _, done := w.first[seq]; !done {
 		w.rung[seq] = struct{}{}
-		c := liveCopy{seq: seq, id: m.Header.Get(jetstream.MsgIDHeader), batch: m.Header.Get(headerBatchID), data: m.Data}
+		c := liveCopy{seq: seq, batch: m.Header.Get(headerBatchID), data: m.Data}
 		if _, stored := w.batches[c.batch]; stored && c.batch != "" {
 			// Its batch is known stored already.
 			w.noteReceipt(seq, 0, c.data)
@@ -344,14 +342,9 @@ func (r *Receipts) read(ctx context.Context, w *watched) error {
 // seen published in its atomic batch: the stream stored the batch whole.
 // Receipts.mu is held.
 func (w *watched) note(m *jetstream.RawStreamMsg) {
-	id := m.Header.Get(jetstream.MsgIDHeader)
-	batch := ""
-	for _, c := range w.live {
-		if id != "" && c.id == id || bytes.Equal(c.data, m.Data) {
-			batch = c.batch
-			break
-		}
-	}
+	// A message stored by an atomic batch keeps the batch's id: the batch
+	// was committed, and every receipt of it seen published is stored.
+	batch := m.Header.Get(headerBatchID)
 	if batch != "" {
 		w.batches[batch] = struct{}{}
 		// Oldest first, so that of two receipts of one message in the
