@@ -48,7 +48,11 @@ type Sent struct {
 	// Duplicate is true when the stream had already stored this call's
 	// message (a transport retry of the same call).
 	Duplicate bool
-	IntentID  string
+	// Scope and IntentID are the key the message was published for (Scope
+	// "" is the default scope); its receipts are published on
+	// receipts.<scope>.<intent>.
+	Scope    string
+	IntentID string
 }
 
 // Receipt is an executor's task-receipt.v1 for one message. Members that
@@ -122,11 +126,11 @@ func NewClient(js jetstream.JetStream) *Client { return &Client{js: js} }
 // acknowledged it. Every call is a real send: the same envelope published
 // again reaches the task service again.
 func (c *Client) Publish(ctx context.Context, e *Envelope) (Sent, error) {
-	s, err := publish.SendIntent(ctx, c.js, e.IntentID(), e.data, publish.NewMsgID(), nil)
+	s, err := publish.SendIntent(ctx, c.js, e.Scope(), e.IntentID(), e.data, publish.NewMsgID(), nil)
 	if err != nil {
 		return Sent{}, err
 	}
-	return Sent{Subject: s.Subject, MsgID: s.MsgID, StreamSeq: s.StreamSeq, Duplicate: s.Duplicate, IntentID: s.IntentID}, nil
+	return Sent{Subject: s.Subject, MsgID: s.MsgID, StreamSeq: s.StreamSeq, Duplicate: s.Duplicate, Scope: s.Scope, IntentID: s.IntentID}, nil
 }
 
 // WaitReceipt returns the first terminal receipt for the sent message,
@@ -142,7 +146,7 @@ func (c *Client) WaitReceipt(ctx context.Context, s Sent) (*Receipt, error) {
 
 // wait waits on w for s's receipt.
 func wait(ctx context.Context, w *publish.Receipts, s Sent) (*Receipt, error) {
-	r, err := w.Wait(ctx, s.IntentID, s.StreamSeq)
+	r, err := w.Wait(ctx, s.Scope, s.IntentID, s.StreamSeq)
 	var ended *publish.WaitError
 	switch {
 	case errors.As(err, &ended):
@@ -153,27 +157,28 @@ func wait(ctx context.Context, w *publish.Receipts, s Sent) (*Receipt, error) {
 	return receipt(r), nil
 }
 
-// Listener listens for the receipts of one intent's messages, from before
-// they are published: a receipt that arrives however soon after the
-// publish is not missed, and one stored earlier is read from the stream.
-// It creates no consumer: it subscribes to the intent's receipts subject
-// (receipts.<intent>) and reads stored receipts through the JetStream API's
-// message get on the RECEIPTS stream ($JS.API.STREAM.MSG.GET.RECEIPTS).
-// Close it when done.
+// Listener listens for the receipts of one key's messages (its scope and
+// intent id), from before they are published: a receipt that arrives
+// however soon after the publish is not missed, and one stored earlier is
+// read from the stream. It creates no consumer: it subscribes to the key's
+// receipts subject (receipts.<scope>.<intent>) and reads stored receipts
+// through the JetStream API's direct get of the last message on that
+// subject ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>), so
+// that a caller's permissions may confine it to its own scope. Close it
+// when done.
 type Listener struct {
-	w      *publish.Receipts
-	intent string
+	w *publish.Receipts
 }
 
-// Listen starts listening for the receipts of e's intent. Publish e after
-// it and wait with Listener.Receipt; Send does all three.
+// Listen starts listening for the receipts of e's key. Publish e after it
+// and wait with Listener.Receipt; Send does all three.
 func (c *Client) Listen(e *Envelope) (*Listener, error) {
 	w := publish.NewReceipts(c.js)
-	if err := w.Watch(e.IntentID()); err != nil {
+	if err := w.Watch(e.Scope(), e.IntentID()); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("send: %w", err)
 	}
-	return &Listener{w: w, intent: e.IntentID()}, nil
+	return &Listener{w: w}, nil
 }
 
 // Receipt returns the first terminal receipt for the sent message, as

@@ -20,14 +20,18 @@
 // a timeout, and why the package never retries a send under a new id on its
 // own.
 //
-// Waiting creates no JetStream consumer: Send (and Listen, for a caller
-// that publishes itself) subscribes to the intent's receipts subject,
-// receipts.<intent_id>, before publishing, and reads each receipt back as
-// the RECEIPTS stream stored it through the message get API
-// ($JS.API.STREAM.MSG.GET.RECEIPTS); WaitReceipt, for a message published
-// earlier, first reads what is stored. So a publisher needs only to
-// publish approvals.> and $JS.API.STREAM.MSG.GET.RECEIPTS and to subscribe
-// to receipts.> and its inbox. Every error of a wait for a published
+// A message is published on its key's subject, approvals.<scope>.<intent_id>
+// (the request's scope, "default" when it names none). Waiting creates no
+// JetStream consumer: Send (and Listen, for a caller that publishes
+// itself) subscribes to the key's receipts subject,
+// receipts.<scope>.<intent_id>, before publishing, and reads each receipt
+// back as the RECEIPTS stream stored it through a direct get of the last
+// receipt of that subject
+// ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent_id>); WaitReceipt,
+// for a message published earlier, first reads what is stored. So a
+// publisher needs only to publish approvals.<scope>.> and
+// $JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.> and to subscribe to
+// receipts.<scope>.> and its inbox: permissions confine it to its scopes. Every error of a wait for a published
 // message matches ErrNoReceipt: the message is stored, an executor may
 // still carry it out, and sending again is safe.
 //

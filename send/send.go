@@ -186,7 +186,7 @@ func (c Check) Envelope(e *Envelope) (*Verdict, error) {
 	if err != nil {
 		return nil, refusal(err)
 	}
-	e.intentID, e.identified = v.Request.IntentID, true
+	e.scope, e.intentID, e.identified = v.Request.Scope, v.Request.IntentID, true
 	return verdict(v, nc), nil
 }
 
@@ -195,6 +195,7 @@ func (c Check) Envelope(e *Envelope) (*Verdict, error) {
 // unchanged.
 type Envelope struct {
 	data       []byte
+	scope      string
 	intentID   string
 	identified bool
 }
@@ -217,8 +218,23 @@ func (e *Envelope) Bytes() []byte { return e.data }
 // names its subjects: the checked one after Check.Envelope passed, else
 // read from the message as far as it can be ("" when it names none).
 func (e *Envelope) IntentID() string {
-	if !e.identified {
-		e.intentID, e.identified = document.Identify(e.data).IntentID, true
-	}
+	e.identify()
 	return e.intentID
+}
+
+// Scope is the caller scope an executor reads from the message, which
+// names its subjects with the intent id: the checked one after
+// Check.Envelope passed, else read from the message as far as it can be
+// ("" when it names none or none that is a scope: the default scope).
+func (e *Envelope) Scope() string {
+	e.identify()
+	return e.scope
+}
+
+// identify reads the scope and the intent id from the message, once.
+func (e *Envelope) identify() {
+	if !e.identified {
+		id := document.Identify(e.data)
+		e.scope, e.intentID, e.identified = id.Scope, id.IntentID, true
+	}
 }

@@ -180,8 +180,8 @@ func TestAWaitWithoutAnExecutorEndsWithErrNoReceiptAndEachPublishIsANewMessage(t
 		t.Fatal(err)
 	}
 	if first.StreamSeq == second.StreamSeq || first.MsgID == second.MsgID || second.Duplicate ||
-		first.Subject != "approvals.intent-0001" || first.IntentID != "intent-0001" {
-		t.Fatalf("two publishes: %+v and %+v; want two messages on approvals.intent-0001", first, second)
+		first.Subject != "approvals.default.intent-0001" || first.IntentID != "intent-0001" {
+		t.Fatalf("two publishes: %+v and %+v; want two messages on approvals.default.intent-0001", first, second)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer wcancel()

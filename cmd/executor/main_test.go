@@ -98,7 +98,7 @@ func receiptFor(t *testing.T, js jetstream.JetStream, intent string, seq uint64)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rc, err := publish.WaitReceipt(ctx, js, intent, seq)
+	rc, err := publish.WaitReceipt(ctx, js, "", intent, seq)
 	if err != nil {
 		t.Fatalf("waiting for the receipt of message %d: %v", seq, err)
 	}

@@ -45,6 +45,7 @@ type redriveItem struct {
 	DeadLetterSeq  uint64   `json:"dead_letter_seq"`
 	ApprovalSeq    uint64   `json:"approval_seq"`
 	IntentID       string   `json:"intent_id"`
+	Scope          string   `json:"scope"`
 	Reason         string   `json:"reason"`
 	Action         string   `json:"action"` // redriven, skipped or would_redrive
 	NewApprovalSeq uint64   `json:"new_approval_seq,omitempty"`
@@ -170,6 +171,15 @@ func (r *redriver) printf(format string, args ...any) {
 	}
 }
 
+// keyScope is the scope a dead letter's envelope names, the default scope
+// when it names none.
+func keyScope(scope string) string {
+	if scope == "" {
+		return document.DefaultScope
+	}
+	return scope
+}
+
 func describe(dl *redrive.DeadLetter) string {
 	intent := dl.IntentID
 	if intent == "" {
@@ -210,7 +220,7 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 		}
 	}
 	for _, dl := range dls {
-		it := &redriveItem{DeadLetterSeq: dl.Seq, ApprovalSeq: dl.ApprovalSeq, IntentID: dl.IntentID, Reason: dl.Reason, RedrivenAs: done[dl.Seq]}
+		it := &redriveItem{DeadLetterSeq: dl.Seq, ApprovalSeq: dl.ApprovalSeq, IntentID: dl.IntentID, Scope: keyScope(dl.Scope), Reason: dl.Reason, RedrivenAs: done[dl.Seq]}
 		if prior := done[dl.Seq]; len(prior) > 0 && !r.force {
 			if refuse {
 				return fmt.Errorf("%s was already redriven as approvals message %s; nothing published (--force republishes it again)", describe(dl), seqList(prior))
@@ -236,7 +246,7 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 			continue
 		}
 		if r.receipts != nil {
-			if err := r.receipts.Watch(dl.IntentID); err != nil {
+			if err := r.receipts.Watch(dl.Scope, dl.IntentID); err != nil {
 				return r.stopped(err)
 			}
 		}
@@ -274,7 +284,7 @@ func (r *redriver) stopped(err error) error {
 func (r *redriver) waitReceipts(ctx context.Context, wait time.Duration) error {
 	bad := 0
 	for _, it := range r.sent {
-		rc, err := r.receipts.Wait(ctx, it.IntentID, it.NewApprovalSeq)
+		rc, err := r.receipts.Wait(ctx, it.Scope, it.IntentID, it.NewApprovalSeq)
 		if err != nil {
 			bad++
 			it.WaitError = err.Error()

@@ -687,7 +687,7 @@ func TestSendWaitsInVainWithoutAnExecutor(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 			t.Fatalf("stdout %q: %v", r.stdout, err)
 		}
-		if !got.Published || got.StreamSeq != approvalsState(t, env).LastSeq || got.Subject != topology.ApprovalSubject("intent-0001") {
+		if !got.Published || got.StreamSeq != approvalsState(t, env).LastSeq || got.Subject != topology.ApprovalSubject("", "intent-0001") {
 			t.Errorf("printed %+v", got)
 		}
 	})

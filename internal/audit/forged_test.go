@@ -34,7 +34,7 @@ func ctx5(t *testing.T) context.Context {
 // running, and returns its stream sequence.
 func publishApproval(t *testing.T, env *testenv.Env, intent string, envelope []byte) uint64 {
 	t.Helper()
-	ack, err := env.JS.Publish(ctx5(t), topology.ApprovalSubject(intent), envelope)
+	ack, err := env.JS.Publish(ctx5(t), topology.ApprovalSubject("", intent), envelope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func storeReceipt(t *testing.T, env *testenv.Env, seq uint64, attempt, intent st
 
 func storeRawReceipt(t *testing.T, env *testenv.Env, seq uint64, intent, outcome string, body []byte) uint64 {
 	t.Helper()
-	m := nats.NewMsg(topology.ReceiptSubject(intent))
+	m := nats.NewMsg(topology.ReceiptSubject("", intent))
 	m.Data = body
 	m.Header.Set(topology.HeaderOutcome, outcome)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(seq, 10))

@@ -177,7 +177,7 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 		t.Fatal(err)
 	}
 	pull := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + topology.ReceiptsStream + ".spy")
-	pull.Reply = topology.DeadLetterSubjectFor("intent-0001")
+	pull.Reply = topology.DeadLetterSubjectFor("", "intent-0001")
 	pull.Data = []byte(`{"batch": 1, "expires": 100000000}`)
 	if err := env.NC.PublishMsg(pull); err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	fake := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
+	fake := nats.NewMsg(topology.DeadLetterSubjectFor("", "intent-0001"))
 	fake.Header.Set("Status", "408")
 	fake.Header.Set("Description", "Request Timeout")
 	ack, err := env.JS.PublishMsg(ctx5(t), fake)
@@ -218,7 +218,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 	// The same look-alike in RECEIPTS, followed by a receipt, where a
 	// reader that takes it for the answer to its pull stops or waits for
 	// it for ever.
-	fake := nats.NewMsg(topology.ReceiptSubject("intent-0001"))
+	fake := nats.NewMsg(topology.ReceiptSubject("", "intent-0001"))
 	fake.Header.Set("Status", "404")
 	ack, err := env.JS.PublishMsg(ctx5(t), fake)
 	if err != nil {
@@ -243,7 +243,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 
 func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
 	env := testenv.Start(t)
-	fake := nats.NewMsg(topology.ApprovalSubject("intent-0001"))
+	fake := nats.NewMsg(topology.ApprovalSubject("", "intent-0001"))
 	fake.Header.Set("Status", "408")
 	ack, err := env.JS.PublishMsg(ctx5(t), fake)
 	if err != nil {

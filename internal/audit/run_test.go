@@ -174,7 +174,7 @@ func TestReadRunReceiptsKeepsTheRunsReceiptsFromTheSequenceGiven(t *testing.T) {
 	}
 	store := func(seq uint64, body []byte) uint64 {
 		t.Helper()
-		m := nats.NewMsg(topology.ReceiptSubject("intent-" + strconv.FormatUint(seq, 10)))
+		m := nats.NewMsg(topology.ReceiptSubject("", "intent-"+strconv.FormatUint(seq, 10)))
 		m.Data = body
 		m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(seq, 10))
 		ack, err := js.PublishMsg(ctx, m)

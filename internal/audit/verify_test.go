@@ -123,7 +123,7 @@ func TestVerifyFailsWhenAMessageHasNoReceipt(t *testing.T) {
 	// No executor runs: the message stays without a receipt.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := env.JS.Publish(ctx, "approvals.intent-0001", s.Original.Envelope()); err != nil {
+	if _, err := env.JS.Publish(ctx, "approvals.default.intent-0001", s.Original.Envelope()); err != nil {
 		t.Fatal(err)
 	}
 	rep := verify(t, env)

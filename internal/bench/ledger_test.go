@@ -118,7 +118,7 @@ func TestLedgerReferenceDecidesAsTheService(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.Envelopes = append(w.Envelopes, e)
-		w.Subjects = append(w.Subjects, topology.ApprovalSubject(intent))
+		w.Subjects = append(w.Subjects, topology.ApprovalSubject("", intent))
 		want = append(want, outcome)
 	}
 	add(a, document.OutcomeCreated)

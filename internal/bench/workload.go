@@ -203,7 +203,7 @@ func generate(spec workloadSpec) (*Workload, error) {
 	w.Subjects = make([]string, len(envs))
 	for i, k := range order {
 		w.Envelopes[i] = envs[k]
-		w.Subjects[i] = topology.ApprovalSubject(intents[k])
+		w.Subjects[i] = topology.ApprovalSubject("", intents[k])
 	}
 	return w, nil
 }

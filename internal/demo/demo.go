@@ -442,7 +442,7 @@ func SendAndWait(ctx context.Context, js jetstream.JetStream, env []byte, wait t
 	if err != nil {
 		return nil, err
 	}
-	rc, err := publish.WaitReceipt(ctx, js, sent.IntentID, sent.StreamSeq)
+	rc, err := publish.WaitReceipt(ctx, js, sent.Scope, sent.IntentID, sent.StreamSeq)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,16 @@ import (
 
 var roles = []string{"provisioning", "publisher", "executor", "service", "operator"}
 
+// tenants are deploy/auth's example tenants: publishers confined to the
+// caller scope of their name.
+var tenants = []string{"tenant-a", "tenant-b"}
+
+// passwordVar is the environment variable deploy/auth reads a user's
+// password from.
+func passwordVar(user string) string {
+	return "SENDTWICE_" + strings.ToUpper(strings.ReplaceAll(user, "-", "_")) + "_PASSWORD"
+}
+
 // Key-value buckets deploy/auth names besides the lease: the provisioned
 // topology (account SENDTWICE, written by provisioning) and the store the
 // task service adopted (account SERVICE).
@@ -50,11 +61,11 @@ const (
 func authServer(t *testing.T) (url string, passwords map[string]string) {
 	t.Helper()
 	passwords = map[string]string{}
-	for _, r := range roles {
+	for _, r := range append(slices.Clone(roles), tenants...) {
 		b := make([]byte, 12)
 		_, _ = rand.Read(b)
 		passwords[r] = hex.EncodeToString(b)
-		t.Setenv("SENDTWICE_"+strings.ToUpper(r)+"_PASSWORD", passwords[r])
+		t.Setenv(passwordVar(r), passwords[r])
 	}
 	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "auth", "nats-auth.conf"))
 	if err != nil {
@@ -238,70 +249,28 @@ func msg(subject, body string) *nats.Msg {
 	return &nats.Msg{Subject: subject, Data: []byte(body), Header: nats.Header{}}
 }
 
-// receiptWatch waits for receipts as a publisher under deploy/auth does: a
-// subscription on the intent's receipts subject, taken before publishing,
-// and MSG.GET on RECEIPTS for receipts stored before it. A publisher may
-// create no consumer.
-type receiptWatch struct {
-	js      jetstream.JetStream
-	subject string
-	sub     *nats.Subscription
+// watchReceipts waits for receipts as a publisher under deploy/auth does,
+// with its own code (publish.Receipts): a subscription on the key's
+// receipts subject, taken before publishing, and a direct get of the last
+// receipt stored on it. A publisher may create no consumer.
+func watchReceipts(t *testing.T, js jetstream.JetStream, scope, intentID string) *receiptWatch {
+	t.Helper()
+	w := &receiptWatch{r: publish.NewReceipts(js), scope: scope, intent: intentID}
+	t.Cleanup(w.r.Close)
+	if err := w.r.Watch(scope, intentID); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
-func watchReceipts(t *testing.T, nc *nats.Conn, js jetstream.JetStream, intentID string) *receiptWatch {
-	t.Helper()
-	w := &receiptWatch{js: js, subject: topology.ReceiptSubject(intentID)}
-	sub, err := nc.SubscribeSync(w.subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	w.sub = sub
-	return w
+type receiptWatch struct {
+	r             *publish.Receipts
+	scope, intent string
 }
 
 // await returns the first terminal receipt for the approval at streamSeq.
 func (w *receiptWatch) await(ctx context.Context, streamSeq uint64) (*publish.Receipt, error) {
-	want := strconv.FormatUint(streamSeq, 10)
-	match := func(h nats.Header, data []byte) *publish.Receipt {
-		if h.Get(topology.HeaderStreamSeq) != want {
-			return nil
-		}
-		r, err := document.DecodeReceipt(data)
-		if err != nil || r.Delivery.StreamSeq != streamSeq || !document.Terminal(r.Outcome) {
-			return nil
-		}
-		return &publish.Receipt{Receipt: r, Raw: append([]byte(nil), data...)}
-	}
-	s, err := w.js.Stream(ctx, topology.ReceiptsStream)
-	if err != nil {
-		return nil, fmt.Errorf("reading stream %s: %w", topology.ReceiptsStream, err)
-	}
-	for from := uint64(1); ; {
-		m, err := s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(w.subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading stored receipts: %w", err)
-		}
-		if r := match(m.Header, m.Data); r != nil {
-			return r, nil
-		}
-		from = m.Sequence + 1
-	}
-	for {
-		m, err := w.sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("waiting for a receipt on %s: %w", w.subject, err)
-		}
-		if r := match(m.Header, m.Data); r != nil {
-			return r, nil
-		}
-	}
+	return w.r.Wait(ctx, w.scope, w.intent, streamSeq)
 }
 
 func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
@@ -398,7 +367,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	}
 	var receipts [][]byte
 	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
-		w := watchReceipts(t, pub.Conn, js, document.Identify(s.Original.Envelope()).IntentID)
+		w := watchReceipts(t, js, "", document.Identify(s.Original.Envelope()).IntentID)
 		sent, err := publish.Send(ctx, js, s.Original.Envelope())
 		if err != nil {
 			t.Fatalf("the publisher could not publish: %v", err)
@@ -413,7 +382,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		receipts = append(receipts, rc.Raw)
 	}
 	job("publisher", "publish an approval, wait for its receipt (subscribe before publishing, then read stored receipts)",
-		"`approvals.<intent>` and its ack; subscribe `receipts.<intent>`; `$JS.API.STREAM.MSG.GET.RECEIPTS`", seenAllowed)
+		"`approvals.<scope>.<intent>` and its ack; subscribe `receipts.<scope>.<intent>`; `$JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>`", seenAllowed)
 	job("executor", "pull and ack consumer `executor`, call `create`, store receipts (atomic batches)",
 		"`$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor`, `$JS.ACK.APPROVALS.executor.>`, `fake-task-provider.create`, `receipts.>`", seenAllowed)
 
@@ -438,7 +407,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 		job("operator", "`executor verify` and `status`: read the three streams through consumers of its own (ephemeral, removed after a minute unused), the consumer's state, the service's counters and records",
 			"`$JS.API.CONSUMER.CREATE.<stream>.<own name>[.<filter>]`, `$JS.API.CONSUMER.INFO.*.*`, `fake-task-provider.stats`, `.records`", seenAllowed)
-		dead := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
+		dead := nats.NewMsg(topology.DeadLetterSubjectFor("", "intent-0001"))
 		dead.Data = s.Original.Envelope()
 		dead.Header.Set(topology.HeaderReason, "task service call failed")
 		dead.Header.Set(topology.HeaderStreamSeq, "1")
@@ -446,7 +415,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if _, err := exJS.PublishMsg(ctx, dead); err != nil {
 			t.Fatalf("the executor could not store a dead letter: %v", err)
 		}
-		job("executor", "store a dead letter", "`deadletters.<intent>` and its ack", seenAllowed)
+		job("executor", "store a dead letter", "`deadletters.<scope>.<intent>` and its ack", seenAllowed)
 		dls, err := redrive.List(ctx, ojs)
 		if err != nil || len(dls) != 1 {
 			t.Fatalf("the operator listed dead letters %v: %v", dls, err)
@@ -458,12 +427,12 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the operator could not redrive: %v", err)
 		}
-		rc, err := publish.WaitReceipt(ctx, ojs, sent.IntentID, sent.StreamSeq)
+		rc, err := publish.WaitReceipt(ctx, ojs, sent.Scope, sent.IntentID, sent.StreamSeq)
 		if err != nil || rc.Outcome != document.OutcomeReplayed {
 			t.Fatalf("the redriven approval: %+v, %v; want replayed", rc, err)
 		}
 		job("operator", "`executor redrive`: read dead letters, republish one as an approval, wait for its receipt",
-			"`$JS.API.STREAM.MSG.GET.DEADLETTERS`, `approvals.<intent>` and its ack", seenAllowed)
+			"`$JS.API.STREAM.MSG.GET.DEADLETTERS`, `approvals.<scope>.<intent>` and its ack; `$JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>`", seenAllowed)
 	})
 
 	t.Run("the executor and the operator read the provisioned topology", func(t *testing.T) {
@@ -492,21 +461,27 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	})
 
 	t.Run("the executor reads a stored receipt back by its intent's subject, as before dead-lettering", func(t *testing.T) {
-		st, err := exJS.Stream(ctx, topology.ReceiptsStream)
-		if err != nil {
-			t.Fatalf("the executor could not open RECEIPTS: %v", err)
+		// As the executor reads it: MSG.GET with the subject in the body
+		// (its role reads every scope's receipts).
+		a := exConn.try(t, msg("$JS.API.STREAM.MSG.GET."+topology.ReceiptsStream,
+			`{"seq":1,"next_by_subj":"`+topology.ReceiptSubject("", "intent-0001")+`"}`))
+		var got struct {
+			Message *struct {
+				Subject string `json:"subject"`
+				Header  []byte `json:"hdrs"`
+			} `json:"message"`
 		}
-		m, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(topology.ReceiptSubject("intent-0001")))
-		if err != nil || m.Header.Get(topology.HeaderStreamSeq) == "" {
-			t.Fatalf("the executor could not read a stored receipt: %v", err)
+		if a.msg == nil || json.Unmarshal(a.msg.Data, &got) != nil || got.Message == nil ||
+			got.Message.Subject != topology.ReceiptSubject("", "intent-0001") || !bytes.Contains(got.Message.Header, []byte(topology.HeaderStreamSeq)) {
+			t.Fatalf("the executor could not read a stored receipt: %s", a.seen())
 		}
 		job("executor", "read a stored receipt back before dead-lettering", "`$JS.API.STREAM.INFO.RECEIPTS`, `$JS.API.STREAM.MSG.GET.RECEIPTS`", seenAllowed)
 	})
 
 	t.Run("an envelope on another intent's subject is rejected at envelope without a call", func(t *testing.T) {
 		before := hosted.Store.Stats()
-		w := watchReceipts(t, pub.Conn, js, "intent-0001")
-		m := nats.NewMsg(topology.ApprovalSubject("intent-0002"))
+		w := watchReceipts(t, js, "", "intent-0001")
+		m := nats.NewMsg(topology.ApprovalSubject("", "intent-0002"))
 		m.Data = s.Original.Envelope()
 		ack, err := js.PublishMsg(ctx, m)
 		if err != nil {
@@ -541,14 +516,14 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	})
 
 	t.Run("the streams refuse a message larger than the gate accepts", func(t *testing.T) {
-		big := nats.NewMsg(topology.ApprovalSubject("intent-big"))
+		big := nats.NewMsg(topology.ApprovalSubject("", "intent-big"))
 		big.Data = bytes.Repeat([]byte(" "), document.Limits.MaxBytes+topology.HeaderAllowance+1)
 		if _, err := js.PublishMsg(ctx, big); err == nil {
 			t.Fatal("APPROVALS stored a message larger than the gate accepts")
 		} else if !strings.Contains(err.Error(), "maximum") {
 			t.Fatalf("publishing an oversized approval: %v, want the stream's size refusal", err)
 		}
-		for _, subject := range []string{topology.ReceiptSubject("intent-big"), topology.DeadLetterSubjectFor("intent-big")} {
+		for _, subject := range []string{topology.ReceiptSubject("", "intent-big"), topology.DeadLetterSubjectFor("", "intent-big")} {
 			m := nats.NewMsg(subject)
 			m.Data = bytes.Repeat([]byte(" "), topology.DeadLetterMaxMsg+1)
 			if _, err := exJS.PublishMsg(ctx, m); err == nil {
@@ -573,9 +548,10 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 
 	t.Run("each role publishes only onto its own streams", func(t *testing.T) {
 		for _, c := range []*conn{pub, exConn, op, svcConn} {
-			for _, subject := range []string{"approvals.intent-0001", "receipts.intent-0001", "deadletters.intent-0001"} {
-				may := map[string]bool{"publisher": subject == "approvals.intent-0001", "operator": subject == "approvals.intent-0001",
-					"executor": subject != "approvals.intent-0001"}[c.role]
+			approval := topology.ApprovalSubject("", "intent-0001")
+			for _, subject := range []string{approval, topology.ReceiptSubject("", "intent-0001"), topology.DeadLetterSubjectFor("", "intent-0001")} {
+				may := map[string]bool{"publisher": subject == approval, "operator": subject == approval,
+					"executor": subject != approval}[c.role]
 				if may {
 					continue // shown by the role's job above
 				}
@@ -652,34 +628,45 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 	})
 
-	t.Run("a publisher can aim an answer at another publisher's receipt subscription, and it is no receipt", func(t *testing.T) {
-		// Both publishers share their account: an answer to one can be
-		// delivered on a subject the other subscribed to. What arrives is the
-		// server's answer, never a stored receipt as it was stored: a waiting
-		// publisher keeps only a receipt for its own message.
+	t.Run("a publisher can aim a stored receipt at another publisher's receipt subscription, and that one's wait does not take it", func(t *testing.T) {
+		// Both publishers share their account: the answer to one's direct
+		// get can be delivered on a subject the other subscribed to. What
+		// arrives is a receipt the sender may read anyway, of its own key's
+		// message; a waiting publisher reports only a stored receipt of its
+		// own message, never one it was only sent.
 		other := connectAs(t, url, "publisher", pw["publisher"])
-		sub, err := other.SubscribeSync(topology.ReceiptSubject("intent-0009"))
+		ojs, _ := jetstream.New(other.Conn)
+		w := watchReceipts(t, ojs, "", "intent-0009")
+		m := msg("$JS.API.DIRECT.GET.RECEIPTS."+topology.ReceiptSubject("", "intent-0001"), "")
+		m.Reply = topology.ReceiptSubject("", "intent-0009")
+		spy, err := other.SubscribeSync(m.Reply)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = other.Flush()
-		m := msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.intent-0001"}`)
-		m.Reply = topology.ReceiptSubject("intent-0009")
 		if err := pub.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
-		got, err := sub.NextMsg(3 * time.Second)
+		got, err := spy.NextMsg(3 * time.Second)
 		if err != nil {
 			t.Fatalf("the answer did not arrive on the other publisher's subscription: %v", err)
 		}
-		if got.Header.Get(topology.HeaderStreamSeq) != "" {
-			t.Fatalf("the answer carries %s: %v", topology.HeaderStreamSeq, got.Header)
+		seq, err := strconv.ParseUint(got.Header.Get(topology.HeaderStreamSeq), 10, 64)
+		if err != nil {
+			t.Fatalf("the answer is not a stored receipt: %v %s", got.Header, got.Data)
 		}
-		if _, err := document.DecodeReceipt(got.Data); err == nil {
-			t.Fatalf("the answer decodes as a receipt: %s", got.Data)
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if rc, err := w.await(wctx, seq); !errors.Is(err, publish.ErrNoReceipt) {
+			t.Fatalf("the other publisher's wait for message %d on intent-0009 took the receipt sent to it: %+v, %v", seq, rc, err)
 		}
-		job("publisher", "name another publisher's `receipts.<intent>` as the reply of its own request",
-			"`$JS.API.STREAM.MSG.GET.RECEIPTS`, reply `receipts.<intent>`", "delivered to that publisher: the server's JSON answer, no receipt (no `Sendtwice-Stream-Seq` header)")
+		job("publisher", "name another publisher's `receipts.<scope>.<intent>` as the reply of its own direct get",
+			"`$JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>`, reply `receipts.<scope>.<other intent>`",
+			"delivered to that publisher: a receipt the sender may read, which that publisher's wait does not take (not stored on its key)")
+	})
+
+	t.Run("a tenant sends and reads only within its own scope", func(t *testing.T) {
+		testTenants(t, ctx, &spies, url, pw, s, hosted.Store.Stats)
 	})
 
 	t.Run("each role subscribes only where its job needs and reads no other role's replies", func(t *testing.T) {
@@ -772,7 +759,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	})
 	t.Run("no role writes into a stream it may not publish to, reply subjects included", func(t *testing.T) {
 		testReplyInjection(t, ctx, &spies, pjs, sjs, map[string]*conn{"provisioning": prov, "publisher": pub, "executor": exConn,
-			"service": svcConn, "operator": op})
+			"service": svcConn, "operator": op, "tenant-a": connectAs(t, url, "tenant-a", pw["tenant-a"])})
 	})
 
 	t.Run("no password or key material appears in logs, receipts or errors", func(t *testing.T) {

@@ -131,8 +131,8 @@ func testNoConsumers(t *testing.T, ctx context.Context, spies *spyTables, pjs je
 	}
 	before := counts()
 	filter := func(stream string) string {
-		return map[string]string{topology.ReceiptsStream: "receipts.intent-0001", topology.ApprovalsStream: "approvals.intent-0001",
-			topology.DeadLetterStream: "deadletters.intent-0001"}[stream]
+		return map[string]string{topology.ReceiptsStream: "receipts.default.intent-0001", topology.ApprovalsStream: "approvals.default.intent-0001",
+			topology.DeadLetterStream: "deadletters.default.intent-0001"}[stream]
 	}
 	// client makes a consumer through nats.go's jetstream package: the
 	// subject holds a generated name, so the violation is matched by prefix.
@@ -235,6 +235,7 @@ var (
 	mayPublish = map[string]map[string]bool{
 		"provisioning": {topology.ApprovalsStream: true, topology.ReceiptsStream: true, topology.DeadLetterStream: true, "KV_" + topologyBucket: true},
 		"publisher":    {topology.ApprovalsStream: true},
+		"tenant-a":     {topology.ApprovalsStream: true},
 		"executor":     {topology.ReceiptsStream: true, topology.DeadLetterStream: true},
 		"operator":     {topology.ApprovalsStream: true},
 		"service":      {"KV_" + provider.LeaseBucket: true},
@@ -279,14 +280,17 @@ func testReplyInjection(t *testing.T, ctx context.Context, spies *spyTables, pjs
 	}{
 		{"provisioning", "JetStream API (`$JS.API.INFO`)", msg("$JS.API.INFO", "")},
 
-		{"publisher", "`MSG.GET` on RECEIPTS", msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.intent-0001"}`)},
+		{"publisher", "direct get on RECEIPTS", msg("$JS.API.DIRECT.GET.RECEIPTS."+topology.ReceiptSubject("", "intent-0001"), "")},
 		{"publisher", "JetStream API (`STREAM.INFO.RECEIPTS`)", msg("$JS.API.STREAM.INFO.RECEIPTS", "")},
 		{"publisher", "publish onto APPROVALS, the ack to the reply", wrongStream("approvals.spy")},
 		{"publisher", "pull a consumer on RECEIPTS (`MSG.NEXT`)", msg("$JS.API.CONSUMER.MSG.NEXT.RECEIPTS.spy-operator", nextNoWait)},
 		{"publisher", "task service (`fake-task-provider.create`)", msg(provider.SubjectCreate, `{}`)},
 
+		{"tenant-a", "direct get on RECEIPTS, its own scope", msg("$JS.API.DIRECT.GET.RECEIPTS."+topology.ReceiptSubject("tenant-a", "intent-0002"), "")},
+		{"tenant-a", "publish onto APPROVALS, its own scope, the ack to the reply", wrongStream(topology.ApprovalSubject("tenant-a", "spy"))},
+
 		{"executor", "pull its consumer (`MSG.NEXT.APPROVALS.executor`)", msg("$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor", nextNoWait)},
-		{"executor", "`MSG.GET` on RECEIPTS", msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.intent-0001"}`)},
+		{"executor", "`MSG.GET` on RECEIPTS", msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.default.intent-0001"}`)},
 		{"executor", "JetStream API (`CONSUMER.INFO.APPROVALS.executor`)", msg("$JS.API.CONSUMER.INFO.APPROVALS.executor", "")},
 		{"executor", "publish onto RECEIPTS, the ack to the reply", wrongStream("receipts.spy")},
 		{"executor", "task service (`fake-task-provider.create`)", msg(provider.SubjectCreate, `{}`)},

@@ -110,7 +110,7 @@ func (s *spyTables) markdown() string {
 // roleOrder places a role in the tables: the rows of each role together,
 // in the order of the pipeline.
 func roleOrder(role string) int {
-	for i, r := range []string{"provisioning", "publisher", "executor", "operator", "service"} {
+	for i, r := range []string{"provisioning", "publisher", "tenant-a", "tenant-b", "executor", "operator", "service"} {
 		if r == role {
 			return i
 		}

@@ -2,19 +2,18 @@ package document
 
 // Identity holds the ids a message names, as far as they can be read.
 type Identity struct {
-	IntentID string
-	// Scope is the caller scope of the intent's key: the request's scope,
-	// DefaultScope when it names none; empty when no intent id could be read
-	// or the scope is not a ValidScope.
+	// Scope is the request's caller scope when it names a valid one (see
+	// ValidScope), else "": absent, or not a scope. Subjects read "" as
+	// DefaultScope, as Request.KeyScope does.
 	Scope      string
+	IntentID   string
 	RequestID  string
 	ApprovalID string
 }
 
-// Identify reads the intent, request and approval ids, and the intent's
-// scope, from an envelope on a best-effort basis, for routing and receipts
-// even when the gate refuses the message. Ids that are not plausible (see
-// ValidID) are left empty. It never fails.
+// Identify reads the scope and the intent, request and approval ids from an envelope on a
+// best-effort basis, for routing and receipts even when the gate refuses the
+// message. Ids that are not plausible (see ValidID) are left empty. It never fails.
 func Identify(envelope []byte) Identity {
 	parts, err := SplitEnvelope(envelope)
 	if err != nil {
@@ -30,20 +29,16 @@ func Identify(envelope []byte) Identity {
 		}
 		return ""
 	}
-	id := Identity{
+	scope := ""
+	if m, ok := parts.Request.(map[string]any); ok {
+		if s, ok := m["scope"].(string); ok && ValidScope(s) {
+			scope = s
+		}
+	}
+	return Identity{
+		Scope:      scope,
 		IntentID:   get(parts.Request, "intent_id"),
 		RequestID:  get(parts.Request, "request_id"),
 		ApprovalID: get(parts.Approval, "approval_id"),
 	}
-	if id.IntentID != "" {
-		switch s, present := parts.Request.(map[string]any)["scope"]; {
-		case !present:
-			id.Scope = DefaultScope
-		default:
-			if s, ok := s.(string); ok && ValidScope(s) {
-				id.Scope = s
-			}
-		}
-	}
-	return id
 }

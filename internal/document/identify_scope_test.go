@@ -4,22 +4,38 @@ import (
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/scenario"
 )
 
-func TestIdentifyReadsTheIntentsScope(t *testing.T) {
-	env := func(request string) []byte {
-		return []byte(`{"schema_version":"task-envelope.v1","candidate":{},"request":` + request + `,"approval":{"approval_id":"approval-1"}}`)
+func TestIdentifyReadsTheScopeOnlyWhenItIsAScope(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range []struct{ name, request, want string }{
-		{"a request naming no scope is in default", `{"intent_id":"intent-1"}`, "default"},
-		{"a request naming team-a is in team-a", `{"intent_id":"intent-1","scope":"team-a"}`, "team-a"},
-		{"a scope that is not one is left empty", `{"intent_id":"intent-1","scope":"Team.A"}`, ""},
-		{"a scope that is not a string is left empty", `{"intent_id":"intent-1","scope":7}`, ""},
-		{"a request without an intent id has no key, so no scope", `{"scope":"team-a"}`, ""},
+	with := func(scope any) []byte {
+		req := scenario.Edit(s.Original.Request, func(m map[string]any) { m["scope"] = scope })
+		env, err := document.BuildEnvelope(s.Original.Candidate, req, s.Original.Approval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	for _, tc := range []struct {
+		name     string
+		envelope []byte
+		want     string
+	}{
+		{"a request without a scope names none (the default scope)", s.Original.Envelope(), ""},
+		{"a request with a scope names it", with("team-a"), "team-a"},
+		{"a scope with a dot is not a scope", with("team-a.team-b"), ""},
+		{"a wildcard is not a scope", with("*"), ""},
+		{"a scope that is not a string is not a scope", with(7), ""},
+		{"a message that is not an envelope names none", []byte(`{"scope":"team-a"}`), ""},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			if got := document.Identify(env(c.request)).Scope; got != c.want {
-				t.Fatalf("scope %q, want %q", got, c.want)
+		t.Run(tc.name, func(t *testing.T) {
+			id := document.Identify(tc.envelope)
+			if id.Scope != tc.want {
+				t.Fatalf("scope %q, want %q", id.Scope, tc.want)
 			}
 		})
 	}

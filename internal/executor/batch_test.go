@@ -156,7 +156,7 @@ func publishApprovals(t *testing.T, js jetstream.JetStream, prefix string, n int
 			t.Fatal(err)
 		}
 		env := a.Envelope()
-		f, err := js.PublishAsync(topology.ApprovalSubject(document.Identify(env).IntentID), env)
+		f, err := js.PublishAsync(topology.ApprovalSubject("", document.Identify(env).IntentID), env)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -183,7 +183,7 @@ func TestARunningExecutorStopsTakingDeliveriesOnceItsConsumerIsChanged(t *testin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := env.JS.Publish(ctx, topology.ApprovalSubject("intent-0001"), s.Original.Envelope()); err != nil {
+	if _, err := env.JS.Publish(ctx, topology.ApprovalSubject("", "intent-0001"), s.Original.Envelope()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)

@@ -334,7 +334,7 @@ func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *te
 			id := document.Identify(envelope)
 			others := func(from, n int) {
 				for i := from; i < from+n; i++ {
-					m := nats.NewMsg(topology.ReceiptSubject(id.IntentID))
+					m := nats.NewMsg(topology.ReceiptSubject("", id.IntentID))
 					m.Header.Set(topology.HeaderStreamSeq, strconv.Itoa(1000+i))
 					m.Header.Set(topology.HeaderOutcome, document.OutcomeReplayed)
 					task := "fake-task-0001"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
@@ -279,9 +280,16 @@ type delivery struct {
 	seq       uint64
 	delivered uint64
 	attempt   string // unique id of this handling
-	id        document.Identity
-	start     time.Time
-	stored    time.Time // when the stream stored the message
+	// scope is the scope its receipts and dead letters are filed under:
+	// the one its subject names (subjects.ScopeOfApproval), so that they
+	// land where the one who could publish it may read them and never
+	// under another scope; topology.ScopeUnknown when the subject names
+	// none. The gate refuses a message whose request names another scope
+	// than its subject.
+	scope  string
+	id     document.Identity
+	start  time.Time
+	stored time.Time // when the stream stored the message
 	// released, when set, is called once the delivery no longer needs its
 	// handler slot (its receipt waits for a batch, or it is finished).
 	released func()
@@ -310,7 +318,8 @@ func (d *delivery) done() {
 // handle processes one delivery. released is called when the handler slot is
 // no longer needed, finished when the delivery is finished; each exactly once.
 func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
-	d := &delivery{msg: msg, start: time.Now(), attempt: nuid.Next(), released: released, finished: finished}
+	d := &delivery{msg: msg, start: time.Now(), attempt: nuid.Next(), released: released, finished: finished,
+		scope: subjects.ScopeOfApproval(msg.Subject())}
 	meta, err := msg.Metadata()
 	if err != nil {
 		// Not a delivery the executor can place: no stream sequence to key a
@@ -609,7 +618,7 @@ type msgGetResponse struct {
 func (e *Executor) storedReceipt(d *delivery) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	subject := topology.ReceiptSubject(d.id.IntentID)
+	subject := topology.ReceiptSubject(d.scope, d.id.IntentID)
 	seq := strconv.FormatUint(d.seq, 10)
 	req := msgGetRequest{NextFor: subject, Seq: 1}
 	if !d.stored.IsZero() {
@@ -688,7 +697,7 @@ func (e *Executor) deadLetter(d *delivery, reason string) {
 	}
 	e.log.Warn("dead-lettering a message", "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "reason", reason)
 	reason += "; " + unknownOutcome
-	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.id.IntentID))
+	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.scope, d.id.IntentID))
 	m.Data = d.msg.Data()
 	m.Header.Set(topology.HeaderReason, reason)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))
@@ -742,12 +751,27 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 		ReceiptID:     "receipt-" + d.attempt,
 		Outcome:       outcome,
 		IntentID:      opt(d.id.IntentID),
-		Scope:         d.id.Scope,
+		Scope:         receiptScope(d),
 		RequestID:     opt(d.id.RequestID),
 		ApprovalID:    opt(d.id.ApprovalID),
 		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Attempt: d.attempt, Executor: e.cfg.ID, StoredAt: storedAt},
 		IssuedAt:      e.cfg.Clock().UTC().Format(time.RFC3339Nano),
 	}
+}
+
+// receiptScope is the key's scope that a receipt names: the request's
+// (its scope, or default) once the gate has read it; before that, the
+// scope the message names if it is one, else the scope of the subject it
+// was delivered on (where its receipt is filed), and none when that is not
+// a scope either.
+func receiptScope(d *delivery) string {
+	switch {
+	case d.id.Scope != "":
+		return d.id.Scope
+	case document.ValidScope(d.scope):
+		return d.scope
+	}
+	return ""
 }
 
 // finish stores the receipt and then acks (or, for terminal refusals,
@@ -772,7 +796,7 @@ func (e *Executor) pendingReceipt(d *delivery, r *document.Receipt, term bool) (
 	if err != nil {
 		return nil, fmt.Errorf("executor: encoding a receipt: %w", err)
 	}
-	m := nats.NewMsg(topology.ReceiptSubject(d.id.IntentID))
+	m := nats.NewMsg(topology.ReceiptSubject(d.scope, d.id.IntentID))
 	m.Data = body
 	m.Header.Set(topology.HeaderOutcome, r.Outcome)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))

@@ -182,7 +182,7 @@ func sendOnly(t testing.TB, js jetstream.JetStream, envelope []byte) uint64 {
 	defer cancel()
 	m := envelope
 	id := document.Identify(m)
-	ack, err := js.Publish(ctx, topology.ApprovalSubject(id.IntentID), m)
+	ack, err := js.Publish(ctx, topology.ApprovalSubject("", id.IntentID), m)
 	if err != nil {
 		t.Fatal(err)
 	}

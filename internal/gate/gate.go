@@ -310,9 +310,9 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
-	if want := subjects.Approval(req.IntentID); subject != "" && subject != want {
+	if want := subjects.Approval(req.KeyScope(), req.IntentID); subject != "" && subject != want {
 		return nil, refuse(CheckEnvelope, "$.request.intent_id",
-			"the message was published on %q, but intent %q is published on %q: an approval counts only on its own intent's subject", subject, req.IntentID, want)
+			"the message was published on %q, but intent %q of scope %q is published on %q: an approval counts only on its own key's subject", subject, req.IntentID, req.KeyScope(), want)
 	}
 
 	if p.Approval == nil {

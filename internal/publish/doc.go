@@ -8,15 +8,25 @@
 // reconnect, a server restart); such a caller passes one id to the retries
 // of one send and a new one (NewMsgID) to every other send.
 //
+// A message goes onto its key's subject, approvals.<scope>.<intent> (the
+// request's scope; the default scope when it names none).
+//
 // Receipts waits for receipts without a JetStream consumer, so that no
 // number of senders or waits can use up the RECEIPTS stream's consumers: a
-// core NATS subscription on an intent's receipts subject says when a
-// receipt is published, and the receipt is read back as the stream stored
-// it with the message get API ($JS.API.STREAM.MSG.GET.RECEIPTS,
-// next_by_subj). Those reads also find a receipt stored before the
-// subscription existed or while the connection was away, and repeat with a
-// bounded back-off while a wait lasts. One Receipts serves any number of
-// waits (redrive waits for all of a run's messages on one).
+// core NATS subscription on a key's receipts subject
+// (receipts.<scope>.<intent>) says when a receipt is published, and the
+// receipt is read back as the stream stored it with a direct get of the
+// last message on that subject
+// ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>), whose API
+// subject names the subject read, so that a permission can confine a
+// caller to its own scope. Those reads also find a receipt stored before
+// the subscription existed or while the connection was away, and repeat
+// with a bounded back-off while a wait lasts. A direct get by subject
+// reads only the last receipt of a key: a receipt is reported once it is
+// read stored, or once a receipt published in the same atomic batch is;
+// one hidden by a later receipt of its key before any read saw it is not.
+// One Receipts serves any number of waits (redrive waits for all of a
+// run's messages on one).
 //
 // The package must never make up an id that another send could carry,
 // never report a receipt that is not for its own message or that the

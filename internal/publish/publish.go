@@ -21,11 +21,15 @@ type Sent struct {
 	// Duplicate is true when the stream had already stored this call's
 	// message (a transport retry of the same call).
 	Duplicate bool
-	IntentID  string
+	// Scope and IntentID are the key the message was published for: the
+	// request's scope ("" for one that names none, the default scope) and
+	// its intent id.
+	Scope    string
+	IntentID string
 }
 
 // Send publishes one envelope and waits for the stream's ack. The subject
-// is derived from the envelope's intent id; the message id is new, so this is
+// is derived from the envelope's scope and intent id; the message id is new, so this is
 // a real send even if the same envelope was sent before.
 func Send(ctx context.Context, js jetstream.JetStream, envelope []byte) (Sent, error) {
 	return SendWithID(ctx, js, envelope, NewMsgID())
@@ -46,15 +50,17 @@ func SendWithID(ctx context.Context, js jetstream.JetStream, envelope []byte, ms
 // names the dead letter). The subject and the message id are set as by
 // SendWithID; header must not carry a message id of its own.
 func SendWithHeaders(ctx context.Context, js jetstream.JetStream, envelope []byte, msgID string, header nats.Header) (Sent, error) {
-	return SendIntent(ctx, js, document.Identify(envelope).IntentID, envelope, msgID, header)
+	id := document.Identify(envelope)
+	return SendIntent(ctx, js, id.Scope, id.IntentID, envelope, msgID, header)
 }
 
 // SendIntent is SendWithHeaders for a caller that already knows the
-// envelope's intent id ("" when the envelope names none an executor could
+// envelope's key: its request's scope ("" when it names none, the default
+// scope) and intent id ("" when the envelope names none an executor could
 // read, see document.Identify), so the envelope is not read again. The
-// subject is that intent's approvals subject.
-func SendIntent(ctx context.Context, js jetstream.JetStream, intentID string, envelope []byte, msgID string, header nats.Header) (Sent, error) {
-	s := Sent{Subject: topology.ApprovalSubject(intentID), MsgID: msgID, IntentID: intentID}
+// subject is that key's approvals subject, approvals.<scope>.<intent>.
+func SendIntent(ctx context.Context, js jetstream.JetStream, scope, intentID string, envelope []byte, msgID string, header nats.Header) (Sent, error) {
+	s := Sent{Subject: topology.ApprovalSubject(scope, intentID), MsgID: msgID, Scope: scope, IntentID: intentID}
 	if header.Get(jetstream.MsgIDHeader) != "" {
 		return s, errors.New("publish: the message id is the msgID argument, not a header")
 	}

@@ -48,7 +48,7 @@ func TestSendWithHeadersStoresTheCallersHeadersBesideItsOwnMessageID(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sent.Subject != topology.ApprovalSubject("intent-0001") || sent.IntentID != "intent-0001" || sent.Duplicate {
+	if sent.Subject != topology.ApprovalSubject("", "intent-0001") || sent.IntentID != "intent-0001" || sent.Duplicate {
 		t.Fatalf("sent %+v", sent)
 	}
 	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)

@@ -2,9 +2,9 @@ package publish
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,30 +47,44 @@ const (
 )
 
 // Receipts waits for the receipts of approval messages without creating a
-// consumer. For each intent it watches, a core NATS subscription on the
-// intent's receipts subject (topology.ReceiptSubject) rings when an
-// executor publishes a receipt, and the receipt is then read as the
-// RECEIPTS stream stored it, with the JetStream API's message get
-// ($JS.API.STREAM.MSG.GET.RECEIPTS, next_by_subj on the intent's subject),
-// from where the last read stopped. Only stored receipts are reported: a
-// receipt seen on the subscription whose storing failed (a refused batch)
-// is never one.
+// consumer. For each key (scope, intent) it watches, a core NATS
+// subscription on the key's receipts subject (topology.ReceiptSubject,
+// receipts.<scope>.<intent>) rings when an executor publishes a receipt,
+// and the receipt is then read as the RECEIPTS stream stored it, with the
+// JetStream API's direct get of the last message on that subject
+// ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>). The subject
+// read is in the API subject, not in a request body, so that a permission
+// on $JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.> confines a caller to
+// its own scope's receipts. Only stored receipts are reported: a receipt
+// seen on the subscription whose storing failed (a refused batch) is never
+// one.
+//
+// A direct get by subject reads only the last receipt of a key. A receipt
+// that a later receipt of the same key hides before any read saw it is
+// still reported when the wait saw it published in the same atomic batch
+// as a receipt read stored (a batch is stored whole or not at all); a
+// receipt stored alone and hidden within moments by another of its key
+// (two sends of one key whose receipts are stored at once) is not seen,
+// and its wait ends with ErrNoReceipt. Each receipt seen published rings a
+// read at once, so that window is a read's round trip.
 //
 // A receipt stored before the watch began is found by the first read of
-// each Wait; one published while the subscription was away (a reconnect) by
-// the read that follows every reconnect; and the reads repeat, with a
-// bounded back-off, for as long as a Wait runs. Watch an intent before
-// publishing its message, and the receipt cannot be missed however soon it
-// comes.
+// each Wait (if it is still the last of its key); one published while the
+// subscription was away (a reconnect) by the read that follows every
+// reconnect; and the reads repeat, with a bounded back-off, for as long as
+// a Wait runs. Watch a key before publishing its message, and the receipt
+// cannot be missed however soon it comes.
 //
-// What it needs from the server: subscribe on receipts.<intent> and publish
-// (requests) on $JS.API.STREAM.MSG.GET.RECEIPTS, with replies to the
-// connection's inbox. Nothing else: no consumer, no stream info.
+// What it needs from the server: subscribe on receipts.<scope>.<intent>
+// and publish (requests) on
+// $JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>, with replies to
+// the connection's inbox. Nothing else: no consumer, no stream info. The
+// RECEIPTS stream must allow direct gets (topology provisions it so).
 //
 // A Receipts is safe for concurrent use; Close it to unsubscribe.
 type Receipts struct {
 	nc     *nats.Conn
-	get    string // the message get subject of the RECEIPTS stream
+	get    string // the direct get subject of the RECEIPTS stream, without the subject read
 	status chan nats.Status
 
 	mu      sync.Mutex
@@ -85,11 +99,22 @@ type watched struct {
 	reading sync.Mutex // one read of the stored receipts at a time
 
 	// Under Receipts.mu:
-	next    uint64              // the next RECEIPTS sequence to read
 	rung    map[uint64]struct{} // messages whose receipt was seen published, not yet read stored
+	live    []liveCopy          // receipts seen published and not yet known stored, oldest first
+	batches map[string]struct{} // atomic batches known stored
 	first   map[uint64]result   // per message, the first terminal receipt stored (or why it is unreadable)
 	changed chan struct{}       // closed, and replaced, when a wait should read again
 }
+
+// liveCopy is a receipt as the subscription saw it published.
+type liveCopy struct {
+	seq   uint64 // the approval message it names
+	batch string // its atomic batch, "" when published alone
+	data  []byte
+}
+
+// maxLive bounds the receipts of one key kept as seen published.
+const maxLive = 1024
 
 type result struct {
 	r   *Receipt
@@ -99,7 +124,7 @@ type result struct {
 // NewReceipts returns a watch over the RECEIPTS stream of js's server (its
 // API prefix or domain included). Close it when done.
 func NewReceipts(js jetstream.JetStream) *Receipts {
-	r := &Receipts{nc: js.Conn(), get: apiPrefix(js.Options()) + "STREAM.MSG.GET." + topology.ReceiptsStream,
+	r := &Receipts{nc: js.Conn(), get: apiPrefix(js.Options()) + "DIRECT.GET." + topology.ReceiptsStream,
 		watched: map[string]*watched{}}
 	r.status = r.nc.StatusChanged(nats.CONNECTED)
 	go func() {
@@ -133,16 +158,17 @@ func (w *watched) ring() {
 	w.changed = make(chan struct{})
 }
 
-// Watch subscribes to the receipts of intentID ("" for a message that names
-// no intent), unless it is watched already. A message of that intent
+// Watch subscribes to the receipts of the key (scope, intentID): scope ""
+// is the default scope, intentID "" a message that names no intent. It
+// does nothing if the key is watched already. A message of that key
 // published after Watch returns has its receipt seen when it is published.
-func (r *Receipts) Watch(intentID string) error {
-	_, err := r.watch(intentID)
+func (r *Receipts) Watch(scope, intentID string) error {
+	_, err := r.watch(scope, intentID)
 	return err
 }
 
-func (r *Receipts) watch(intentID string) (*watched, error) {
-	subject := topology.ReceiptSubject(intentID)
+func (r *Receipts) watch(scope, intentID string) (*watched, error) {
+	subject := topology.ReceiptSubject(scope, intentID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -151,7 +177,8 @@ func (r *Receipts) watch(intentID string) (*watched, error) {
 	if w := r.watched[subject]; w != nil {
 		return w, nil
 	}
-	w := &watched{subject: subject, next: 1, rung: map[uint64]struct{}{}, first: map[uint64]result{}, changed: make(chan struct{})}
+	w := &watched{subject: subject, rung: map[uint64]struct{}{}, batches: map[string]struct{}{},
+		first: map[uint64]result{}, changed: make(chan struct{})}
 	sub, err := r.nc.Subscribe(subject, func(m *nats.Msg) { r.published(w, m) })
 	if err != nil {
 		return nil, fmt.Errorf("publish: listening for receipts on %s: %w", subject, err)
@@ -172,9 +199,23 @@ func (r *Receipts) published(w *watched, m *nats.Msg) {
 	defer r.mu.Unlock()
 	if _, done := w.first[seq]; !done {
 		w.rung[seq] = struct{}{}
+		c := liveCopy{seq: seq, batch: m.Header.Get(headerBatchID), data: m.Data}
+		if _, stored := w.batches[c.batch]; stored && c.batch != "" {
+			// Its batch is known stored already.
+			w.noteReceipt(seq, 0, c.data)
+		} else {
+			w.live = append(w.live, c)
+			if len(w.live) > maxLive {
+				w.live = slices.Delete(w.live, 0, len(w.live)-maxLive)
+			}
+		}
 	}
 	w.ring()
 }
+
+// headerBatchID is the header of JetStream's atomic batch publish that
+// names the batch a message belongs to.
+const headerBatchID = "Nats-Batch-Id"
 
 // Close unsubscribes; waits still running end with ErrClosed.
 func (r *Receipts) Close() {
@@ -193,12 +234,12 @@ func (r *Receipts) Close() {
 }
 
 // Wait returns the first terminal receipt stored for the approval message
-// at streamSeq, published for intentID ("" when the message named none),
-// watching the intent first if it is not watched yet. It returns an error
+// at streamSeq, published for the key (scope, intentID) (see Watch),
+// watching the key first if it is not watched yet. It returns an error
 // matching ErrNoReceipt when ctx ends first, and also says why the last
 // read of the stored receipts failed, if it did.
-func (r *Receipts) Wait(ctx context.Context, intentID string, streamSeq uint64) (*Receipt, error) {
-	w, err := r.watch(intentID)
+func (r *Receipts) Wait(ctx context.Context, scope, intentID string, streamSeq uint64) (*Receipt, error) {
+	w, err := r.watch(scope, intentID)
 	if err != nil {
 		return nil, err
 	}
@@ -282,64 +323,71 @@ func (e *WaitError) Unwrap() []error {
 	return out
 }
 
-// read reads the receipts stored on w's subject since the last read, and
-// notes for each message the first terminal one.
+// read reads the last receipt stored on w's subject and notes it, with the
+// receipts seen published in the same atomic batch.
 func (r *Receipts) read(ctx context.Context, w *watched) error {
 	w.reading.Lock()
 	defer w.reading.Unlock()
-	for {
-		r.mu.Lock()
-		from := w.next
-		r.mu.Unlock()
-		m, err := r.next(ctx, from, w.subject)
-		if err != nil || m == nil {
-			return err
-		}
-		r.mu.Lock()
-		w.next = m.Sequence + 1
-		w.note(m)
-		r.mu.Unlock()
+	m, err := r.last(ctx, w.subject)
+	if err != nil || m == nil {
+		return err
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w.note(m)
+	return nil
 }
 
-// note takes one stored receipt into account. Receipts.mu is held.
+// note takes one stored receipt into account, and with it every receipt
+// seen published in its atomic batch: the stream stored the batch whole.
+// Receipts.mu is held.
 func (w *watched) note(m *jetstream.RawStreamMsg) {
+	// A message stored by an atomic batch keeps the batch's id: the batch
+	// was committed, and every receipt of it seen published is stored.
+	batch := m.Header.Get(headerBatchID)
+	if batch != "" {
+		w.batches[batch] = struct{}{}
+		// Oldest first, so that of two receipts of one message in the
+		// batch the first published is the one reported.
+		var in []liveCopy
+		w.live = slices.DeleteFunc(w.live, func(c liveCopy) bool {
+			if c.batch == batch {
+				in = append(in, c)
+			}
+			return c.batch == batch
+		})
+		for _, c := range in {
+			w.noteReceipt(c.seq, 0, c.data)
+		}
+	}
 	seq, err := strconv.ParseUint(m.Header.Get(topology.HeaderStreamSeq), 10, 64)
 	if err != nil {
 		return // names no approval message: nobody's receipt
 	}
+	w.noteReceipt(seq, m.Sequence, m.Data)
+}
+
+// noteReceipt takes one receipt known stored into account: the first
+// terminal one of message seq is its receipt. stored is its RECEIPTS
+// sequence (0 when it is known stored by its batch only). Receipts.mu is
+// held.
+func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
 	delete(w.rung, seq)
 	if _, done := w.first[seq]; done {
 		return
 	}
-	rc, err := document.DecodeReceipt(m.Data)
+	rc, err := document.DecodeReceipt(data)
+	at := "in a stored batch"
+	if stored != 0 {
+		at = "RECEIPTS sequence " + strconv.FormatUint(stored, 10)
+	}
 	switch {
 	case err != nil:
-		w.first[seq] = result{err: fmt.Errorf("publish: the receipt for message %d (RECEIPTS sequence %d) does not decode: %w", seq, m.Sequence, err)}
+		w.first[seq] = result{err: fmt.Errorf("publish: the receipt for message %d (%s) does not decode: %w", seq, at, err)}
 	case rc.Delivery.StreamSeq == seq && document.Terminal(rc.Outcome):
-		w.first[seq] = result{r: &Receipt{Receipt: rc, Raw: m.Data}}
+		w.first[seq] = result{r: &Receipt{Receipt: rc, Raw: data}}
+		w.live = slices.DeleteFunc(w.live, func(c liveCopy) bool { return c.seq == seq })
 	}
-}
-
-// msgGetRequest and msgGetResponse are the JetStream API's message get, as
-// package jetstream sends and decodes it.
-type msgGetRequest struct {
-	Seq        uint64 `json:"seq"`
-	NextBySubj string `json:"next_by_subj"`
-}
-
-type msgGetResponse struct {
-	Type    string              `json:"type"`
-	Error   *jetstream.APIError `json:"error,omitempty"`
-	Message *storedMsg          `json:"message,omitempty"`
-}
-
-type storedMsg struct {
-	Subject  string    `json:"subject"`
-	Sequence uint64    `json:"seq"`
-	Header   []byte    `json:"hdrs,omitempty"`
-	Data     []byte    `json:"data,omitempty"`
-	Time     time.Time `json:"time"`
 }
 
 // errRead marks a read of the stored receipts that may succeed when tried
@@ -348,56 +396,62 @@ var errRead = errors.New("publish: reading stored receipts")
 
 func transient(err error) bool { return errors.Is(err, errRead) }
 
-// next returns the first receipt stored on subject at or after sequence
-// from, or nil when there is none.
-func (r *Receipts) next(ctx context.Context, from uint64, subject string) (*jetstream.RawStreamMsg, error) {
-	body, err := json.Marshal(msgGetRequest{Seq: from, NextBySubj: subject})
-	if err != nil {
-		return nil, fmt.Errorf("publish: reading stored receipts: %w", err)
-	}
+// Headers of a direct get's answer.
+const (
+	headerStatus      = "Status"
+	headerDescription = "Description"
+	statusNotFound    = "404"
+)
+
+// last returns the last receipt stored on subject, or nil when there is
+// none, read with a direct get whose API subject names subject.
+func (r *Receipts) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	api := r.get + "." + subject
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	reply, err := r.nc.RequestWithContext(rctx, r.get, body)
+	reply, err := r.nc.RequestWithContext(rctx, api, nil)
 	switch {
 	case errors.Is(err, nats.ErrConnectionClosed):
 		return nil, fmt.Errorf("publish: reading stored receipts on %s: %w", subject, err)
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("%w on %s: %w (no stream %s allowing direct gets answers %s; provisioning makes it so)",
+			errRead, subject, err, topology.ReceiptsStream, api)
 	case err != nil:
 		return nil, fmt.Errorf("%w on %s: %w", errRead, subject, err)
 	}
-	var resp msgGetResponse
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("publish: reading stored receipts on %s: the answer to %s does not decode: %w", subject, r.get, err)
+	if status := reply.Header.Get(headerStatus); len(reply.Data) == 0 && status != "" {
+		desc := reply.Header.Get(headerDescription)
+		switch {
+		case status == statusNotFound:
+			return nil, nil
+		case strings.HasPrefix(status, "5"):
+			return nil, fmt.Errorf("%w on %s: the server answered %s %s", errRead, subject, status, desc)
+		}
+		return nil, fmt.Errorf("publish: reading stored receipts on %s: the server answered %s %s to %s", subject, status, desc, api)
 	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, nil
-	case resp.Error != nil && resp.Error.Code == 503:
-		return nil, fmt.Errorf("%w on %s: %w", errRead, subject, resp.Error)
-	case resp.Error != nil:
-		return nil, fmt.Errorf("publish: reading stored receipts on %s: %w", subject, resp.Error)
-	case resp.Message == nil:
-		return nil, fmt.Errorf("publish: reading stored receipts on %s: %w", subject, jetstream.ErrInvalidJetStreamResponse)
+	m := &jetstream.RawStreamMsg{Subject: reply.Header.Get(jetstream.SubjectHeader), Header: reply.Header, Data: reply.Data}
+	if m.Sequence, err = strconv.ParseUint(reply.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil {
+		return nil, fmt.Errorf("publish: reading stored receipts on %s: the answer to %s names no stream sequence: %w", subject, api, err)
 	}
-	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data, Time: resp.Message.Time}
-	if len(resp.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, fmt.Errorf("publish: reading stored receipts on %s: the headers of RECEIPTS sequence %d: %w", subject, m.Sequence, err)
+	if ts := reply.Header.Get(jetstream.TimeStampHeaer); ts != "" {
+		if m.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+			return nil, fmt.Errorf("publish: reading stored receipts on %s: the time stamp of RECEIPTS sequence %d: %w", subject, m.Sequence, err)
 		}
 	}
-	if m.Sequence < from || m.Subject != subject {
-		return nil, fmt.Errorf("publish: reading stored receipts on %s from sequence %d: the stream answered with %s at %d", subject, from, m.Subject, m.Sequence)
+	if stream := reply.Header.Get(jetstream.StreamHeader); stream != topology.ReceiptsStream || m.Subject != subject {
+		return nil, fmt.Errorf("publish: reading stored receipts on %s: the stream answered with %s on stream %q at %d", subject, m.Subject, stream, m.Sequence)
 	}
 	return m, nil
 }
 
 // WaitReceipt returns the first terminal receipt for the approval message
-// at streamSeq, published for intentID ("" when the message named none),
-// with a Receipts of its own: it reads the receipts of that intent stored
-// so far and waits for the next ones. It returns ErrNoReceipt when ctx ends
-// first. Where the message is yet to be published, Watch its intent on a
+// at streamSeq, published for the key (scope, intentID) (see Watch), with a
+// Receipts of its own: it reads the last receipt of that key stored so far
+// and waits for the next ones. It returns ErrNoReceipt when ctx ends
+// first. Where the message is yet to be published, Watch its key on a
 // Receipts first.
-func WaitReceipt(ctx context.Context, js jetstream.JetStream, intentID string, streamSeq uint64) (*Receipt, error) {
+func WaitReceipt(ctx context.Context, js jetstream.JetStream, scope, intentID string, streamSeq uint64) (*Receipt, error) {
 	r := NewReceipts(js)
 	defer r.Close()
-	return r.Wait(ctx, intentID, streamSeq)
+	return r.Wait(ctx, scope, intentID, streamSeq)
 }

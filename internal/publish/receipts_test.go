@@ -40,7 +40,7 @@ func receiptDoc(t *testing.T, intent string, seq uint64, id string) []byte {
 // receiptMsg is a receipt message as an executor publishes it, naming
 // approval message seq in its header.
 func receiptMsg(intent string, seq uint64, body []byte) *nats.Msg {
-	m := nats.NewMsg(topology.ReceiptSubject(intent))
+	m := nats.NewMsg(topology.ReceiptSubject("", intent))
 	m.Data = body
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(seq, 10))
 	m.Header.Set(topology.HeaderOutcome, document.OutcomeCreated)
@@ -105,11 +105,16 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 					t.Error(err)
 				}
 			}, want: "r-during"},
-		{name: "of two receipts of the message, the first stored is reported",
+		{name: "of two receipts of the message stored alone before the wait, the last is the one a direct get reads",
 			before: func(t *testing.T, intent string, seq uint64) {
 				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-first")))
 				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-second")))
-			}, want: "r-first"},
+			}, want: "r-second"},
+		{name: "a receipt hidden by a later receipt of its key before any read is not seen",
+			before: func(t *testing.T, intent string, seq uint64) {
+				store(t, env.JS, receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-hidden")))
+				store(t, env.JS, receiptMsg(intent, seq+1000, receiptDoc(t, intent, seq+1000, "r-later")))
+			}, within: short},
 		{name: "a receipt the stream refused is not reported although it was seen published",
 			before: func(t *testing.T, intent string, seq uint64) {
 				m := receiptMsg(intent, seq, receiptDoc(t, intent, seq, "r-refused"))
@@ -133,7 +138,7 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			intent := fmt.Sprintf("intent-wait-%d", i)
-			sent, err := publish.SendIntent(context.Background(), env.JS, intent, envelope(t), publish.NewMsgID(), nil)
+			sent, err := publish.SendIntent(context.Background(), env.JS, "", intent, envelope(t), publish.NewMsgID(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +147,7 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 			if tc.unwatched {
 				tc.before(t, intent, sent.StreamSeq)
 			}
-			if err := w.Watch(intent); err != nil {
+			if err := w.Watch("", intent); err != nil {
 				t.Fatal(err)
 			}
 			if tc.before != nil && !tc.unwatched {
@@ -157,7 +162,7 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 			if tc.during != nil {
 				go tc.during(t, intent, sent.StreamSeq)
 			}
-			r, err := w.Wait(ctx, intent, sent.StreamSeq)
+			r, err := w.Wait(ctx, "", intent, sent.StreamSeq)
 			switch {
 			case tc.wantErr:
 				if err == nil || errors.Is(err, publish.ErrNoReceipt) {
@@ -181,13 +186,13 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	env := testenv.Start(t)
 	intent := "intent-batch"
-	sent, err := publish.SendIntent(context.Background(), env.JS, intent, envelope(t), publish.NewMsgID(), nil)
+	sent, err := publish.SendIntent(context.Background(), env.JS, "", intent, envelope(t), publish.NewMsgID(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := publish.NewReceipts(env.JS)
 	defer w.Close()
-	if err := w.Watch(intent); err != nil {
+	if err := w.Watch("", intent); err != nil {
 		t.Fatal(err)
 	}
 	staged := receiptMsg(intent, sent.StreamSeq, receiptDoc(t, intent, sent.StreamSeq, "r-batched"))
@@ -200,7 +205,7 @@ func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	r, err := w.Wait(ctx, intent, sent.StreamSeq)
+	r, err := w.Wait(ctx, "", intent, sent.StreamSeq)
 	cancel()
 	if r != nil || !errors.Is(err, publish.ErrNoReceipt) {
 		t.Fatalf("before the commit: got %s, %v; want ErrNoReceipt", receiptID(r), err)
@@ -223,7 +228,7 @@ func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if r, err := w.Wait(ctx, intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-batched" {
+	if r, err := w.Wait(ctx, "", intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-batched" {
 		t.Fatalf("after the commit: got %s, %v; want r-batched", receiptID(r), err)
 	}
 }
@@ -242,13 +247,13 @@ func TestAReceiptStoredWhileTheConnectionIsAwayIsFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	intent := "intent-reconnect"
-	sent, err := publish.SendIntent(context.Background(), js, intent, envelope(t), publish.NewMsgID(), nil)
+	sent, err := publish.SendIntent(context.Background(), js, "", intent, envelope(t), publish.NewMsgID(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := publish.NewReceipts(js)
 	defer w.Close()
-	if err := w.Watch(intent); err != nil {
+	if err := w.Watch("", intent); err != nil {
 		t.Fatal(err)
 	}
 	gone := make(chan struct{})
@@ -265,7 +270,7 @@ func TestAReceiptStoredWhileTheConnectionIsAwayIsFound(t *testing.T) {
 	store(t, env.JS, receiptMsg(intent, sent.StreamSeq, receiptDoc(t, intent, sent.StreamSeq, "r-away")))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if r, err := w.Wait(ctx, intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-away" {
+	if r, err := w.Wait(ctx, "", intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-away" {
 		t.Fatalf("got %s, %v; want r-away", receiptID(r), err)
 	}
 }
@@ -287,17 +292,17 @@ func TestOneWatchWaitsForManyMessagesWithoutAConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 		intent := document.Identify(a.Envelope()).IntentID
-		if err := w.Watch(intent); err != nil {
+		if err := w.Watch("", intent); err != nil {
 			t.Fatal(err)
 		}
-		sent, err := publish.SendIntent(ctx, env.JS, intent, a.Envelope(), publish.NewMsgID(), nil)
+		sent, err := publish.SendIntent(ctx, env.JS, "", intent, a.Envelope(), publish.NewMsgID(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sends = append(sends, sent)
 	}
 	for _, sent := range sends {
-		r, err := w.Wait(ctx, sent.IntentID, sent.StreamSeq)
+		r, err := w.Wait(ctx, sent.Scope, sent.IntentID, sent.StreamSeq)
 		if err != nil || r.Outcome != document.OutcomeCreated || r.Delivery.StreamSeq != sent.StreamSeq {
 			t.Fatalf("message %d: %v, %v; want created", sent.StreamSeq, r, err)
 		}

@@ -33,7 +33,10 @@ type DeadLetter struct {
 	// ApprovalSeq is the APPROVALS message that was dead-lettered (0 when
 	// the dead letter does not say).
 	ApprovalSeq uint64
-	// IntentID is read from the envelope ("" when it names none).
+	// Scope and IntentID are read from the envelope (see
+	// document.Identify): Scope "" is the default scope, IntentID "" names
+	// none. A redrive republishes it on that key's approvals subject.
+	Scope     string
 	IntentID  string
 	Reason    string
 	Delivered uint64
@@ -48,10 +51,12 @@ func fromStored(seq uint64, stored time.Time, h nats.Header, data []byte) *DeadL
 		n, _ := strconv.ParseUint(h.Get(name), 10, 64)
 		return n
 	}
+	id := document.Identify(data)
 	return &DeadLetter{
 		Seq:         seq,
 		ApprovalSeq: num(topology.HeaderStreamSeq),
-		IntentID:    document.Identify(data).IntentID,
+		Scope:       id.Scope,
+		IntentID:    id.IntentID,
 		Reason:      h.Get(topology.HeaderReason),
 		Delivered:   num(topology.HeaderDelivered),
 		Executor:    h.Get(topology.HeaderExecutor),

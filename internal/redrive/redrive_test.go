@@ -22,7 +22,7 @@ func storeDeadLetter(t *testing.T, js jetstream.JetStream, payload []byte, appro
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m := nats.NewMsg(topology.DeadLetterSubjectFor("intent-0001"))
+	m := nats.NewMsg(topology.DeadLetterSubjectFor("", "intent-0001"))
 	m.Data = payload
 	m.Header.Set(topology.HeaderReason, "task service call failed on delivery 4 of 4: no responders")
 	m.Header.Set(topology.HeaderStreamSeq, approvalSeq)

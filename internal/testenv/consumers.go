@@ -22,14 +22,14 @@ const (
 )
 
 // PublisherPermissions are what a publisher needs to send and to wait for
-// its receipts without a consumer: publish approvals, read the RECEIPTS
-// stream's messages one at a time by subject, subscribe to receipts and to
-// replies. Everything else is refused: creating, reading or pulling a
+// its receipts without a consumer: publish approvals, read the last stored
+// receipt of a key with a direct get on RECEIPTS, subscribe to receipts and
+// to replies. Everything else is refused: creating, reading or pulling a
 // consumer, reading stream information, any other API call.
 func PublisherPermissions() *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: []string{topology.ApprovalsSubjects, "$JS.API.STREAM.MSG.GET." + topology.ReceiptsStream},
+			Allow: []string{topology.ApprovalsSubjects, "$JS.API.DIRECT.GET." + topology.ReceiptsStream + "." + topology.ReceiptsSubjects},
 			Deny:  []string{"$JS.API.CONSUMER.>", "$JS.API.STREAM.INFO.>"},
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{topology.ReceiptsSubjects, "_INBOX.>"}},

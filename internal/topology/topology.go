@@ -219,7 +219,7 @@ func ReceiptsConfig(c Config) jetstream.StreamConfig {
 	c = c.withDefaults()
 	return jetstream.StreamConfig{
 		Name:        ReceiptsStream,
-		Description: "task-receipt.v1 documents, receipts.<intent>",
+		Description: "task-receipt.v1 documents, receipts.<scope>.<intent>",
 		Subjects:    []string{ReceiptsSubjects},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
@@ -232,6 +232,13 @@ func ReceiptsConfig(c Config) jetstream.StreamConfig {
 		// retries, so a message is never acked without its receipt.
 		Discard:            jetstream.DiscardNew,
 		AllowAtomicPublish: true,
+		// A publisher reads the stored receipts of its intent by a direct
+		// get whose subject names the receipts subject
+		// ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>), so that
+		// a permission confines it to its own scope's receipts. The older
+		// $JS.API.STREAM.MSG.GET.RECEIPTS carries the subject in its body,
+		// where no permission can see it.
+		AllowDirect: true,
 	}
 }
 
@@ -365,14 +372,18 @@ func DeadLetterBudget(c Config) Budget {
 // Unknown is the subject token used when a message's intent id is unknown.
 const Unknown = subjects.Unknown
 
-// ApprovalSubject is where an approved request for this intent is published
-// (subjects.Approval).
-func ApprovalSubject(intentID string) string { return subjects.Approval(intentID) }
+// ScopeUnknown is the scope token of receipts and dead letters of a message
+// whose subject names no scope (subjects.ScopeUnknown).
+const ScopeUnknown = subjects.ScopeUnknown
 
-// ReceiptSubject is where receipts for this intent are published
+// ApprovalSubject is where an approved request for this key (scope, intent)
+// is published (subjects.Approval).
+func ApprovalSubject(scope, intentID string) string { return subjects.Approval(scope, intentID) }
+
+// ReceiptSubject is where receipts for this key are published
 // (subjects.Receipt).
-func ReceiptSubject(intentID string) string { return subjects.Receipt(intentID) }
+func ReceiptSubject(scope, intentID string) string { return subjects.Receipt(scope, intentID) }
 
-// DeadLetterSubjectFor is where a dead letter for this intent is published
+// DeadLetterSubjectFor is where a dead letter for this key is published
 // (subjects.DeadLetter).
-func DeadLetterSubjectFor(intentID string) string { return subjects.DeadLetter(intentID) }
+func DeadLetterSubjectFor(scope, intentID string) string { return subjects.DeadLetter(scope, intentID) }
