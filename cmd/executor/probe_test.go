@@ -47,7 +47,7 @@ func TestProbeJudgesTheFakeTaskService(t *testing.T) {
 			safe: true,
 			seen: map[string]string{
 				probe.RowRetry:       "created fake-task-0001, then replayed fake-task-0001; 1 task for the intent",
-				probe.RowAfterDelete: "created fake-task-0005 and deleted it; the retry: replayed fake-task-0005; 0 tasks for the intent",
+				probe.RowAfterDelete: "created fake-task-0005 and deleted it; the retry: replayed fake-task-0005 (task deleted); 0 tasks for the intent",
 				probe.RowConcurrent:  "16 calls at once: 1 created, 15 replayed, one task id fake-task-0003; 1 task for the intent",
 				probe.RowLostReply:   "the retry: replayed fake-task-0004; 1 task for the intent",
 			},
