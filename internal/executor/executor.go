@@ -453,33 +453,27 @@ func KeyDeadline(notAfter time.Time, deliveryWait time.Duration) time.Time {
 	return notAfter.Add(deliveryWait)
 }
 
-// approvalsMaxAge reads how long the approvals stream keeps a message: the
-// longer of its MaxAge now and as provisioning recorded it (so that
-// neither a lowered nor a raised MaxAge shortens how long the service
-// keeps keys); 0 when either keeps messages for ever.
+// approvalsMaxAge is how long the approvals stream keeps a message, as
+// provisioning recorded it (topology.ReadRecord; the audit reports a
+// stream whose settings differ from the record), or, without a record,
+// as this executor's topology provisions it; 0 when it keeps messages for
+// ever. It reads the record, not the stream: an executor's credentials
+// need not allow reading stream settings.
 func (e *Executor) approvalsMaxAge(ctx context.Context) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st, err := e.js.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		return 0, fmt.Errorf("executor: reading stream %s's MaxAge (how long keys must outlive an approval): %w", topology.ApprovalsStream, err)
-	}
-	live := st.CachedInfo().Config.MaxAge
 	rec, err := topology.ReadRecord(ctx, e.js)
 	switch {
 	case errors.Is(err, topology.ErrNoRecord):
-		return live, nil
+		rec = topology.Intended(e.given)
 	case err != nil:
 		return 0, fmt.Errorf("executor: reading stream %s's MaxAge (how long keys must outlive an approval): %w", topology.ApprovalsStream, err)
 	}
-	recorded, ok := rec.Streams[topology.ApprovalsStream]
+	sc, ok := rec.Streams[topology.ApprovalsStream]
 	if !ok {
-		return live, nil
+		return 0, fmt.Errorf("executor: the record of what was provisioned names no stream %s: %w", topology.ApprovalsStream, topology.ErrNoRecord)
 	}
-	if live == 0 || recorded.MaxAge == 0 {
-		return 0, nil
-	}
-	return max(live, recorded.MaxAge), nil
+	return sc.MaxAge, nil
 }
 
 // CallRequest is the task service call for a message the gate let through:
