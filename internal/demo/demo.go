@@ -19,6 +19,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
@@ -70,6 +71,9 @@ type RealService struct {
 	// LoseReply arranges that the answer to the next create is lost after
 	// the service has acted; it returns what disarms it.
 	LoseReply func(ctx context.Context) (disarm func(context.Context) error, err error)
+	// Delete deletes the task of an intent id (in the default scope) as
+	// its owner would, in the service itself.
+	Delete func(ctx context.Context, intentID string) error
 	// CallTimeout bounds each call; zero means 10 seconds.
 	CallTimeout time.Duration
 }
@@ -237,6 +241,9 @@ func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
 		if callTimeout <= 0 {
 			callTimeout = 10 * time.Second
 		}
+		if taskSvc, err = keepDeletedKeys(ctx, exConn, taskSvc); err != nil {
+			return err
+		}
 	}
 	ex, err := executor.New(exConn, executor.Config{
 		Gate:        &gate.Checker{Keys: keys},
@@ -256,6 +263,33 @@ func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
 	}
 	r.onStop(func() { _ = stopEx() })
 	return nil
+}
+
+// keepDeletedKeys gives a real service that forgets a key when its task is
+// deleted (CalDAV) the executors' intent ledger, in the run's embedded
+// server, as serve does: a resend after the owner deleted the task is
+// answered replayed, task deleted, and creates nothing. A service that
+// remembers deleted keys itself is returned as it is.
+func keepDeletedKeys(ctx context.Context, nc *nats.Conn, svc taskservice.Service) (taskservice.Service, error) {
+	if taskservice.RemembersDeletedKeys(svc) {
+		return svc, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	if err := ledger.Ensure(ctx, js, 1); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	l, err := ledger.Open(ctx, js, ledger.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	kept, err := taskservice.KeepDeletedKeys(svc, l)
+	if err != nil {
+		return nil, fmt.Errorf("demo: the intent ledger: %w", err)
+	}
+	return kept, nil
 }
 
 // tell plays the story against the fake task service or the real one and
