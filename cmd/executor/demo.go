@@ -29,9 +29,11 @@ expected.
 
 With --task-service caldav the executor calls a real CalDAV collection instead (the fake
 task service is stopped): the same approval from two publisher processes, a changed request
-under the same intent, a second intent with the same content, tampered messages, and a reply
-lost after the server answered. It creates 3 tasks (VTODOs) in the collection, under intent
-ids new in every run ("demo-<run id>-intent-…"), and leaves them there. A CalDAV server keeps
+under the same intent, the first task deleted and its approval sent again (answered from the
+executors' intent ledger, kept in the demo's embedded server), a second intent with the same
+content, tampered messages, and a reply lost after the server answered. It creates 3 tasks
+(VTODOs) in the collection, under intent ids new in every run ("demo-<run id>-intent-…"),
+deletes the first, and leaves the other 2 there. A CalDAV server keeps
 no counters, so the table shows the receipts and the tasks the collection lists after each
 step. The password comes from --caldav-password-file or $` + caldavPasswordEnv + `.`
 
@@ -60,14 +62,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("demo: opening the task service: %w", err)
 		}
 		defer func() { _ = svc.Close() }()
-		if svc.list == nil || svc.LoseReply == nil {
-			return fmt.Errorf("demo: the %s cannot list its tasks or lose a reply", svc.Name)
+		if svc.list == nil || svc.LoseReply == nil || svc.Delete == nil {
+			return fmt.Errorf("demo: the %s cannot list its tasks, lose a reply or delete a task", svc.Name)
 		}
 		if err := svc.Reach(ctx); err != nil {
 			return fmt.Errorf("demo: not run, nothing was created: %w", err)
 		}
 		opts.Service = &demo.RealService{Name: svc.Name, Service: svc.Service, List: svc.list,
-			LoseReply: svc.LoseReply, CallTimeout: 10 * time.Second}
+			LoseReply: svc.LoseReply, Delete: svc.Delete, CallTimeout: 10 * time.Second}
 	}
 	if *verbose {
 		log, _ := cli.NewLogger(stderr, "text", "info")

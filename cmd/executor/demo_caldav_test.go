@@ -14,14 +14,16 @@ import (
 
 // The demo against a real CalDAV server, told twice against one collection:
 // each run's table is all ok, and the server's own log and storage agree
-// with it: for A one 201 among its three PUTs (created, replayed, conflict),
-// for C one 201 among two (the answer lost, then the redelivery), one .ics
-// file per intent.
+// with it: for A one PUT, answered 201 (the replay, the conflict and the
+// resend after its owner deleted the task are answered from the intent
+// ledger, which knows the key, with a read of the resource and no PUT), for
+// C one 201 among two PUTs (the answer lost before the ledger knew the key,
+// then the redelivery), one .ics file for B and for C, none for A.
 func TestDemoAgainstACalDAVServer(t *testing.T) {
 	s := davtest.Start(t, davtest.Xandikos, davtest.Options{})
 	t.Setenv(asMain, "1") // the demo's publisher processes are this binary
 	intentRE := regexp.MustCompile(`(?m)^intent ([ABC]): (\S+)$`)
-	var all []string
+	var all, deleted []string
 	for run := 1; run <= 2; run++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var out, errOut bytes.Buffer
@@ -46,7 +48,8 @@ func TestDemoAgainstACalDAVServer(t *testing.T) {
 			"task service: CalDAV collection " + s.CollectionURL,
 			"created " + intents["A"], "replayed " + intents["A"], "idempotency_conflict " + intents["A"],
 			"A 1, its digest unchanged", "created " + intents["B"], "rejected at",
-			"replayed " + intents["C"], "A 1, B 1, C 1", "Where the figures come from",
+			"replayed " + intents["A"] + " (task deleted)", "A 0, B 1",
+			"replayed " + intents["C"], "A 0, B 1, C 1", "Where the figures come from",
 		} {
 			if !strings.Contains(table, want) {
 				t.Errorf("run %d: the table lacks %q:\n%s", run, want, table)
@@ -56,12 +59,16 @@ func TestDemoAgainstACalDAVServer(t *testing.T) {
 		for _, tc := range []struct {
 			letter        string
 			puts, creates int
-		}{{"A", 3, 1}, {"B", 1, 1}, {"C", 2, 1}} {
+		}{{"A", 1, 1}, {"B", 1, 1}, {"C", 2, 1}} {
 			name, err := caldav.ResourceName(intents[tc.letter])
 			if err != nil {
 				t.Fatal(err)
 			}
-			all = append(all, name)
+			if tc.letter == "A" {
+				deleted = append(deleted, name)
+			} else {
+				all = append(all, name)
+			}
 			path := s.ResourcePath(name)
 			if p, c := s.PUTs(path), s.Creates(path); p != tc.puts || c != tc.creates {
 				t.Errorf("run %d: the server's log shows %d PUTs and %d creates (201) for %s (%s), want %d and %d",
@@ -69,13 +76,19 @@ func TestDemoAgainstACalDAVServer(t *testing.T) {
 			}
 		}
 	}
-	// The server's storage: one file per intent of both runs, no other.
+	// The server's storage: one file for B and for C of both runs, none
+	// for A, whose task its owner deleted.
 	if got := strings.Join(s.StoredNames(), " "); len(s.StoredNames()) != len(all) {
-		t.Errorf("the collection's folder holds %s, want the %d intents of two runs", got, len(all))
+		t.Errorf("the collection's folder holds %s, want the %d intents B and C of two runs", got, len(all))
 	}
 	for _, name := range all {
 		if s.Stored(name) == nil {
 			t.Errorf("the collection's folder lacks %s", name)
+		}
+	}
+	for _, name := range deleted {
+		if s.Stored(name) != nil {
+			t.Errorf("the collection's folder holds %s, whose task its owner deleted", name)
 		}
 	}
 }

@@ -84,7 +84,7 @@ func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 		t.Fatalf("demo failed: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 	table := out.String()
-	for _, want := range []string{"replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "created, created", "2, 2, 2", "rejected at"} {
+	for _, want := range []string{"replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}

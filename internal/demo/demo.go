@@ -19,6 +19,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
@@ -49,6 +50,10 @@ type Options struct {
 	// Service, when set, is a real task service that the executor calls
 	// instead of the fake one, which is then stopped (see RealService).
 	Service *RealService
+
+	// skipDelete leaves out the owner's delete of step 4, for the test
+	// that sees the row differ without it.
+	skipDelete bool
 }
 
 // RealService is a task service other than the fake one, such as a CalDAV
@@ -66,6 +71,9 @@ type RealService struct {
 	// LoseReply arranges that the answer to the next create is lost after
 	// the service has acted; it returns what disarms it.
 	LoseReply func(ctx context.Context) (disarm func(context.Context) error, err error)
+	// Delete deletes the task of an intent id (in the default scope) as
+	// its owner would, in the service itself.
+	Delete func(ctx context.Context, intentID string) error
 	// CallTimeout bounds each call; zero means 10 seconds.
 	CallTimeout time.Duration
 }
@@ -233,6 +241,9 @@ func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
 		if callTimeout <= 0 {
 			callTimeout = 10 * time.Second
 		}
+		if taskSvc, err = keepDeletedKeys(ctx, exConn, taskSvc); err != nil {
+			return err
+		}
 	}
 	ex, err := executor.New(exConn, executor.Config{
 		Gate:        &gate.Checker{Keys: keys},
@@ -252,6 +263,33 @@ func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
 	}
 	r.onStop(func() { _ = stopEx() })
 	return nil
+}
+
+// keepDeletedKeys gives a real service that forgets a key when its task is
+// deleted (CalDAV) the executors' intent ledger, in the run's embedded
+// server, as serve does: a resend after the owner deleted the task is
+// answered replayed, task deleted, and creates nothing. A service that
+// remembers deleted keys itself is returned as it is.
+func keepDeletedKeys(ctx context.Context, nc *nats.Conn, svc taskservice.Service) (taskservice.Service, error) {
+	if taskservice.RemembersDeletedKeys(svc) {
+		return svc, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	if err := ledger.Ensure(ctx, js, 1); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	l, err := ledger.Open(ctx, js, ledger.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	kept, err := taskservice.KeepDeletedKeys(svc, l)
+	if err != nil {
+		return nil, fmt.Errorf("demo: the intent ledger: %w", err)
+	}
+	return kept, nil
 }
 
 // tell plays the story against the fake task service or the real one and
@@ -282,9 +320,12 @@ func (r *run) story(ctx context.Context) error {
 
 	// 1, 2: the same approval from two publisher processes, the service
 	// restarted in between.
-	var firstTask string
+	var (
+		firstTask string
+		firstRc   *document.Receipt
+	)
 	second, err := r.sameApprovalTwice(ctx, e, func(first *document.Receipt) error {
-		firstTask = deref(first.TaskID)
+		firstTask, firstRc = deref(first.TaskID), first
 		r.row("1", "A", "original", first, "created", "1, 1, 1", "")
 		return r.restartService("provider")
 	})
@@ -299,6 +340,11 @@ func (r *run) story(ctx context.Context) error {
 		return err
 	}
 	r.row("3", "A", "changed, with its own approval", rc, "idempotency_conflict", "3, 1, 1", firstTask)
+
+	// 4: A's task deleted by its owner, then A's approval sent again.
+	if err := r.deletedThenResent(ctx, e, firstRc); err != nil {
+		return err
+	}
 
 	if err := r.freshService(ctx, e); err != nil {
 		return err
@@ -324,6 +370,42 @@ func (r *run) seedEnvelopes() (envelopes, error) {
 	}
 	return envelopes{original: seed.Original.Envelope(), changed: seed.Changed.Envelope(),
 		newIntent: seed.NewIntent.Envelope(), lost: c.Envelope(), tampered: tamperedCases(seed)}, nil
+}
+
+// deletedThenResent is step 4: A's owner deletes its task (the fake
+// service's delete endpoint, as a user deletes a task in their list), and
+// A's approval is sent again. The service keeps the key: the resend is
+// replayed with the first task id, marked deleted, and creates nothing.
+func (r *run) deletedThenResent(ctx context.Context, e envelopes, first *document.Receipt) error {
+	firstTask := deref(first.TaskID)
+	if !r.opts.skipDelete {
+		if _, err := r.svc.Delete(ctx, provider.DeleteRequest{Scope: first.Scope, IntentID: deref(first.IntentID)}); err != nil {
+			return fmt.Errorf("demo: step 4: deleting A's task as its owner: %w", err)
+		}
+	}
+	rc, err := r.send(ctx, "step 4", e.original)
+	if err != nil {
+		return err
+	}
+	r.rows = append(r.rows, deletedRow(rc, firstTask))
+	return nil
+}
+
+// deletedRow is the row of step 4: it is ok only when the resend of A,
+// after its task was deleted, was replayed with the first task id, says
+// that the task was deleted, and the counters read 4, 1, 0 (one more
+// request, no create, no task).
+func deletedRow(rc *document.Receipt, firstTask string) Row {
+	got := receiptText(rc)
+	if rc.TaskDeleted {
+		got += " (task deleted)"
+	}
+	return Row{
+		Step: "4", Intent: "A (its task deleted by its owner)", Content: "original", Receipt: got, Counts: counts(rc),
+		Want: "replayed " + firstTask + " (task deleted); 4, 1, 0",
+		OK: rc.Outcome == document.OutcomeReplayed && firstTask != "" && deref(rc.TaskID) == firstTask &&
+			rc.TaskDeleted && counts(rc) == "4, 1, 0",
+	}
 }
 
 // freshService sends A, then B with the same content, to a task service

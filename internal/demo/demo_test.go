@@ -24,6 +24,7 @@ func TestTheDemoStoryFromThisProcessIsAllOk(t *testing.T) {
 		{"1", "created fake-task-0001", "1, 1, 1"},
 		{"2", "replayed fake-task-0001", "2, 1, 1"},
 		{"3", "idempotency_conflict fake-task-0001", "3, 1, 1"},
+		{"4", "replayed fake-task-0001 (task deleted)", "4, 1, 0"},
 		{"fresh service", "created, created", "2, 2, 2"},
 		{"8 tampered messages", "rejected at approval_format, candidate_binding, request_binding, capability, signature", "2, 2, 2 → 2, 2, 2"},
 		{"one publish, reply dropped", "replayed fake-task-0001", "2, 1, 1"},

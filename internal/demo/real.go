@@ -87,6 +87,9 @@ func (r *run) storyReal(ctx context.Context) error {
 	if err := r.changedReal(ctx, e, first, firstDigest); err != nil {
 		return err
 	}
+	if err := r.deletedReal(ctx, e, first); err != nil {
+		return err
+	}
 	s, err := r.newIntentReal(ctx, e, first)
 	if err != nil {
 		return err
@@ -97,13 +100,13 @@ func (r *run) storyReal(ctx context.Context) error {
 	if s, err = r.lostReplyReal(ctx, e); err != nil {
 		return err
 	}
-	// In the end: one task per intent of the run.
+	// In the end: one task for B and for C, none for A (deleted).
 	a, b, c := r.intents[0], r.intents[1], r.intents[2]
 	r.rows = append(r.rows, Row{
 		Step: "end", Intent: "A, B, C", Content: "—", Receipt: "—",
 		Counts: fmt.Sprintf("%s (of all %d)", r.per(s, a, b, c), s.all),
-		Want:   "A 1, B 1, C 1",
-		OK:     one(s, a, b, c) && s.ofRun == 3,
+		Want:   "A 0, B 1, C 1",
+		OK:     len(s.tasks[a]) == 0 && one(s, b, c) && s.ofRun == 2,
 	})
 	return nil
 }
@@ -208,11 +211,42 @@ func (r *run) changedReal(ctx context.Context, e envelopes, first, firstDigest s
 	return nil
 }
 
-// newIntentReal is step 4: another intent with the same content, another
+// deletedReal is step 4: A's owner deletes its task in the service
+// itself, and A's approval is sent again. The service alone would create
+// it again; with the intent ledger the resend is replayed with the first
+// task id, marked deleted, and A has no task.
+func (r *run) deletedReal(ctx context.Context, e envelopes, first string) error {
+	svc, a := r.opts.Service, r.intents[0]
+	if svc.Delete == nil {
+		return fmt.Errorf("demo: the %s has no way to delete a task", svc.Name)
+	}
+	if !r.opts.skipDelete {
+		if err := svc.Delete(ctx, a); err != nil {
+			return fmt.Errorf("demo: step 4: deleting A's task as its owner: %w", err)
+		}
+	}
+	rc, err := r.send(ctx, "step 4", e.original)
+	if err != nil {
+		return err
+	}
+	s, err := r.list(ctx)
+	if err != nil {
+		return err
+	}
+	r.addReal("4", "A (its task deleted by its owner)", "original", rc, s, r.per(s, a),
+		rc.Outcome == document.OutcomeReplayed && deref(rc.TaskID) == first && rc.TaskDeleted && len(s.tasks[a]) == 0,
+		"replayed "+first+" (task deleted); A 0")
+	if rc.TaskDeleted {
+		r.rows[len(r.rows)-1].Receipt += " (task deleted)"
+	}
+	return nil
+}
+
+// newIntentReal is step 5: another intent with the same content, another
 // task. It returns the listing after it.
 func (r *run) newIntentReal(ctx context.Context, e envelopes, first string) (seen, error) {
 	a, b := r.intents[0], r.intents[1]
-	rc, err := r.send(ctx, "step 4", e.newIntent)
+	rc, err := r.send(ctx, "step 5", e.newIntent)
 	if err != nil {
 		return seen{}, err
 	}
@@ -220,9 +254,9 @@ func (r *run) newIntentReal(ctx context.Context, e envelopes, first string) (see
 	if err != nil {
 		return seen{}, err
 	}
-	r.addReal("4", "B", "same content as A", rc, s, r.per(s, a, b),
-		rc.Outcome == document.OutcomeCreated && deref(rc.TaskID) != "" && deref(rc.TaskID) != first && one(s, a, b),
-		"created, another task; A 1, B 1")
+	r.addReal("5", "B", "same content as A", rc, s, r.per(s, a, b),
+		rc.Outcome == document.OutcomeCreated && deref(rc.TaskID) != "" && deref(rc.TaskID) != first && len(s.tasks[a]) == 0 && one(s, b),
+		"created, another task; A 0, B 1")
 	return s, nil
 }
 
