@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,8 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
-// ledgerKey is the entry the executor writes and every other role tries to
-// change: the key of (default, intent-ledger-1).
+// The entry the executor writes and every other role tries to change.
 const ledgerScope, ledgerIntent = "default", "intent-ledger-1"
 
 // ledgerRequest is a task request for intent in scope default, approved
@@ -55,22 +55,25 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 	spies.add(tbl, "provisioning", "create or update the bucket (`executor provision`)", "`$JS.API.STREAM.CREATE.KV_sendtwice-intents`", seenAllowed)
 
 	exJS, _ := jetstream.New(ex.Conn)
-	l, err := ledger.Open(ctx, exJS, ledger.Options{})
+	// Each of the executor's own steps fails within seconds when refused.
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := ledger.Open(lctx, exJS, ledger.Options{})
 	if err != nil {
 		t.Fatalf("the executor could not open the intent ledger: %v", err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	entry := taskservice.LedgerEntry{Scope: ledgerScope, IntentID: ledgerIntent, RequestDigest: "sha256:" + hex.EncodeToString(make([]byte, 32)),
 		TaskID: "task-ledger-1", NotAfter: now.Add(time.Hour)}
-	if err := l.Put(ctx, entry); err != nil {
+	if err := l.Put(lctx, entry); err != nil {
 		t.Fatalf("the executor could not write an entry: %v", err)
 	}
 	// A later approval extends the entry: a publish of its own, with a TTL.
 	entry.NotAfter = now.Add(2 * time.Hour)
-	if err := l.Put(ctx, entry); err != nil {
+	if err := l.Put(lctx, entry); err != nil {
 		t.Fatalf("the executor could not extend an entry: %v", err)
 	}
-	if got, found, err := l.Get(ctx, ledgerScope, ledgerIntent); err != nil || !found || got != entry {
+	if got, found, err := l.Get(lctx, ledgerScope, ledgerIntent); err != nil || !found || got != entry {
 		t.Fatalf("the executor read back %+v (found %v): %v; want %+v", got, found, err, entry)
 	}
 	spies.add(tbl, "executor", "open the bucket, read, write and extend an entry (`ledger.Open`, `Get`, `Put`)",
@@ -80,8 +83,7 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 		t.Fatal(err)
 	}
 	key, _ := ledger.Key(ledgerScope, ledgerIntent)
-	stored, err := kv.Get(ctx, key)
-	if err != nil {
+	if _, err := kv.Get(ctx, key); err != nil {
 		t.Fatalf("provisioning reading the executor's entry: %v", err)
 	}
 
@@ -138,10 +140,20 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 		{"purge the bucket", msg("$JS.API.STREAM.PURGE."+stream, "")},
 		{"delete the bucket", msg("$JS.API.STREAM.DELETE."+stream, "")},
 	}
-	unchanged := func(role, action string) bool {
+	// state is the entry as stored: its revision and value, or an error
+	// (none there, or no bucket).
+	state := func() string {
 		e, err := kv.Get(ctx, key)
-		if err != nil || e.Revision() != stored.Revision() || string(e.Value()) != string(stored.Value()) {
-			t.Errorf("the %s's attempt to %s changed the executor's entry: %v", role, action, err)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("revision %d: %s", e.Revision(), e.Value())
+	}
+	want := state()
+	unchanged := func(role, action string) bool {
+		if got := state(); got != want {
+			t.Errorf("the %s's attempt to %s changed the executor's entry: %s, was %s", role, action, got, want)
+			want = got
 			return false
 		}
 		return true
