@@ -33,6 +33,8 @@ import (
 
 const serveHelp = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
       [--data DIR] [--listen HOST:PORT] [--concurrency N] [--replicas N] [--http HOST:PORT]
+      [--key-clock-allowance D] [--key-margin D] [--records-retention D] [--compact-every D]
+      [--metrics-max-scopes N]
 
 Approvals must be signed by a reviewer named in --trusted-approvers (checks signature and
 expiry); --insecure-allow-unsigned also accepts unsigned ones and says so loudly in the log.
@@ -48,6 +50,12 @@ command runs everything. More instances join with: executor serve --server nats:
 Only one process may use a --data directory: a second is refused before it starts anything.
 --embedded connects to its own server: --server, credentials and TLS flags are refused with
 it, and $NATS_URL, $NATS_USER and the other NATS variables of the environment are not used.
+The embedded task service takes the flags of provider serve, with the same names and defaults:
+a key is kept until the latest not_after seen for it plus --key-clock-allowance and
+--key-margin, expired keys are compacted every --compact-every, request and create records are
+removed after --records-retention (0: kept forever), and /metrics shows at most
+--metrics-max-scopes scope labels (the other scopes summed under scope="_other"). Without
+--embedded these flags are refused: they belong to provider serve there.
 
 On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
 streams and the consumer are then kept on three nodes and survive the loss of one.
@@ -97,11 +105,18 @@ type serveFlags struct {
 	maxLifetime *time.Duration
 	recordCalls *string
 	checkOnly   *bool
-	consCheck   *time.Duration
-	faults      []executor.FaultSpec
-	tsf         *taskServiceFlags
-	logFormat   *string
-	logLevel    *string
+	// The embedded task service's key lifetime, records retention,
+	// compaction period and metric label bound (provider serve's flags).
+	keyAllowance *time.Duration
+	keyMargin    *time.Duration
+	retention    *time.Duration
+	compactEvery *time.Duration
+	maxScopes    *int
+	consCheck    *time.Duration
+	faults       []executor.FaultSpec
+	tsf          *taskServiceFlags
+	logFormat    *string
+	logLevel     *string
 
 	// Settled by check.
 	replicasSet bool
@@ -121,6 +136,11 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	f.data = fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store and the task service's Pebble store")
 	f.listen = fs.String("listen", "127.0.0.1:4222", "`HOST:PORT` the embedded NATS server listens on")
 	f.allowFaults = fs.Bool("allow-faults", false, "embedded task service: accept fault-switch calls (tests and demos only)")
+	f.keyAllowance = fs.Duration("key-clock-allowance", provider.DefaultKeyClockAllowance, "embedded task service: how far the executors' clocks may run behind the service's: added to a key's latest not_after")
+	f.keyMargin = fs.Duration("key-margin", provider.DefaultKeyMargin, "embedded task service: added on top of the clock allowance before a key is compacted")
+	f.retention = fs.Duration("records-retention", 0, "embedded task service: remove request and create records older than this (0: keep them forever)")
+	f.compactEvery = fs.Duration("compact-every", provider.DefaultCompactEvery, "embedded task service: how often expired keys and records are compacted")
+	f.maxScopes = fs.Int("metrics-max-scopes", metrics.DefaultMaxScopeLabels, "embedded task service: `N` scope labels at most on /metrics; the other scopes are summed under scope=\"_other\"")
 	f.conc = fs.Int("concurrency", 512, "deliveries handled at once by this instance")
 	f.id = fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
 	f.callTimeout = fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
@@ -181,6 +201,9 @@ func (f *serveFlags) check() error {
 	if *f.embedded && *f.replicas > 1 {
 		return fmt.Errorf("%w: --replicas %d with --embedded: the embedded server is a single node; run a cluster for replicas", errUsage, *f.replicas)
 	}
+	if err := f.checkServiceFlags(); err != nil {
+		return err
+	}
 	if !*f.embedded {
 		return nil
 	}
@@ -209,6 +232,51 @@ func (f *serveFlags) check() error {
 	}
 	*f.conn = cli.ConnConfig{Server: "nats://" + net.JoinHostPort(connectHost, portStr), InboxPrefix: f.conn.InboxPrefix}
 	return nil
+}
+
+// serviceFlags are the embedded task service's flags, provider serve's.
+var serviceFlags = []string{"key-clock-allowance", "key-margin", "records-retention", "compact-every", "metrics-max-scopes"}
+
+// checkServiceFlags refuses the embedded task service's flags without
+// --embedded (no service runs here to take them) and the values provider
+// serve refuses.
+func (f *serveFlags) checkServiceFlags() error {
+	if !*f.embedded {
+		var given []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(serviceFlags, fl.Name) {
+				given = append(given, "--"+fl.Name)
+			}
+		})
+		if len(given) > 0 {
+			return fmt.Errorf("%w: %s without --embedded: these configure the embedded task service; give them to provider serve where the service runs", errUsage, strings.Join(given, ", "))
+		}
+		return nil
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"key-clock-allowance", *f.keyAllowance}, {"key-margin", *f.keyMargin}, {"records-retention", *f.retention}} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: --%s %v: must not be negative", errUsage, d.name, d.v)
+		}
+	}
+	if *f.compactEvery <= 0 {
+		return fmt.Errorf("%w: --compact-every %v: must be positive", errUsage, *f.compactEvery)
+	}
+	if *f.maxScopes < 1 {
+		return fmt.Errorf("%w: --metrics-max-scopes %d: want at least 1", errUsage, *f.maxScopes)
+	}
+	return nil
+}
+
+// noneIfZero maps a lifetime flag's 0 (none) to the store's "none"
+// (negative); the store reads 0 as its default.
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // embeddedConflicts are the connection flags that make no sense with
@@ -357,7 +425,9 @@ func (s *serving) startOps(ctx context.Context) error {
 // and points the connection flags at the server.
 func (s *serving) startEmbedded() error {
 	f := s.f
-	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, AllowFaults: *f.allowFaults, Logger: s.log})
+	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, AllowFaults: *f.allowFaults, Logger: s.log,
+		KeyClockAllowance: noneIfZero(*f.keyAllowance), KeyMargin: noneIfZero(*f.keyMargin),
+		RecordsRetention: *f.retention, CompactEvery: *f.compactEvery})
 	if err != nil {
 		return err
 	}
@@ -383,6 +453,15 @@ func (s *serving) startEmbedded() error {
 			return st.Stats(), true
 		}
 		return provider.Counts{}, false
+	}); err != nil {
+		return err
+	}
+	if err := metrics.RegisterServiceScopes(s.reg, *f.maxScopes, func() (provider.KeyCounts, []provider.ScopeCounts, bool) {
+		if st := open.Load(); st != nil {
+			keys, scopes := st.KeyStats()
+			return keys, scopes, true
+		}
+		return provider.KeyCounts{}, nil, false
 	}); err != nil {
 		return err
 	}

@@ -102,7 +102,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 	want := "sendtwice_creates_executed 1\nsendtwice_keys_compacted 0\nsendtwice_keys_live 1\nsendtwice_requests_received 2\n" +
 		"sendtwice_scope_creates_executed{scope=\"default\"} 1\nsendtwice_scope_keys_live{scope=\"default\"} 1\n" +
 		"sendtwice_scope_requests_received{scope=\"default\"} 2\nsendtwice_scope_tasks_existing{scope=\"default\"} 1\n" +
-		"sendtwice_tasks_existing 1"
+		"sendtwice_tasks_deleted 0\nsendtwice_tasks_existing 1"
 	if got != want {
 		t.Errorf("service metrics:\n%s\nwant:\n%s", got, want)
 	}

@@ -29,7 +29,8 @@ With --http it serves /metrics (Prometheus: the three counters as the
 gauges sendtwice_requests_received, sendtwice_creates_executed and
 sendtwice_tasks_existing; the same per scope as sendtwice_scope_*{scope},
 with at most --metrics-max-scopes scope labels and every other scope summed
-under scope="_other"; sendtwice_keys_live and sendtwice_keys_compacted),
+under scope="_other"; sendtwice_keys_live, sendtwice_keys_compacted and
+sendtwice_tasks_deleted),
 /healthz (liveness) and /readyz (ready when
 connected to NATS, the service is registered and the store is open).
 

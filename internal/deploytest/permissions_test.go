@@ -28,6 +28,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redrive"
@@ -308,6 +309,10 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	if _, err := topoKV.Put(ctx, "deploytest", []byte(`{"written_by":"provisioning"}`)); err != nil {
 		t.Fatalf("provisioning could not write the topology record: %v", err)
 	}
+	// And the executors' intent ledger, as executor provision does.
+	if err := ledger.Ensure(ctx, pjs, 1); err != nil {
+		t.Fatalf("provisioning could not create the intent ledger: %v", err)
+	}
 	job("provisioning", "create and update the streams and the executors' consumer (`executor provision`)",
 		"`$JS.API.STREAM.CREATE.*`, `$JS.API.CONSUMER.CREATE.APPROVALS.executor`", seenAllowed)
 	job("provisioning", "write the provisioned topology", "`$KV.sendtwice-topology.>`", seenAllowed)
@@ -339,11 +344,10 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	// The executor pulls its consumer (without provisioning), calls the
 	// service, stores receipts and acks; signed approvals only.
 	key := scenario.TestKey()
-	// The reviewer may approve for every scope: the tenants' approvals
-	// pass the gate, and what confines a tenant is NATS.
-	reviewer := sign.ApproverFor(scenario.Reviewer, key.Public())
-	reviewer.Scopes = []string{"*"}
-	kr, err := sign.NewKeyring(reviewer)
+	// The reviewer approves for the default scope and the example tenants'.
+	approver := sign.ApproverFor(scenario.Reviewer, key.Public())
+	approver.Scopes = append([]string{document.DefaultScope}, tenants...)
+	kr, err := sign.NewKeyring(approver)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,6 +466,11 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if e, err := topoKV.Get(ctx, "deploytest"); err != nil || !strings.Contains(string(e.Value()), "provisioning") {
 			t.Fatalf("the topology record changed: %v", err)
 		}
+	})
+
+	t.Run("only the executors read and write the intent ledger, and they cannot remove it", func(t *testing.T) {
+		testIntentLedger(t, ctx, &spies, pjs, exConn, []*conn{pub, connectAs(t, url, "tenant-a", pw["tenant-a"]),
+			connectAs(t, url, "tenant-b", pw["tenant-b"]), op, svcConn})
 	})
 
 	t.Run("the executor reads a stored receipt back by its intent's subject, as before dead-lettering", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -223,6 +224,7 @@ var targets = []target{
 	{"`receipts.…` (RECEIPTS)", "receipts.spy-", topology.ReceiptsStream, false},
 	{"`deadletters.…` (DEADLETTERS)", "deadletters.spy-", topology.DeadLetterStream, false},
 	{"`$KV.sendtwice-topology.…`", "$KV." + topologyBucket + ".spy-", "KV_" + topologyBucket, false},
+	{"`$KV.sendtwice-intents.…`", "$KV." + ledger.Bucket + ".spy-", "KV_" + ledger.Bucket, false},
 	{"`$KV.fake-task-provider-lease.…`", "$KV." + provider.LeaseBucket + ".spy-", "KV_" + provider.LeaseBucket, true},
 }
 
@@ -233,10 +235,10 @@ var targets = []target{
 // that the test sees an answer stored when there is one.
 var (
 	mayPublish = map[string]map[string]bool{
-		"provisioning": {topology.ApprovalsStream: true, topology.ReceiptsStream: true, topology.DeadLetterStream: true, "KV_" + topologyBucket: true},
+		"provisioning": {topology.ApprovalsStream: true, topology.ReceiptsStream: true, topology.DeadLetterStream: true, "KV_" + topologyBucket: true, "KV_" + ledger.Bucket: true},
 		"publisher":    {topology.ApprovalsStream: true},
 		"tenant-a":     {topology.ApprovalsStream: true},
-		"executor":     {topology.ReceiptsStream: true, topology.DeadLetterStream: true},
+		"executor":     {topology.ReceiptsStream: true, topology.DeadLetterStream: true, "KV_" + ledger.Bucket: true},
 		"operator":     {topology.ApprovalsStream: true},
 		"service":      {"KV_" + provider.LeaseBucket: true},
 	}
@@ -294,6 +296,7 @@ func testReplyInjection(t *testing.T, ctx context.Context, spies *spyTables, pjs
 		{"executor", "JetStream API (`CONSUMER.INFO.APPROVALS.executor`)", msg("$JS.API.CONSUMER.INFO.APPROVALS.executor", "")},
 		{"executor", "publish onto RECEIPTS, the ack to the reply", wrongStream("receipts.spy")},
 		{"executor", "task service (`fake-task-provider.create`)", msg(provider.SubjectCreate, `{}`)},
+		{"executor", "write an intent ledger entry, the ack to the reply", wrongStream("$KV." + ledger.Bucket + ".spy")},
 
 		{"operator", "pull its own consumer on RECEIPTS (`MSG.NEXT`)", msg("$JS.API.CONSUMER.MSG.NEXT.RECEIPTS.spy-operator", nextNoWait)},
 		{"operator", "`MSG.GET` on DEADLETTERS", msg("$JS.API.STREAM.MSG.GET.DEADLETTERS", `{"seq":1}`)},
@@ -371,7 +374,7 @@ func testReplyInjection(t *testing.T, ctx context.Context, spies *spyTables, pjs
 	// lease bucket is left out: the service may write only its lease, which
 	// it renews every few seconds.)
 	sentinelBy := map[string]string{topology.ApprovalsStream: "publisher", topology.ReceiptsStream: "executor",
-		topology.DeadLetterStream: "executor", "KV_" + topologyBucket: "provisioning"}
+		topology.DeadLetterStream: "executor", "KV_" + topologyBucket: "provisioning", "KV_" + ledger.Bucket: "executor"}
 	for _, tg := range targets {
 		if tg.service {
 			continue

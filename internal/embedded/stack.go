@@ -23,12 +23,15 @@ type StackOptions struct {
 	// UnsafeCreateEveryCall breaks the task service on purpose (it creates
 	// on every call), to show that the checker fails. Tests only.
 	UnsafeCreateEveryCall bool
-	// KeyClockAllowance, KeyMargin and RecordsRetention are the task
-	// service's key lifetime and records retention (provider.Options: 0 =
-	// the service's defaults, negative = none; retention 0 = forever).
+	// KeyClockAllowance, KeyMargin, RecordsRetention and CompactEvery are
+	// the task service's key lifetime, records retention and compaction
+	// period (provider.Options: 0 = the service's defaults, negative =
+	// none; retention 0 = forever; CompactEvery negative = no background
+	// compaction).
 	KeyClockAllowance time.Duration
 	KeyMargin         time.Duration
 	RecordsRetention  time.Duration
+	CompactEvery      time.Duration
 	Logger            *slog.Logger
 	// Users and NoAuthUser are the server's (Options); the task service
 	// connects without credentials, so as NoAuthUser.
@@ -114,7 +117,8 @@ func (st *Stack) startService(dir, replaces string) error {
 	}
 	h, err := provider.Host(dir,
 		provider.Options{Logger: st.opts.Logger, UnsafeCreateEveryCall: st.opts.UnsafeCreateEveryCall,
-			KeyClockAllowance: st.opts.KeyClockAllowance, KeyMargin: st.opts.KeyMargin, RecordsRetention: st.opts.RecordsRetention},
+			KeyClockAllowance: st.opts.KeyClockAllowance, KeyMargin: st.opts.KeyMargin, RecordsRetention: st.opts.RecordsRetention,
+			CompactEvery: st.opts.CompactEvery},
 		provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger, Replaces: replaces}, connect)
 	if errors.Is(err, provider.ErrNotAdopted) {
 		return fmt.Errorf("embedded: starting the task service: %w; here the deployment is the data directory %s: its NATS data (jetstream) was used with the adopted store, so restore that store's directory, or use an empty data directory for a new deployment",

@@ -146,3 +146,43 @@ func TestAStackKeepsTheStoreItsDeploymentAdopted(t *testing.T) {
 		})
 	}
 }
+
+// The stack hands its key lifetime, records retention and compaction
+// period to the task service: with no allowance or margin, a key whose
+// approval expired is compacted at the next period, and its records are
+// removed after the retention.
+func TestTheStackGivesItsTaskServiceItsKeyLifetimeRetentionAndCompactionPeriod(t *testing.T) {
+	st, err := embedded.StartStack(embedded.StackOptions{Dir: t.TempDir(), Port: -1, Logger: slog.New(slog.DiscardHandler),
+		KeyClockAllowance: -1, KeyMargin: -1, RecordsRetention: time.Second, CompactEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	nc, err := nats.Connect(st.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := provider.NewClient(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := provider.NewRequest("intent-expired", provider.Task{Title: "an approval that expired"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.NotAfter = time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	if res, err := c.Create(ctx, req); err != nil || res.Outcome != provider.OutcomeCreated {
+		t.Fatalf("create: %+v, %v", res, err)
+	}
+	for {
+		keys, _ := st.Store.KeyStats()
+		if keys.Compacted == 1 && keys.RecordsRetired == 2 && keys.Live == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the key was not compacted, or its records not retired: %+v", keys)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

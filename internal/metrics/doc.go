@@ -4,12 +4,13 @@
 //	sendtwice_requests_received           gauge    the task service's counter (service, and embedded executors)
 //	sendtwice_creates_executed            gauge    the task service's counter
 //	sendtwice_tasks_existing              gauge    the task service's counter
-//	sendtwice_scope_requests_received{scope} gauge the task service's counters per scope (service only):
+//	sendtwice_scope_requests_received{scope} gauge the task service's counters per scope (service, and embedded executors):
 //	sendtwice_scope_creates_executed{scope}        at most N scope labels (--metrics-max-scopes), the
 //	sendtwice_scope_tasks_existing{scope}          other scopes summed under scope="_other"
 //	sendtwice_scope_keys_live{scope}
 //	sendtwice_keys_live                   gauge    keys (scope, intent id) the task service keeps
 //	sendtwice_keys_compacted              gauge    keys it forgot after their approvals expired
+//	sendtwice_tasks_deleted               gauge    tasks their owners deleted (creates - deleted = existing)
 //	sendtwice_receipts_total{outcome}     counter  receipts this executor stored, by outcome
 //	sendtwice_gate_rejections_total{check} counter messages this executor refused, by gate check
 //	sendtwice_redeliveries_total          counter  handlings of a message delivered more than once

@@ -35,6 +35,7 @@ const (
 	ScopeKeysLive         = "sendtwice_scope_keys_live"
 	KeysLive              = "sendtwice_keys_live"
 	KeysCompacted         = "sendtwice_keys_compacted"
+	TasksDeleted          = "sendtwice_tasks_deleted"
 )
 
 // OtherScopes is the scope label under which the scopes past the label
@@ -193,13 +194,14 @@ type scopeCollector struct {
 	stats                     func() (provider.KeyCounts, []provider.ScopeCounts, bool)
 	maxLabels                 int
 	req, creates, tasks, keys *prometheus.Desc
-	live, compacted           *prometheus.Desc
+	live, compacted, deleted  *prometheus.Desc
 }
 
 // RegisterServiceScopes registers the task service's counters per scope:
 // the gauges sendtwice_scope_requests_received, _creates_executed,
 // _tasks_existing and _keys_live, labelled scope, and the totals
-// sendtwice_keys_live and sendtwice_keys_compacted. To keep the label
+// sendtwice_keys_live, sendtwice_keys_compacted and sendtwice_tasks_deleted
+// (so that creates executed minus tasks deleted equals tasks existing). To keep the label
 // cardinality bounded, the first maxLabels scopes in scope order (stats
 // gives them sorted) get a label of their own and every other scope is
 // summed under scope="_other" (OtherScopes); maxLabels <= 0 means
@@ -219,6 +221,7 @@ func RegisterServiceScopes(reg prometheus.Registerer, maxLabels int, stats func(
 		keys:      prometheus.NewDesc(ScopeKeysLive, "Keys (scope, intent id) the task service keeps in one scope (past the label bound: scope=\"_other\").", scope, nil),
 		live:      prometheus.NewDesc(KeysLive, "Keys (scope, intent id) the task service keeps: an approval seen for them may still pass the gate, or they never expire.", nil, nil),
 		compacted: prometheus.NewDesc(KeysCompacted, "Keys the task service forgot after every approval seen for them expired (plus clock allowance and margin). Never decreases.", nil, nil),
+		deleted:   prometheus.NewDesc(TasksDeleted, "Tasks their owners deleted; their keys stay. Creates executed minus this is tasks existing. Never decreases.", nil, nil),
 	}
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("metrics: registering the service's counters per scope: %w", err)
@@ -227,7 +230,7 @@ func RegisterServiceScopes(reg prometheus.Registerer, maxLabels int, stats func(
 }
 
 func (c *scopeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.req, c.creates, c.tasks, c.keys, c.live, c.compacted} {
+	for _, d := range []*prometheus.Desc{c.req, c.creates, c.tasks, c.keys, c.live, c.compacted, c.deleted} {
 		ch <- d
 	}
 }
@@ -239,6 +242,7 @@ func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(keys.Live))
 	ch <- prometheus.MustNewConstMetric(c.compacted, prometheus.GaugeValue, float64(keys.Compacted))
+	ch <- prometheus.MustNewConstMetric(c.deleted, prometheus.GaugeValue, float64(keys.TasksDeleted))
 	emit := func(sc provider.ScopeCounts, label string) {
 		ch <- prometheus.MustNewConstMetric(c.req, prometheus.GaugeValue, float64(sc.RequestsReceived), label)
 		ch <- prometheus.MustNewConstMetric(c.creates, prometheus.GaugeValue, float64(sc.CreatesExecuted), label)

@@ -143,7 +143,7 @@ func TestScopeGaugesHaveAtMostNLabelsAndSumTheRestUnderOther(t *testing.T) {
 		{Scope: "c", Counts: provider.Counts{RequestsReceived: 3, CreatesExecuted: 2, TasksExisting: 1}, KeysLive: 2},
 		{Scope: "d", Counts: provider.Counts{RequestsReceived: 4, CreatesExecuted: 1, TasksExisting: 0}, KeysLive: 1},
 	}
-	keys := provider.KeyCounts{Live: 5, Compacted: 7}
+	keys := provider.KeyCounts{Live: 5, Compacted: 7, TasksDeleted: 4}
 	if err := metrics.RegisterServiceScopes(reg, 2, func() (provider.KeyCounts, []provider.ScopeCounts, bool) { return keys, scopes, true }); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestScopeGaugesHaveAtMostNLabelsAndSumTheRestUnderOther(t *testing.T) {
 		metrics.ScopeRequestsReceived + `{scope="a"}`: 1, metrics.ScopeRequestsReceived + `{scope="b"}`: 2,
 		metrics.ScopeRequestsReceived + `{scope="_other"}`: 7, metrics.ScopeCreatesExecuted + `{scope="_other"}`: 3,
 		metrics.ScopeTasksExisting + `{scope="_other"}`: 1, metrics.ScopeKeysLive + `{scope="_other"}`: 3,
-		metrics.KeysLive: 5, metrics.KeysCompacted: 7,
+		metrics.KeysLive: 5, metrics.KeysCompacted: 7, metrics.TasksDeleted: 4,
 	}
 	for k, v := range want {
 		if got[k] != v {
