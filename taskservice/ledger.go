@@ -7,9 +7,33 @@ import (
 	"time"
 )
 
-// DefaultScope is the scope of a request that names none (the executor's
-// document.DefaultScope). A Request with an empty Scope is in it.
+// DefaultScope is the scope of a request that names none. A Request with
+// an empty Scope is in it.
 const DefaultScope = "default"
+
+// MaxScopeBytes bounds a scope's length.
+const MaxScopeBytes = 64
+
+// ValidScope reports whether s may name a caller scope: 1 to MaxScopeBytes
+// bytes of lower-case ASCII letters, digits, '-' and '_', starting with a
+// letter or digit. A scope is one NATS subject token as it is. These are
+// the rules of the task-request document's scope, kept here once for the
+// documents, the executor and the services.
+func ValidScope(s string) bool {
+	if len(s) == 0 || len(s) > MaxScopeBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '-' || c == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // KeyScope is req's scope, or DefaultScope when it names none.
 func (req Request) KeyScope() string {

@@ -1,5 +1,7 @@
 package document
 
+import "github.com/sendtwice/sendtwice/taskservice"
+
 // Schema versions of the documents.
 const (
 	CandidateVersion = "action-candidate.v1"
@@ -67,10 +69,10 @@ type Request struct {
 }
 
 // DefaultScope is the caller scope of a request that names none.
-const DefaultScope = "default"
+const DefaultScope = taskservice.DefaultScope
 
 // MaxScopeBytes bounds a scope's length.
-const MaxScopeBytes = 64
+const MaxScopeBytes = taskservice.MaxScopeBytes
 
 // KeyScope is the scope in which the request's intent id is a key: its
 // Scope, or DefaultScope when it names none.
@@ -84,21 +86,7 @@ func (r *Request) KeyScope() string {
 // ValidScope reports whether s may name a caller scope: 1 to MaxScopeBytes
 // bytes of lower-case ASCII letters, digits, '-' and '_', starting with a
 // letter or digit. A scope is one NATS subject token as it is.
-func ValidScope(s string) bool {
-	if len(s) == 0 || len(s) > MaxScopeBytes {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case (c == '-' || c == '_') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidScope(s string) bool { return taskservice.ValidScope(s) }
 
 // CandidateRef points a request at the candidate it was proposed from.
 type CandidateRef struct {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // Errors returned by this package. Callers test them with errors.Is.
@@ -294,32 +295,15 @@ func checkDelete(req DeleteRequest) (DeleteRequest, error) {
 }
 
 // DefaultScope is the scope of a call, a request document or a record that
-// names none. It is the task-request document's default scope (a test
-// holds the two and the scope rules equal; this package does not import
-// the documents).
-const DefaultScope = "default"
+// names none; the scope rules are the task-service contract's, the same
+// as the task-request document's.
+const DefaultScope = taskservice.DefaultScope
 
 // MaxScopeBytes bounds a scope's length.
-const MaxScopeBytes = 64
+const MaxScopeBytes = taskservice.MaxScopeBytes
 
-// ValidScope reports whether s may name a caller scope: 1 to MaxScopeBytes
-// bytes of lower-case ASCII letters, digits, '-' and '_', starting with a
-// letter or digit (one NATS subject token as it is).
-func ValidScope(s string) bool {
-	if len(s) == 0 || len(s) > MaxScopeBytes {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case (c == '-' || c == '_') && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidScope reports whether s may name a caller scope (taskservice.ValidScope).
+func ValidScope(s string) bool { return taskservice.ValidScope(s) }
 
 // validateScope checks a scope and sets an absent one to "default".
 func validateScope(field string, scope *string) error {
