@@ -84,9 +84,12 @@ func TestTheServiceKeepsAKeyUntilTheApprovalsNotAfterPlusTheApprovalsStreamsMaxA
 				t.Fatal(err)
 			}
 			deadline := notAfter.Add(maxAge)
-			if len(reqs.Requests) != 1 || reqs.Requests[0].NotAfter != deadline.Format(time.RFC3339) {
-				t.Fatalf("the service received %+v, want one call with not_after %s (the approval's %s plus the stream's MaxAge %s)",
-					reqs.Requests, deadline.Format(time.RFC3339), notAfter.Format(time.RFC3339), maxAge)
+			if len(reqs.Requests) != 1 {
+				t.Fatalf("the service received %d calls for (team-a, intent-0001), want 1", len(reqs.Requests))
+			}
+			if got := reqs.Requests[0].NotAfter; got != deadline.Format(time.RFC3339) {
+				t.Errorf("the call carried not_after %s, want %s (the approval's %s plus the stream's MaxAge %s)",
+					got, deadline.Format(time.RFC3339), notAfter.Format(time.RFC3339), maxAge)
 			}
 			keys, err := env.Service.Records(ctx, provider.RecordsRequest{Kind: provider.RecordIntents, Scope: "team-a", IntentID: "intent-0001"})
 			if err != nil {
