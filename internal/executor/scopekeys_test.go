@@ -48,10 +48,11 @@ type sentKey struct{ scope, intent string }
 
 // TestEightScopesOfTheSameSixteenIntentIdsCreateOneTaskPerKeyUnderResendsRedeliveriesAndLostReplies
 // sends 8 scopes × the same 16 intent ids, signed by an approver trusted
-// for those scopes, all at once and resent at random, through three
-// executors on a real JetStream and the fake service, while deliveries
-// stall past AckWait after the call or before the ack (redeliveries) and
-// the service withholds replies after committing (lost replies). The
+// for those scopes in the trusted-approvers file, all at once and resent
+// at random, through three executors on a real JetStream and the fake
+// service, while deliveries stall past AckWait after the call or before
+// the ack (redeliveries) and the service withholds replies after
+// committing (lost replies). The
 // service creates exactly one task per key (16 per scope, 128 in all, by
 // its own counters), every receipt names a task of its own scope and
 // intent (by the service's task records), and each scope's history of
@@ -69,9 +70,18 @@ func TestEightScopesOfTheSameSixteenIntentIdsCreateOneTaskPerKeyUnderResendsRede
 	key := scenario.TestKey()
 	approver := sign.ApproverFor(scenario.Reviewer, key.Public())
 	approver.Scopes = scopes
-	kr, err := sign.NewKeyring(approver)
+	// The executors trust the approver for those scopes by the
+	// trusted-approvers file, as the command's --trusted-approvers reads it.
+	trusted := filepath.Join(t.TempDir(), "trusted-approvers.json")
+	if err := sign.WriteTrusted(trusted, approver); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := sign.LoadTrusted(trusted)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := kr.Approvers(); len(got) != 1 || len(got[0].Scopes) != nScopes {
+		t.Fatalf("the trusted-approvers file reads back as %+v, want one approver for %d scopes", got, nScopes)
 	}
 	at := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	var envelopes [][]byte
