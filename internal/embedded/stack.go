@@ -23,16 +23,16 @@ type StackOptions struct {
 	// UnsafeCreateEveryCall breaks the task service on purpose (it creates
 	// on every call), to show that the checker fails. Tests only.
 	UnsafeCreateEveryCall bool
-	// KeyClockAllowance, KeyMargin and RecordsRetention are the task
-	// service's key lifetime and records retention (provider.Options: 0 =
-	// the service's defaults, negative = none; retention 0 = forever).
+	// KeyClockAllowance, KeyMargin, RecordsRetention and CompactEvery are
+	// the task service's key lifetime, records retention and compaction
+	// period (provider.Options: 0 = the service's defaults, negative =
+	// none; retention 0 = forever; CompactEvery negative = no background
+	// compaction).
 	KeyClockAllowance time.Duration
 	KeyMargin         time.Duration
 	RecordsRetention  time.Duration
-	// CompactEvery is how often the service compacts expired keys in the
-	// background (provider.Options.CompactEvery: 0 = its default).
-	CompactEvery time.Duration
-	Logger       *slog.Logger
+	CompactEvery      time.Duration
+	Logger            *slog.Logger
 	// Users and NoAuthUser are the server's (Options); the task service
 	// connects without credentials, so as NoAuthUser.
 	Users      []*server.User
