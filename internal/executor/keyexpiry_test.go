@@ -38,10 +38,11 @@ func TestAResendAfterItsKeyWasCompactedIsRefusedAtExpiryAndNeverReachesTheServic
 	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Gate: &gate.Checker{Keys: kr}})
 
 	// Approved a minute ago, valid for a few seconds more: long enough for
-	// the first send and a resend to be stored before not_after.
+	// the first send and a resend to be stored before not_after on a loaded
+	// machine.
 	now := time.Now().UTC().Truncate(time.Second)
 	m, err := scenario.ApproveInScope(scenario.Candidate(), scope, "task-request-0001", intent, scenario.Title,
-		approve.Options{ID: "approval-0001", At: now.Add(-time.Minute), Key: key, NotAfter: now.Add(5 * time.Second)})
+		approve.Options{ID: "approval-0001", At: now.Add(-time.Minute), Key: key, NotAfter: now.Add(8 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
