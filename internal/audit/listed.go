@@ -71,7 +71,7 @@ func verifyListed(in *Input, v *view) []Check {
 		checkListedOneTask(in),
 		checkListedTasks(in, v),
 		na(checkRequests(v)),
-		na(checkFirstRecords(in)),
+		na(checkFirstRecords(v)),
 		checkRejected(in),
 		na(checkCallsNameMessages(v)),
 		checkReceiptsNameMessages(v),
