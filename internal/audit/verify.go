@@ -306,6 +306,11 @@ func callSeq(ref string) (seq, delivered uint64, ok bool) {
 	return s, d, err1 == nil && err2 == nil
 }
 
+// callRef is the call reference of the call a receipt reports.
+func callRef(r *document.Receipt) string {
+	return fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Attempt)
+}
+
 func serviceOutcome(o string) bool {
 	return o == document.OutcomeCreated || o == document.OutcomeReplayed || o == document.OutcomeConflict
 }
@@ -523,6 +528,10 @@ func checkOneCreate(v *view) Check {
 		own(d.TaskID, k)
 		deleted[k] = d
 	}
+	calls := map[string]provider.RequestRecord{}
+	for _, r := range in.Requests {
+		calls[r.CallRef] = r
+	}
 	tasks := map[key]string{}
 	var checked, otherKey, compacted, unchecked, deletedReplays int
 	for _, seq := range sortedSeqs(in.Receipts) {
@@ -546,12 +555,20 @@ func checkOneCreate(v *view) Check {
 			case kept && f.TaskID != task:
 				c.violate("%s: receipt of message %d names %s, the service's first result %s", k, seq, task, f.TaskID)
 			case !kept:
+				// The key's deadline: from the approval the stream holds,
+				// else from the not_after its call carried.
 				deadline, ok := v.keyDeadline(seq)
+				known := v.place(seq) == inWindow
+				if !known {
+					if req, found := calls[callRef(r)]; found {
+						deadline, ok = v.requestDeadline(req)
+						known = true
+					}
+				}
 				switch {
 				case v.compactable(deadline, ok):
 					compacted++
-				case !ok && v.place(seq) != inWindow:
-					// The approval is not held: its deadline is unknown.
+				case !known:
 					unchecked++
 				case !ok:
 					c.violate("receipt %s (%s) of message %d names %s, whose key the service no longer keeps, although its approval never expires (the key must be kept forever)",
@@ -579,18 +596,20 @@ func checkOneCreate(v *view) Check {
 	c.fig("receipts naming another key's task", otherKey)
 	c.fig("replayed receipts of a deleted task", deletedReplays)
 	c.fig("receipts whose key was compacted after its deadline (outside the audit window)", compacted)
-	c.fig("receipts whose key is gone and whose approval is not held (not checked)", unchecked)
+	c.fig("receipts whose key is gone, with neither their approval nor their call on record (not checked)", unchecked)
 	if compacted > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys compacted after their deadline (approval not_after + the approvals stream's max age + the service's clock allowance %s and margin %s): their first result could not be compared",
 			compacted, in.Lifetime.ClockAllowance, in.Lifetime.Margin))
 	}
 	if unchecked > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys the service no longer keeps, for messages the stream no longer holds: their keys' deadlines could not be checked", unchecked))
+		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys the service no longer keeps, for messages the stream no longer holds and calls whose records were retired: their keys' deadlines could not be checked", unchecked))
 	}
 	return c
 }
 
-func compareKeys(a, b key) int { return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.intent, b.intent)) }
+func compareKeys(a, b key) int {
+	return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.intent, b.intent))
+}
 
 // 3. The counters agree with each other and with the records: every
 // create made a task, which exists or was deleted (creates executed =
@@ -731,7 +750,7 @@ func checkRequests(v *view) Check {
 				continue
 			}
 			receipts++
-			ref := fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Attempt)
+			ref := callRef(r)
 			req, ok := byRef[ref]
 			switch {
 			case !ok && v.retirable(v.messageStored(seq)):
