@@ -172,6 +172,24 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 			fail: []int{3}, says: "creates executed 2 ≠ tasks existing 2 + tasks deleted 1",
 		},
 		{
+			name: "a key whose task neither exists nor was deleted fails check 3",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Tasks = w.in.Tasks[1:]
+				w.in.Counts.TasksExisting--
+			},
+			fail: []int{3}, says: `intent "intent-0001" in scope "default" names task fake-task-0001, which neither exists nor was deleted`,
+		},
+		{
+			name: "a key created with no key of its own (a create on a known key) fails check 3",
+			build: func(w *world) {
+				w.run(hourAgo)
+				w.in.Keys.Live--
+				w.in.Intents = w.in.Intents[:1]
+			},
+			fail: []int{2, 3, 5}, says: "creates executed 2 ≠ keys live 1 + keys compacted 0: a create that made no key of its own",
+		},
+		{
 			name: "keys compacted after their deadline, their messages aged out, are outside the audit window, not violations",
 			build: func(w *world) {
 				signed(w, nineDaysAgo)

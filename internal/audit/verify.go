@@ -867,7 +867,11 @@ func checkFirstRecords(v *view) Check {
 				compacted++
 				continue
 			}
-			c.violate("request %d: a %s for %s, whose key the service no longer keeps although the approval's deadline %q has not passed", r.Seq, r.Outcome, k, r.NotAfter)
+			why := "its approval never expires"
+			if r.NotAfter != "" {
+				why = "the key deadline its call carried (" + r.NotAfter + ") has not passed"
+			}
+			c.violate("request %d: a %s for %s, whose key the service no longer keeps although %s", r.Seq, r.Outcome, k, why)
 			continue
 		}
 		switch r.Outcome {
