@@ -288,8 +288,9 @@ func describeGate(c *gate.Checker) GateRun {
 	return g
 }
 
-// 7. Every service call names a stored approval message with the same intent
-// id and request digest; calls from outside the executors only as allowed.
+// 7. Every service call names a stored approval message with the same scope,
+// intent id and request digest; calls from outside the executors only as
+// allowed.
 func checkCallsNameMessages(v *view) Check {
 	c := Check{N: 7, Name: "every service call names a stored approval message with its scope, intent id and request digest; calls from outside the executors only as allowed", OK: true}
 	var matched, gone, before, after int
@@ -346,7 +347,7 @@ func checkCallsNameMessages(v *view) Check {
 }
 
 // 8. Every stored receipt decodes and names a stored approval message with
-// the ids it carries.
+// the ids it carries, and a receipt of the service's answer its scope.
 func checkReceiptsNameMessages(v *view) Check {
 	c := Check{N: 8, Name: "every stored receipt decodes and names a stored approval message with its scope and intent id", OK: true}
 	for _, u := range v.in.Undecodable {
