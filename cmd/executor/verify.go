@@ -180,7 +180,7 @@ func taskLister(svc *taskService) (audit.TaskLister, error) {
 		out := audit.TaskListing{Name: "CalDAV collection " + c.CollectionURL(), StoreID: c.StoreID(), Items: l.VTODOs,
 			NoCallLog: "the CalDAV server keeps no call log"}
 		for _, t := range l.Tasks {
-			out.Tasks = append(out.Tasks, audit.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
+			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
 		}
 		return out, nil
 	}), nil
