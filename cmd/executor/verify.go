@@ -77,11 +77,11 @@ missing from a service that keeps records forever, are violations.
 
 With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
 no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
-REPORT. Checks 2 and 3 then read: at most one task per intent id, no task id under two intents,
-at most one created receipt per intent, every created/replayed receipt names the intent's task;
-and every task is named by a created/replayed receipt (tasks of executor probe, of dead-lettered
-messages, and of messages before the window are counted apart). A task deleted in the calendar
-since is noted, not a violation: a resend of its approval would create it again. Checks 4, 5, 7
+REPORT. Checks 2 and 3 then read: at most one task per key (scope, intent id), no task id under
+two keys, at most one created receipt per key, every created/replayed receipt names the key's
+task; and every task is named by a created/replayed receipt (tasks of executor probe, of
+dead-lettered messages, and of messages before the window are counted apart). A task deleted in
+the calendar since is noted, not a violation. Checks 4, 5, 7
 and 10 need the service's record of every call and are reported as not applicable. The store id
 of check 11 is the collection's: verify with the URL the executors were given.
 
