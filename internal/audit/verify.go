@@ -218,11 +218,11 @@ func readService(ctx context.Context, svc *provider.Client, in *Input) error {
 		if err != nil {
 			return fmt.Errorf("audit: reading the task service's counters: %w", err)
 		}
-		if (again.Counts == si.Counts && again.Keys == si.Keys) || try == serviceReads {
-			si = again
+		same := again.Counts == si.Counts && again.Keys == si.Keys
+		si = again
+		if same || try == serviceReads {
 			break
 		}
-		si = again
 	}
 	in.Counts, in.Keys, in.Scopes = si.Counts, si.Keys, si.Scopes
 	in.Service = ServiceIdentity{StoreID: si.StoreID, Instance: si.Instance, Host: si.Host, PID: si.PID}
