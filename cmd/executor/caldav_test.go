@@ -648,7 +648,7 @@ func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
 			}
 			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
 			t.Logf("%s: verify with a second VTODO for intent-0001:\n%s", k, violationLines(report))
-			if err == nil || !strings.Contains(report, "FAIL 2.") || !strings.Contains(report, `intent "intent-0001" has 2 tasks`) {
+			if err == nil || !strings.Contains(report, "FAIL 2.") || !strings.Contains(report, `intent "intent-0001" in scope "default" has 2 tasks`) {
 				t.Errorf("verify with a second VTODO for intent-0001: %v\n%s", err, report)
 			}
 			if code := r.srv.Do(http.MethodDelete, path, nil); code/100 != 2 {
@@ -670,7 +670,7 @@ func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
 			}
 			report, err = verifyCalDAV(t, r, r.srv.CollectionURL)
 			t.Logf("%s: a VTODO with intent-0001's property and intent-0002's task id stored (answer %d); verify says:\n%s", k, code, report)
-			if err == nil || !strings.Contains(report, `intent "intent-0001" has 2 tasks`) || !strings.Contains(report, `task id intent-0002 is held by tasks of 2 intents`) {
+			if err == nil || !strings.Contains(report, `intent "intent-0001" in scope "default" has 2 tasks`) || !strings.Contains(report, `task id intent-0002 is held by tasks of 2 keys`) {
 				t.Errorf("verify with intent-0002's task id under intent-0001: %v", err)
 			}
 		})

@@ -17,7 +17,9 @@ import (
 
 const statusHelp = `status [--server URL] [--json] [--service-timeout DURATION]
 
-Prints the task service's three counters, the shared consumer's state and the receipts by outcome.
+Prints the task service's three counters, its keys (live, and compacted after their approvals
+expired) and the tasks deleted by their owners, the shared consumer's state and the receipts
+by outcome. When the service keeps keys in more than one scope, each scope's counters follow.
 Each part is read on its own: when the task service does not answer, the stream and consumer
 figures are still printed and the service's line says that it did not answer (in --json,
 "counts" is null and "service_error" says why).
@@ -28,12 +30,16 @@ still printed); 2 usage.`
 // statusReport is status's --json output. A part that could not be read
 // is null, with the reason in its error member.
 type statusReport struct {
-	Counts        *provider.Counts     `json:"counts"`
-	ServiceError  string               `json:"service_error,omitempty"`
-	Consumer      *audit.ConsumerState `json:"consumer"`
-	ConsumerError string               `json:"consumer_error,omitempty"`
-	Receipts      map[string]int64     `json:"receipts"`
-	ReceiptsError string               `json:"receipts_error,omitempty"`
+	Counts *provider.Counts `json:"counts"`
+	// Keys and Scopes are the service's keys and deleted tasks, and its
+	// counters per scope (null and absent when it did not answer).
+	Keys          *provider.KeyCounts    `json:"keys"`
+	Scopes        []provider.ScopeCounts `json:"scopes,omitempty"`
+	ServiceError  string                 `json:"service_error,omitempty"`
+	Consumer      *audit.ConsumerState   `json:"consumer"`
+	ConsumerError string                 `json:"consumer_error,omitempty"`
+	Receipts      map[string]int64       `json:"receipts"`
+	ReceiptsError string                 `json:"receipts_error,omitempty"`
 }
 
 // failed reports whether some part could not be read.
@@ -82,12 +88,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Client, serviceTimeout time.Duration) *statusReport {
 	rep := &statusReport{}
 	sctx, cancel := context.WithTimeout(ctx, serviceTimeout)
-	counts, err := svc.Stats(sctx)
+	info, err := svc.Info(sctx)
 	cancel()
 	if err != nil {
 		rep.ServiceError = err.Error()
 	} else {
-		rep.Counts = &counts
+		rep.Counts, rep.Keys, rep.Scopes = &info.Counts, &info.Keys, info.Scopes
 	}
 	if cs, err := audit.Consumer(ctx, js); err != nil {
 		rep.ConsumerError = err.Error()
@@ -106,6 +112,16 @@ func printStatus(w io.Writer, rep *statusReport) {
 	if rep.Counts != nil {
 		fmt.Fprintf(w, "task service: requests received %d, creates executed %d, tasks existing %d\n",
 			rep.Counts.RequestsReceived, rep.Counts.CreatesExecuted, rep.Counts.TasksExisting)
+		if k := rep.Keys; k != nil {
+			fmt.Fprintf(w, "keys:         live %d, compacted %d; tasks deleted %d\n", k.Live, k.Compacted, k.TasksDeleted)
+		}
+		// One scope says nothing the totals do not.
+		if len(rep.Scopes) > 1 {
+			for _, sc := range rep.Scopes {
+				fmt.Fprintf(w, "  scope %s: requests received %d, creates executed %d, tasks existing %d; keys live %d, compacted %d; tasks deleted %d\n",
+					sc.Scope, sc.RequestsReceived, sc.CreatesExecuted, sc.TasksExisting, sc.KeysLive, sc.KeysCompacted, sc.TasksDeleted)
+			}
+		}
 	} else {
 		fmt.Fprintf(w, "task service: did not answer (%s); its counters are unknown\n", rep.ServiceError)
 	}

@@ -59,6 +59,59 @@ func TestStatusPrintsTheCountersTheConsumerAndTheReceipts(t *testing.T) {
 	}
 }
 
+func TestStatusShowsTheKeysAndEachScopesCountersWhenThereIsMoreThanOneScope(t *testing.T) {
+	env := stackWithOneCreatedReceipt(t)
+	status := func(t *testing.T) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), []string{"status", "--server", env.URL()}, &out, &errOut); err != nil {
+			t.Fatalf("status: %v\n%s%s", err, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	t.Run("with one scope, the keys and no scope lines", func(t *testing.T) {
+		out := status(t)
+		if !strings.Contains(out, "keys:         live 1, compacted 0; tasks deleted 0") || strings.Contains(out, "  scope ") {
+			t.Errorf("status with one scope:\n%s", out)
+		}
+	})
+	t.Run("with two scopes and a deleted task, each scope's counters", func(t *testing.T) {
+		env.Executor(executor.Config{ID: "exec-1"})
+		s, err := scenario.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		teamB, err := s.InScope(s.Original, "team-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sent, err := publish.Send(ctx, env.JS, teamB.Envelope())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := publish.WaitReceipt(ctx, env.JS, sent.Scope, sent.IntentID, sent.StreamSeq)
+		if err != nil || rc.Outcome != document.OutcomeCreated {
+			t.Fatalf("team-b's receipt %+v, %v; want created", rc, err)
+		}
+		if _, err := env.Service.Delete(ctx, provider.DeleteRequest{Scope: "team-b", IntentID: "intent-0001"}); err != nil {
+			t.Fatal(err)
+		}
+		out := status(t)
+		for _, want := range []string{
+			"task service: requests received 2, creates executed 2, tasks existing 1",
+			"keys:         live 2, compacted 0; tasks deleted 1",
+			"  scope default: requests received 1, creates executed 1, tasks existing 1; keys live 1, compacted 0; tasks deleted 0",
+			"  scope team-b: requests received 1, creates executed 1, tasks existing 0; keys live 1, compacted 0; tasks deleted 1",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("status lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
 func TestStatusWithTheTaskServiceDownStillShowsTheStreamAndConsumerFigures(t *testing.T) {
 	env := stackWithOneCreatedReceipt(t)
 	if err := env.Stack.StopService(); err != nil {

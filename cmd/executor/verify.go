@@ -26,14 +26,18 @@ and checks that nothing was lost or done twice:
   1. every approval message has one terminal outcome: a terminal receipt or a dead letter,
      never two that contradict (the service's answer and a dead letter or a rejection, a
      rejection and a dead letter, created and idempotency_conflict);
-  2. at most one create per intent id, and its created/replayed receipts name one task;
-  3. creates executed = tasks existing = intents with a create;
+  2. at most one create per key (scope, intent id); its created/replayed receipts name its one
+     task, never another key's; a receipt marked task_deleted names a key whose task was
+     deleted, and no key is created again after its task was deleted;
+  3. creates executed = tasks existing + tasks deleted = keys live + keys compacted; every live
+     key names its one task; the scopes' counters add up to the totals;
   4. requests received = receipts from the service + calls whose reply was lost;
   5. no conflict changed a first record;
   6. no rejected message reached the service;
-  7. every service call names a stored approval message with its intent id and request
+  7. every service call names a stored approval message with its scope, intent id and request
      digest; calls from outside the executors fail unless allowed (--allow-external);
-  8. every stored receipt decodes and names a stored approval message with its intent id;
+  8. every stored receipt decodes and names a stored approval message with its scope and
+     intent id;
   9. every message that reached the service passes the gate, re-run with expiry judged at
      the time the stream stored it;
  10. each delivery makes at most one call: no delivery number of a message carries two calls
@@ -60,13 +64,24 @@ max age is the one provisioned, never the stream's current one: a max age lowere
 messages out early, and their records are then reported as purged, not excused. The delivery
 budget of check 10 is the consumer's as provisioned, too.
 
+Keys the task service compacted and records it retired are judged by the lifetime its stats
+state. A created/replayed receipt (or a replay on record) whose key is gone is outside the
+window, counted and not a violation, once the key's deadline has passed: the approval's
+not_after + the APPROVALS max age as provisioned + the service's clock allowance and margin
+(for a message the stream no longer holds, the deadline its call carried); before that, or for
+an approval that never expires, the key was forgotten while an approval could resend it: a
+violation. Request and create records missing from a service with a records retention are
+counted as retired when their calls may be older than it (their receipts are then not matched
+to calls, their tasks not compared with their requests); missing ones younger than it, or any
+missing from a service that keeps records forever, are violations.
+
 With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
 no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
-REPORT. Checks 2 and 3 then read: at most one task per intent id, no task id under two intents,
-at most one created receipt per intent, every created/replayed receipt names the intent's task;
-and every task is named by a created/replayed receipt (tasks of executor probe, of dead-lettered
-messages, and of messages before the window are counted apart). A task deleted in the calendar
-since is noted, not a violation: a resend of its approval would create it again. Checks 4, 5, 7
+REPORT. Checks 2 and 3 then read: at most one task per key (scope, intent id), no task id under
+two keys, at most one created receipt per key, every created/replayed receipt names the key's
+task; and every task is named by a created/replayed receipt (tasks of executor probe, of
+dead-lettered messages, and of messages before the window are counted apart). A task deleted in
+the calendar since is noted, not a violation. Checks 4, 5, 7
 and 10 need the service's record of every call and are reported as not applicable. The store id
 of check 11 is the collection's: verify with the URL the executors were given.
 
@@ -165,7 +180,7 @@ func taskLister(svc *taskService) (audit.TaskLister, error) {
 		out := audit.TaskListing{Name: "CalDAV collection " + c.CollectionURL(), StoreID: c.StoreID(), Items: l.VTODOs,
 			NoCallLog: "the CalDAV server keeps no call log"}
 		for _, t := range l.Tasks {
-			out.Tasks = append(out.Tasks, audit.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
+			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
 		}
 		return out, nil
 	}), nil

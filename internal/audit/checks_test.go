@@ -87,29 +87,42 @@ func (w *world) publish(data []byte, at time.Time) uint64 {
 // an intent id's first call.
 func (w *world) serve(req provider.CreateRequest, at time.Time) provider.RequestRecord {
 	in := w.in
-	rec := provider.RequestRecord{Seq: uint64(len(in.Requests) + 1), IntentID: req.IntentID, RequestDigest: req.RequestDigest,
-		RequestID: req.RequestID, ReceivedAt: stamp(at), CallRef: req.CallRef}
-	f, seen := w.first[req.IntentID]
+	rec := provider.RequestRecord{Seq: uint64(len(in.Requests) + 1), Scope: req.Scope, IntentID: req.IntentID, RequestDigest: req.RequestDigest,
+		RequestID: req.RequestID, ReceivedAt: stamp(at), CallRef: req.CallRef, NotAfter: req.NotAfter}
+	k := keyName(req.Scope, req.IntentID)
+	f, seen := w.first[k]
 	switch {
 	case !seen:
 		in.Counts.CreatesExecuted++
 		in.Counts.TasksExisting++
+		in.Keys.Live++
 		task := fmt.Sprintf("fake-task-%04d", in.Counts.CreatesExecuted)
-		f = provider.FirstResult{IntentID: req.IntentID, RequestDigest: req.RequestDigest, RequestID: req.RequestID, TaskID: task, CreatedAt: stamp(at), RequestSeq: rec.Seq}
-		w.first[req.IntentID] = f
+		f = provider.FirstResult{Scope: req.Scope, IntentID: req.IntentID, RequestDigest: req.RequestDigest, RequestID: req.RequestID, TaskID: task, CreatedAt: stamp(at), RequestSeq: rec.Seq}
+		w.first[k] = f
 		in.Intents = append(in.Intents, f)
-		in.Creates = append(in.Creates, provider.CreateRecord{Seq: uint64(len(in.Creates) + 1), IntentID: req.IntentID, RequestDigest: req.RequestDigest, TaskID: task, RequestSeq: rec.Seq, CreatedAt: stamp(at)})
-		in.Tasks = append(in.Tasks, provider.TaskRecord{Seq: uint64(len(in.Tasks) + 1), TaskID: task, IntentID: req.IntentID, Task: req.Task, CreatedAt: stamp(at)})
+		in.Creates = append(in.Creates, provider.CreateRecord{Seq: uint64(len(in.Creates) + 1), Scope: req.Scope, IntentID: req.IntentID, RequestDigest: req.RequestDigest, TaskID: task, RequestSeq: rec.Seq, CreatedAt: stamp(at)})
+		in.Tasks = append(in.Tasks, provider.TaskRecord{Seq: uint64(len(in.Tasks) + 1), TaskID: task, Scope: req.Scope, IntentID: req.IntentID, Task: req.Task, CreatedAt: stamp(at)})
 		rec.Outcome = provider.OutcomeCreated
 	case f.RequestDigest == req.RequestDigest:
 		rec.Outcome = provider.OutcomeReplayed
+		rec.TaskDeleted = f.TaskDeleted
 	default:
 		rec.Outcome = provider.OutcomeConflict
+		rec.TaskDeleted = f.TaskDeleted
 	}
 	rec.TaskID = f.TaskID
 	in.Counts.RequestsReceived++
 	in.Requests = append(in.Requests, rec)
 	return rec
+}
+
+// keyName names a key (scope, intent id) in the world's map; no scope is
+// the default scope.
+func keyName(scope, intent string) string {
+	if scope == "" {
+		scope = document.DefaultScope
+	}
+	return scope + "/" + intent
 }
 
 // call is one delivery of message seq calling the service, as the executor
@@ -120,8 +133,12 @@ func (w *world) call(seq, delivered uint64, attempt string, at time.Time) provid
 	if err != nil {
 		w.t.Fatalf("message %d does not pass the gate: %v", seq, err)
 	}
-	return w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, RequestID: v.Request.RequestID,
-		Task: taskOf(v), CallRef: executor.CallRef(seq, delivered, attempt)}, at)
+	notAfter := ""
+	if d := executor.KeyDeadline(v.NotAfter, w.in.Stream.MaxAge); !d.IsZero() {
+		notAfter = stamp(d)
+	}
+	return w.serve(provider.CreateRequest{Scope: v.Request.KeyScope(), IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, RequestID: v.Request.RequestID,
+		Task: taskOf(v), CallRef: executor.CallRef(seq, delivered, attempt), NotAfter: notAfter}, at)
 }
 
 // taskOf is the task of a request that passed the gate, as a call carries it.
@@ -146,6 +163,8 @@ func (w *world) receipt(seq, delivered uint64, attempt, outcome string, rec *pro
 		Delivery: document.Delivery{StreamSeq: seq, Delivered: delivered, Attempt: attempt, Executor: "exec-1",
 			StoredAt: stamp(w.in.Approvals[seq].Stored)}, IssuedAt: stamp(at)}
 	if rec != nil {
+		r.Scope = rec.Scope
+		r.TaskDeleted = rec.TaskDeleted && rec.Outcome == provider.OutcomeReplayed
 		r.IntentID = ptr(rec.IntentID)
 		r.TaskID = ptr(rec.TaskID)
 		r.StoreID = ptr(auditedStore)
@@ -288,7 +307,7 @@ func TestVerifyChecks(t *testing.T) {
 				w.run(hourAgo)
 				w.in.Creates = append(w.in.Creates, w.in.Creates[0])
 			},
-			fail: []int{2, 3}, says: `intent "intent-0001" was created 2 times`,
+			fail: []int{2, 3}, says: `intent "intent-0001" in scope "default" was created 2 times`,
 		},
 		{
 			name: "counters that differ from the records fail check 3",

@@ -41,11 +41,14 @@ func checkContent(v *view) Check {
 	}
 	// The messages by intent id and request digest, for creates whose call
 	// names no message.
-	type key struct{ intent, digest string }
-	byContent := map[key]uint64{}
+	type content struct {
+		key    key
+		digest string
+	}
+	byContent := map[content]uint64{}
 	for _, seq := range sortedSeqs(v.msgs) {
 		m := v.msgs[seq]
-		k := key{m.id.IntentID, m.digest}
+		k := content{keyOf(m.id.Scope, m.id.IntentID), m.digest}
 		if _, ok := byContent[k]; !ok && m.hasData && m.digest != "" {
 			byContent[k] = seq
 		}
@@ -67,14 +70,23 @@ func checkContent(v *view) Check {
 		return q, nil
 	}
 
-	var compared, differing, external, outside, unread int
+	var compared, differing, external, outside, unread, retired int
 	for _, t := range in.Tasks {
 		cr, ok := createByTask[t.TaskID]
+		if !ok && v.retirable(parseTime(t.CreatedAt)) {
+			// Its create record was retired by the records retention.
+			retired++
+			continue
+		}
 		if !ok {
 			c.violate("task %s (intent %q) has no create record: the request that created it, and so its approved content, is unknown", t.TaskID, t.IntentID)
 			continue
 		}
 		r, ok := reqBySeq[cr.RequestSeq]
+		if !ok && v.retirable(parseTime(cr.CreatedAt)) {
+			retired++
+			continue
+		}
 		if !ok {
 			c.violate("task %s (intent %q): its create names request %d, which is not recorded: its approved content is unknown", t.TaskID, t.IntentID, cr.RequestSeq)
 			continue
@@ -92,7 +104,7 @@ func checkContent(v *view) Check {
 				continue
 			}
 		} else {
-			if seq, ok = byContent[key{cr.IntentID, cr.RequestDigest}]; !ok {
+			if seq, ok = byContent[content{keyOf(cr.Scope, cr.IntentID), cr.RequestDigest}]; !ok {
 				// A call from outside the executors (check 7 counts them
 				// against what is allowed) under a request no stored
 				// message carries: there is nothing to compare with.
@@ -152,6 +164,11 @@ func checkContent(v *view) Check {
 	c.fig("for messages outside the window (excluded)", outside)
 	c.fig("for messages the stream does not hold or whose request cannot be read (see checks 7 and 9)", unread)
 	c.fig("requests the service refused", refused)
+	c.fig("tasks whose create or request record was retired (not compared)", retired)
+	if retired > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d tasks were created by calls whose records the records retention (%s) retired: their content could not be compared with their approved request",
+			retired, in.Lifetime.RecordsRetention))
+	}
 	return c
 }
 

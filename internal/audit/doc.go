@@ -15,6 +15,26 @@
 // records of messages that aged out before it. A record younger than the
 // max age whose message is gone is a violation, not an exclusion.
 //
+// Every check about keys keys them as the task service does: by the pair
+// (scope, intent id); a record or receipt without a scope is in the
+// default scope. Two scopes with one intent id and one task each are two
+// keys; a receipt naming another key's task is a violation. A task its
+// owner deleted is counted apart (creates executed = tasks existing +
+// tasks deleted); a replay of its key says so (task_deleted), and a key
+// created again after its task was deleted is a violation.
+//
+// The service compacts keys after their approvals expired and may retire
+// request and create records after a records retention; its stats state
+// both (provider.Lifetime). A key whose record is gone is outside the
+// audit window, counted, once its deadline has passed: the approval's
+// not_after plus the APPROVALS stream's max age as provisioned
+// (executor.KeyDeadline) plus the service's clock allowance and margin
+// (for a message no longer held, the deadline its call carried); gone
+// before that, or for an approval that never expires, it is a violation.
+// Records missing from a service with a retention are counted as retired
+// when their calls may be older than it, and the report says what could
+// then not be checked; any other missing record is a violation.
+//
 // It judges the streams and the consumer against what provisioning
 // recorded (topology.ReadRecord), never against their current settings:
 // every difference is a violation, and the window's max age and the

@@ -18,9 +18,10 @@ import (
 // be made and are reported as not applicable, with the reason, rather than
 // passed.
 
-// ListedTask is one task a listing shows: one that carries the intent id it
-// was created for.
+// ListedTask is one task a listing shows: one that carries the key (scope,
+// intent id) it was created for; no scope is the default scope.
 type ListedTask struct {
+	Scope         string `json:"scope,omitempty"`
 	IntentID      string `json:"intent_id"`
 	TaskID        string `json:"task_id"`
 	RequestDigest string `json:"request_digest,omitempty"`
@@ -71,7 +72,7 @@ func verifyListed(in *Input, v *view) []Check {
 		checkListedOneTask(in),
 		checkListedTasks(in, v),
 		na(checkRequests(v)),
-		na(checkFirstRecords(in)),
+		na(checkFirstRecords(v)),
 		checkRejected(in),
 		na(checkCallsNameMessages(v)),
 		checkReceiptsNameMessages(v),
@@ -84,11 +85,13 @@ func verifyListed(in *Input, v *view) []Check {
 	}
 }
 
-// byIntent groups the listed tasks by intent id.
-func (l *TaskListing) byIntent() map[string][]ListedTask {
+// byKey groups the listed tasks by key (scope, intent id), named as
+// key.String names it.
+func (l *TaskListing) byKey() map[string][]ListedTask {
 	out := map[string][]ListedTask{}
 	for _, t := range l.Tasks {
-		out[t.IntentID] = append(out[t.IntentID], t)
+		k := keyOf(t.Scope, t.IntentID).String()
+		out[k] = append(out[k], t)
 	}
 	return out
 }
@@ -105,31 +108,31 @@ func describeTasks(ts []ListedTask) string {
 	return strings.Join(parts, ", ")
 }
 
-// 2, for a listed service. Per intent id at most one task, no task id held
-// by two intents, at most one created receipt, and every created or replayed
-// receipt names the task the service holds for its intent.
+// 2, for a listed service. Per key (scope, intent id) at most one task, no
+// task id held by two keys, at most one created receipt, and every created
+// or replayed receipt names the task the service holds for its key.
 func checkListedOneTask(in *Input) Check {
-	c := Check{N: 2, Name: "at most one task per intent id; its created and replayed receipts name it", OK: true}
+	c := Check{N: 2, Name: "at most one task per key (scope, intent id); its created and replayed receipts name it", OK: true}
 	l := in.Listing
-	tasks := l.byIntent()
-	intents := sortedKeys(tasks)
+	tasks := l.byKey()
+	keys := sortedKeys(tasks)
 	var doubled int
-	for _, intent := range intents {
-		if ts := tasks[intent]; len(ts) > 1 {
+	for _, k := range keys {
+		if ts := tasks[k]; len(ts) > 1 {
 			doubled++
-			c.violate("intent %q has %d tasks in %s: %s", intent, len(ts), l.Name, describeTasks(ts))
+			c.violate("%s has %d tasks in %s: %s", k, len(ts), l.Name, describeTasks(ts))
 		}
 	}
 	holders := map[string][]string{}
 	for _, t := range l.Tasks {
-		if !slices.Contains(holders[t.TaskID], t.IntentID) {
-			holders[t.TaskID] = append(holders[t.TaskID], t.IntentID)
+		if k := keyOf(t.Scope, t.IntentID).String(); !slices.Contains(holders[t.TaskID], k) {
+			holders[t.TaskID] = append(holders[t.TaskID], k)
 		}
 	}
 	for _, id := range sortedKeys(holders) {
 		if hs := holders[id]; len(hs) > 1 {
 			slices.Sort(hs)
-			c.violate("task id %s is held by tasks of %d intents: %q", id, len(hs), hs)
+			c.violate("task id %s is held by tasks of %d keys: %s", id, len(hs), strings.Join(hs, ", "))
 		}
 	}
 	type delivery struct{ seq, delivered uint64 }
@@ -142,7 +145,7 @@ func checkListedOneTask(in *Input) Check {
 				continue
 			}
 			checked++
-			intent, task := *r.IntentID, *r.TaskID
+			intent, task := receiptKey(r).String(), *r.TaskID
 			if r.Outcome == document.OutcomeCreated {
 				if created[intent] == nil {
 					created[intent] = map[delivery]bool{}
@@ -150,7 +153,7 @@ func checkListedOneTask(in *Input) Check {
 				created[intent][delivery{seq, r.Delivery.Delivered}] = true
 			}
 			if prev, ok := named[intent]; ok && prev != task {
-				c.violate("intent %q: receipts name tasks %s and %s", intent, prev, task)
+				c.violate("%s: receipts name tasks %s and %s", intent, prev, task)
 			}
 			named[intent] = task
 			ts, held := tasks[intent]
@@ -158,7 +161,7 @@ func checkListedOneTask(in *Input) Check {
 			case !held:
 				gone++
 			case !slices.ContainsFunc(ts, func(t ListedTask) bool { return t.TaskID == task }):
-				c.violate("intent %q: receipt %s of message %d (%s) names task %s, but %s holds %s for it",
+				c.violate("%s: receipt %s of message %d (%s) names task %s, but %s holds %s for it",
 					intent, r.ReceiptID, seq, r.Outcome, task, l.Name, describeTasks(ts))
 			}
 		}
@@ -167,21 +170,21 @@ func checkListedOneTask(in *Input) Check {
 	for _, intent := range sortedKeys(created) {
 		if n := len(created[intent]); n > 1 {
 			again++
-			c.violate("intent %q has created receipts from %d deliveries: the service created its task %d times "+
+			c.violate("%s has created receipts from %d deliveries: the service created its task %d times "+
 				"(a task deleted in the service, then created again by a resend, is one way)", intent, n, n)
 		}
 	}
 	c.fig("tasks carrying an intent id", len(l.Tasks))
-	c.fig("intents with a task", len(tasks))
-	c.fig("intents with more than one task", doubled)
+	c.fig("keys with a task", len(tasks))
+	c.fig("keys with more than one task", doubled)
 	c.fig("created and replayed receipts checked", checked)
-	c.fig("of which for an intent whose task is gone (see 3)", gone)
-	c.fig("intents created more than once, by their receipts", again)
+	c.fig("of which for a key whose task is gone (see 3)", gone)
+	c.fig("keys created more than once, by their receipts", again)
 	return c
 }
 
-// 3, for a listed service. The tasks existing are the intents whose
-// receipts say created or replayed. A task no such receipt names is a
+// 3, for a listed service. The tasks existing are the keys (scope, intent
+// id) whose receipts say created or replayed. A task no such receipt names is a
 // violation unless it is accounted for: made by executor probe, for a
 // message that was dead-lettered (a call may have created it before its
 // reply was lost), or possibly for a message no longer in the stream. An
@@ -189,21 +192,21 @@ func checkListedOneTask(in *Input) Check {
 // another client: reported, not a violation, since a task service's users
 // may delete their tasks.
 func checkListedTasks(in *Input, v *view) Check {
-	c := Check{N: 3, Name: "tasks existing = intents with a created or replayed receipt", OK: true}
+	c := Check{N: 3, Name: "tasks existing = keys (scope, intent id) with a created or replayed receipt", OK: true}
 	l := in.Listing
-	tasks := l.byIntent()
+	tasks := l.byKey()
 	withReceipt := map[string]string{}
 	for _, seq := range sortedSeqs(in.Receipts) {
 		for _, r := range in.Receipts[seq] {
 			if (r.Outcome == document.OutcomeCreated || r.Outcome == document.OutcomeReplayed) && r.IntentID != nil {
-				withReceipt[*r.IntentID] = deref(r.TaskID)
+				withReceipt[receiptKey(r).String()] = deref(r.TaskID)
 			}
 		}
 	}
 	deadIntent := map[string]bool{}
 	for seq := range in.DeadLetters {
 		if m, ok := v.msgs[seq]; ok && m.id.IntentID != "" {
-			deadIntent[m.id.IntentID] = true
+			deadIntent[keyOf(m.id.Scope, m.id.IntentID).String()] = true
 		}
 	}
 	var gone []string
@@ -213,7 +216,7 @@ func checkListedTasks(in *Input, v *view) Check {
 		}
 	}
 	for _, intent := range gone {
-		c.note("intent %q: its receipts name task %s, which %s no longer holds: deleted in the service since; a resend of its approval would create it again",
+		c.note("%s: its receipts name task %s, which %s no longer holds: deleted in the service since",
 			intent, withReceipt[intent], l.Name)
 	}
 	var probed, dead, older, unnamed int
@@ -223,24 +226,24 @@ func checkListedTasks(in *Input, v *view) Check {
 		}
 		ts := tasks[intent]
 		switch {
-		case strings.HasPrefix(intent, probe.Prefix):
+		case strings.HasPrefix(ts[0].IntentID, probe.Prefix):
 			probed += len(ts)
 		case deadIntent[intent]:
 			dead += len(ts)
-			c.note("intent %q: %s exists, and its message was dead-lettered: a call created it before its reply was lost; a redrive replays it", intent, describeTasks(ts))
+			c.note("%s: %s exists, and its message was dead-lettered: a call created it before its reply was lost; a redrive replays it", intent, describeTasks(ts))
 		case v.first > 1:
 			older += len(ts)
-			c.note("intent %q: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
+			c.note("%s: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
 		default:
 			unnamed += len(ts)
-			c.violate("intent %q: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline",
+			c.violate("%s: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline",
 				intent, describeTasks(ts))
 		}
 	}
 	c.fig("items in the service, ours or not", l.Items)
 	c.fig("tasks existing (carrying an intent id)", len(l.Tasks))
-	c.fig("intents with a task", len(tasks))
-	c.fig("intents with a created or replayed receipt", len(withReceipt))
+	c.fig("keys with a task", len(tasks))
+	c.fig("keys with a created or replayed receipt", len(withReceipt))
 	c.fig("of which the task is gone (deleted since; noted)", len(gone))
 	c.fig("tasks no receipt names", probed+dead+older+unnamed)
 	c.fig("of which made by executor probe (excluded)", probed)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -59,7 +60,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-0001", TaskID: "by-hand", Where: "/tasks/by-hand.ics"})
 			},
-			fail: []int{2}, says: `intent "intent-0001" has 2 tasks`,
+			fail: []int{2}, says: `intent "intent-0001" in scope "default" has 2 tasks`,
 		},
 		{
 			name: "a task added by hand with one intent's property and another intent's task id fails naming both",
@@ -67,7 +68,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				other := w.in.Listing.Tasks[1]
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-0001", TaskID: other.TaskID, Where: "/tasks/by-hand.ics"})
 			},
-			fail: []int{2}, says: `is held by tasks of 2 intents: ["intent-0001" "intent-0002"]`,
+			fail: []int{2}, says: `is held by tasks of 2 keys: intent "intent-0001" in scope "default", intent "intent-0002" in scope "default"`,
 		},
 		{
 			name: "a receipt naming a task other than the one the service holds fails",
@@ -81,7 +82,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-outside", TaskID: "intent-outside"})
 			},
-			fail: []int{3}, says: `intent "intent-outside": task intent-outside exists, but no created or replayed receipt names it`,
+			fail: []int{3}, says: `intent "intent-outside" in scope "default": task intent-outside exists, but no created or replayed receipt names it`,
 		},
 		{
 			name: "a task of executor probe is counted apart",
@@ -94,7 +95,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = w.in.Listing.Tasks[:1]
 			},
-			notes: `intent "intent-0002": its receipts name task fake-task-0002, which CalDAV collection http://dav.test/tasks/ no longer holds`,
+			notes: `intent "intent-0002" in scope "default": its receipts name task fake-task-0002, which CalDAV collection http://dav.test/tasks/ no longer holds`,
 		},
 		{
 			name: "an intent created again after its task was deleted fails",
@@ -105,7 +106,19 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				r.ReceiptID, r.Delivery.StreamSeq = "receipt-again", seq
 				w.in.Receipts[seq] = append(w.in.Receipts[seq], &r)
 			},
-			fail: []int{2}, says: `intent "intent-0001" has created receipts from 2 deliveries`,
+			fail: []int{2}, says: `intent "intent-0001" in scope "default" has created receipts from 2 deliveries`,
+		},
+		{
+			name: "one intent id in two scopes, a task each, passes: two keys, not two tasks for one",
+			build: func(w *world) {
+				seq := w.inScope("team-b", auditedAt.Add(-time.Minute))
+				r := *w.in.Receipts[1][0]
+				r.ReceiptID, r.Delivery.StreamSeq, r.Scope, r.TaskID = "receipt-team-b", seq, "team-b", ptr("team-b-task")
+				r.RequestID, r.ApprovalID = ptr(w.in.Messages[seq].RequestID), ptr(w.in.Messages[seq].ApprovalID)
+				w.in.Receipts[seq] = []*document.Receipt{&r}
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: "team-b", IntentID: "intent-0001", TaskID: "team-b-task", Where: "/tasks/team-b.ics"})
+				w.in.Listing.Items++
+			},
 		},
 		{
 			name: "a receipt naming another store fails check 11",

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,8 +30,8 @@ type RunInput struct {
 	Undecodable []Undecodable
 	// Before and After are the task service's counters around the run.
 	Before, After provider.Counts
-	// Distinct is how many intents, new to the service, the run's messages
-	// carry: each must be created once.
+	// Distinct is how many keys (scope, intent id), new to the service,
+	// the run's messages carry: each must be created once.
 	Distinct int
 	// Retried is how many deliveries the executors gave back to be retried
 	// after a failed call (a timeout, a transient error). A call that
@@ -173,9 +174,9 @@ func checkRunNotRefused(in *RunInput) Check {
 // all of its receipts name one task, and the intents created are the new
 // intents the run carries.
 func checkRunCreates(in *RunInput) (_ Check, answerLost int) {
-	c := Check{N: 3, Name: "one created receipt per intent, naming the task all its receipts name", OK: true}
-	created := map[string]int{}
-	task := map[string]string{}
+	c := Check{N: 3, Name: "one created receipt per key (scope, intent id), naming the task all its receipts name", OK: true}
+	created := map[key]int{}
+	task := map[key]string{}
 	for _, seq := range in.Seqs {
 		for _, r := range in.Receipts[seq] {
 			if !serviceOutcome(r.Outcome) {
@@ -185,40 +186,46 @@ func checkRunCreates(in *RunInput) (_ Check, answerLost int) {
 				c.violate("message %d: a %s receipt without intent or task", seq, r.Outcome)
 				continue
 			}
+			k := receiptKey(r)
 			if r.Outcome == document.OutcomeCreated {
-				created[*r.IntentID]++
+				created[k]++
 			}
-			if prev, ok := task[*r.IntentID]; ok && prev != *r.TaskID {
-				c.violate("intent %s: receipts name tasks %s and %s", *r.IntentID, prev, *r.TaskID)
+			if prev, ok := task[k]; ok && prev != *r.TaskID {
+				c.violate("%s: receipts name tasks %s and %s", k, prev, *r.TaskID)
 			}
-			task[*r.IntentID] = *r.TaskID
+			task[k] = *r.TaskID
 		}
 	}
-	// An intent whose receipts name a task but none says created: its
+	// A key whose receipts name a task but none says created: its
 	// create's answer was lost, which only a retried call explains.
-	for intent := range task {
-		if created[intent] == 0 {
+	for k := range task {
+		if created[k] == 0 {
 			answerLost++
 		}
 	}
 	if answerLost > in.Retried {
-		c.violate("%d intents have only replayed or conflict receipts, but the executors retried %d calls", answerLost, in.Retried)
+		c.violate("%d keys have only replayed or conflict receipts, but the executors retried %d calls", answerLost, in.Retried)
 	}
 	if len(created)+min(answerLost, in.Retried) != in.Distinct {
-		c.violate("%d intents have a created receipt; want %d", len(created), in.Distinct)
+		c.violate("%d keys have a created receipt; want %d", len(created), in.Distinct)
 	}
+	keys := make([]key, 0, len(created))
+	for k := range created {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
 	doubled := 0
-	for _, intent := range sortedKeys(created) {
-		if n := created[intent]; n > 1 {
+	for _, k := range keys {
+		if n := created[k]; n > 1 {
 			doubled++
-			c.violate("intent %s has %d created receipts", intent, n)
+			c.violate("%s has %d created receipts", k, n)
 		}
 	}
-	c.fig("intents with a created receipt", len(created))
-	c.fig("intents whose create's answer was lost (no created receipt; a retried call made it)", answerLost)
+	c.fig("keys with a created receipt", len(created))
+	c.fig("keys whose create's answer was lost (no created receipt; a retried call made it)", answerLost)
 	c.fig("calls retried by the executors", in.Retried)
-	c.fig("new intents in the run", in.Distinct)
-	c.fig("intents with more than one created receipt", doubled)
+	c.fig("new keys in the run", in.Distinct)
+	c.fig("keys with more than one created receipt", doubled)
 	return c, answerLost
 }
 

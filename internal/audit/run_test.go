@@ -73,6 +73,23 @@ func TestVerifyRunPassesAHealthyRunAndCountsItsReceipts(t *testing.T) {
 	}
 }
 
+// Two scopes that use one intent id are two keys: one created receipt
+// each, naming a task each, is no double create.
+func TestVerifyRunCountsOneIntentIdInTwoScopesAsTwoKeys(t *testing.T) {
+	in := healthyRun()
+	in.Seqs = append(in.Seqs, 15)
+	other := runReceipt(15, document.OutcomeCreated, "intent-a", "fake-task-0003")
+	other.Scope = "team-b"
+	in.Receipts[15] = []*document.Receipt{other}
+	in.Distinct = 3
+	in.After.RequestsReceived++
+	in.After.CreatesExecuted++
+	in.After.TasksExisting++
+	if rep := audit.VerifyRun(in); !rep.OK {
+		t.Fatalf("the run fails: %v", rep.Problems())
+	}
+}
+
 // A create whose answer was lost leaves its intent with replayed receipts
 // only; the run passes when the executors retried a call for it.
 func TestVerifyRunAcceptsACreateWhoseAnswerWasLostWhenACallWasRetried(t *testing.T) {
@@ -110,20 +127,20 @@ func TestVerifyRunFailsWhenTheRunIsBroken(t *testing.T) {
 		}, 2, "the receipt at 7 (for message 13) does not decode"},
 		{"an intent created twice", func(in *audit.RunInput) {
 			in.Receipts[12] = []*document.Receipt{runReceipt(12, document.OutcomeCreated, "intent-a", "fake-task-0001")}
-		}, 3, "intent intent-a has 2 created receipts"},
+		}, 3, `intent "intent-a" in scope "default" has 2 created receipts`},
 		{"the receipts of an intent naming two tasks", func(in *audit.RunInput) {
 			in.Receipts[12] = []*document.Receipt{runReceipt(12, document.OutcomeReplayed, "intent-a", "fake-task-0009")}
-		}, 3, "intent intent-a: receipts name tasks fake-task-0001 and fake-task-0009"},
+		}, 3, `intent "intent-a" in scope "default": receipts name tasks fake-task-0001 and fake-task-0009`},
 		{"an intent never created", func(in *audit.RunInput) { in.Distinct = 3 },
-			3, "2 intents have a created receipt; want 3"},
+			3, "2 keys have a created receipt; want 3"},
 		{"an intent without a created receipt, and no call retried", func(in *audit.RunInput) {
 			in.Receipts[11] = []*document.Receipt{runReceipt(11, document.OutcomeReplayed, "intent-a", "fake-task-0001")}
-		}, 3, "1 intents have only replayed or conflict receipts, but the executors retried 0 calls"},
+		}, 3, "1 keys have only replayed or conflict receipts, but the executors retried 0 calls"},
 		{"two intents without a created receipt, and one call retried", func(in *audit.RunInput) {
 			in.Retried = 1
 			in.Receipts[11] = []*document.Receipt{runReceipt(11, document.OutcomeReplayed, "intent-a", "fake-task-0001")}
 			in.Receipts[13] = []*document.Receipt{runReceipt(13, document.OutcomeReplayed, "intent-b", "fake-task-0002")}
-		}, 3, "2 intents have only replayed or conflict receipts, but the executors retried 1 calls"},
+		}, 3, "2 keys have only replayed or conflict receipts, but the executors retried 1 calls"},
 		{"one create more than the intents", func(in *audit.RunInput) { in.After.CreatesExecuted++ },
 			4, "creates executed grew by 3 and tasks existing by 2 for 2 distinct intents"},
 		{"fewer requests than messages", func(in *audit.RunInput) { in.After.RequestsReceived = 103 },

@@ -53,6 +53,9 @@ type msgView struct {
 	digest string
 	// gateErr is the re-run gate's refusal, nil when the message passes.
 	gateErr error
+	// notAfter is the approval's expiry when the message passes the gate;
+	// zero when it never expires or is not known.
+	notAfter time.Time
 }
 
 // view is the input with every message's gate verdict and every named
@@ -90,6 +93,7 @@ func newView(in *Input, o Options) *view {
 			mv.digest = requestDigest(m.Data)
 		} else {
 			mv.digest = verdict.RequestDigest
+			mv.notAfter = verdict.NotAfter
 		}
 	}
 	v.first, v.last, v.lastAfter = in.Stream.FirstSeq, in.Stream.LastSeq, in.Stream.LastSeqAfter
@@ -284,10 +288,11 @@ func describeGate(c *gate.Checker) GateRun {
 	return g
 }
 
-// 7. Every service call names a stored approval message with the same intent
-// id and request digest; calls from outside the executors only as allowed.
+// 7. Every service call names a stored approval message with the same scope,
+// intent id and request digest; calls from outside the executors only as
+// allowed.
 func checkCallsNameMessages(v *view) Check {
-	c := Check{N: 7, Name: "every service call names a stored approval message with its intent id and request digest; calls from outside the executors only as allowed", OK: true}
+	c := Check{N: 7, Name: "every service call names a stored approval message with its scope, intent id and request digest; calls from outside the executors only as allowed", OK: true}
 	var matched, gone, before, after int
 	var external []string
 	for _, r := range v.in.Requests {
@@ -312,6 +317,8 @@ func checkCallsNameMessages(v *view) Check {
 		switch {
 		case r.IntentID != m.id.IntentID:
 			c.violate("request %d (%s) is for intent %q, but message %d is for intent %q", r.Seq, r.CallRef, r.IntentID, seq, m.id.IntentID)
+		case keyOf(r.Scope, "") != keyOf(m.id.Scope, ""):
+			c.violate("request %d (%s) is in scope %q, but message %d's request is in scope %q", r.Seq, r.CallRef, keyOf(r.Scope, "").scope, seq, keyOf(m.id.Scope, "").scope)
 		case !m.hasData:
 			c.violate("request %d (%s): message %d's data was not read, so its request digest is unknown", r.Seq, r.CallRef, seq)
 		case m.digest == "":
@@ -340,9 +347,9 @@ func checkCallsNameMessages(v *view) Check {
 }
 
 // 8. Every stored receipt decodes and names a stored approval message with
-// the ids it carries.
+// the ids it carries, and a receipt of the service's answer its scope.
 func checkReceiptsNameMessages(v *view) Check {
-	c := Check{N: 8, Name: "every stored receipt decodes and names a stored approval message with its intent id", OK: true}
+	c := Check{N: 8, Name: "every stored receipt decodes and names a stored approval message with its scope and intent id", OK: true}
 	for _, u := range v.in.Undecodable {
 		forMsg := ""
 		if u.StreamSeq != 0 {
@@ -378,6 +385,8 @@ func checkReceiptsNameMessages(v *view) Check {
 			switch {
 			case r.IntentID != nil && *r.IntentID != m.id.IntentID:
 				mismatch("intent", *r.IntentID, m.id.IntentID)
+			case serviceOutcome(r.Outcome) && keyOf(r.Scope, "") != keyOf(m.id.Scope, ""):
+				mismatch("scope", keyOf(r.Scope, "").scope, keyOf(m.id.Scope, "").scope)
 			case r.IntentID == nil && serviceOutcome(r.Outcome):
 				ok = false
 				c.violate("receipt %s (%s) for message %d names no intent", r.ReceiptID, r.Outcome, seq)

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -31,6 +32,14 @@ type Input struct {
 	Creates  []provider.CreateRecord
 	Tasks    []provider.TaskRecord
 	Intents  []provider.FirstResult
+	// Deletes are the tasks deleted by their owners; Keys the service's
+	// figures of keys (live, compacted), deleted tasks and retired
+	// records; Scopes its counters per scope; Lifetime how long it keeps
+	// keys and records.
+	Deletes  []provider.DeleteRecord
+	Keys     provider.KeyCounts
+	Scopes   []provider.ScopeCounts
+	Lifetime Lifetime
 	Consumer ConsumerState
 	// Listing, when set, is all the audit knows of a task service that
 	// keeps no call log and no counters (a CalDAV collection): the tasks it
@@ -165,31 +174,62 @@ func LoadWith(ctx context.Context, nc *nats.Conn, lister TaskLister) (*Input, er
 		in.Service = ServiceIdentity{StoreID: l.StoreID, Name: l.Name}
 		return in, finishLoad(ctx, js, in)
 	}
-	svc := provider.NewClient(nc)
-	si, err := svc.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("audit: reading the task service's counters: %w", err)
-	}
-	in.Counts = si.Counts
-	in.Service = ServiceIdentity{StoreID: si.StoreID, Instance: si.Instance, Host: si.Host, PID: si.PID}
-	for _, kind := range []string{provider.RecordRequests, provider.RecordCreates, provider.RecordTasks, provider.RecordIntents} {
-		var after uint64
-		for {
-			page, err := svc.Records(ctx, provider.RecordsRequest{Kind: kind, AfterSeq: after, Limit: provider.MaxRecordsLimit})
-			if err != nil {
-				return nil, fmt.Errorf("audit: reading the task service's %s: %w", kind, err)
-			}
-			in.Requests = append(in.Requests, page.Requests...)
-			in.Creates = append(in.Creates, page.Creates...)
-			in.Tasks = append(in.Tasks, page.Tasks...)
-			in.Intents = append(in.Intents, page.Intents...)
-			if page.NextSeq == 0 || page.NextSeq == after {
-				break
-			}
-			after = page.NextSeq
-		}
+	if err := readService(ctx, provider.NewClient(nc), in); err != nil {
+		return nil, err
 	}
 	return in, finishLoad(ctx, js, in)
+}
+
+// serviceReads bounds how often readService reads the records again
+// because the service changed them while they were read.
+const serviceReads = 5
+
+// readService reads the task service's counters and every record into in.
+// The service may change its records while they are read (a compaction in
+// the background, a delete, a create from outside): the counters are read
+// before and after, and the records read again until both agree, so that
+// counters and records describe one state.
+func readService(ctx context.Context, svc *provider.Client, in *Input) error {
+	si, err := svc.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("audit: reading the task service's counters: %w", err)
+	}
+	for try := 1; ; try++ {
+		in.Requests, in.Creates, in.Tasks, in.Intents, in.Deletes = nil, nil, nil, nil, nil
+		for _, kind := range []string{provider.RecordRequests, provider.RecordCreates, provider.RecordTasks, provider.RecordIntents, provider.RecordDeletes} {
+			var after uint64
+			for {
+				page, err := svc.Records(ctx, provider.RecordsRequest{Kind: kind, AfterSeq: after, Limit: provider.MaxRecordsLimit})
+				if err != nil {
+					return fmt.Errorf("audit: reading the task service's %s: %w", kind, err)
+				}
+				in.Requests = append(in.Requests, page.Requests...)
+				in.Creates = append(in.Creates, page.Creates...)
+				in.Tasks = append(in.Tasks, page.Tasks...)
+				in.Intents = append(in.Intents, page.Intents...)
+				in.Deletes = append(in.Deletes, page.Deletes...)
+				if page.NextSeq == 0 || page.NextSeq == after {
+					break
+				}
+				after = page.NextSeq
+			}
+		}
+		again, err := svc.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("audit: reading the task service's counters: %w", err)
+		}
+		same := again.Counts == si.Counts && again.Keys == si.Keys
+		si = again
+		if same || try == serviceReads {
+			break
+		}
+	}
+	in.Counts, in.Keys, in.Scopes = si.Counts, si.Keys, si.Scopes
+	in.Service = ServiceIdentity{StoreID: si.StoreID, Instance: si.Instance, Host: si.Host, PID: si.PID}
+	if in.Lifetime, err = serviceLifetime(si); err != nil {
+		return err
+	}
+	return nil
 }
 
 // finishLoad notes the APPROVALS stream's last sequence once everything
@@ -266,6 +306,11 @@ func callSeq(ref string) (seq, delivered uint64, ok bool) {
 	return s, d, err1 == nil && err2 == nil
 }
 
+// callRef is the call reference of the call a receipt reports.
+func callRef(r *document.Receipt) string {
+	return fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Attempt)
+}
+
 func serviceOutcome(o string) bool {
 	return o == document.OutcomeCreated || o == document.OutcomeReplayed || o == document.OutcomeConflict
 }
@@ -310,10 +355,10 @@ func VerifyWith(in *Input, o Options) Report {
 	}
 	return report(in, v, o, []Check{
 		checkTerminal(in),
-		checkOneCreate(in),
+		checkOneCreate(v),
 		checkCounters(in),
 		checkRequests(v),
-		checkFirstRecords(in),
+		checkFirstRecords(v),
 		checkRejected(in),
 		checkCallsNameMessages(v),
 		checkReceiptsNameMessages(v),
@@ -431,70 +476,235 @@ func contradiction(rs []*document.Receipt, deadLetter bool) string {
 	return strings.Join(parts, " and ")
 }
 
-// 2. Per intent id at most one create, and every created/replayed receipt of
-// that intent names the same task id.
-func checkOneCreate(in *Input) Check {
-	c := Check{N: 2, Name: "at most one create per intent id; its created and replayed receipts name one task", OK: true}
-	creates := map[string]int{}
+// 2. Per key (scope, intent id) at most one create, and every created or
+// replayed receipt of that key names its one task, never another key's; a
+// receipt that says its task was deleted names a key whose task was
+// deleted, and no key is created again after its task was deleted. A
+// receipt whose key record is gone is checked against the key's deadline
+// (see keys.go): after it the key was compacted on time and its first
+// result can no longer be compared (counted); before it the key was
+// forgotten too early (a violation).
+func checkOneCreate(v *view) Check {
+	in := v.in
+	c := Check{N: 2, Name: "at most one create per key (scope, intent id); its created and replayed receipts name its one task, never another key's; a deleted task's key is replayed, never created again", OK: true}
+	creates := map[key]int{}
 	for _, cr := range in.Creates {
-		creates[cr.IntentID]++
+		creates[keyOf(cr.Scope, cr.IntentID)]++
 	}
-	var doubled []string
-	for intent, n := range creates {
+	var doubled []key
+	for k, n := range creates {
 		if n > 1 {
-			doubled = append(doubled, intent)
+			doubled = append(doubled, k)
 		}
 	}
-	slices.Sort(doubled)
-	for _, intent := range doubled {
-		c.violate("intent %q was created %d times", intent, creates[intent])
+	slices.SortFunc(doubled, compareKeys)
+	for _, k := range doubled {
+		c.violate("%s was created %d times", k, creates[k])
 	}
-	first := map[string]string{}
+	first := map[key]provider.FirstResult{}
 	for _, f := range in.Intents {
-		first[f.IntentID] = f.TaskID
+		first[keyOf(f.Scope, f.IntentID)] = f
 	}
-	tasks := map[string]string{}
-	var checked int
+	// owner is the key each task id was created for, as the service's
+	// records say.
+	owner := map[string]key{}
+	own := func(task string, k key) {
+		if _, ok := owner[task]; !ok && task != "" {
+			owner[task] = k
+		}
+	}
+	for _, cr := range in.Creates {
+		own(cr.TaskID, keyOf(cr.Scope, cr.IntentID))
+	}
+	for _, t := range in.Tasks {
+		own(t.TaskID, keyOf(t.Scope, t.IntentID))
+	}
+	for _, f := range in.Intents {
+		own(f.TaskID, keyOf(f.Scope, f.IntentID))
+	}
+	deleted := map[key]provider.DeleteRecord{}
+	for _, d := range in.Deletes {
+		k := keyOf(d.Scope, d.IntentID)
+		own(d.TaskID, k)
+		deleted[k] = d
+	}
+	calls := map[string]provider.RequestRecord{}
+	for _, r := range in.Requests {
+		calls[r.CallRef] = r
+	}
+	tasks := map[key]string{}
+	var checked, otherKey, compacted, unchecked, deletedReplays int
 	for _, seq := range sortedSeqs(in.Receipts) {
 		for _, r := range in.Receipts[seq] {
 			if r.Outcome != document.OutcomeCreated && r.Outcome != document.OutcomeReplayed || r.IntentID == nil || r.TaskID == nil {
 				continue
 			}
 			checked++
-			intent, task := *r.IntentID, *r.TaskID
-			if prev, ok := tasks[intent]; ok && prev != task {
-				c.violate("intent %q: receipts name tasks %s and %s", intent, prev, task)
+			k, task := receiptKey(r), *r.TaskID
+			if o, ok := owner[task]; ok && o != k {
+				otherKey++
+				c.violate("receipt %s (%s) of message %d is for %s, but names task %s, which the service created for %s", r.ReceiptID, r.Outcome, seq, k, task, o)
+				continue
 			}
-			tasks[intent] = task
-			if f, ok := first[intent]; ok && f != task {
-				c.violate("intent %q: receipt of message %d names %s, the service's first result %s", intent, seq, task, f)
+			if prev, ok := tasks[k]; ok && prev != task {
+				c.violate("%s: receipts name tasks %s and %s", k, prev, task)
+			}
+			tasks[k] = task
+			f, kept := first[k]
+			switch {
+			case kept && f.TaskID != task:
+				c.violate("%s: receipt of message %d names %s, the service's first result %s", k, seq, task, f.TaskID)
+			case !kept:
+				// The key's deadline: from the approval the stream holds,
+				// else from the not_after its call carried.
+				deadline, ok := v.keyDeadline(seq)
+				known := v.place(seq) == inWindow
+				if !known {
+					if req, found := calls[callRef(r)]; found {
+						deadline, ok = v.requestDeadline(req)
+						known = true
+					}
+				}
+				switch {
+				case v.compactable(deadline, ok):
+					compacted++
+				case !known:
+					unchecked++
+				case !ok:
+					c.violate("receipt %s (%s) of message %d names %s, whose key the service no longer keeps, although its approval never expires (the key must be kept forever)",
+						r.ReceiptID, r.Outcome, seq, k)
+				default:
+					c.violate("receipt %s (%s) of message %d names %s, whose key the service no longer keeps, although an approval could resend it until %s: the key was forgotten too early",
+						r.ReceiptID, r.Outcome, seq, k, deadline.UTC().Format(time.RFC3339))
+				}
+			}
+			d, wasDeleted := deleted[k]
+			if r.TaskDeleted {
+				deletedReplays++
+				if !wasDeleted {
+					c.violate("receipt %s (%s) of message %d says the task %s of %s was deleted, but the service deleted no task of that key", r.ReceiptID, r.Outcome, seq, task, k)
+				}
+			}
+			if wasDeleted && r.Outcome == document.OutcomeCreated && task != d.TaskID {
+				c.violate("receipt %s of message %d: %s was created again (task %s) after its task %s was deleted at %s", r.ReceiptID, seq, k, task, d.TaskID, d.DeletedAt)
 			}
 		}
 	}
-	c.fig("intents with a create", len(creates))
-	c.fig("doubled intents", len(doubled))
+	c.fig("keys with a create", len(creates))
+	c.fig("doubled keys", len(doubled))
 	c.fig("created and replayed receipts checked", checked)
+	c.fig("receipts naming another key's task", otherKey)
+	c.fig("replayed receipts of a deleted task", deletedReplays)
+	c.fig("receipts whose key was compacted after its deadline (outside the audit window)", compacted)
+	c.fig("receipts whose key is gone, with neither their approval nor their call on record (not checked)", unchecked)
+	if compacted > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys compacted after their deadline (approval not_after + the approvals stream's max age + the service's clock allowance %s and margin %s): their first result could not be compared",
+			compacted, in.Lifetime.ClockAllowance, in.Lifetime.Margin))
+	}
+	if unchecked > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys the service no longer keeps, for messages the stream no longer holds and calls whose records were retired: their keys' deadlines could not be checked", unchecked))
+	}
 	return c
 }
 
-// 3. creates executed == tasks existing == intents with a create.
+func compareKeys(a, b key) int {
+	return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.intent, b.intent))
+}
+
+// 3. The counters agree with each other and with the records: every
+// create made a task, which exists or was deleted (creates executed =
+// tasks existing + tasks deleted), and a key, which is live or compacted
+// (= keys live + keys compacted); every live key names its task (existing,
+// or deleted with a delete record); request and create records missing
+// are the records retired, and only under a records retention.
 func checkCounters(in *Input) Check {
-	c := Check{N: 3, Name: "creates executed = tasks existing = intents with a create", OK: true}
-	intents := map[string]bool{}
-	for _, cr := range in.Creates {
-		intents[cr.IntentID] = true
-	}
-	c.fig("creates executed", int(in.Counts.CreatesExecuted))
+	c := Check{N: 3, Name: "creates executed = tasks existing + tasks deleted = keys live + keys compacted; every live key names its one task", OK: true}
+	n := in.Counts.CreatesExecuted
+	k := in.Keys
+	c.fig("creates executed", int(n))
 	c.fig("tasks existing", int(in.Counts.TasksExisting))
-	c.fig("intents with a create", len(intents))
+	c.fig("tasks deleted", int(k.TasksDeleted))
+	c.fig("keys live", int(k.Live))
+	c.fig("keys compacted (intent records removed after their deadline, not a violation)", int(k.Compacted))
 	c.fig("create records", len(in.Creates))
 	c.fig("task records", len(in.Tasks))
+	c.fig("delete records", len(in.Deletes))
 	c.fig("intent records", len(in.Intents))
-	n := in.Counts.CreatesExecuted
-	if in.Counts.TasksExisting != n || int64(len(intents)) != n || int64(len(in.Creates)) != n ||
-		int64(len(in.Tasks)) != n || int64(len(in.Intents)) != n {
-		c.violate("creates executed %d, tasks existing %d, intents with a create %d, records %d/%d/%d differ",
-			n, in.Counts.TasksExisting, len(intents), len(in.Creates), len(in.Tasks), len(in.Intents))
+	c.fig("records retired by the records retention", int(k.RecordsRetired))
+	if in.Counts.TasksExisting+k.TasksDeleted != n {
+		c.violate("creates executed %d ≠ tasks existing %d + tasks deleted %d", n, in.Counts.TasksExisting, k.TasksDeleted)
+	}
+	if k.Live+k.Compacted != n {
+		c.violate("creates executed %d ≠ keys live %d + keys compacted %d: a create that made no key of its own", n, k.Live, k.Compacted)
+	}
+	if int64(len(in.Tasks)) != in.Counts.TasksExisting || int64(len(in.Deletes)) != k.TasksDeleted || int64(len(in.Intents)) != k.Live {
+		c.violate("records differ from the counters: %d task records for %d tasks existing, %d delete records for %d tasks deleted, %d intent records for %d keys live",
+			len(in.Tasks), in.Counts.TasksExisting, len(in.Deletes), k.TasksDeleted, len(in.Intents), k.Live)
+	}
+	retiredRequests := in.Counts.RequestsReceived - int64(len(in.Requests))
+	retiredCreates := n - int64(len(in.Creates))
+	switch {
+	case retiredRequests < 0 || retiredCreates < 0:
+		c.violate("more records than the counters count: %d request records for %d requests received, %d create records for %d creates executed",
+			len(in.Requests), in.Counts.RequestsReceived, len(in.Creates), n)
+	case retiredRequests+retiredCreates != k.RecordsRetired:
+		c.violate("%d request records and %d create records are missing, but the service retired %d records", retiredRequests, retiredCreates, k.RecordsRetired)
+	case k.RecordsRetired > 0 && in.Lifetime.RecordsRetention == 0:
+		c.violate("the service retired %d records although it keeps records forever", k.RecordsRetired)
+	}
+	if k.Compacted > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d keys were compacted after their deadline: intent records are fewer than creates by that many, which is not a violation", k.Compacted))
+	}
+	if k.RecordsRetired > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d request records and %d create records were retired by the records retention (%s): the calls and creates they recorded cannot be checked",
+			retiredRequests, retiredCreates, in.Lifetime.RecordsRetention))
+	}
+	// One task per live key: the task its intent record names exists, or
+	// was deleted; a task of a live key is that key's task.
+	taskByID := map[string]provider.TaskRecord{}
+	for _, t := range in.Tasks {
+		taskByID[t.TaskID] = t
+	}
+	deletedByID := map[string]provider.DeleteRecord{}
+	for _, d := range in.Deletes {
+		deletedByID[d.TaskID] = d
+	}
+	first := map[key]provider.FirstResult{}
+	for _, f := range in.Intents {
+		fk := keyOf(f.Scope, f.IntentID)
+		first[fk] = f
+		t, exists := taskByID[f.TaskID]
+		d, gone := deletedByID[f.TaskID]
+		switch {
+		case exists && keyOf(t.Scope, t.IntentID) != fk:
+			c.violate("%s names task %s, which is %s's", fk, f.TaskID, keyOf(t.Scope, t.IntentID))
+		case gone && keyOf(d.Scope, d.IntentID) != fk:
+			c.violate("%s names task %s, deleted as %s's", fk, f.TaskID, keyOf(d.Scope, d.IntentID))
+		case !exists && !gone:
+			c.violate("%s names task %s, which neither exists nor was deleted", fk, f.TaskID)
+		case exists && f.TaskDeleted:
+			c.violate("%s says its task %s was deleted, but the task exists", fk, f.TaskID)
+		case gone && !f.TaskDeleted:
+			c.violate("%s does not say its task %s was deleted, but a delete record says so", fk, f.TaskID)
+		}
+	}
+	for _, t := range in.Tasks {
+		if f, ok := first[keyOf(t.Scope, t.IntentID)]; ok && f.TaskID != t.TaskID {
+			c.violate("task %s of %s exists beside the key's own task %s", t.TaskID, keyOf(t.Scope, t.IntentID), f.TaskID)
+		}
+	}
+	if len(in.Scopes) > 0 {
+		var sum provider.Counts
+		for _, s := range in.Scopes {
+			sum.RequestsReceived += s.RequestsReceived
+			sum.CreatesExecuted += s.CreatesExecuted
+			sum.TasksExisting += s.TasksExisting
+		}
+		if sum != in.Counts {
+			c.violate("the scopes' counters add up to %d, %d, %d, the totals say %d, %d, %d", sum.RequestsReceived, sum.CreatesExecuted, sum.TasksExisting,
+				in.Counts.RequestsReceived, in.Counts.CreatesExecuted, in.Counts.TasksExisting)
+		}
+		c.fig("scopes", len(in.Scopes))
 	}
 	return c
 }
@@ -530,7 +740,7 @@ func checkRequests(v *view) Check {
 		byRef[r.CallRef] = r
 	}
 	matched := map[string]bool{}
-	var receipts int
+	var receipts, retired int
 	for _, seq := range sortedSeqs(in.Receipts) {
 		if p := v.place(seq); p == beforeWindow || p == afterWindow {
 			continue
@@ -540,9 +750,14 @@ func checkRequests(v *view) Check {
 				continue
 			}
 			receipts++
-			ref := fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Attempt)
+			ref := callRef(r)
 			req, ok := byRef[ref]
 			switch {
+			case !ok && v.retirable(v.messageStored(seq)):
+				// The call's record may have been retired by the
+				// records retention: it cannot be matched.
+				retired++
+				continue
 			case !ok:
 				c.violate("receipt %s (%s) names a call the service never recorded", r.ReceiptID, r.Outcome)
 			case req.Outcome != r.Outcome || req.TaskID != deref(r.TaskID):
@@ -581,12 +796,20 @@ func checkRequests(v *view) Check {
 	c.fig("calls from outside the executors", external)
 	c.fig("calls for messages before the window (excluded)", before)
 	c.fig("calls for messages stored while verify read (excluded)", after)
-	if in.Counts.RequestsReceived != int64(len(in.Requests)) {
+	c.fig("receipts whose call record was retired (not matched)", retired)
+	if in.Lifetime.RecordsRetention == 0 && in.Counts.RequestsReceived != int64(len(in.Requests)) {
 		c.violate("the counter says %d requests, the records hold %d", in.Counts.RequestsReceived, len(in.Requests))
 	}
-	if int64(receipts+lost+external+before+after) != in.Counts.RequestsReceived {
-		c.violate("%d receipts + %d lost + %d external + %d outside the window ≠ %d requests received",
-			receipts, lost, external, before+after, in.Counts.RequestsReceived)
+	if in.Counts.RequestsReceived < int64(len(in.Requests)) {
+		c.violate("the counter says %d requests, the records hold more: %d", in.Counts.RequestsReceived, len(in.Requests))
+	}
+	if receipts-retired+lost+external+before+after != len(in.Requests) {
+		c.violate("%d receipts + %d lost + %d external + %d outside the window ≠ %d request records (%d requests received)",
+			receipts-retired, lost, external, before+after, len(in.Requests), in.Counts.RequestsReceived)
+	}
+	if n := in.Counts.RequestsReceived - int64(len(in.Requests)); n > 0 && in.Lifetime.RecordsRetention > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d request records were retired by the records retention (%s): %d receipts of calls older than it could not be matched to their calls",
+			n, in.Lifetime.RecordsRetention, retired))
 	}
 	if allowed := int(in.Consumer.Pending) + in.Consumer.AckPending; inFlight > allowed {
 		c.violate("%d calls have no receipt and their messages are unfinished, more than the %d messages in flight", inFlight, allowed)
@@ -594,53 +817,84 @@ func checkRequests(v *view) Check {
 	return c
 }
 
-// 5. No conflict changed a first record.
-func checkFirstRecords(in *Input) Check {
+// 5. No conflict changed a first record. Records are matched by key
+// (scope, intent id). A first record whose creating request was retired
+// by the records retention, and a replay or conflict whose key was
+// compacted after its deadline, are counted, not violations.
+func checkFirstRecords(v *view) Check {
+	in := v.in
 	c := Check{N: 5, Name: "no conflict changed a first record", OK: true}
 	bySeq := map[uint64]*provider.RequestRecord{}
 	for i := range in.Requests {
 		bySeq[in.Requests[i].Seq] = &in.Requests[i]
 	}
-	create := map[string]provider.CreateRecord{}
+	create := map[key]provider.CreateRecord{}
 	for _, cr := range in.Creates {
-		if _, ok := create[cr.IntentID]; !ok {
-			create[cr.IntentID] = cr
+		if _, ok := create[keyOf(cr.Scope, cr.IntentID)]; !ok {
+			create[keyOf(cr.Scope, cr.IntentID)] = cr
 		}
 	}
-	first := map[string]provider.FirstResult{}
+	first := map[key]provider.FirstResult{}
+	var retired, compacted int
 	for _, f := range in.Intents {
-		first[f.IntentID] = f
+		k := keyOf(f.Scope, f.IntentID)
+		first[k] = f
 		req, ok := bySeq[f.RequestSeq]
 		switch {
+		case !ok && v.retirable(parseTime(f.CreatedAt)):
+			retired++
 		case !ok:
-			c.violate("intent %q: its first record points at request %d, which is not recorded", f.IntentID, f.RequestSeq)
+			c.violate("%s: its first record points at request %d, which is not recorded", k, f.RequestSeq)
 		case req.Outcome != document.OutcomeCreated || req.RequestDigest != f.RequestDigest || req.TaskID != f.TaskID:
-			c.violate("intent %q: first record (%s, %s) differs from the request that created it (%s, %s, %s)",
-				f.IntentID, f.RequestDigest, f.TaskID, req.Outcome, req.RequestDigest, req.TaskID)
+			c.violate("%s: first record (%s, %s) differs from the request that created it (%s, %s, %s)",
+				k, f.RequestDigest, f.TaskID, req.Outcome, req.RequestDigest, req.TaskID)
 		}
-		if cr, ok := create[f.IntentID]; ok && (cr.RequestDigest != f.RequestDigest || cr.TaskID != f.TaskID) {
-			c.violate("intent %q: first record (%s, %s) differs from its create (%s, %s)", f.IntentID, f.RequestDigest, f.TaskID, cr.RequestDigest, cr.TaskID)
+		if cr, ok := create[k]; ok && (cr.RequestDigest != f.RequestDigest || cr.TaskID != f.TaskID) {
+			c.violate("%s: first record (%s, %s) differs from its create (%s, %s)", k, f.RequestDigest, f.TaskID, cr.RequestDigest, cr.TaskID)
 		}
 	}
 	var conflicts, replays int
 	for _, r := range in.Requests {
-		f, ok := first[r.IntentID]
+		if r.Outcome != document.OutcomeConflict && r.Outcome != document.OutcomeReplayed {
+			continue
+		}
+		k := keyOf(r.Scope, r.IntentID)
+		f, ok := first[k]
+		if !ok || r.Seq < f.RequestSeq {
+			// The key this call met is no longer kept (or was kept
+			// before a compaction and created anew since).
+			if deadline, ok := v.requestDeadline(r); v.compactable(deadline, ok) {
+				compacted++
+				continue
+			}
+			why := "its approval never expires"
+			if r.NotAfter != "" {
+				why = "the key deadline its call carried (" + r.NotAfter + ") has not passed"
+			}
+			c.violate("request %d: a %s for %s, whose key the service no longer keeps although %s", r.Seq, r.Outcome, k, why)
+			continue
+		}
 		switch r.Outcome {
 		case document.OutcomeConflict:
 			conflicts++
-			if !ok || r.RequestDigest == f.RequestDigest || r.TaskID != f.TaskID {
-				c.violate("request %d: a conflict for intent %q that does not match its first record", r.Seq, r.IntentID)
+			if r.RequestDigest == f.RequestDigest || r.TaskID != f.TaskID {
+				c.violate("request %d: a conflict for %s that does not match its first record", r.Seq, k)
 			}
 		case document.OutcomeReplayed:
 			replays++
-			if !ok || r.RequestDigest != f.RequestDigest || r.TaskID != f.TaskID {
-				c.violate("request %d: a replay for intent %q that does not match its first record", r.Seq, r.IntentID)
+			if r.RequestDigest != f.RequestDigest || r.TaskID != f.TaskID {
+				c.violate("request %d: a replay for %s that does not match its first record", r.Seq, k)
 			}
+		}
+		if r.TaskDeleted && !f.TaskDeleted {
+			c.violate("request %d: answered with the deleted mark for %s, whose task was not deleted", r.Seq, k)
 		}
 	}
 	c.fig("first records", len(in.Intents))
 	c.fig("conflicts", conflicts)
 	c.fig("replays", replays)
+	c.fig("first records whose creating request was retired (not compared)", retired)
+	c.fig("replays and conflicts whose key was compacted after its deadline (outside the audit window)", compacted)
 	return c
 }
 

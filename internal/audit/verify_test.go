@@ -106,7 +106,7 @@ func TestVerifyFailsAndNamesTheIntentsWhenTheServiceCreatesOnEveryCall(t *testin
 			if c.OK {
 				t.Fatal("check 2 passed")
 			}
-			named = strings.Contains(strings.Join(c.Violations, "\n"), `intent "intent-0001" was created 2 times`)
+			named = strings.Contains(strings.Join(c.Violations, "\n"), `intent "intent-0001" in scope "default" was created 2 times`)
 		}
 	}
 	if !named {

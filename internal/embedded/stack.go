@@ -32,7 +32,10 @@ type StackOptions struct {
 	KeyMargin         time.Duration
 	RecordsRetention  time.Duration
 	CompactEvery      time.Duration
-	Logger            *slog.Logger
+	// Clock is the task service's clock (provider.Options.Clock; nil =
+	// time.Now), for tests that move it on to compact keys.
+	Clock  func() time.Time
+	Logger *slog.Logger
 	// Users and NoAuthUser are the server's (Options); the task service
 	// connects without credentials, so as NoAuthUser.
 	Users      []*server.User
@@ -118,7 +121,7 @@ func (st *Stack) startService(dir, replaces string) error {
 	h, err := provider.Host(dir,
 		provider.Options{Logger: st.opts.Logger, UnsafeCreateEveryCall: st.opts.UnsafeCreateEveryCall,
 			KeyClockAllowance: st.opts.KeyClockAllowance, KeyMargin: st.opts.KeyMargin, RecordsRetention: st.opts.RecordsRetention,
-			CompactEvery: st.opts.CompactEvery},
+			CompactEvery: st.opts.CompactEvery, Clock: st.opts.Clock},
 		provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger, Replaces: replaces}, connect)
 	if errors.Is(err, provider.ErrNotAdopted) {
 		return fmt.Errorf("embedded: starting the task service: %w; here the deployment is the data directory %s: its NATS data (jetstream) was used with the adopted store, so restore that store's directory, or use an empty data directory for a new deployment",

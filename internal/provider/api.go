@@ -1,6 +1,11 @@
 package provider
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
 
 // This file is the wire contract of the fake task service: the NATS subjects
 // and the JSON bodies of its micro endpoints. Callers (the executor through
@@ -136,7 +141,9 @@ type CreateResponse struct {
 //	 "host": "build-1", "pid": 4242}
 //
 // Keys says how many keys are live and how many were compacted; Scopes
-// gives the counters per scope, in scope order.
+// gives the counters per scope, in scope order; Lifetime says how long the
+// service keeps keys and records, so that an audit can tell a key or a
+// record removed on time from one removed too early.
 type Info struct {
 	Counts
 	StoreID  string        `json:"store_id"`
@@ -145,6 +152,34 @@ type Info struct {
 	PID      int           `json:"pid"`
 	Keys     KeyCounts     `json:"keys"`
 	Scopes   []ScopeCounts `json:"scopes,omitempty"`
+	Lifetime *Lifetime     `json:"lifetime,omitempty"`
+}
+
+// Lifetime is how long the service keeps keys and records, as Go
+// durations ("5m0s"): a key is kept until the latest not_after seen for it
+// plus KeyClockAllowance plus KeyMargin; request and create records for
+// RecordsRetention ("0s" = forever). Absent from the stats reply of a
+// service that predates it.
+type Lifetime struct {
+	KeyClockAllowance string `json:"key_clock_allowance"`
+	KeyMargin         string `json:"key_margin"`
+	RecordsRetention  string `json:"records_retention"`
+}
+
+// ErrBadLifetime marks a stats reply whose lifetime does not read as three
+// durations.
+var ErrBadLifetime = errors.New("provider: the stats reply's lifetime is not three durations")
+
+// Durations reads the lifetime's three durations.
+func (l Lifetime) Durations() (allowance, margin, retention time.Duration, err error) {
+	var errs [3]error
+	allowance, errs[0] = time.ParseDuration(l.KeyClockAllowance)
+	margin, errs[1] = time.ParseDuration(l.KeyMargin)
+	retention, errs[2] = time.ParseDuration(l.RecordsRetention)
+	if err := errors.Join(errs[:]...); err != nil {
+		return 0, 0, 0, fmt.Errorf("%w: reading %+v: %w", ErrBadLifetime, l, err)
+	}
+	return allowance, margin, retention, nil
 }
 
 // KeyCounts are the figures of the keys (scope, intent id): live (kept) and

@@ -63,6 +63,10 @@
 // extended the key keeps it. It removes the key's intent record and its
 // expiry and order entries, never a task, a delete record or a counter.
 //
+// The stats reply states the allowance, the margin and the records
+// retention (Info.Lifetime), so that an audit can tell a key or a record
+// removed on time from one removed too early.
+//
 // Request and create records have a retention of their own
 // (Options.RecordsRetention, default forever): records older than it are
 // removed in the same chunks, with their index entries. Once they are

@@ -141,8 +141,9 @@ func TestAStoreHasAnIdentity(t *testing.T) {
 		info, err := h.client.Info(ctxT(t))
 		host, _ := os.Hostname()
 		want := Info{Counts: counts(1, 1, 1), StoreID: h.st.ID(), Instance: h.svc.Instance(), Host: host, PID: os.Getpid(),
-			Keys:   KeyCounts{Live: 1},
-			Scopes: []ScopeCounts{{Scope: "default", Counts: counts(1, 1, 1), KeysLive: 1}}}
+			Keys:     KeyCounts{Live: 1},
+			Scopes:   []ScopeCounts{{Scope: "default", Counts: counts(1, 1, 1), KeysLive: 1}},
+			Lifetime: &Lifetime{KeyClockAllowance: "5m0s", KeyMargin: "1h0m0s", RecordsRetention: "0s"}}
 		if err != nil || !reflect.DeepEqual(info, want) {
 			t.Errorf("info %+v, %v; want %+v", info, err, want)
 		}

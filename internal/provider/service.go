@@ -498,7 +498,7 @@ func (s *Service) handleStats(r micro.Request) {
 func (s *Service) info() Info {
 	counts, keys, scopes := s.st.snapshot()
 	return Info{Counts: counts, StoreID: s.me.StoreID, Instance: s.me.Instance, Host: s.me.Host, PID: s.me.PID,
-		Keys: keys, Scopes: scopes}
+		Keys: keys, Scopes: scopes, Lifetime: s.st.lifetime()}
 }
 
 // handleDelete deletes one task as its owner would. It goes through the

@@ -576,6 +576,11 @@ func (s *Store) snapshot() (Counts, KeyCounts, []ScopeCounts) {
 	return s.counts, s.keyCounts, out
 }
 
+// lifetime says how long the store keeps keys and records.
+func (s *Store) lifetime() *Lifetime {
+	return &Lifetime{KeyClockAllowance: s.allowance.String(), KeyMargin: s.margin.String(), RecordsRetention: s.retention.String()}
+}
+
 // KeyStats returns the figures of the keys and the counters of every scope
 // (in scope order) as of the last commit.
 func (s *Store) KeyStats() (KeyCounts, []ScopeCounts) {
