@@ -273,6 +273,17 @@ func TestEightScopesOfTheSameSixteenIntentIdsCreateOneTaskPerKeyUnderResendsRede
 		}
 	})
 
+	t.Run("the audit of the streams and the service's records finds no violation", func(t *testing.T) {
+		rep := audit.VerifyWith(in, audit.Options{Gate: &gate.Checker{Keys: kr}})
+		if !rep.OK {
+			for _, c := range rep.Checks {
+				if !c.OK {
+					t.Errorf("check %d (%s) failed: %v", c.N, c.Name, c.Violations)
+				}
+			}
+		}
+	})
+
 	t.Run("each scope's history of calls is linearizable per intent id", func(t *testing.T) {
 		for _, scope := range scopes {
 			rec := recs[scope]
