@@ -57,7 +57,7 @@ func checkCalDAVReport(t *testing.T, rep probe.Report, collectionURL string) {
 		probe.RowConcurrent:  {probe.Safe, "1 create", "1 created"},
 		probe.RowLostReply:   {probe.Safe, "replayed", "the retry: replayed"},
 		probe.RowAfterDelete: {probe.Safe, "yes", "deleted it; the retry: replayed probe-"},
-		probe.RowScope:       {probe.Safe, "the collection " + collectionURL, "every answer came from store caldav-"},
+		probe.RowScope:       {probe.Safe, "each caller scope, in the collection " + collectionURL, "every answer came from store caldav-"},
 	}
 	if len(rep.Rows) != len(want) {
 		t.Errorf("the report has %d rows, want %d", len(rep.Rows), len(want))

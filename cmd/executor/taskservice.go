@@ -268,7 +268,7 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 	return probe.Target{
 		Name:    "fake task service",
 		Service: c.TaskService(),
-		Scope:   "the service",
+		Scope:   "each caller scope, in the service",
 		Delete: func(ctx context.Context, intentID string) error {
 			_, err := c.Delete(ctx, provider.DeleteRequest{IntentID: intentID})
 			return err

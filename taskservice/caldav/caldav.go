@@ -169,9 +169,9 @@ func normalize(u *url.URL) *url.URL {
 // collection URL. Every Result carries it.
 func (a *Adapter) StoreID() string { return a.storeID }
 
-// Scope says in words where intent ids are remembered: "the collection"
+// Scope says in words where keys are remembered: each caller scope, in "the collection"
 // and its normalized URL.
-func (a *Adapter) Scope() string { return "the collection " + a.normalized }
+func (a *Adapter) Scope() string { return "each caller scope, in the collection " + a.normalized }
 
 // CollectionURL is the normalized collection URL (it ends in "/").
 func (a *Adapter) CollectionURL() string { return a.normalized }

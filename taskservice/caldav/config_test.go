@@ -53,7 +53,7 @@ func TestStoreIDIsTheNormalizedCollection(t *testing.T) {
 		if !strings.HasPrefix(a.StoreID(), "caldav-") || len(a.StoreID()) != len("caldav-")+16 {
 			t.Errorf("store id %q", a.StoreID())
 		}
-		if a.Scope() != "the collection https://dav.example/alice/tasks/" {
+		if a.Scope() != "each caller scope, in the collection https://dav.example/alice/tasks/" {
 			t.Errorf("scope %q", a.Scope())
 		}
 	}
