@@ -117,8 +117,9 @@ type Executor struct {
 	given topology.Config
 	// deliveryWait is how long after it was stored a message of the
 	// approvals stream can still be delivered: the stream's MaxAge as
-	// provisioned or as it is now, whichever is longer; 0 when the stream
-	// keeps messages for ever. Set by Run before it consumes.
+	// provisioning recorded it; 0 (keys kept for ever) when the stream
+	// keeps messages for ever or no record exists. Set by Run before it
+	// consumes.
 	deliveryWait time.Duration
 
 	inflight sync.WaitGroup // deliveries taken and not yet finished
@@ -455,17 +456,23 @@ func KeyDeadline(notAfter time.Time, deliveryWait time.Duration) time.Time {
 
 // approvalsMaxAge is how long the approvals stream keeps a message, as
 // provisioning recorded it (topology.ReadRecord; the audit reports a
-// stream whose settings differ from the record), or, without a record,
-// as this executor's topology provisions it; 0 when it keeps messages for
-// ever. It reads the record, not the stream: an executor's credentials
-// need not allow reading stream settings.
+// stream whose settings differ from the record); 0 when it keeps messages
+// for ever. Without a record (an executor started with --no-provision
+// before anything was provisioned) nothing says how long a message may
+// wait, so it returns 0 too: keys are then kept for ever, never too short.
+// It reads the record, not the stream: an executor's credentials need not
+// allow reading stream settings. Provisioning again with a longer MaxAge
+// reaches running executors at their next start; until then they send
+// deadlines by the old one (restart them after raising it).
 func (e *Executor) approvalsMaxAge(ctx context.Context) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rec, err := topology.ReadRecord(ctx, e.js)
 	switch {
 	case errors.Is(err, topology.ErrNoRecord):
-		rec = topology.Intended(e.given)
+		e.log.Warn("no record of what was provisioned: keys are sent without a deadline and kept for ever; run executor provision",
+			"stream", topology.ApprovalsStream)
+		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("executor: reading stream %s's MaxAge (how long keys must outlive an approval): %w", topology.ApprovalsStream, err)
 	}

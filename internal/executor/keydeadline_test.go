@@ -14,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 func TestKeyDeadlineIsTheApprovalsNotAfterPlusHowLongTheStreamCanStillDeliverIt(t *testing.T) {
@@ -53,17 +54,34 @@ func TestTheServiceKeepsAKeyUntilTheApprovalsNotAfterPlusTheApprovalsStreamsMaxA
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name   string
-		maxAge time.Duration
+		name     string
+		maxAge   time.Duration
+		noRecord bool
 	}{
-		{"on a stream that keeps approvals 90 minutes", 90 * time.Minute},
-		{"on a stream that keeps approvals 7 days (the default)", 0},
+		{"on a stream that keeps approvals 90 minutes", 90 * time.Minute, false},
+		{"on a stream that keeps approvals 7 days (the default)", 0, false},
+		{"with no record of what was provisioned, for ever", 90 * time.Minute, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.StartWith(t, embedded.StackOptions{KeyClockAllowance: allowance, KeyMargin: margin})
 			topo := testenv.Topology
 			topo.MaxAge = c.maxAge
-			env.Executor(executor.Config{ID: "exec-1", Topology: topo, Gate: &gate.Checker{Keys: kr}})
+			cfg := executor.Config{ID: "exec-1", Topology: topo, Gate: &gate.Checker{Keys: kr}}
+			if c.noRecord {
+				// Provisioned, then the record lost: an executor that
+				// does not provision has nothing that says how long a
+				// message may wait.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if _, err := topology.Ensure(ctx, env.JS, topo); err != nil {
+					t.Fatal(err)
+				}
+				if err := env.JS.DeleteKeyValue(ctx, topology.RecordBucket); err != nil {
+					t.Fatal(err)
+				}
+				cfg.NoProvision = true
+			}
+			env.Executor(cfg)
 			maxAge := topo.WithDefaults().MaxAge
 
 			at := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
@@ -84,6 +102,12 @@ func TestTheServiceKeepsAKeyUntilTheApprovalsNotAfterPlusTheApprovalsStreamsMaxA
 				t.Fatal(err)
 			}
 			deadline := notAfter.Add(maxAge)
+			if c.noRecord {
+				if len(reqs.Requests) != 1 || reqs.Requests[0].NotAfter != "" {
+					t.Fatalf("the service received %+v, want one call without a deadline (the key kept for ever)", reqs.Requests)
+				}
+				return
+			}
 			if len(reqs.Requests) != 1 {
 				t.Fatalf("the service received %d calls for (team-a, intent-0001), want 1", len(reqs.Requests))
 			}
