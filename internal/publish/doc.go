@@ -23,8 +23,11 @@
 // the subscription existed or while the connection was away, and repeat
 // with a bounded back-off while a wait lasts. A direct get by subject
 // reads only the last receipt of a key: a receipt is reported once it is
-// read stored, or once a receipt published in the same atomic batch is;
-// one hidden by a later receipt of its key before any read saw it is not.
+// read stored, or once a receipt published in the same atomic batch is.
+// One hidden by a later receipt of its key is found by a scan of the key's
+// stored receipts with the stream's message get (next_by_subj), where the
+// credentials allow it; a tenant's do not, and its wait then ends with
+// ErrNoReceipt.
 // One Receipts serves any number of waits (redrive waits for all of a
 // run's messages on one).
 //

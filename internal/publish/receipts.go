@@ -2,12 +2,14 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,10 +65,12 @@ const (
 // that a later receipt of the same key hides before any read saw it is
 // still reported when the wait saw it published in the same atomic batch
 // as a receipt read stored (a batch is stored whole or not at all); a
-// receipt stored alone and hidden within moments by another of its key
-// (two sends of one key whose receipts are stored at once) is not seen,
-// and its wait ends with ErrNoReceipt. Each receipt seen published rings a
-// read at once, so that window is a read's round trip.
+// receipt stored alone and hidden by another of its key (two sends of one
+// key whose receipts are stored at once, or a late wait) is found by a
+// scan of the key's stored receipts with the stream's message get
+// (next_by_subj), where the credentials allow it; a tenant's do not (the
+// message get names its subject in the request body, which no permission
+// confines), and for a tenant such a wait ends with ErrNoReceipt.
 //
 // A receipt stored before the watch began is found by the first read of
 // each Wait (if it is still the last of its key); one published while the
@@ -85,7 +89,12 @@ const (
 type Receipts struct {
 	nc     *nats.Conn
 	get    string // the direct get subject of the RECEIPTS stream, without the subject read
+	msgGet string // the message get subject of the RECEIPTS stream
 	status chan nats.Status
+	// noScan is set once a message get failed: these credentials may read
+	// the last receipt of a key only (a tenant's), or the stream does not
+	// answer it; the direct get alone is used from then on.
+	noScan atomic.Bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -97,6 +106,7 @@ type watched struct {
 	subject string
 	sub     *nats.Subscription
 	reading sync.Mutex // one read of the stored receipts at a time
+	next    uint64     // the RECEIPTS sequence a scan goes on from (under reading)
 
 	// Under Receipts.mu:
 	rung    map[uint64]struct{} // messages whose receipt was seen published, not yet read stored
@@ -125,7 +135,7 @@ type result struct {
 // API prefix or domain included). Close it when done.
 func NewReceipts(js jetstream.JetStream) *Receipts {
 	r := &Receipts{nc: js.Conn(), get: apiPrefix(js.Options()) + "DIRECT.GET." + topology.ReceiptsStream,
-		watched: map[string]*watched{}}
+		msgGet: apiPrefix(js.Options()) + "STREAM.MSG.GET." + topology.ReceiptsStream, watched: map[string]*watched{}}
 	r.status = r.nc.StatusChanged(nats.CONNECTED)
 	go func() {
 		// Receipts published while the subscriptions were away are read
@@ -255,7 +265,7 @@ func (r *Receipts) Wait(ctx context.Context, scope, intentID string, streamSeq u
 		if closed {
 			return nil, ErrClosed
 		}
-		readErr = r.read(ctx, w)
+		readErr = r.read(ctx, w, streamSeq)
 		r.mu.Lock()
 		res, found := w.first[streamSeq]
 		_, unstored := w.rung[streamSeq]
@@ -324,8 +334,11 @@ func (e *WaitError) Unwrap() []error {
 }
 
 // read reads the last receipt stored on w's subject and notes it, with the
-// receipts seen published in the same atomic batch.
-func (r *Receipts) read(ctx context.Context, w *watched) error {
+// receipts seen published in the same atomic batch. When that leaves the
+// receipt of the approval message at want unknown although it may be
+// stored (it was seen published, or the last receipt names a later
+// message), it scans the key's stored receipts (scan).
+func (r *Receipts) read(ctx context.Context, w *watched, want uint64) error {
 	w.reading.Lock()
 	defer w.reading.Unlock()
 	m, err := r.last(ctx, w.subject)
@@ -333,9 +346,99 @@ func (r *Receipts) read(ctx context.Context, w *watched) error {
 		return err
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	w.note(m)
+	// A later receipt of the key hides the one looked for from the direct
+	// get, which reads the last one only. Where the credentials allow a
+	// message get (every role but a tenant), scan the key's receipts
+	// stored since the last scan.
+	_, found := w.first[want]
+	_, seen := w.rung[want]
+	lastFor, _ := strconv.ParseUint(m.Header.Get(topology.HeaderStreamSeq), 10, 64)
+	hidden := !found && (seen || lastFor > want)
+	r.mu.Unlock()
+	if hidden && !r.noScan.Load() {
+		r.scan(ctx, w)
+	}
 	return nil
+}
+
+// scan notes every receipt stored on w's subject from w.next on, read one
+// at a time with the stream's message get (next_by_subj). The first failure
+// turns scans off for r: a tenant's credentials allow only the direct get
+// of the last receipt of a key. w.reading is held.
+func (r *Receipts) scan(ctx context.Context, w *watched) {
+	for {
+		m, err := r.nextStored(ctx, w.next, w.subject)
+		if err != nil {
+			r.noScan.Store(true)
+			return
+		}
+		if m == nil {
+			return
+		}
+		w.next = m.Sequence + 1
+		r.mu.Lock()
+		w.note(m)
+		r.mu.Unlock()
+	}
+}
+
+// msgGetRequest and msgGetResponse are the JetStream API's message get, as
+// package jetstream sends and decodes it.
+type msgGetRequest struct {
+	Seq        uint64 `json:"seq"`
+	NextBySubj string `json:"next_by_subj"`
+}
+
+type msgGetResponse struct {
+	Type    string              `json:"type"`
+	Error   *jetstream.APIError `json:"error,omitempty"`
+	Message *storedMsg          `json:"message,omitempty"`
+}
+
+type storedMsg struct {
+	Subject  string    `json:"subject"`
+	Sequence uint64    `json:"seq"`
+	Header   []byte    `json:"hdrs,omitempty"`
+	Data     []byte    `json:"data,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+// nextStored returns the first receipt stored on subject at or after
+// sequence from, or nil when there is none.
+func (r *Receipts) nextStored(ctx context.Context, from uint64, subject string) (*jetstream.RawStreamMsg, error) {
+	body, err := json.Marshal(msgGetRequest{Seq: from, NextBySubj: subject})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	reply, err := r.nc.RequestWithContext(rctx, r.msgGet, body)
+	if err != nil {
+		return nil, err
+	}
+	var resp msgGetResponse
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, nil
+	case resp.Error != nil:
+		return nil, resp.Error
+	case resp.Message == nil:
+		return nil, jetstream.ErrInvalidJetStreamResponse
+	}
+	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data, Time: resp.Message.Time}
+	if len(resp.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, err
+		}
+	}
+	if m.Sequence < from || m.Subject != subject {
+		return nil, fmt.Errorf("publish: the stream answered a message get on %s from %d with %s at %d", subject, from, m.Subject, m.Sequence)
+	}
+	return m, nil
 }
 
 // note takes one stored receipt into account, and with it every receipt
