@@ -53,7 +53,12 @@
 // key can pass the gate unseen by the key; after it, the key may be
 // compacted: it is then forgotten, and an approval the service never saw
 // before the key was compacted (one made later for an old intent id) is
-// treated as new, as any system treats a key after its window.
+// treated as new, as any system treats a key after its window. A call for
+// a key the service does not know whose own deadline has already passed
+// by the service's clock (a caller whose clock runs behind by more than
+// the allowance, a call delayed beyond the margin) is refused at
+// CheckKeyDeadline, recorded, and creates nothing: its key would be
+// compacted at once and a resend could create again.
 //
 // Compaction runs in the background every Options.CompactEvery (and on
 // Store.Compact) in bounded chunks (Options.CompactChunk), each one op of
@@ -61,7 +66,9 @@
 // ("e" <keep_until> <key>) up to now and checks every entry against the
 // key as its group left it, so that a replay decided just before it that
 // extended the key keeps it. It removes the key's intent record and its
-// expiry and order entries, never a task, a delete record or a counter.
+// expiry and order entries, never a task, a delete record or a counter;
+// the per-key index entries of request, create and task records go with
+// those records (records retention), not with the key.
 //
 // The stats reply states the allowance, the margin and the records
 // retention (Info.Lifetime), so that an audit can tell a key or a record

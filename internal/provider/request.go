@@ -38,6 +38,11 @@ const (
 	// request_id, task) differs from the request's, or the request does not
 	// ask this service to create a task.
 	CheckRequestBinding = "request_binding"
+	// CheckKeyDeadline refuses a call for a key the service does not
+	// know whose deadline (not_after plus the clock allowance and the
+	// margin) has passed by the service's clock: its key would be
+	// compacted at once, so a resend could create again.
+	CheckKeyDeadline = "key_deadline"
 )
 
 // ErrRefused marks a well-formed create call that the service refused

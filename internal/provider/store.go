@@ -972,6 +972,16 @@ func (s *Store) decide(g *groupState, op *createOp, first FirstResult, found boo
 		notAfter, _ = time.Parse(time.RFC3339, req.NotAfter) // validated by checkCreate
 	}
 	keep := s.keepUntil(notAfter)
+	if !found && op.refused == nil && !s.unsafe && !keep.IsZero() && nowT.After(keep) {
+		// A new key whose own deadline has passed would be compacted at
+		// once: no approval can pass the gate any more by the service's
+		// clock, so the call is refused, recorded, and creates nothing
+		// (a caller whose clock runs behind by more than the allowance,
+		// or a call delayed beyond the margin).
+		op.refused = &Refusal{Check: CheckKeyDeadline, Field: "not_after",
+			Reason: fmt.Sprintf("the key's deadline passed: not_after %s plus the allowance and margin is %s, before the service's clock (%s); the approval cannot pass the gate any more",
+				req.NotAfter, keep.UTC().Format(time.RFC3339), nowT.UTC().Format(time.RFC3339))}
+	}
 	var resp CreateResponse
 	switch {
 	case op.refused != nil:
