@@ -158,7 +158,9 @@ func TestServeEmbeddedPassesTheServiceFlagsToItsTaskService(t *testing.T) {
 	c := provider.NewClient(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	expired := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	// Valid for two more seconds: a call for a new key whose deadline has
+	// passed is refused (key_deadline), so the keys are made just before.
+	expired := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
 	for _, scope := range []string{"alpha", "beta"} {
 		req, err := provider.NewScopedRequest(scope, "intent-"+scope, provider.Task{Title: "expired in " + scope})
 		if err != nil {

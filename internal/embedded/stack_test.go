@@ -170,7 +170,9 @@ func TestTheStackGivesItsTaskServiceItsKeyLifetimeRetentionAndCompactionPeriod(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.NotAfter = time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	// Expiring in two seconds: a call for a new key whose deadline has
+	// passed is refused (key_deadline), so the key is made just before.
+	req.NotAfter = time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
 	if res, err := c.Create(ctx, req); err != nil || res.Outcome != provider.OutcomeCreated {
 		t.Fatalf("create: %+v, %v", res, err)
 	}
