@@ -35,6 +35,8 @@ type template struct {
 	FieldID   int    `json:"field_id"`
 	APIKey    string `json:"api_key"`
 	Took      string `json:"took"`
+	// fresh is set when this test binary prepared the template.
+	fresh bool
 }
 
 var (
@@ -136,7 +138,11 @@ func loadOrPrepare(fieldName string) (*template, error) {
 		os.RemoveAll(work)
 		return nil, fmt.Errorf("redminetest: publishing the prepared template: %w", err)
 	}
-	return readTemplate(final)
+	tpl, err := readTemplate(final)
+	if tpl != nil {
+		tpl.fresh = true
+	}
+	return tpl, err
 }
 
 // removeStale removes unfinished preparations (the caller holds the lock,

@@ -53,10 +53,19 @@ type Server struct {
 	port    int
 	env     []string
 	pidFile string
+	page    int // issues per page of a listing; 0: 100
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
+}
+
+// required are files of the packages Redmine needs here, with the
+// package that installs each.
+var required = []struct{ path, pkg string }{
+	{filepath.Join(debianRedmine, "bin", "rails"), "redmine"},
+	{"/usr/lib/ruby/vendor_ruby/sqlite3.rb", "redmine-sqlite"},
+	{"/usr/bin/puma", "puma"},
 }
 
 // Require skips the test when Redmine, its SQLite support or Puma is not
@@ -64,11 +73,7 @@ type Server struct {
 // them).
 func Require(t testing.TB) {
 	t.Helper()
-	for _, need := range []struct{ path, pkg string }{
-		{filepath.Join(debianRedmine, "bin", "rails"), "redmine"},
-		{"/usr/lib/ruby/vendor_ruby/sqlite3.rb", "redmine-sqlite"},
-		{"/usr/bin/puma", "puma"},
-	} {
+	for _, need := range required {
 		if _, err := os.Stat(need.path); err != nil {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("this test needs Redmine: %s is missing (Debian's %s package; .ci/run installs redmine, redmine-sqlite and puma): %v", need.path, need.pkg, err)
@@ -88,10 +93,12 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.FieldName == "" {
 		opts.FieldName = DefaultFieldName
 	}
+	began := time.Now()
 	tpl, err := getTemplate(opts.FieldName)
 	if err != nil {
 		t.Fatalf("redminetest: preparing Redmine: %v", err)
 	}
+	ready := time.Now()
 	dir := t.TempDir()
 	if err := copyTree(tpl.dir, dir, func(rel string) bool {
 		switch rel {
@@ -126,7 +133,15 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Logf("%s", s.tails())
 		}
 	})
+	copied := time.Now()
 	s.start()
+	how := "the template from " + tpl.dir
+	if tpl.fresh {
+		how = "a template prepared in " + tpl.Took
+	}
+	t.Logf("redminetest: Redmine on %s in %s (%s; waited %s for it, copied it in %s, booted in %s)",
+		s.URL, time.Since(began).Round(time.Millisecond), how, ready.Sub(began).Round(time.Millisecond),
+		copied.Sub(ready).Round(time.Millisecond), time.Since(copied).Round(time.Millisecond))
 	return s
 }
 

@@ -1,13 +1,18 @@
 package redminetest
 
 import (
+	"fmt"
+	"github.com/sendtwice/sendtwice/internal/davtest"
 	"maps"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // post sends the POST /issues.json the adapter sends: the project, a
@@ -97,6 +102,15 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a listing of several pages holds every issue", func(t *testing.T) {
+		whole := s.Issues(t)
+		s.page = 1
+		defer func() { s.page = 0 }()
+		if got := s.Issues(t); len(whole) < 2 || !slices.Equal(got, whole) {
+			t.Fatalf("one issue a page: %+v, all at once: %+v", got, whole)
+		}
+	})
+
 	t.Run("a restart keeps the issues, the port and the log", func(t *testing.T) {
 		before := s.Issues(t)
 		url := s.URL
@@ -123,7 +137,47 @@ func TestServer(t *testing.T) {
 		}
 	})
 
-	t.Run("Stop stops it", func(t *testing.T) {
+	t.Run("a POST whose answer is lost still makes its issue, seen through davtest's proxy", func(t *testing.T) {
+		before := s.Issues(t)
+		p := davtest.NewProxy(t, s.URL)
+		p.DropResponses(1)
+		body := `{"issue":{"project_id":` + strconv.Itoa(s.ProjectID) + `,"subject":"lost","custom_fields":[{"id":` + strconv.Itoa(s.FieldID) + `,"value":"st1 lost"}]}}`
+		req, _ := http.NewRequest(http.MethodPost, p.URL+"/issues.json", strings.NewReader(body))
+		req.Header.Set("X-Redmine-API-Key", s.APIKey)
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the proxy passed the answer on: %d", resp.StatusCode)
+		}
+		got := s.Issues(t)
+		if len(got) != len(before)+1 || got[len(got)-1].Mark != "st1 lost" {
+			t.Fatalf("issues after a lost answer: %+v", got)
+		}
+		if r, c := s.Posts(); r != 4 || c != 3 {
+			t.Fatalf("posts: %d received, %d created, want 4 and 3", r, c)
+		}
+	})
+
+	t.Run("a server that dies is reported with the end of its log", func(t *testing.T) {
+		s.mu.Lock()
+		pid := s.cmd.Process.Pid
+		s.mu.Unlock()
+		syscall.Kill(-pid, syscall.SIGKILL)
+		for s.Running() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		f := &fakeTB{TB: t}
+		f.run(func() { s.Issues(f) })
+		if f.ended != "fatal" || !strings.Contains(f.msg, "server running: false") ||
+			!strings.Contains(f.msg, "the end of Redmine's log") || !strings.Contains(f.msg, `Started POST "/issues.json"`) {
+			t.Fatalf("the failure (%s): %s", f.ended, f.msg)
+		}
+		if strings.Contains(f.msg, s.APIKey) {
+			t.Fatal("the failure shows the API key")
+		}
+	})
+
+	t.Run("Stop stops it, and a second Stop does nothing", func(t *testing.T) {
 		s.Stop()
 		if s.Running() {
 			t.Fatal("running after Stop")
@@ -131,6 +185,63 @@ func TestServer(t *testing.T) {
 		if resp, err := http.Get(s.URL + "/"); err == nil {
 			resp.Body.Close()
 			t.Fatal("the stopped server still answers")
+		}
+		s.Stop()
+	})
+}
+
+// fakeTB records how a helper ends a test, without ending the real one.
+type fakeTB struct {
+	testing.TB
+	ended, msg string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, a ...any) {
+	f.ended, f.msg = "fatal", fmt.Sprintf(format, a...)
+	runtime.Goexit()
+}
+func (f *fakeTB) Fatal(a ...any) {
+	f.ended, f.msg = "fatal", fmt.Sprint(a...)
+	runtime.Goexit()
+}
+func (f *fakeTB) Skipf(format string, a ...any) {
+	f.ended, f.msg = "skip", fmt.Sprintf(format, a...)
+	runtime.Goexit()
+}
+
+// run calls fn on a goroutine of its own, which Fatalf and Skipf end.
+func (f *fakeTB) run(fn func()) {
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	<-done
+}
+
+func TestRequire(t *testing.T) {
+	saved := required
+	t.Cleanup(func() { required = saved })
+	required = append(slices.Clone(saved), struct{ path, pkg string }{"/nonexistent/redminetest/puma", "puma"})
+	for _, c := range []struct {
+		name, ci, ended, says string
+	}{
+		{"a missing package skips the test outside CI", "", "skip", "with CI=true this fails instead"},
+		{"a missing package fails the test under CI=true", "true", "fatal", "/nonexistent/redminetest/puma is missing (Debian's puma package"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("CI", c.ci)
+			f := &fakeTB{TB: t}
+			f.run(func() { Require(f) })
+			if f.ended != c.ended || !strings.Contains(f.msg, c.says) {
+				t.Fatalf("Require ended with %q: %s", f.ended, f.msg)
+			}
+		})
+	}
+	t.Run("nothing missing lets the test go on", func(t *testing.T) {
+		required = saved
+		f := &fakeTB{TB: t}
+		f.run(func() { Require(f) })
+		if f.ended != "" {
+			t.Skipf("Redmine is not installed here: %s", f.msg)
 		}
 	})
 }

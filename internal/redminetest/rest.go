@@ -113,7 +113,7 @@ func (s *Server) Search(t testing.TB, q url.Values) []Issue {
 		}
 		v.Set("project_id", strconv.Itoa(s.ProjectID))
 		v.Set("sort", "id")
-		v.Set("limit", "100")
+		v.Set("limit", strconv.Itoa(s.pageSize()))
 		v.Set("offset", strconv.Itoa(offset))
 		code, b := s.Do(t, http.MethodGet, "/issues.json?"+v.Encode(), nil)
 		if code != http.StatusOK {
@@ -134,6 +134,13 @@ func (s *Server) Search(t testing.TB, q url.Values) []Issue {
 			return all
 		}
 	}
+}
+
+func (s *Server) pageSize() int {
+	if s.page > 0 {
+		return s.page
+	}
+	return 100 // Redmine's largest
 }
 
 // Issues lists all the project's issues, open and closed, ordered by id.
