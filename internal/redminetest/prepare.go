@@ -368,7 +368,7 @@ func run(app string, env []string, logFile string, argv ...string) error {
 	cmd.Stdout = log
 	cmd.Stderr = log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("redminetest: %s: %w; the end of its output:\n%s", strings.Join(argv, " "), err, tailOf(logFile, 3000))
+		return fmt.Errorf("redminetest: preparing Redmine: %s: %w; the end of its output:\n%s", strings.Join(argv, " "), err, tailOf(logFile, 3000))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package redminetest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -96,7 +97,7 @@ func Start(t testing.TB, opts Options) *Server {
 	began := time.Now()
 	tpl, err := getTemplate(opts.FieldName)
 	if err != nil {
-		t.Fatalf("redminetest: preparing Redmine: %v", err)
+		t.Fatal(err)
 	}
 	ready := time.Now()
 	dir := t.TempDir()
@@ -252,4 +253,40 @@ func (s *Server) Running() bool {
 	default:
 		return true
 	}
+}
+
+// Rails runs Ruby code with bin/rails runner in the server's application,
+// on its database (the server may be running), and returns what it
+// printed; it fails the test when the code raises. It takes about as long
+// as a boot: it is for what the REST API cannot change, such as the
+// custom field's settings (CustomField.find(s.FieldID)).
+func (s *Server) Rails(t testing.TB, code string) string {
+	t.Helper()
+	f, err := os.CreateTemp(s.Dir, "runner-*.rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(code); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cmd := exec.Command("bin/rails", "runner", f.Name())
+	cmd.Dir = filepath.Join(s.Dir, "app")
+	cmd.Env = s.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("redminetest: bin/rails runner: %v\n%s%s", err, out.Bytes(), lastBytes(errOut.String(), 3000))
+	}
+	return out.String()
+}
+
+// lastBytes is the end of s, at most n bytes.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

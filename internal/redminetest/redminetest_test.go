@@ -1,6 +1,7 @@
 package redminetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"maps"
@@ -158,6 +159,41 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("AddUser makes users with the role asked for, or none", func(t *testing.T) {
+		reporter := s.AddUser(t, "reporter", "Reporter")
+		outsider := s.AddUser(t, "outsider", "")
+		if reporter == "" || outsider == "" || reporter == outsider || reporter == s.APIKey {
+			t.Fatal("the users' API keys are empty or not their own")
+		}
+		issue := map[string]any{"issue": map[string]any{"project_id": s.ProjectID, "subject": "by a reporter"}}
+		code, b := s.DoWithKey(t, reporter, http.MethodPost, "/issues.json", issue)
+		if code != http.StatusCreated {
+			t.Fatalf("a reporter's POST answered %d: %s", code, b)
+		}
+		var made struct{ Issue struct{ ID int } }
+		json.Unmarshal(b, &made)
+		const wrongKey = "0123456789abcdef0123456789abcdef01234567"
+		for _, c := range []struct {
+			name, key, method, path string
+			body                    any
+			want                    int
+		}{
+			{"a reporter may not delete", reporter, http.MethodDelete, "/issues/" + strconv.Itoa(made.Issue.ID) + ".json", nil, http.StatusForbidden},
+			{"an outsider may not list the private project", outsider, http.MethodGet, "/issues.json?project_id=" + strconv.Itoa(s.ProjectID), nil, http.StatusForbidden},
+			{"an outsider's create in it is refused as one with no project", outsider, http.MethodPost, "/issues.json", issue, http.StatusUnprocessableEntity},
+			{"a request with no key may not list it", "", http.MethodGet, "/issues.json?project_id=" + strconv.Itoa(s.ProjectID), nil, http.StatusUnauthorized},
+			{"a wrong key may not list it", wrongKey, http.MethodGet, "/issues.json?project_id=" + strconv.Itoa(s.ProjectID), nil, http.StatusUnauthorized},
+			{"a wrong key may not read the current user", wrongKey, http.MethodGet, "/users/current.json", nil, http.StatusUnauthorized},
+			{"a wrong key is taken as anonymous: a listing of no project answers, empty", wrongKey, http.MethodGet, "/issues.json?status_id=*", nil, http.StatusOK},
+			{"the outsider may read itself", outsider, http.MethodGet, "/users/current.json", nil, http.StatusOK},
+		} {
+			if code, b := s.DoWithKey(t, c.key, c.method, c.path, c.body); code != c.want {
+				t.Errorf("%s: %s %s answered %d, want %d: %.200s", c.name, c.method, c.path, code, c.want, b)
+			}
+		}
+		s.DeleteIssue(t, made.Issue.ID)
+	})
+
 	t.Run("a server that dies is reported with the end of its log", func(t *testing.T) {
 		s.mu.Lock()
 		pid := s.cmd.Process.Pid
@@ -169,7 +205,7 @@ func TestServer(t *testing.T) {
 		f := &fakeTB{TB: t}
 		f.run(func() { s.Issues(f) })
 		if f.ended != "fatal" || !strings.Contains(f.msg, "server running: false") ||
-			!strings.Contains(f.msg, "the end of Redmine's log") || !strings.Contains(f.msg, `Started POST "/issues.json"`) {
+			!strings.Contains(f.msg, "the end of Redmine's log") || !strings.Contains(f.msg, "] Started ") {
 			t.Fatalf("the failure (%s): %s", f.ended, f.msg)
 		}
 		if strings.Contains(f.msg, s.APIKey) {
@@ -348,6 +384,17 @@ func TestFilters(t *testing.T) {
 		q.Set("project_id", strconv.Itoa(s.ProjectID))
 		if code, b := s.Do(t, http.MethodGet, "/issues.json?"+q.Encode(), nil); code != http.StatusUnprocessableEntity {
 			t.Errorf("answered %d: %s", code, b)
+		}
+	})
+
+	t.Run("a field that is not a filter is dropped from the query like an unknown one", func(t *testing.T) {
+		s.Rails(t, "CustomField.find("+strconv.Itoa(s.FieldID)+").update!(is_filter: false)")
+		all := want(slices.Collect(maps.Keys(marks))...)
+		if got := ids(s.Search(t, exact(marks["special"], "status_id", "*"))); !slices.Equal(got, all) {
+			t.Errorf("found %v, want the whole project %v", got, all)
+		}
+		if out := s.Rails(t, "print CustomField.find("+strconv.Itoa(s.FieldID)+").is_filter"); out != "false" {
+			t.Errorf("Rails printed %q", out)
 		}
 	})
 }
