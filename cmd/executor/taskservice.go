@@ -419,15 +419,18 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 		}
 		return &taskService{Target: t, ledger: l, audit: redmineLister(a), reach: func(ctx context.Context) error {
 			// GETs only: the login, the project, the custom field.
-			if err := a.Check(ctx); err != nil {
-				if taskservice.IsPermanent(err) {
-					return fmt.Errorf("checking Redmine: %w (a permanent error: check --redmine-url, --redmine-project and the API key, "+
-						"and that an administrator made the issue custom field %q once: format string, for all projects, used as a filter; see the README, \"Real task services\")",
-						err, f.RedmineField)
-				}
+			err := a.Check(ctx)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, redmine.ErrNoField):
+				// The adapter's error says how an administrator makes it.
+				return fmt.Errorf("checking Redmine: the issues cannot carry their key, so no issue is created without it (--redmine-field %q): %w", a.Field(), err)
+			case taskservice.IsPermanent(err):
+				return fmt.Errorf("checking Redmine: %w (a permanent error: check --redmine-url, --redmine-project and the API key)", err)
+			default:
 				return fmt.Errorf("checking Redmine: %w", err)
 			}
-			return nil
 		}}, nil
 	}
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
