@@ -583,7 +583,7 @@ func redmineTarget(cfg redmine.Config, callTimeout time.Duration) (probe.Target,
 		return probe.Target{}, nil, err
 	}
 	return probe.Target{
-		Name:    "Redmine project " + cfg.Project + " at " + a.URL(),
+		Name:    "Redmine project " + a.Project() + " at " + a.URL(),
 		Service: a,
 		Scope:   a.Scope(),
 		Class:   classNoKey,
@@ -646,7 +646,7 @@ func redmineLister(a *redmine.Adapter) audit.TaskLister {
 		if err != nil {
 			return audit.TaskListing{}, fmt.Errorf("listing the project's issues: %w", err)
 		}
-		out := audit.TaskListing{Name: "Redmine project at " + a.URL(), StoreID: a.StoreID(), Items: l.Total,
+		out := audit.TaskListing{Name: "Redmine project " + a.Project() + " at " + a.URL(), StoreID: a.StoreID(), Items: l.Total,
 			NoCallLog: "Redmine keeps no call log"}
 		for _, i := range l.Issues {
 			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: i.Scope, IntentID: i.IntentID, TaskID: redmine.TaskID(i.ID),
