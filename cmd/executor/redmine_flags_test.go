@@ -41,7 +41,7 @@ func parseRedmineTS(t *testing.T, env map[string]string, args ...string) *taskSe
 	return ts
 }
 
-func writeFile(t *testing.T, name, content string) string {
+func writeTestFile(t *testing.T, name, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -90,7 +90,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 			{"--redmine-project", "ops"},
 			{"--redmine-field", "my key"},
 			{"--redmine-field", redmine.DefaultField},
-			{"--redmine-api-key-file", writeFile(t, "key", redmineKey)},
+			{"--redmine-api-key-file", writeTestFile(t, "key", redmineKey)},
 			{"--redmine-lock-ttl", "30s"},
 		} {
 			t.Run("with "+kind+" "+fl[0]+" "+fl[1]+" is refused, naming the kind it needs", func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 
 	t.Run("the API key comes from the file (trimmed), before the environment", func(t *testing.T) {
 		ts := parseRedmineTS(t, map[string]string{redmineAPIKeyEnv: "from-env"},
-			append(redmineArgs, "--redmine-api-key-file", writeFile(t, "key", redmineKey+"\r\n"))...)
+			append(redmineArgs, "--redmine-api-key-file", writeTestFile(t, "key", redmineKey+"\r\n"))...)
 		if err := ts.check(); err != nil || ts.redmineAPIKey != redmineKey {
 			t.Errorf("check: %v; key from the file: %v", err, ts.redmineAPIKey == redmineKey)
 		}
@@ -140,7 +140,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 		wantUsage(t, parseRedmineTS(t, nil, redmineArgs...).check(), "--redmine-api-key-file", "$"+redmineAPIKeyEnv)
 	})
 	t.Run("an empty API key file is refused and the environment is not used instead", func(t *testing.T) {
-		err := parseRedmineTS(t, withKey, append(redmineArgs, "--redmine-api-key-file", writeFile(t, "empty", "\n"))...).check()
+		err := parseRedmineTS(t, withKey, append(redmineArgs, "--redmine-api-key-file", writeTestFile(t, "empty", "\n"))...).check()
 		wantUsage(t, err, "--redmine-api-key-file", "is empty")
 	})
 	t.Run("a missing API key file is refused", func(t *testing.T) {
@@ -184,7 +184,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 // show the API key: not in an error, not on stdout or stderr, not in --help.
 func TestRedmineFlagsInTheCommandsShowNoKey(t *testing.T) {
 	t.Setenv(redmineAPIKeyEnv, redmineKey)
-	keyFile := writeFile(t, "key", redmineKey)
+	keyFile := writeTestFile(t, "key", redmineKey)
 	for _, c := range []struct {
 		name string
 		args []string
