@@ -19,7 +19,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/redminetest"
+	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
 
@@ -354,5 +358,71 @@ func TestRedmineCallsShareABoundedNumberOfConnections(t *testing.T) {
 		t.Errorf("%d requests were at Redmine at once, want at most %d", got, redmine.DefaultMaxConns)
 	} else if got < 2 {
 		t.Errorf("at most %d request at once: the calls did not run together", got)
+	}
+}
+
+// executor serve reads Redmine once before it consumes: a project whose
+// issues have no key field (here: --redmine-field names none) stops it,
+// saying how an administrator makes the field, and takes no message; a
+// wrong API key stops it with Redmine's 401.
+func TestServeRefusesARedmineWithoutTheKeyField(t *testing.T) {
+	redminetest.Require(t)
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redminetest.Start(t, redminetest.Options{})
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The approval waits in the stream while the executors are refused.
+	if _, err := publish.Send(ctx, env.JS, s.Original.Envelope()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, field, key string
+		says             []string
+	}{
+		{"a field that does not exist", "no such field", srv.APIKey,
+			[]string{"refuses this executor", `--redmine-field "no such field"`, "Custom fields", "For all projects", "Used as a filter"}},
+		{"a wrong API key", srv.FieldName, "not-the-key-" + redmineKey, []string{"refuses this executor", "401", "the API key"}},
+	} {
+		t.Run("serve with "+c.name+" exits 1 saying why and takes no message", func(t *testing.T) {
+			t.Setenv(redmineAPIKeyEnv, c.key)
+			p := startExecutor(t, env.URL(), "exec-refused", "--task-service", "redmine", "--redmine-url", srv.URL,
+				"--redmine-project", srv.Project, "--redmine-field", c.field)
+			select {
+			case <-p.exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve is still running:\n%s", p.out.String())
+			}
+			out := p.out.String()
+			t.Logf("serve with %s:\n%s", c.name, out)
+			if p.err == nil {
+				t.Fatalf("serve exited 0:\n%s", out)
+			}
+			for _, want := range c.says {
+				if !strings.Contains(out, want) {
+					t.Errorf("the refusal does not say %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, c.key) {
+				t.Errorf("the API key is in serve's output:\n%s", out)
+			}
+			if received, _ := srv.Posts(); received != 0 {
+				t.Errorf("the refused executor sent %d POSTs", received)
+			}
+		})
+	}
+	ci, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ci.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Consumer != 0 {
+		t.Errorf("the refused executors took %d deliveries", info.Delivered.Consumer)
 	}
 }

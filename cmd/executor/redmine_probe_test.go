@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -37,6 +38,11 @@ func TestProbeOfARealRedmine(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("probe --json printed %q: %v", out, err)
 	}
+	var text bytes.Buffer
+	if err := probe.WriteText(&text, &rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("executor probe --task-service redmine:\n%s", text.String())
 	rows := map[string]probe.Row{}
 	for _, r := range rep.Rows {
 		rows[r.ID] = r

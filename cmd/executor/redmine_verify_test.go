@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -38,38 +35,6 @@ func runRedmineVerify(t *testing.T, env *testenv.Env, srv *redminetest.Server) (
 		t.Errorf("verify shows the API key")
 	}
 	return out.String() + errOut.String(), err
-}
-
-// postIssueByHand creates an issue in srv's project through Redmine's REST
-// API, as another client would, with mark in the key field; it returns its
-// id.
-func postIssueByHand(t *testing.T, srv *redminetest.Server, subject, mark string) int {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"issue": map[string]any{
-		"project_id": srv.ProjectID, "subject": subject,
-		"custom_fields": []map[string]any{{"id": srv.FieldID, "value": mark}},
-	}})
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"issues.json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Redmine-API-Key", srv.APIKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var created struct {
-		Issue struct {
-			ID int `json:"id"`
-		} `json:"issue"`
-	}
-	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &created) != nil || created.Issue.ID == 0 {
-		t.Fatalf("POST issues.json answered %d: %s", resp.StatusCode, b)
-	}
-	return created.Issue.ID
 }
 
 // executor verify --task-service redmine audits the project's marked issues:
@@ -110,7 +75,7 @@ func TestVerifyOfARealRedmine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify failed after a clean run: %v", err)
 	}
-	for _, want := range []string{"Redmine project " + srv.Project + " at " + srv.URL, "not applicable: Redmine keeps no call log",
+	for _, want := range []string{"Redmine project " + srv.Project + " at " + srv.URL + "/", "not applicable: Redmine keeps no call log",
 		"n/a  4.", "ok   2.", "ok   3.", "ok   11.", "verify: all checks hold"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report does not say %q", want)
@@ -128,18 +93,18 @@ func TestVerifyOfARealRedmine(t *testing.T) {
 	if !strings.HasPrefix(mark, redmine.MarkPrefix("", "intent-0001")) {
 		t.Fatalf("issue #%s carries the mark %q, not the key of %s", firstID, mark, "intent-0001")
 	}
-	second := postIssueByHand(t, srv, "a second issue for the same key", mark)
+	second := srv.CreateIssue(t, "a second issue for the same key", mark)
 	report, err = runRedmineVerify(t, env, srv)
 	t.Logf("verify with a second issue for %s:\n%s", "intent-0001", violationLines(report))
 	wantDup := fmt.Sprintf(`intent %q in scope "default" has 2 tasks in Redmine project %s at %s: task %s at issue #%s, task %d at issue #%d`,
-		"intent-0001", srv.Project, srv.URL, firstID, firstID, second, second)
+		"intent-0001", srv.Project, srv.URL+"/", firstID, firstID, second, second)
 	if !errors.Is(err, errSilent) || !strings.Contains(report, "FAIL 2.") || !strings.Contains(report, wantDup) {
 		t.Errorf("verify with a second issue for one key: %v; want FAIL 2. and %q\n%s", err, wantDup, report)
 	}
-	deleteIssueByHand(t, srv, second)
+	srv.DeleteIssue(t, second)
 
 	// An issue carrying a key that no receipt names.
-	stray := postIssueByHand(t, srv, "made outside the pipeline",
+	stray := srv.CreateIssue(t, "made outside the pipeline",
 		redmine.Mark("", "intent-by-hand", "sha256:"+strings.Repeat("0", 64)))
 	report, err = runRedmineVerify(t, env, srv)
 	t.Logf("verify with an issue no receipt names:\n%s", violationLines(report))
@@ -147,10 +112,4 @@ func TestVerifyOfARealRedmine(t *testing.T) {
 	if !errors.Is(err, errSilent) || !strings.Contains(report, "FAIL 3.") || !strings.Contains(report, wantStray) {
 		t.Errorf("verify with an issue no receipt names: %v; want FAIL 3. and %q\n%s", err, wantStray, report)
 	}
-}
-
-// deleteIssueByHand deletes issue id through Redmine's REST API.
-func deleteIssueByHand(t *testing.T, srv *redminetest.Server, id int) {
-	t.Helper()
-	srv.DeleteIssue(t, id)
 }
