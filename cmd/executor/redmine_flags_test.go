@@ -89,21 +89,21 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 		}
 	})
 	for _, kind := range []string{"fake", "caldav"} {
-		for _, fl := range [][]string{
-			{"--redmine-url", redmineURL},
-			{"--redmine-project", "ops"},
-			{"--redmine-field", "my key"},
-			{"--redmine-field", redmine.DefaultField},
-			{"--redmine-api-key-file", writeTestFile(t, "key", redmineKey)},
-			{"--redmine-lock-ttl", "30s"},
+		for _, fl := range []struct{ name, flag, value string }{
+			{"a URL", "--redmine-url", redmineURL},
+			{"a project", "--redmine-project", "ops"},
+			{"a field", "--redmine-field", "my key"},
+			{"the default field given explicitly", "--redmine-field", redmine.DefaultField},
+			{"an API key file", "--redmine-api-key-file", writeTestFile(t, "key", redmineKey)},
+			{"a lock TTL", "--redmine-lock-ttl", "30s"},
 		} {
-			t.Run("with "+kind+" "+fl[0]+" "+fl[1]+" is refused, naming the kind it needs", func(t *testing.T) {
-				args := append([]string{"--task-service", kind}, fl...)
+			t.Run("with "+kind+" "+fl.name+" ("+fl.flag+") is refused, naming the kind it needs", func(t *testing.T) {
+				args := []string{"--task-service", kind, fl.flag, fl.value}
 				if kind == "caldav" {
 					args = append(args, "--caldav-url", "http://127.0.0.1:1/tasks/")
 				}
 				err := parseRedmineTS(t, withKey, args...).check()
-				wantUsage(t, err, fl[0], "need --task-service redmine")
+				wantUsage(t, err, fl.flag, "need --task-service redmine")
 			})
 		}
 	}
