@@ -17,7 +17,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
-	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
@@ -35,6 +34,16 @@ prints one row per question:
   deleted                             that cannot delete says so)
   key scope                           as the adapter states it, checked against the store
                                       ids of all answers
+  a create seen by the next lookup    for an adapter that decides a create by a lookup
+                                      (Redmine): a create, then at once a lookup of its key;
+                                      if it finds nothing, retries are unsafe
+  two plain creates, one key          for a service with no key (Redmine): two creates without
+                                      the adapter's protocol, and how many tasks they made
+                                      (deleted again afterwards); for comparison, not judged
+
+The report first states the service's class: keeps keys (the fake service), atomic
+create-if-absent (CalDAV), or no key: the adapter looks up and locks (Redmine). A row that does
+not arise for a class says "not applicable" and why.
 
 Each row says how it was measured, what was seen (outcomes and task ids, and the tasks the
 service counts) and whether that is safe, unsafe, a caveat or unknown (not measurable for
@@ -42,16 +51,18 @@ this service). The verdict says "safe for at-least-once delivery", or which rows
 unsafe and what would fix them. A task created again after it was deleted is a caveat: a
 late resend brings back a task the user deleted, but never makes two at once.
 
-A service that forgets a key when its task is deleted (CalDAV) is probed as serve runs it:
+A service that forgets a key when its task is deleted (CalDAV, Redmine) is probed as serve runs it:
 composed with the executors' intent ledger, so that the row after a deletion measures the
 pair. With --server the ledger is the deployment's (the key-value bucket sendtwice-intents,
 made by provision or serve; the probe's entries expire an hour and a bit after the run);
-without it, a throwaway embedded NATS server in a temporary directory holds the ledger.
+without it, a throwaway embedded NATS server in a temporary directory holds the ledger. Redmine's
+per-key locks are kept in the same ledger, each for --redmine-lock-ttl (default 2 × the probe's
+call timeout of 10s + 10s): the lost-reply row waits for the lock of the lost call to run out.
 
 The probe creates real tasks. Every intent id it uses is new and starts with
 "probe-<run id>-"; it never touches any other. Before it starts it says how many calls and
 tasks it will make; without --yes it prints that, sends nothing, and exits 1. With --yes, a
-service that can be read without creating anything (a CalDAV collection) is read once first,
+service that can be read without creating anything (a CalDAV collection, a Redmine project) is read once first,
 so that a wrong URL or password is one error and no table.
 
 --embedded probes a throwaway fake task service in this process (an embedded NATS server and
@@ -88,6 +99,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return err
 	}
+	if err := ts.checkCallTimeout(probe.DefaultCallTimeout); err != nil {
+		fs.Usage()
+		return err
+	}
 	if *emb && (serverSet || ts.Kind != taskServiceFake) {
 		fs.Usage()
 		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", errUsage)
@@ -96,7 +111,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cancel()
 
 	where := ""
-	if ts.needsNATS() {
+	if ts.Kind == taskServiceFake {
 		where = " over NATS at " + cli.RedactURL(conn.Server)
 	}
 	if *emb {
@@ -120,7 +135,27 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			nc.Close()
 		}
 	}()
+	// The intent ledger: for a service that forgets deleted keys (CalDAV,
+	// Redmine), and for Redmine's per-key locks, which open takes.
+	var (
+		ledgerNC    *nats.Conn
+		ledgerWhere string
+	)
+	if ts.needsLedger() {
+		var closeLedger func()
+		var provision bool
+		var err error
+		ledgerNC, provision, ledgerWhere, closeLedger, err = probeLedgerConn(conn, serverSet)
+		defer closeLedger()
+		if err != nil {
+			return fmt.Errorf("probe: opening the intent ledger: %w", err)
+		}
+		ts.ProvisionLedger, ts.LedgerReplicas = provision, 1
+	}
 	svc, err := ts.open(ctx, func() (*nats.Conn, error) {
+		if ledgerNC != nil {
+			return ledgerNC, nil
+		}
 		var err error
 		nc, err = conn.Connect("executor-probe", nil)
 		return nc, err
@@ -129,12 +164,14 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("probe: opening the task service: %w", err)
 	}
 	defer func() { _ = svc.Close() }()
-	ledgerWhere, closeLedger, err := probeLedger(ctx, svc, conn, serverSet)
-	defer closeLedger()
-	if err != nil {
-		return fmt.Errorf("probe: opening the intent ledger: %w", err)
-	}
-	if ledgerWhere != "" {
+	if ledgerNC != nil {
+		js, err := jetstream.New(ledgerNC)
+		if err != nil {
+			return fmt.Errorf("probe: opening the intent ledger: %w", err)
+		}
+		if _, err := svc.keepDeletedKeys(ctx, js, ts.ProvisionLedger, 1); err != nil {
+			return fmt.Errorf("probe: opening the intent ledger: %w", err)
+		}
 		where += "; intent ledger: " + ledgerWhere
 	}
 
@@ -171,57 +208,40 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// probeLedger composes a service that forgets deleted keys with an intent
-// ledger, as serve does: the deployment's, over NATS at --server, when
-// serverSet; else one in a throwaway embedded NATS server. It says which,
-// or "" for a service that needs none; close releases what it took.
-func probeLedger(ctx context.Context, svc *taskService, conn *cli.ConnConfig, serverSet bool) (string, func(), error) {
+// probeLedgerConn connects to where the probe keeps the intent ledger, as
+// serve does: the deployment's, over NATS at --server, when serverSet; else
+// a throwaway embedded NATS server, whose ledger the caller provisions
+// (provision true). It says which; close releases what it took.
+func probeLedgerConn(conn *cli.ConnConfig, serverSet bool) (nc *nats.Conn, provision bool, where string, closeAll func(), err error) {
 	var closers []func()
-	closeAll := func() {
+	closeAll = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	if taskservice.RemembersDeletedKeys(svc.Service) {
-		return "", closeAll, nil
-	}
-	var (
-		nc        *nats.Conn
-		err       error
-		provision bool
-		where     string
-	)
 	if serverSet {
 		// The flags' own connection: credentials, TLS.
 		nc, err = conn.Connect("executor-probe-ledger", nil)
-		where = ledger.Bucket + " over NATS at " + cli.RedactURL(conn.Server)
-	} else {
-		dir, err := os.MkdirTemp("", "sendtwice-probe-ledger-")
 		if err != nil {
-			return "", closeAll, fmt.Errorf("making a temporary directory: %w", err)
+			return nil, false, "", closeAll, err
 		}
-		closers = append(closers, func() { _ = os.RemoveAll(dir) })
-		srv, err := embedded.Start(embedded.Options{Dir: dir, Host: "127.0.0.1", Port: -1})
-		if err != nil {
-			return "", closeAll, fmt.Errorf("starting an embedded NATS server: %w", err)
-		}
-		closers = append(closers, srv.Shutdown)
-		provision, where = true, "embedded in this process and thrown away afterwards"
-		nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
-		if err != nil {
-			return "", closeAll, err
-		}
+		closers = append(closers, nc.Close)
+		return nc, false, ledger.Bucket + " over NATS at " + cli.RedactURL(conn.Server), closeAll, nil
 	}
+	dir, err := os.MkdirTemp("", "sendtwice-probe-ledger-")
 	if err != nil {
-		return "", closeAll, err
+		return nil, false, "", closeAll, fmt.Errorf("making a temporary directory: %w", err)
+	}
+	closers = append(closers, func() { _ = os.RemoveAll(dir) })
+	srv, err := embedded.Start(embedded.Options{Dir: dir, Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		return nil, false, "", closeAll, fmt.Errorf("starting an embedded NATS server: %w", err)
+	}
+	closers = append(closers, srv.Shutdown)
+	nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
+	if err != nil {
+		return nil, false, "", closeAll, err
 	}
 	closers = append(closers, nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", closeAll, err
-	}
-	if _, err := svc.keepDeletedKeys(ctx, js, provision, 1); err != nil {
-		return "", closeAll, err
-	}
-	return where, closeAll, nil
+	return nc, true, "embedded in this process and thrown away afterwards", closeAll, nil
 }

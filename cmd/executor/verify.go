@@ -14,12 +14,13 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/sign"
-	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
 const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
        [--allow-external N] [--allow-repeated-deliveries N]
        [--task-service caldav --caldav-url URL [--caldav-user USER --caldav-password-file FILE]]
+       [--task-service redmine --redmine-url URL --redmine-project ID [--redmine-field NAME]
+        [--redmine-api-key-file FILE]]
 
 Reads the APPROVALS stream, the receipts, the dead letters and the task service's records,
 and checks that nothing was lost or done twice:
@@ -85,6 +86,15 @@ the calendar since is noted, not a violation. Checks 4, 5, 7
 and 10 need the service's record of every call and are reported as not applicable. The store id
 of check 11 is the collection's: verify with the URL the executors were given.
 
+With --task-service redmine the task service is a Redmine project, audited the same way as a
+listed service: the tasks existing are the project's issues, open and closed, that carry a key
+in the custom field (--redmine-field); Redmine keeps no call log. Every created/replayed receipt
+must name one issue carrying its key; a key with two issues is a violation naming both (the
+adapter never hides them, and they are the trace of a lock holder stalled past its lock's
+life); an issue carrying a key that no receipt names is reported. The API key comes from
+--redmine-api-key-file or $` + redmineAPIKeyEnv + `; verify finds the intent ledger (it holds the
+adapter's locks) and never provisions it.
+
 Prints each check with its figures. Exit status 0 when all hold, 1 on any violation.
 It only reads; running it changes nothing. Run it once the executors have drained.`
 
@@ -130,7 +140,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var lister audit.TaskLister
-	if !tsf.needsNATS() {
+	if tsf.Kind != taskServiceFake {
 		svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
 		if err != nil {
 			return err
@@ -157,32 +167,18 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// calDAVLister is what verify needs of the CalDAV adapter: its listing and
-// the store id its receipts carry.
-type calDAVLister interface {
-	Tasks(ctx context.Context) (caldav.Listing, error)
-	StoreID() string
-	CollectionURL() string
-}
-
 // taskLister presents an opened task service that keeps no call log to the
-// audit, by the tasks it lists.
+// audit, by the tasks it lists (built by open for each such kind).
 func taskLister(svc *taskService) (audit.TaskLister, error) {
-	c, ok := svc.Service.(calDAVLister)
-	if !ok {
+	if svc.audit == nil {
 		return nil, fmt.Errorf("verify: the task service %s cannot list its tasks", svc.Name)
 	}
 	return audit.ListerFunc(func(ctx context.Context) (audit.TaskListing, error) {
-		l, err := c.Tasks(ctx)
+		l, err := svc.audit.ListTasks(ctx)
 		if err != nil {
 			return audit.TaskListing{}, fmt.Errorf("verify: %w", err)
 		}
-		out := audit.TaskListing{Name: "CalDAV collection " + c.CollectionURL(), StoreID: c.StoreID(), Items: l.VTODOs,
-			NoCallLog: "the CalDAV server keeps no call log"}
-		for _, t := range l.Tasks {
-			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
-		}
-		return out, nil
+		return l, nil
 	}), nil
 }
 
