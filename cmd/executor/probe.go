@@ -17,7 +17,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
-	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
@@ -88,6 +87,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return err
 	}
+	if err := ts.checkCallTimeout(probe.DefaultCallTimeout); err != nil {
+		fs.Usage()
+		return err
+	}
 	if *emb && (serverSet || ts.Kind != taskServiceFake) {
 		fs.Usage()
 		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", errUsage)
@@ -96,7 +99,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cancel()
 
 	where := ""
-	if ts.needsNATS() {
+	if ts.Kind == taskServiceFake {
 		where = " over NATS at " + cli.RedactURL(conn.Server)
 	}
 	if *emb {
@@ -120,7 +123,27 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			nc.Close()
 		}
 	}()
+	// The intent ledger: for a service that forgets deleted keys (CalDAV,
+	// Redmine), and for Redmine's per-key locks, which open takes.
+	var (
+		ledgerNC    *nats.Conn
+		ledgerWhere string
+	)
+	if ts.needsLedger() {
+		var closeLedger func()
+		var provision bool
+		var err error
+		ledgerNC, provision, ledgerWhere, closeLedger, err = probeLedgerConn(conn, serverSet)
+		defer closeLedger()
+		if err != nil {
+			return fmt.Errorf("probe: opening the intent ledger: %w", err)
+		}
+		ts.ProvisionLedger, ts.LedgerReplicas = provision, 1
+	}
 	svc, err := ts.open(ctx, func() (*nats.Conn, error) {
+		if ledgerNC != nil {
+			return ledgerNC, nil
+		}
 		var err error
 		nc, err = conn.Connect("executor-probe", nil)
 		return nc, err
@@ -129,12 +152,14 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("probe: opening the task service: %w", err)
 	}
 	defer func() { _ = svc.Close() }()
-	ledgerWhere, closeLedger, err := probeLedger(ctx, svc, conn, serverSet)
-	defer closeLedger()
-	if err != nil {
-		return fmt.Errorf("probe: opening the intent ledger: %w", err)
-	}
-	if ledgerWhere != "" {
+	if ledgerNC != nil {
+		js, err := jetstream.New(ledgerNC)
+		if err != nil {
+			return fmt.Errorf("probe: opening the intent ledger: %w", err)
+		}
+		if _, err := svc.keepDeletedKeys(ctx, js, ts.ProvisionLedger, 1); err != nil {
+			return fmt.Errorf("probe: opening the intent ledger: %w", err)
+		}
 		where += "; intent ledger: " + ledgerWhere
 	}
 
@@ -171,57 +196,40 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// probeLedger composes a service that forgets deleted keys with an intent
-// ledger, as serve does: the deployment's, over NATS at --server, when
-// serverSet; else one in a throwaway embedded NATS server. It says which,
-// or "" for a service that needs none; close releases what it took.
-func probeLedger(ctx context.Context, svc *taskService, conn *cli.ConnConfig, serverSet bool) (string, func(), error) {
+// probeLedgerConn connects to where the probe keeps the intent ledger, as
+// serve does: the deployment's, over NATS at --server, when serverSet; else
+// a throwaway embedded NATS server, whose ledger the caller provisions
+// (provision true). It says which; close releases what it took.
+func probeLedgerConn(conn *cli.ConnConfig, serverSet bool) (nc *nats.Conn, provision bool, where string, closeAll func(), err error) {
 	var closers []func()
-	closeAll := func() {
+	closeAll = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	if taskservice.RemembersDeletedKeys(svc.Service) {
-		return "", closeAll, nil
-	}
-	var (
-		nc        *nats.Conn
-		err       error
-		provision bool
-		where     string
-	)
 	if serverSet {
 		// The flags' own connection: credentials, TLS.
 		nc, err = conn.Connect("executor-probe-ledger", nil)
-		where = ledger.Bucket + " over NATS at " + cli.RedactURL(conn.Server)
-	} else {
-		dir, err := os.MkdirTemp("", "sendtwice-probe-ledger-")
 		if err != nil {
-			return "", closeAll, fmt.Errorf("making a temporary directory: %w", err)
+			return nil, false, "", closeAll, err
 		}
-		closers = append(closers, func() { _ = os.RemoveAll(dir) })
-		srv, err := embedded.Start(embedded.Options{Dir: dir, Host: "127.0.0.1", Port: -1})
-		if err != nil {
-			return "", closeAll, fmt.Errorf("starting an embedded NATS server: %w", err)
-		}
-		closers = append(closers, srv.Shutdown)
-		provision, where = true, "embedded in this process and thrown away afterwards"
-		nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
-		if err != nil {
-			return "", closeAll, err
-		}
+		closers = append(closers, nc.Close)
+		return nc, false, ledger.Bucket + " over NATS at " + cli.RedactURL(conn.Server), closeAll, nil
 	}
+	dir, err := os.MkdirTemp("", "sendtwice-probe-ledger-")
 	if err != nil {
-		return "", closeAll, err
+		return nil, false, "", closeAll, fmt.Errorf("making a temporary directory: %w", err)
+	}
+	closers = append(closers, func() { _ = os.RemoveAll(dir) })
+	srv, err := embedded.Start(embedded.Options{Dir: dir, Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		return nil, false, "", closeAll, fmt.Errorf("starting an embedded NATS server: %w", err)
+	}
+	closers = append(closers, srv.Shutdown)
+	nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
+	if err != nil {
+		return nil, false, "", closeAll, err
 	}
 	closers = append(closers, nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", closeAll, err
-	}
-	if _, err := svc.keepDeletedKeys(ctx, js, provision, 1); err != nil {
-		return "", closeAll, err
-	}
-	return where, closeAll, nil
+	return nc, true, "embedded in this process and thrown away afterwards", closeAll, nil
 }

@@ -34,7 +34,7 @@ import (
 const serveHelp = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
       [--data DIR] [--listen HOST:PORT] [--concurrency N] [--replicas N] [--http HOST:PORT]
       [--key-clock-allowance D] [--key-margin D] [--records-retention D] [--compact-every D]
-      [--metrics-max-scopes N]
+      [--metrics-max-scopes N] [--task-service SERVICE]
 
 Approvals must be signed by a reviewer named in --trusted-approvers (checks signature and
 expiry); --insecure-allow-unsigned also accepts unsigned ones and says so loudly in the log.
@@ -69,6 +69,16 @@ finishes those in flight, logs the differences at ERROR and exits 1, so that a r
 same refusal until provisioning sets the consumer right again (executor provision). Without a
 record (a deployment provisioned by an older version), the consumer is compared with what
 serve's own flags provision.
+
+--task-service chooses the task service the executor calls: fake (the default, over NATS),
+caldav (--caldav-url, --caldav-user, --caldav-password-file or $` + caldavPasswordEnv + `) or redmine
+(--redmine-url, --redmine-project, --redmine-field, --redmine-api-key-file or $` + redmineAPIKeyEnv + `,
+--redmine-lock-ttl). A service that forgets a key when its task is deleted (caldav, redmine)
+is composed with the executors' intent ledger (the key-value bucket sendtwice-intents), which
+remembers the key; redmine's per-key locks are kept there too, each living --redmine-lock-ttl
+(default 2 × --call-timeout + 10s; one not longer than --call-timeout is refused). Before the
+first delivery serve reads the service once, creating nothing: a refused login, a missing
+project or, for Redmine, a missing key field stops it with the reason.
 
 With --http, serves /metrics (Prometheus), /healthz (liveness) and /readyz (ready when
 connected to NATS, bound to the consumer and, with --embedded, the task service's store is
@@ -174,6 +184,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, err
 	}
 	if err := f.tsf.check(); err != nil {
+		return nil, err
+	}
+	if err := f.tsf.checkCallTimeout(*f.callTimeout); err != nil {
 		return nil, err
 	}
 	return f, f.check()
@@ -506,6 +519,9 @@ func (s *serving) connect(ctx context.Context) error {
 // with --record-calls) and makes the executor.
 func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*executor.Executor, error) {
 	f := s.f
+	// A kind that keeps its locks in the intent ledger (redmine) takes it
+	// as the streams are: provisioned unless --no-provision.
+	f.tsf.ProvisionLedger, f.tsf.LedgerReplicas = !*f.noProvision, s.topo.Replicas
 	svc, err := f.tsf.open(ctx, func() (*nats.Conn, error) { return s.nc, nil }, *f.callTimeout)
 	if err != nil {
 		return nil, err

@@ -16,10 +16,16 @@ package main
 //     and never logged;
 //   - a case in open that builds the adapter (from its own package) and
 //     returns its Target; needsNATS says false for it, so that a command
-//     does not connect to NATS only to reach a service over HTTP. Where the
-//     service can say so without creating anything, reach checks that it
-//     answers and accepts the login (probe and demo call it first), and
-//     list reads its tasks (the demo's figures).
+//     does not connect to NATS only to reach a service over HTTP (true for
+//     redmine, whose per-key locks live in the intent ledger on JetStream:
+//     open then takes the ledger through connect). Where the service can
+//     say so without creating anything, reach checks that it answers and
+//     accepts the login (serve, probe and demo call it first), list reads
+//     its tasks (the demo's figures), and audit lists them for verify.
+//
+// An adapter's HTTP client is built here, with a bounded transport (at
+// most the adapter's DefaultMaxConns connections to the server at once)
+// wrapped by the lossy transport that lets the probe lose a reply.
 
 import (
 	"context"
@@ -28,6 +34,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,30 +43,48 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
+	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
 
 // Task service kinds, the values of --task-service.
 const (
-	taskServiceFake   = "fake"
-	taskServiceCalDAV = "caldav"
+	taskServiceFake    = "fake"
+	taskServiceCalDAV  = "caldav"
+	taskServiceRedmine = "redmine"
 )
 
 // caldavPasswordEnv holds the CalDAV password when --caldav-password-file
 // is not given.
 const caldavPasswordEnv = "CALDAV_PASSWORD"
 
+// redmineAPIKeyEnv holds the Redmine API key when --redmine-api-key-file is
+// not given.
+const redmineAPIKeyEnv = "REDMINE_API_KEY"
+
+// The classes of task service, as the probe states them.
+const (
+	classKeepsKeys = "keeps keys"
+	classAtomic    = "atomic create-if-absent"
+	classNoKey     = "no key: the adapter looks up and locks"
+)
+
 // taskServiceKinds lists the kinds with a line of help each, in the order
 // --help shows them.
 var taskServiceKinds = []struct{ name, help string }{
 	{taskServiceFake, "the fake task service over NATS"},
 	{taskServiceCalDAV, "a CalDAV (RFC 4791) task collection: one VTODO per intent, --caldav-url"},
+	{taskServiceRedmine, "a Redmine project: one issue per intent, marked with its key, looked up and locked\n(in the intent ledger on NATS) before a create, --redmine-url and --redmine-project"},
 }
+
+// redmineFlagNames are the flags of --task-service redmine.
+var redmineFlagNames = []string{"redmine-url", "redmine-project", "redmine-field", "redmine-api-key-file", "redmine-lock-ttl"}
 
 // taskServiceFlags are the flags that choose and configure the task
 // service.
@@ -72,6 +98,27 @@ type taskServiceFlags struct {
 	// environment; never a flag value, never logged.
 	calDAVPassword string
 
+	RedmineURL        string
+	RedmineProject    string
+	RedmineField      string
+	RedmineAPIKeyFile string
+	// RedmineLockTTL is the per-key lock's lifetime; zero takes
+	// 2 × the call timeout + 10 s (lockTTL).
+	RedmineLockTTL time.Duration
+	// redmineAPIKey is read by check, after parsing, from the file or the
+	// environment; never a flag value, never logged.
+	redmineAPIKey string
+
+	// ProvisionLedger and LedgerReplicas say whether open may create or
+	// update the intent ledger's bucket, with how many replicas, for a kind
+	// that keeps its locks there (redmine); false only finds it. A command
+	// sets them before open.
+	ProvisionLedger bool
+	LedgerReplicas  int
+
+	// fs is the flag set the flags were added to: check asks it which
+	// were given.
+	fs *flag.FlagSet
 	// getenv reads the environment; tests replace it.
 	getenv func(string) string
 }
@@ -79,7 +126,7 @@ type taskServiceFlags struct {
 // taskServiceFlagsVar adds --task-service (and, per kind, its own flags) to
 // fs.
 func taskServiceFlagsVar(fs *flag.FlagSet) *taskServiceFlags {
-	f := &taskServiceFlags{getenv: os.Getenv}
+	f := &taskServiceFlags{getenv: os.Getenv, fs: fs}
 	names := make([]string, 0, len(taskServiceKinds))
 	for _, k := range taskServiceKinds {
 		names = append(names, k.name+": "+k.help)
@@ -88,6 +135,11 @@ func taskServiceFlagsVar(fs *flag.FlagSet) *taskServiceFlags {
 	fs.StringVar(&f.CalDAVURL, "caldav-url", "", "with --task-service caldav: the `URL` of the calendar collection that holds the tasks\n(for example https://dav.example.org/alice/tasks/)")
 	fs.StringVar(&f.CalDAVUser, "caldav-user", "", "with --task-service caldav: the `USER` to log in as (HTTP basic authentication)")
 	fs.StringVar(&f.CalDAVPasswordFile, "caldav-password-file", "", "with --task-service caldav: a `FILE` holding the password (default: $"+caldavPasswordEnv+")")
+	fs.StringVar(&f.RedmineURL, "redmine-url", "", "with --task-service redmine: Redmine's base `URL` (for example https://redmine.example.org/)")
+	fs.StringVar(&f.RedmineProject, "redmine-project", "", "with --task-service redmine: the project the issues are created in, by its identifier or numeric `ID`")
+	fs.StringVar(&f.RedmineField, "redmine-field", redmine.DefaultField, "with --task-service redmine: the `NAME` of the issue custom field that carries each issue's key\n(an administrator makes it once: format string, for all projects, used as a filter)")
+	fs.StringVar(&f.RedmineAPIKeyFile, "redmine-api-key-file", "", "with --task-service redmine: a `FILE` holding the API key (default: $"+redmineAPIKeyEnv+")")
+	fs.DurationVar(&f.RedmineLockTTL, "redmine-lock-ttl", 0, "with --task-service redmine: the life of a key's lock in the intent ledger, longer than --call-timeout\n(default: 2 × the call timeout + 10s)")
 	return f
 }
 
@@ -115,12 +167,117 @@ func (f *taskServiceFlags) check() error {
 
 func (f *taskServiceFlags) checkKind() error {
 	caldavSet := f.CalDAVURL != "" || f.CalDAVUser != "" || f.CalDAVPasswordFile != ""
-	if f.Kind != taskServiceCalDAV {
-		if caldavSet {
-			return fmt.Errorf("%w: --caldav-url, --caldav-user and --caldav-password-file need --task-service caldav", errUsage)
+	if f.Kind != taskServiceCalDAV && caldavSet {
+		return fmt.Errorf("%w: --caldav-url, --caldav-user and --caldav-password-file need --task-service caldav", errUsage)
+	}
+	if f.Kind != taskServiceRedmine {
+		if set := f.setRedmineFlags(); len(set) > 0 {
+			return fmt.Errorf("%w: --%s: the flags %s need --task-service redmine", errUsage, set[0], "--"+strings.Join(redmineFlagNames, ", --"))
 		}
+	}
+	switch f.Kind {
+	case taskServiceCalDAV:
+		return f.checkCalDAV()
+	case taskServiceRedmine:
+		return f.checkRedmine()
+	}
+	return nil
+}
+
+// setRedmineFlags names the redmine flags given on the command line (or
+// set to a value of their own, for a flag set that was not parsed).
+func (f *taskServiceFlags) setRedmineFlags() []string {
+	var set []string
+	if f.fs != nil {
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(redmineFlagNames, fl.Name) {
+				set = append(set, fl.Name)
+			}
+		})
+	}
+	if len(set) == 0 && (f.RedmineURL != "" || f.RedmineProject != "" || f.RedmineAPIKeyFile != "" || f.RedmineLockTTL != 0 ||
+		f.RedmineField != "" && f.RedmineField != redmine.DefaultField) {
+		set = append(set, "redmine-url")
+	}
+	return set
+}
+
+// checkRedmine checks the redmine flags and reads the API key from its
+// file or the environment.
+func (f *taskServiceFlags) checkRedmine() error {
+	if f.RedmineURL == "" {
+		return fmt.Errorf("%w: --task-service redmine needs --redmine-url", errUsage)
+	}
+	if f.RedmineProject == "" {
+		return fmt.Errorf("%w: --task-service redmine needs --redmine-project", errUsage)
+	}
+	if strings.TrimSpace(f.RedmineField) == "" {
+		return fmt.Errorf("%w: --redmine-field is empty: name the issue custom field that carries the key (default %q)", errUsage, redmine.DefaultField)
+	}
+	if f.RedmineLockTTL < 0 {
+		return fmt.Errorf("%w: --redmine-lock-ttl %s is negative", errUsage, f.RedmineLockTTL)
+	}
+	if f.RedmineAPIKeyFile != "" {
+		b, err := os.ReadFile(f.RedmineAPIKeyFile)
+		if err != nil {
+			return fmt.Errorf("%w: --redmine-api-key-file: %w", errUsage, err)
+		}
+		f.redmineAPIKey = strings.TrimSpace(string(b))
+		if f.redmineAPIKey == "" {
+			return fmt.Errorf("%w: --redmine-api-key-file %s is empty", errUsage, f.RedmineAPIKeyFile)
+		}
+	} else if f.getenv != nil {
+		f.redmineAPIKey = strings.TrimSpace(f.getenv(redmineAPIKeyEnv))
+	}
+	if f.redmineAPIKey == "" {
+		return fmt.Errorf("%w: --task-service redmine needs an API key: --redmine-api-key-file FILE or $%s (a user's key, under My account, API access key)", errUsage, redmineAPIKeyEnv)
+	}
+	// Checks the URL's and the project's form without a request.
+	if _, err := redmine.New(f.redmineConfig(refusingLocker{}, time.Second)); err != nil {
+		return fmt.Errorf("%w: --redmine-url, --redmine-project, --redmine-field: %w", errUsage, err)
+	}
+	return nil
+}
+
+// lockTTL is the redmine lock's lifetime for calls of callTimeout.
+func (f *taskServiceFlags) lockTTL(callTimeout time.Duration) time.Duration {
+	if f.RedmineLockTTL > 0 {
+		return f.RedmineLockTTL
+	}
+	return 2*callTimeout + 10*time.Second
+}
+
+// checkCallTimeout refuses a redmine lock that could run out while a call
+// still runs: its TTL must be longer than the call timeout, or a create
+// sent by a holder near the call's end may land after another took the
+// lock. A command calls it after check, with its call timeout; it says
+// nothing for other kinds.
+func (f *taskServiceFlags) checkCallTimeout(callTimeout time.Duration) error {
+	if f.Kind != taskServiceRedmine {
 		return nil
 	}
+	if ttl := f.lockTTL(callTimeout); ttl <= callTimeout {
+		return fmt.Errorf("%w: --redmine-lock-ttl %s is not longer than the call timeout %s: a lock must outlive a lookup and a create", errUsage, ttl, callTimeout)
+	}
+	return nil
+}
+
+// redmineConfig is the adapter's configuration of the flags, with its
+// locks.
+func (f *taskServiceFlags) redmineConfig(locks taskservice.Locker, callTimeout time.Duration) redmine.Config {
+	return redmine.Config{URL: f.RedmineURL, APIKey: f.redmineAPIKey, Project: f.RedmineProject, Field: f.RedmineField,
+		Locks: locks, LockTTL: f.lockTTL(callTimeout)}
+}
+
+// refusingLocker stands for the ledger where the adapter is built only to
+// check the flags' form; it never gives a lock.
+type refusingLocker struct{}
+
+func (refusingLocker) Lock(context.Context, string, string, time.Duration) (taskservice.Lock, error) {
+	return nil, errors.New("no lock is taken while the flags are checked")
+}
+
+func (f *taskServiceFlags) checkCalDAV() error {
 	if f.CalDAVURL == "" {
 		return fmt.Errorf("%w: --task-service caldav needs --caldav-url", errUsage)
 	}
@@ -148,7 +305,16 @@ func (f *taskServiceFlags) checkKind() error {
 
 // needsNATS reports whether the chosen service is reached over NATS, so
 // that open needs a connection.
-func (f *taskServiceFlags) needsNATS() bool { return f.Kind == taskServiceFake }
+func (f *taskServiceFlags) needsNATS() bool {
+	return f.Kind == taskServiceFake || f.Kind == taskServiceRedmine
+}
+
+// needsLedger reports whether the chosen service needs the executors'
+// intent ledger: one that forgets a key when its task is deleted (caldav,
+// redmine), or keeps its per-key locks there (redmine).
+func (f *taskServiceFlags) needsLedger() bool {
+	return f.Kind == taskServiceCalDAV || f.Kind == taskServiceRedmine
+}
 
 // taskService is an opened task service: the Target (the Service the
 // executor calls, with the adapter's statements and the probe's hooks) and
@@ -162,8 +328,14 @@ type taskService struct {
 	reach func(ctx context.Context) error
 	// list reads the tasks the service holds, from the service itself, for
 	// the demo; nil for a kind that cannot list them.
-	list  func(ctx context.Context) (demo.Listing, error)
-	close func() error
+	list func(ctx context.Context) (demo.Listing, error)
+	// audit lists the tasks for verify, for a kind that keeps no call log;
+	// nil for the fake service, which verify reads over NATS.
+	audit audit.TaskLister
+	// ledger is the intent ledger open took for a kind that keeps its
+	// locks there; keepDeletedKeys composes the service with the same one.
+	ledger *ledger.Ledger
+	close  func() error
 }
 
 // Reach checks that the service can be used, creating nothing; it does
@@ -186,7 +358,7 @@ func (s *taskService) Close() error {
 // open opens the chosen service. connect is called only for a service
 // reached over NATS; a connection it returns stays the caller's. Each call
 // to the service takes at most callTimeout.
-func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, error), callTimeout time.Duration) (*taskService, error) {
+func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn, error), callTimeout time.Duration) (*taskService, error) {
 	switch f.Kind {
 	case taskServiceFake:
 		nc, err := connect()
@@ -199,7 +371,7 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 		if err != nil {
 			return nil, err
 		}
-		return &taskService{Target: t, reach: func(ctx context.Context) error {
+		return &taskService{Target: t, audit: calDAVLister(a), reach: func(ctx context.Context) error {
 			// One calendar-query REPORT: it reads the collection and
 			// creates nothing.
 			if _, err := a.Tasks(ctx); err != nil {
@@ -220,6 +392,43 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 			}
 			return out, nil
 		}}, nil
+	case taskServiceRedmine:
+		if err := f.checkCallTimeout(callTimeout); err != nil {
+			return nil, err
+		}
+		nc, err := connect()
+		if err != nil {
+			return nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, fmt.Errorf("opening the intent ledger for Redmine's locks: %w", err)
+		}
+		if f.ProvisionLedger {
+			if err := ledger.Ensure(ctx, js, max(f.LedgerReplicas, 1)); err != nil {
+				return nil, fmt.Errorf("opening the intent ledger for Redmine's locks: %w", err)
+			}
+		}
+		l, err := ledger.Open(ctx, js, ledger.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("opening the intent ledger for Redmine's locks: %w", err)
+		}
+		t, a, err := redmineTarget(f.redmineConfig(l, callTimeout), callTimeout)
+		if err != nil {
+			return nil, err
+		}
+		return &taskService{Target: t, ledger: l, audit: redmineLister(a), reach: func(ctx context.Context) error {
+			// GETs only: the login, the project, the custom field.
+			if err := a.Check(ctx); err != nil {
+				if taskservice.IsPermanent(err) {
+					return fmt.Errorf("checking Redmine: %w (a permanent error: check --redmine-url, --redmine-project and the API key, "+
+						"and that an administrator made the issue custom field %q once: format string, for all projects, used as a filter; see the README, \"Real task services\")",
+						err, f.RedmineField)
+				}
+				return fmt.Errorf("checking Redmine: %w", err)
+			}
+			return nil
+		}}, nil
 	}
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
 }
@@ -235,6 +444,15 @@ func (f *taskServiceFlags) open(_ context.Context, connect func() (*nats.Conn, e
 func (s *taskService) keepDeletedKeys(ctx context.Context, js jetstream.JetStream, provision bool, replicas int) (string, error) {
 	if taskservice.RemembersDeletedKeys(s.Service) {
 		return "", nil
+	}
+	if s.ledger != nil {
+		// open took it already, for the locks.
+		kept, err := taskservice.KeepDeletedKeys(s.Service, s.ledger)
+		if err != nil {
+			return "", err
+		}
+		s.Service = kept
+		return "JetStream bucket " + ledger.Bucket + " (keys of deleted tasks and per-key locks)", nil
 	}
 	if provision {
 		if err := ledger.Ensure(ctx, js, replicas); err != nil {
@@ -266,9 +484,12 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 	c := provider.NewClient(nc)
 	c.Timeout = callTimeout
 	return probe.Target{
-		Name:    "fake task service",
-		Service: c.TaskService(),
-		Scope:   "each caller scope, in the service",
+		Name:        "fake task service",
+		Service:     c.TaskService(),
+		Scope:       "each caller scope, in the service",
+		Class:       classKeepsKeys,
+		NaiveWhyNot: "the service keeps the key itself: every create it takes is keyed",
+		FindWhyNot:  "the service decides a create by its key in one step; no lookup precedes it",
 		Delete: func(ctx context.Context, intentID string) error {
 			_, err := c.Delete(ctx, provider.DeleteRequest{IntentID: intentID})
 			return err
@@ -304,11 +525,12 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 // caldavTarget presents a CalDAV collection. Its Service is the adapter
 // alone, which forgets a key when its task is deleted: serve and probe
 // compose it with the intent ledger (keepDeletedKeys). A task can be
-// deleted (only one the adapter made for that intent, as its owner would); its tasks are counted from the
-// collection's listing; a reply is lost by the transport, which lets the
-// server answer and then drops the answer, as a broken connection would.
+// deleted (only one the adapter made for that intent, as its owner would);
+// its tasks are counted from the collection's listing; a reply is lost by
+// the transport, which lets the server answer and then drops the answer, as
+// a broken connection would.
 func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *caldav.Adapter, error) {
-	lossy := &lossyTransport{next: http.DefaultTransport}
+	lossy := &lossyTransport{method: http.MethodPut, next: boundedTransport(caldav.DefaultMaxConns)}
 	cfg.HTTPClient = &http.Client{Transport: lossy, Timeout: callTimeout}
 	a, err := caldav.New(cfg)
 	if err != nil {
@@ -318,12 +540,12 @@ func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *
 		Name:         "CalDAV collection " + a.CollectionURL(),
 		Service:      a,
 		Scope:        a.Scope(),
+		Class:        classAtomic,
+		NaiveWhyNot:  "every create is a PUT with If-None-Match: *, which the server refuses for a name it holds",
+		FindWhyNot:   "the server's create-if-absent decides a create; no lookup precedes it",
 		Delete:       a.Delete,
 		LoseReplyHow: "the server answers the PUT; the answer is dropped before the adapter reads it",
-		LoseReply: func(context.Context) (func(context.Context) error, error) {
-			lossy.drop.Store(1)
-			return func(context.Context) error { lossy.drop.Store(0); return nil }, nil
-		},
+		LoseReply:    lossy.arm,
 		Count: func(ctx context.Context, intentID string) (int, error) {
 			l, err := a.Tasks(ctx)
 			if err != nil {
@@ -340,19 +562,119 @@ func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *
 	}, a, nil
 }
 
+// redmineTarget presents a Redmine project. Its Service is the adapter,
+// which forgets a key when its issue is deleted: serve and probe compose
+// it with the intent ledger (keepDeletedKeys), which also holds its locks
+// (cfg.Locks). An issue is deleted through the adapter (the issues that
+// carry the key, as their owner would); issues are counted from the
+// project's listing; the reply to a POST is lost by the transport after
+// Redmine answered; a naive create (no lookup, no lock) and a lookup are
+// offered for the probe's rows that show why the adapter's protocol is
+// needed and what it relies on.
+func redmineTarget(cfg redmine.Config, callTimeout time.Duration) (probe.Target, *redmine.Adapter, error) {
+	lossy := &lossyTransport{method: http.MethodPost, next: boundedTransport(redmine.DefaultMaxConns)}
+	cfg.HTTPClient = &http.Client{Transport: lossy, Timeout: callTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	a, err := redmine.New(cfg)
+	if err != nil {
+		return probe.Target{}, nil, err
+	}
+	return probe.Target{
+		Name:    "Redmine project " + cfg.Project + " at " + a.URL(),
+		Service: a,
+		Scope:   a.Scope(),
+		Class:   classNoKey,
+		Naive:   a.Naive(),
+		Find:    a.Find,
+		Delete: func(ctx context.Context, intentID string) error {
+			// The probe's requests name no scope: the default one.
+			return a.Delete(ctx, "", intentID)
+		},
+		LoseReplyHow: "Redmine answers the POST; the answer is dropped before the adapter reads it",
+		LoseReply:    lossy.arm,
+		Count: func(ctx context.Context, intentID string) (int, error) {
+			l, err := a.Issues(ctx)
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, i := range l.Issues {
+				if i.IntentID == intentID {
+					n++
+				}
+			}
+			return n, nil
+		},
+	}, a, nil
+}
+
+// boundedTransport is a transport that keeps at most maxConns connections
+// to a host open at once; further requests wait for one to be free, so
+// that a burst of deliveries does not open a connection each.
+func boundedTransport(maxConns int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxConnsPerHost = maxConns
+	t.MaxIdleConnsPerHost = maxConns
+	return t
+}
+
+// calDAVLister presents a CalDAV collection to verify, by the tasks it
+// lists.
+func calDAVLister(a *caldav.Adapter) audit.TaskLister {
+	return audit.ListerFunc(func(ctx context.Context) (audit.TaskListing, error) {
+		l, err := a.Tasks(ctx)
+		if err != nil {
+			return audit.TaskListing{}, fmt.Errorf("listing the collection's tasks: %w", err)
+		}
+		out := audit.TaskListing{Name: "CalDAV collection " + a.CollectionURL(), StoreID: a.StoreID(), Items: l.VTODOs,
+			NoCallLog: "the CalDAV server keeps no call log"}
+		for _, t := range l.Tasks {
+			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
+		}
+		return out, nil
+	})
+}
+
+// redmineLister presents a Redmine project to verify, by the issues that
+// carry a key, open and closed.
+func redmineLister(a *redmine.Adapter) audit.TaskLister {
+	return audit.ListerFunc(func(ctx context.Context) (audit.TaskListing, error) {
+		l, err := a.Issues(ctx)
+		if err != nil {
+			return audit.TaskListing{}, fmt.Errorf("listing the project's issues: %w", err)
+		}
+		out := audit.TaskListing{Name: "Redmine project at " + a.URL(), StoreID: a.StoreID(), Items: l.Total,
+			NoCallLog: "Redmine keeps no call log"}
+		for _, i := range l.Issues {
+			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: i.Scope, IntentID: i.IntentID, TaskID: redmine.TaskID(i.ID),
+				RequestDigest: i.RequestDigest, Where: "issue #" + strconv.Itoa(i.ID)})
+		}
+		return out, nil
+	})
+}
+
 // errReplyLost is what a call whose reply was dropped on purpose returns.
 var errReplyLost = errors.New("the reply was lost on purpose after the server answered")
 
 // lossyTransport passes requests on; while drop is positive, it lets the
-// server answer a PUT, then drops the answer and returns errReplyLost.
+// server answer a request of method (a PUT, a POST), then drops the answer
+// and returns errReplyLost.
 type lossyTransport struct {
-	next http.RoundTripper
-	drop atomic.Int64
+	method string
+	next   http.RoundTripper
+	drop   atomic.Int64
+}
+
+// arm drops the answer of the next request of t's method (a Target's
+// LoseReply); disarm undoes it if no such request came.
+func (t *lossyTransport) arm(context.Context) (func(context.Context) error, error) {
+	t.drop.Store(1)
+	return func(context.Context) error { t.drop.Store(0); return nil }, nil
 }
 
 func (t *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodPut {
+	if err != nil || req.Method != t.method {
 		return resp, err
 	}
 	for {

@@ -14,7 +14,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/sign"
-	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
 const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
@@ -130,7 +129,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var lister audit.TaskLister
-	if !tsf.needsNATS() {
+	if tsf.Kind != taskServiceFake {
 		svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
 		if err != nil {
 			return err
@@ -157,32 +156,18 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// calDAVLister is what verify needs of the CalDAV adapter: its listing and
-// the store id its receipts carry.
-type calDAVLister interface {
-	Tasks(ctx context.Context) (caldav.Listing, error)
-	StoreID() string
-	CollectionURL() string
-}
-
 // taskLister presents an opened task service that keeps no call log to the
-// audit, by the tasks it lists.
+// audit, by the tasks it lists (built by open for each such kind).
 func taskLister(svc *taskService) (audit.TaskLister, error) {
-	c, ok := svc.Service.(calDAVLister)
-	if !ok {
+	if svc.audit == nil {
 		return nil, fmt.Errorf("verify: the task service %s cannot list its tasks", svc.Name)
 	}
 	return audit.ListerFunc(func(ctx context.Context) (audit.TaskListing, error) {
-		l, err := c.Tasks(ctx)
+		l, err := svc.audit.ListTasks(ctx)
 		if err != nil {
 			return audit.TaskListing{}, fmt.Errorf("verify: %w", err)
 		}
-		out := audit.TaskListing{Name: "CalDAV collection " + c.CollectionURL(), StoreID: c.StoreID(), Items: l.VTODOs,
-			NoCallLog: "the CalDAV server keeps no call log"}
-		for _, t := range l.Tasks {
-			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
-		}
-		return out, nil
+		return l, nil
 	}), nil
 }
 

@@ -29,6 +29,23 @@
 // revision with a new TTL); an earlier one changes nothing. The binding
 // (digest, task id) of the first entry is never changed.
 //
+// # Per-key locks
+//
+// The bucket also holds the per-key locks of adapters for services that
+// keep no key (Redmine): (*Ledger).Lock implements taskservice.Locker. The
+// lock of (scope, intent id) is the key "_lock.", the scope, ".", and the
+// intent's token (LockKey; a scope never starts with '_', so a lock never
+// meets an entry). Lock takes it with a create-only write carrying a
+// per-key TTL (the lock's TTL rounded up to whole seconds, at least one):
+// when the key exists another holder has it, and the error wraps
+// taskservice.ErrLocked. The value says who holds it (a random holder id,
+// the time it was taken and its TTL), for diagnostics only. Held answers
+// taskservice.ErrLockLost when the key's latest revision is not the one
+// the holder wrote (expired, released, taken by another) or when the TTL
+// has run out by the holder's own clock. Release purges the key only if
+// its latest revision is still the holder's (a conditional write), so a
+// holder whose lock expired never removes the next holder's lock.
+//
 // # Provisioning
 //
 // Ensure creates or updates the bucket, file storage, replicated like the

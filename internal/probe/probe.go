@@ -63,6 +63,26 @@ type Target struct {
 	// Count returns how many tasks exist for an intent id, counted by the
 	// service; nil when the target cannot list its tasks.
 	Count func(ctx context.Context, intentID string) (int, error)
+	// Class states how the service keeps a resend to one task, as the
+	// adapter states it: "keeps keys" (the service replays a key it holds),
+	// "atomic create-if-absent" (the server refuses a second create of a
+	// name), "no key: the adapter looks up and locks"; empty when it
+	// cannot say.
+	Class string
+	// Naive creates a task on every call, with no lookup and no lock: what
+	// a plain retry does to the service without the adapter's protocol. The
+	// naive-retry row sends it two calls with one key and counts the tasks
+	// (then deletes them again, when Delete is set). Nil when the target
+	// offers no such create; NaiveWhyNot then says why, for the row.
+	Naive       taskservice.Service
+	NaiveWhyNot string
+	// Find looks the key of a request up, creating nothing
+	// (taskservice.Finder's Find), for an adapter that decides a create by
+	// a lookup: the read-after-write row checks that a lookup right after
+	// a create sees it. Nil when no lookup decides a create; FindWhyNot
+	// then says why, for the row.
+	Find       func(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error)
+	FindWhyNot string
 }
 
 // Options tune a run; the zero value takes every default.
@@ -93,6 +113,11 @@ const (
 	RowLostReply   = "lost_reply"
 	RowAfterDelete = "after_delete"
 	RowScope       = "scope"
+	// RowReadAfterWrite: a create, then at once a lookup of its key.
+	RowReadAfterWrite = "read_after_write"
+	// RowNaive: two plain creates with one key, without the adapter's
+	// protocol, for comparison; never part of the verdict.
+	RowNaive = "naive_retry"
 )
 
 // Status is a row's judgement.
@@ -109,6 +134,12 @@ const (
 	Unsafe Status = "unsafe"
 	// Unknown: the row could not be measured for this target.
 	Unknown Status = "unknown"
+	// Info: measured for comparison, not judged (what a plain retry does
+	// without the adapter's protocol); never part of the verdict.
+	Info Status = "info"
+	// NotApplicable: the question does not arise for this target (its
+	// Seen says why); never part of the verdict.
+	NotApplicable Status = "n/a"
 )
 
 // Row is one question and its answer.
@@ -152,8 +183,10 @@ type Verdict struct {
 
 // Report is the result of a run.
 type Report struct {
-	Target      string  `json:"target"`
-	Scope       string  `json:"scope"`
+	Target string `json:"target"`
+	Scope  string `json:"scope"`
+	// Class is the service's class, as the adapter states it.
+	Class       string  `json:"class"`
 	RunID       string  `json:"run_id"`
 	Prefix      string  `json:"intent_prefix"`
 	Concurrency int     `json:"concurrency"`
@@ -257,6 +290,20 @@ func NewPlan(t Target, o Options) (Plan, error) {
 		add(RowAfterDelete, 2, 1)
 		p.Deletes = 1
 	}
+	if t.Find != nil {
+		add(RowReadAfterWrite, 1, 1)
+	}
+	if t.Naive != nil {
+		// Two plain creates, never retried: each may make a task.
+		p.Intents = append(p.Intents, p.intent(RowNaive))
+		p.Calls += 2
+		p.MaxCalls += 2
+		p.Tasks += 2
+		p.MaxTasks += 2
+		if t.Delete != nil {
+			p.Deletes += 2
+		}
+	}
 	return p, nil
 }
 
@@ -285,7 +332,7 @@ func Run(ctx context.Context, t Target, p Plan) (*Report, error) {
 		return nil, errors.New("probe: run needs a target and a plan from NewPlan")
 	}
 	r := &runner{t: t, p: p, o: p.opts, stores: map[string]bool{}, notAfter: time.Now().Add(ApprovalLifetime).UTC().Truncate(time.Second)}
-	rep := &Report{Target: p.Target, Scope: t.Scope, RunID: p.RunID, Prefix: p.Prefix, Concurrency: r.o.Concurrency}
+	rep := &Report{Target: p.Target, Scope: t.Scope, Class: t.Class, RunID: p.RunID, Prefix: p.Prefix, Concurrency: r.o.Concurrency}
 	steps := []struct {
 		id string
 		fn func(context.Context) Row
@@ -296,6 +343,8 @@ func Run(ctx context.Context, t Target, p Plan) (*Report, error) {
 		{RowLostReply, r.lostReply},
 		{RowAfterDelete, r.afterDelete},
 		{RowScope, r.scope},
+		{RowReadAfterWrite, r.readAfterWrite},
+		{RowNaive, r.naive},
 	}
 	var err error
 	for _, s := range steps {
@@ -334,22 +383,27 @@ func rowHead(id string) Row {
 		return Row{ID: id, Question: "key remembered after the task is deleted", Method: "delete, then retry"}
 	case RowScope:
 		return Row{ID: id, Question: "key scope", Method: "stated by the adapter; store ids of all answers compared"}
+	case RowReadAfterWrite:
+		return Row{ID: id, Question: "a create seen by the next lookup", Method: "a create, then at once a lookup of its key"}
+	case RowNaive:
+		return Row{ID: id, Question: "two plain creates, one key", Method: "without the adapter's protocol: no lookup, no lock"}
 	}
 	return Row{ID: id, Question: id}
 }
 
 // Fixes and consequences, one place for the wording.
 const (
-	fixLookUp     = "look the key up before creating and answer the first result (or an \"already exists\" that the adapter reads back as replayed)"
-	fixKeepFirst  = "refuse another body under a known key (idempotency_conflict) and leave the first task and its key unchanged"
-	fixAtomic     = "make the create atomic per key (create-if-absent, a unique constraint, If-None-Match: *), so that concurrent calls make one task"
-	fixAnswer     = "answer a repeated key with the first result once the first call has finished, or with a transient error while it runs"
-	fixRecordKey  = "record the key in the same step as the task, so that a retry after a lost reply finds it"
-	fixTransient  = "classify timeouts and lost connections as transient, so that the delivery is retried instead of dead-lettered"
-	fixTombstone  = "keep the key after its task is deleted (a tombstone) for at least the approvals' lifetime"
-	fixOneScope   = "let every executor reach one scope (one store, one collection)"
-	consSecond    = "a resend of the same approval creates a second task"
-	consMisreport = "a resend of the same approval is not recognised as the same request"
+	fixLookUp        = "look the key up before creating and answer the first result (or an \"already exists\" that the adapter reads back as replayed)"
+	fixKeepFirst     = "refuse another body under a known key (idempotency_conflict) and leave the first task and its key unchanged"
+	fixAtomic        = "make the create atomic per key (create-if-absent, a unique constraint, If-None-Match: *), so that concurrent calls make one task"
+	fixAnswer        = "answer a repeated key with the first result once the first call has finished, or with a transient error while it runs"
+	fixRecordKey     = "record the key in the same step as the task, so that a retry after a lost reply finds it"
+	fixTransient     = "classify timeouts and lost connections as transient, so that the delivery is retried instead of dead-lettered"
+	fixTombstone     = "keep the key after its task is deleted (a tombstone) for at least the approvals' lifetime"
+	fixOneScope      = "let every executor reach one scope (one store, one collection)"
+	fixReadOwnWrites = "look keys up where a create is visible at once (the service's primary store, not a search index or a lagging replica)"
+	consSecond       = "a resend of the same approval creates a second task"
+	consMisreport    = "a resend of the same approval is not recognised as the same request"
 )
 
 type runner struct {
@@ -411,8 +465,14 @@ func (r *runner) request(row string, variant int) taskservice.Request {
 	}
 }
 
-// call sends one create call with its own deadline and call reference.
+// call sends one create call to the target's service with its own
+// deadline and call reference.
 func (r *runner) call(ctx context.Context, req taskservice.Request, timeout time.Duration) (taskservice.Result, error) {
+	return r.callOn(ctx, r.t.Service, req, timeout)
+}
+
+// callOn is call, to svc.
+func (r *runner) callOn(ctx context.Context, svc taskservice.Service, req taskservice.Request, timeout time.Duration) (taskservice.Result, error) {
 	if !r.p.own(req.IntentID) {
 		return taskservice.Result{}, fmt.Errorf("probe: refusing to call for intent id %q, which is not this run's", req.IntentID)
 	}
@@ -420,7 +480,7 @@ func (r *runner) call(ctx context.Context, req taskservice.Request, timeout time
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r.calls.Add(1)
-	res, err := r.t.Service.Create(ctx, req)
+	res, err := svc.Create(ctx, req)
 	if err != nil {
 		return taskservice.Result{}, err
 	}
@@ -856,6 +916,99 @@ func (r *runner) scope(_ context.Context) Row {
 		row.Seen = "stated: " + r.t.Scope + "; " + seen
 	}
 	return row
+}
+
+// readAfterWrite checks what an adapter that decides a create by a lookup
+// relies on: a lookup right after a create sees it. If it does not, a
+// retry soon after a create (a lost reply, a redelivery) finds nothing and
+// creates again.
+func (r *runner) readAfterWrite(ctx context.Context) Row {
+	row := rowHead(RowReadAfterWrite)
+	if r.t.Find == nil {
+		row.Status, row.Answer = NotApplicable, "not applicable"
+		row.Seen = orDefault(r.t.FindWhyNot, "no lookup decides a create for this target")
+		return row
+	}
+	req := r.request(RowReadAfterWrite, 0)
+	row.IntentID = req.IntentID
+	r1, ok := r.first(ctx, &row, req)
+	if !ok {
+		return row
+	}
+	fctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
+	res, found, err := r.t.Find(fctx, req)
+	cancel()
+	switch {
+	case err != nil:
+		row.Status, row.Answer = Unknown, "not measured"
+		row.Seen = fmt.Sprintf("created %s; the lookup right after it %s", r1.TaskID, failure(err))
+	case !found:
+		row.Status, row.Answer = Unsafe, "not seen"
+		row.Seen = fmt.Sprintf("created %s; the lookup right after it found nothing", r1.TaskID)
+		row.Consequence = "retries are unsafe: a retry soon after a create looks the key up, finds nothing and creates a second task"
+		row.Fix = fixReadOwnWrites
+	case res.TaskID != r1.TaskID:
+		row.Status, row.Answer = Unsafe, "another task"
+		row.Seen = fmt.Sprintf("created %s; the lookup right after it found %s", r1.TaskID, res.TaskID)
+		row.Consequence = "retries are unsafe: a lookup right after a create names another task than the one created"
+		row.Fix = fixReadOwnWrites
+	default:
+		row.Status, row.Answer = Safe, "seen at once"
+		row.Seen = fmt.Sprintf("created %s; the lookup right after it found %s (%s)", r1.TaskID, res.TaskID, res.Outcome)
+	}
+	return row
+}
+
+// naive sends two plain creates with one key, as a retry without the
+// adapter's protocol would, and counts the tasks they made; it then deletes
+// them again, so that the key's doubled tasks are not left for verify to
+// report. It is measured for comparison and never judged.
+func (r *runner) naive(ctx context.Context) Row {
+	row := rowHead(RowNaive)
+	if r.t.Naive == nil {
+		row.Status, row.Answer = NotApplicable, "not applicable"
+		row.Seen = orDefault(r.t.NaiveWhyNot, "the target offers no create that bypasses its key")
+		return row
+	}
+	row.Status = Info
+	req := r.request(RowNaive, 0)
+	row.IntentID = req.IntentID
+	var seen []string
+	ids := map[string]bool{}
+	for range 2 {
+		res, err := r.callOn(ctx, r.t.Naive, req, r.o.CallTimeout)
+		if err != nil {
+			seen = append(seen, failure(err))
+			continue
+		}
+		ids[res.TaskID] = true
+		seen = append(seen, fmt.Sprintf("%s %s", res.Outcome, res.TaskID))
+	}
+	tasks, counted := r.count(ctx, req.IntentID)
+	if tasks < 0 {
+		tasks = len(ids)
+	}
+	row.Answer = plural(tasks, "task")
+	row.Seen = "two plain creates with one key: " + strings.Join(seen, ", then ") + counted
+	if r.t.Delete != nil && r.p.own(req.IntentID) && strings.HasPrefix(req.IntentID, Prefix) && tasks != 0 {
+		dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
+		err := r.t.Delete(dctx, req.IntentID)
+		cancel()
+		if err != nil {
+			row.Seen += fmt.Sprintf("; deleting them again failed (%v): verify reports the key's tasks", err)
+		} else {
+			left, _ := r.count(ctx, req.IntentID)
+			row.Seen += fmt.Sprintf("; deleted again, %s left", plural(max(left, 0), "task"))
+		}
+	}
+	return row
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func orNone(s string) string {

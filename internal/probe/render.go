@@ -17,6 +17,9 @@ func WriteText(w io.Writer, rep *Report) error {
 		scope = "not stated"
 	}
 	fmt.Fprintf(&b, "task service: %s (key scope: %s)\n", rep.Target, scope)
+	if rep.Class != "" {
+		fmt.Fprintf(&b, "class: %s\n", rep.Class)
+	}
 	fmt.Fprintf(&b, "run: intent ids %s*, %d create calls, %d at once in the concurrent row\n\n", rep.Prefix, rep.Calls, rep.Concurrency)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUESTION\tHOW IT IS MEASURED\tANSWER\tSTATUS")
