@@ -1,12 +1,19 @@
 package redmine
 
-// API outline agreed for the first build; the bodies are filled in by the
-// adapter's own change.
-
 import (
-	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -25,6 +32,9 @@ const (
 	// DefaultLockTTL is the per-key lock's lifetime: longer than a lookup
 	// plus a create's timeout.
 	DefaultLockTTL = 2*DefaultTimeout + 10*time.Second
+	// DefaultLockPoll is how often a Create waiting for a key's lock tries
+	// to take it again (with up to as much again of random delay).
+	DefaultLockPoll = 100 * time.Millisecond
 )
 
 // Config says where Redmine is, how to log in, where issues go, and where
@@ -48,6 +58,10 @@ type Config struct {
 	Locks taskservice.Locker
 	// LockTTL is the lock's lifetime (DefaultLockTTL when zero).
 	LockTTL time.Duration
+	// LockPoll is how often a Create that finds the key's lock held tries
+	// again, until the lock is free or its context ends (DefaultLockPoll
+	// when zero).
+	LockPoll time.Duration
 	// HTTPClient, when set, makes the requests (its Timeout and Transport
 	// apply); the adapter never follows a redirect.
 	HTTPClient *http.Client
@@ -60,37 +74,212 @@ type Config struct {
 // Adapter is a taskservice.Service over one Redmine project. It is safe
 // for concurrent use.
 type Adapter struct {
-	cfg Config
+	base       *url.URL // normalized, path ends in "/"
+	normalized string
+	storeID    string
+	apiKey     string
+	project    string
+	field      string
+	locks      taskservice.Locker
+	lockTTL    time.Duration
+	lockPoll   time.Duration
+	client     *http.Client
+
+	mu      sync.Mutex
+	checked *target // what Check found, once it found it all
 }
 
-var errNotBuilt = errors.New("redmine: not built yet")
+// target is what Check finds out: the project's numeric id and identifier
+// and the mark field's id.
+type target struct {
+	projectID  int
+	identifier string
+	fieldID    int
+}
+
+var (
+	_ taskservice.Service     = (*Adapter)(nil)
+	_ taskservice.Finder      = (*Adapter)(nil)
+	_ taskservice.DeletedKeys = (*Adapter)(nil)
+)
+
+// Errors of the adapter; test with errors.Is.
+var (
+	// ErrNoTask is wrapped by Delete when no issue carries the key.
+	ErrNoTask = errors.New("redmine: no issue carries this key")
+	// ErrNoField is wrapped by Check (and so by every call) when the mark's
+	// custom field is missing or cannot carry the mark.
+	ErrNoField = errors.New("redmine: the mark's custom field is not usable")
+	// ErrDuplicates is wrapped (permanent) when two or more issues carry
+	// one key.
+	ErrDuplicates = errors.New("redmine: more than one issue carries this key")
+)
 
 // New checks cfg's form and returns an adapter; it makes no request.
-func New(cfg Config) (*Adapter, error) { return nil, errNotBuilt }
+func New(cfg Config) (*Adapter, error) {
+	if strings.TrimSpace(cfg.URL) == "" {
+		return nil, errors.New("redmine: URL is empty")
+	}
+	shown := redactURL(cfg.URL)
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redmine: URL %q does not parse as a URL", shown)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	default:
+		return nil, fmt.Errorf("redmine: URL %q: the scheme must be http or https", shown)
+	}
+	if u.User != nil {
+		return nil, errors.New("redmine: URL must not carry a user or password; give an API key")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("redmine: URL %q names no host", shown)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawFragment != "" {
+		return nil, fmt.Errorf("redmine: URL %q must not have a query or a fragment", shown)
+	}
+	if u.Opaque != "" {
+		return nil, fmt.Errorf("redmine: URL %q is not a hierarchical URL", shown)
+	}
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		return nil, errors.New("redmine: the API key is empty")
+	}
+	if strings.ContainsAny(cfg.APIKey, "\r\n\x00") {
+		return nil, errors.New("redmine: the API key holds a line break or NUL (read from a file with a trailing newline?)")
+	}
+	if !projectRE.MatchString(cfg.Project) {
+		return nil, fmt.Errorf("redmine: project %q is neither a numeric id nor a project identifier (1 to 100 of a-z, 0-9, '-', '_')", cfg.Project)
+	}
+	field := cfg.Field
+	if field == "" {
+		field = DefaultField
+	}
+	if strings.TrimSpace(field) != field || strings.ContainsAny(field, "\r\n") {
+		return nil, fmt.Errorf("redmine: field name %q has surrounding spaces or a line break", field)
+	}
+	if cfg.Locks == nil {
+		return nil, errors.New("redmine: Locks is nil: the per-key lock is what keeps two callers from both creating")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"LockTTL", cfg.LockTTL}, {"LockPoll", cfg.LockPoll}, {"Timeout", cfg.Timeout}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("redmine: %s %v is negative", d.name, d.v)
+		}
+	}
+	if cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("redmine: MaxConns %d is negative", cfg.MaxConns)
+	}
+	n := normalize(u)
 
-// Check reads, creating nothing, that the login is accepted, the project
-// exists and the mark's custom field exists and can be filtered on; an
-// error says which and is permanent when a retry cannot help.
-func (a *Adapter) Check(ctx context.Context) error { return errNotBuilt }
+	var client http.Client
+	if cfg.HTTPClient != nil {
+		client = *cfg.HTTPClient
+	} else {
+		client.Timeout = cfg.Timeout
+		if client.Timeout == 0 {
+			client.Timeout = DefaultTimeout
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxConnsPerHost = cfg.MaxConns
+		if t.MaxConnsPerHost == 0 {
+			t.MaxConnsPerHost = DefaultMaxConns
+		}
+		t.MaxIdleConnsPerHost = t.MaxConnsPerHost
+		client.Transport = t
+	}
+	// The API key stays with the configured server: never follow.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// Create keeps the contract: lock the key, look it up, create only when
-// nothing carries it.
-func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
-	return taskservice.Result{}, errNotBuilt
+	a := &Adapter{
+		base:       n,
+		normalized: n.String(),
+		apiKey:     cfg.APIKey,
+		project:    strings.ToLower(cfg.Project),
+		field:      field,
+		locks:      cfg.Locks,
+		lockTTL:    cfg.LockTTL,
+		lockPoll:   cfg.LockPoll,
+		client:     &client,
+	}
+	if a.lockTTL == 0 {
+		a.lockTTL = DefaultLockTTL
+	}
+	if a.lockPoll == 0 {
+		a.lockPoll = DefaultLockPoll
+	}
+	sum := sha256.Sum256([]byte(a.normalized + "\n" + a.project))
+	a.storeID = "redmine-" + hex.EncodeToString(sum[:])[:16]
+	return a, nil
 }
 
-// Find looks the key up, creating nothing (taskservice.Finder).
-func (a *Adapter) Find(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error) {
-	return taskservice.Result{}, false, errNotBuilt
+var projectRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
+
+// normalize returns u with a lower-case scheme and host, without a default
+// port, with a clean path that ends in "/".
+func normalize(u *url.URL) *url.URL {
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Host)
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		if scheme == "http" && p == "80" || scheme == "https" && p == "443" {
+			host = h
+			if strings.Contains(h, ":") {
+				host = "[" + h + "]"
+			}
+		}
+	}
+	p := path.Clean("/" + u.Path)
+	if p != "/" {
+		p += "/"
+	}
+	return &url.URL{Scheme: scheme, Host: host, Path: p}
 }
+
+// redactURL shows a URL without its user information, query and fragment,
+// which can carry a password or a key.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	u.User = nil
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "…", false
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// StoreID names the scope in which keys are remembered (the project on
+// this server), as receipts carry it: "redmine-" and the first 16
+// hexadecimal digits of the SHA-256 of the normalized URL, a line feed and
+// the project as configured (lower-case). Name a project the same way
+// (identifier or id) everywhere.
+func (a *Adapter) StoreID() string { return a.storeID }
+
+// Scope says where keys are remembered, for the probe.
+func (a *Adapter) Scope() string {
+	return fmt.Sprintf("each caller scope, in the issues of Redmine project %q at %s (custom field %q)", a.project, a.normalized, a.field)
+}
+
+// URL is the base URL, normalized, without secrets.
+func (a *Adapter) URL() string { return a.normalized }
+
+// Project is the project as configured (lower-case).
+func (a *Adapter) Project() string { return a.project }
+
+// Field is the name of the mark's custom field.
+func (a *Adapter) Field() string { return a.field }
+
+// TaskID is the task id a receipt carries for issue id: the issue's number
+// in decimal ("123" for issue #123), as Redmine shows it.
+func TaskID(issueID int) string { return strconv.Itoa(issueID) }
 
 // RemembersDeletedKeys is false: a deleted issue takes its mark with it;
 // the executors' intent ledger remembers the key (taskservice.KeepDeletedKeys).
 func (a *Adapter) RemembersDeletedKeys() bool { return false }
-
-// Delete deletes the issue(s) carrying the key (scope, intentID), as its
-// owner would.
-func (a *Adapter) Delete(ctx context.Context, scope, intentID string) error { return errNotBuilt }
 
 // Issue is one issue carrying a mark.
 type Issue struct {
@@ -110,27 +299,8 @@ type Listing struct {
 	Total int
 }
 
-// Issues lists the project's issues that carry a mark, open and closed.
-func (a *Adapter) Issues(ctx context.Context) (Listing, error) { return Listing{}, errNotBuilt }
-
-// Naive returns a service that creates a marked issue on every call, with
-// no lookup and no lock: what a plain retry does to a service with no key.
-// For the probe's naive-retry row and comparisons only; never served.
-func (a *Adapter) Naive() taskservice.Service {
-	return taskservice.Func(func(context.Context, taskservice.Request) (taskservice.Result, error) {
-		return taskservice.Result{}, errNotBuilt
-	})
+// randomPoll is d plus up to d of random delay, so that waiting callers
+// do not all try at once.
+func randomPoll(d time.Duration) time.Duration {
+	return d + rand.N(d+1)
 }
-
-// StoreID names the scope in which keys are remembered (the project on
-// this server), as receipts carry it.
-func (a *Adapter) StoreID() string { return "" }
-
-// Scope says where keys are remembered, for the probe.
-func (a *Adapter) Scope() string { return "" }
-
-// URL is the base URL, normalized, without secrets.
-func (a *Adapter) URL() string { return "" }
-
-// TaskID is the task id a receipt carries for issue id.
-func TaskID(issueID int) string { return "" }
