@@ -229,8 +229,9 @@ func awaitPullers(ctx context.Context, t *testing.T, env *testenv.Env, n int) {
 	}
 }
 
-// checkServiceReceipt fails unless rc is a receipt of the CalDAV service:
-// outcome want, task id task (when given), store id store, null counts.
+// checkServiceReceipt fails unless rc is a receipt of a real task service
+// (CalDAV, Redmine): outcome want, task id task (when given), store id
+// store, null counts.
 func checkServiceReceipt(t *testing.T, what string, rc *document.Receipt, want, task, store string) {
 	t.Helper()
 	if rc.Outcome != want {
@@ -241,10 +242,10 @@ func checkServiceReceipt(t *testing.T, what string, rc *document.Receipt, want, 
 		t.Errorf("%s: task id %v, want %s", what, ptr(rc.TaskID), task)
 	}
 	if rc.StoreID == nil || *rc.StoreID != store {
-		t.Errorf("%s: store id %v, want the collection's %s", what, ptr(rc.StoreID), store)
+		t.Errorf("%s: store id %v, want the service's %s", what, ptr(rc.StoreID), store)
 	}
 	if rc.Counts != nil {
-		t.Errorf("%s: counts %+v, want null: the CalDAV server keeps no counters", what, *rc.Counts)
+		t.Errorf("%s: counts %+v, want null: the service keeps no counters", what, *rc.Counts)
 	}
 }
 
