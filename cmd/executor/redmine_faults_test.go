@@ -165,6 +165,68 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 	t.Logf("Redmine's log: %d POSTs, %d answered 201; %d issues listed; verify: %v\n%s", received, created, c.total, verr, violationLines(report))
 }
 
+// heldTrials is N for the holder paused with its deadline ahead.
+const heldTrials = 3
+
+// Serve refuses a lock TTL not longer than the call timeout, so a holder
+// stopped past its TTL has also passed its call's deadline, and either
+// stops its POST (the test above cannot tell which). Here an in-process
+// executor is given what serve refuses, a call timeout (8 s, and as much
+// for each HTTP exchange) longer than the lock's TTL (2 s), so that only the holder's Held check stands
+// between a lost lock and a second issue: the holder is paused in its
+// lookup (the proxy keeps the answer "nothing carries the key") past the
+// TTL while a resend of the approval takes the lock and creates; then the
+// holder goes on.
+func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T) {
+	cand := scenario.Candidate()
+	r := startRedmineRig(t)
+	proxy := davtest.NewProxy(t, r.srv.URL)
+	protocol, err := taskservice.KeepDeletedKeys(r.adapter(t, proxy.Rewrite(r.srv.URL), 8*time.Second), r.locks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.env.Executor(executor.Config{ID: "exec-1", TaskService: protocol, CallTimeout: 8 * time.Second,
+		Topology: topology.Config{AckWait: 20 * time.Second, MaxDeliver: 5, NakDelay: 200 * time.Millisecond, MaxNakDelay: time.Second}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var intents []string
+	for i := 1; i <= heldTrials; i++ {
+		a, err := scenario.Generate(cand, "held", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		intent := document.Identify(a.Envelope()).IntentID
+		intents = append(intents, intent)
+		hold := proxy.HoldAnswer(http.MethodGet, "/issues.json")
+		first, err := publish.Send(ctx, r.env.JS, a.Envelope())
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-hold.Caught():
+		case <-ctx.Done():
+			t.Fatalf("trial %s: the lookup never reached the proxy", intent)
+		}
+		resend, err := publish.Send(ctx, r.env.JS, a.Envelope())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The resend waits for the lock until its TTL runs out, finds
+		// nothing and creates.
+		second := receiptFor(t, r.env.JS, intent, resend.StreamSeq)
+		hold.Release()
+		rc := receiptFor(t, r.env.JS, intent, first.StreamSeq)
+		t.Logf("trial %s: the resend %s %s while the first delivery was paused in its lookup; the first then %s %s on delivery %d",
+			intent, second.Outcome, ptr(second.TaskID), rc.Outcome, ptr(rc.TaskID), rc.Delivery.Delivered)
+	}
+	c := r.issues(t)
+	dups := c.duplicates(intents)
+	t.Logf("a holder paused past its lock's TTL with its deadline ahead: %d second issues in N=%d trials; issues %v", dups, heldTrials, c.byIntent)
+	if dups != 0 {
+		t.Errorf("%d second issues, want 0: the holder's Held check must stop its POST", dups)
+	}
+}
+
 // faultRun publishes every envelope twice (a resend) while the proxy loses
 // the answers to the first drops POSTs, and waits for every receipt.
 func faultRun(t *testing.T, r *redmineRig, proxy *davtest.Proxy, envelopes [][]byte, drops int) map[string]int {
@@ -198,7 +260,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 	cand := scenario.Candidate()
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)
-	viaProxy := r.adapter(t, proxy.Rewrite(r.srv.URL))
+	viaProxy := r.adapter(t, proxy.Rewrite(r.srv.URL), time.Second)
 	// Redeliveries up to 1 s apart, enough of them to outlast a lock kept
 	// for its TTL after a lost answer.
 	topo := topology.Config{AckWait: 2 * time.Second, MaxDeliver: 10, NakDelay: 200 * time.Millisecond, MaxNakDelay: time.Second}

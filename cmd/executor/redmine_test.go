@@ -72,16 +72,17 @@ func startRedmineRig(t *testing.T) *redmineRig {
 		t.Fatal(err)
 	}
 	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: l}
-	r.ad = r.adapter(t, srv.URL)
+	r.ad = r.adapter(t, srv.URL, 10*time.Second)
 	return r
 }
 
 // adapter is an adapter of the rig's project at baseURL (Redmine's, or a
-// proxy's in front of it), with the rig's locks and the tests' short TTL.
-func (r *redmineRig) adapter(t *testing.T, baseURL string) *redmine.Adapter {
+// proxy's in front of it), with the rig's locks and the tests' short TTL;
+// each HTTP exchange takes at most timeout.
+func (r *redmineRig) adapter(t *testing.T, baseURL string, timeout time.Duration) *redmine.Adapter {
 	t.Helper()
 	a, err := redmine.New(redmine.Config{URL: baseURL, APIKey: r.srv.APIKey, Project: r.srv.Project, Field: r.srv.FieldName,
-		Locks: r.locks, LockTTL: redmineTestTTL, Timeout: time.Second})
+		Locks: r.locks, LockTTL: redmineTestTTL, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +324,7 @@ func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 	t.Logf("%d answers dropped by the proxy; receipt %s %s on delivery %d; Redmine's log: %d POSTs, %d answered 201; %d issues listed",
 		proxy.Dropped(), rc.Outcome, ptr(rc.TaskID), rc.Delivery.Delivered, received, created, c.total)
 	// The store id names the project at the URL the executor was given.
-	checkServiceReceipt(t, "the receipt", rc.Receipt, document.OutcomeReplayed, "", r.adapter(t, viaProxy).StoreID())
+	checkServiceReceipt(t, "the receipt", rc.Receipt, document.OutcomeReplayed, "", r.adapter(t, viaProxy, time.Second).StoreID())
 	if rc.Delivery.Delivered < 2 {
 		t.Errorf("the replay came on delivery %d, want a redelivery", rc.Delivery.Delivered)
 	}
