@@ -125,7 +125,7 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 			stopFaults()
 			<-faultsDone
 			seqs := pub.sent()
-			byseq := awaitReceipts(t, r, seqs, 90*time.Second)
+			byseq := awaitReceipts(t, r.env, seqs, 90*time.Second)
 			took := time.Since(start)
 			// Stopped, each executor closes its record.
 			restarts := 0

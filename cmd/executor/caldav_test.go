@@ -156,27 +156,34 @@ func (p *spreadPublish) sent() []uint64 {
 // receipt.
 func (r *davRig) send(t *testing.T, envelope []byte) *publish.Receipt {
 	t.Helper()
+	return sendAndWait(t, r.env, envelope)
+}
+
+// sendAndWait publishes envelope in this process to env's pipeline and
+// waits for its first terminal receipt.
+func sendAndWait(t *testing.T, env *testenv.Env, envelope []byte) *publish.Receipt {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sent, err := publish.Send(ctx, r.env.JS, envelope)
+	sent, err := publish.Send(ctx, env.JS, envelope)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return receiptFor(t, r.env.JS, sent.IntentID, sent.StreamSeq)
+	return receiptFor(t, env.JS, sent.IntentID, sent.StreamSeq)
 }
 
 // awaitReceipts waits until every message in seqs has a terminal receipt or
-// a dead letter, and returns the receipts by message.
-func awaitReceipts(t *testing.T, r *davRig, seqs []uint64, within time.Duration) map[uint64][]*document.Receipt {
+// a dead letter in env's pipeline, and returns the receipts by message.
+func awaitReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.Duration) map[uint64][]*document.Receipt {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	for {
-		byseq, err := audit.ReceiptsBySeq(ctx, r.env.JS)
+		byseq, err := audit.ReceiptsBySeq(ctx, env.JS)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
+		dead, err := audit.DeadLetterSeqs(ctx, env.JS)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,8 +211,14 @@ func awaitReceipts(t *testing.T, r *davRig, seqs []uint64, within time.Duration)
 // that the messages published next are shared among them.
 func (r *davRig) awaitPullers(ctx context.Context, t *testing.T, n int) {
 	t.Helper()
+	awaitPullers(ctx, t, r.env, n)
+}
+
+// awaitPullers waits until n executors wait on env's shared consumer.
+func awaitPullers(ctx context.Context, t *testing.T, env *testenv.Env, n int) {
+	t.Helper()
 	for {
-		st, err := audit.Consumer(ctx, r.env.JS)
+		st, err := audit.Consumer(ctx, env.JS)
 		if err == nil && st.Waiting >= n {
 			return
 		}
@@ -216,8 +229,9 @@ func (r *davRig) awaitPullers(ctx context.Context, t *testing.T, n int) {
 	}
 }
 
-// checkServiceReceipt fails unless rc is a receipt of the CalDAV service:
-// outcome want, task id task (when given), store id store, null counts.
+// checkServiceReceipt fails unless rc is a receipt of a real task service
+// (CalDAV, Redmine): outcome want, task id task (when given), store id
+// store, null counts.
 func checkServiceReceipt(t *testing.T, what string, rc *document.Receipt, want, task, store string) {
 	t.Helper()
 	if rc.Outcome != want {
@@ -228,10 +242,10 @@ func checkServiceReceipt(t *testing.T, what string, rc *document.Receipt, want, 
 		t.Errorf("%s: task id %v, want %s", what, ptr(rc.TaskID), task)
 	}
 	if rc.StoreID == nil || *rc.StoreID != store {
-		t.Errorf("%s: store id %v, want the collection's %s", what, ptr(rc.StoreID), store)
+		t.Errorf("%s: store id %v, want the service's %s", what, ptr(rc.StoreID), store)
 	}
 	if rc.Counts != nil {
-		t.Errorf("%s: counts %+v, want null: the CalDAV server keeps no counters", what, *rc.Counts)
+		t.Errorf("%s: counts %+v, want null: the service keeps no counters", what, *rc.Counts)
 	}
 }
 
@@ -368,7 +382,7 @@ func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *t
 			for err := range errs {
 				t.Fatalf("publishing: %v", err)
 			}
-			byseq := awaitReceipts(t, r, seqs, 60*time.Second)
+			byseq := awaitReceipts(t, r.env, seqs, 60*time.Second)
 			outcomes := map[string]int{}
 			executors := map[string]int{}
 			for _, seq := range seqs {
@@ -494,7 +508,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 				t.Fatalf("publishing: %v", err)
 			}
 			all := pub.sent()
-			byseq := awaitReceipts(t, r, all, 60*time.Second)
+			byseq := awaitReceipts(t, r.env, all, 60*time.Second)
 			dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
 			if err != nil {
 				t.Fatal(err)

@@ -86,7 +86,7 @@ func TestServeChecksTheCalDAVLoginBeforeItTakesAMessage(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		srv.Restart()
-		rcs := awaitReceipts(t, r, []uint64{seq}, 60*time.Second)
+		rcs := awaitReceipts(t, r.env, []uint64{seq}, 60*time.Second)
 		created := 0
 		for _, rc := range rcs[seq] {
 			if rc.Outcome == document.OutcomeCreated {

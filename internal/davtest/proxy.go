@@ -2,6 +2,7 @@ package davtest
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -30,10 +31,14 @@ type Proxy struct {
 
 	mu       sync.Mutex
 	drop     int
+	dropTo   map[string]int // by method
 	dropped  int
 	stall    int
 	requests int
+	holds    []*Hold // armed, not yet caught
 	conns    map[net.Conn]struct{}
+	closing  chan struct{}
+	closed   sync.Once
 	wg       sync.WaitGroup
 }
 
@@ -48,7 +53,8 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("davtest: proxy: %v", err)
 	}
-	p := &Proxy{URL: "http://" + ln.Addr().String(), t: t, target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{URL: "http://" + ln.Addr().String(), t: t, target: target, ln: ln, conns: map[net.Conn]struct{}{},
+		dropTo: map[string]int{}, closing: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -71,6 +77,92 @@ func (p *Proxy) DropResponses(n int) {
 	p.mu.Lock()
 	p.drop += n
 	p.mu.Unlock()
+}
+
+// DropResponsesTo makes the proxy drop the answers to the next n requests
+// with method (as DropResponses does), and pass the others on: the answer
+// of a create, not of the lookup before it.
+func (p *Proxy) DropResponsesTo(method string, n int) {
+	p.mu.Lock()
+	p.dropTo[method] += n
+	p.mu.Unlock()
+}
+
+// Hold is one request the proxy keeps back, or whose answer it keeps back,
+// until Release: a client paused at a known point of its exchange.
+type Hold struct {
+	p              *Proxy
+	method, prefix string
+	answer         bool
+	caught         chan struct{}
+	release        chan struct{}
+	done           chan struct{}
+	once           sync.Once
+}
+
+// HoldRequest makes the proxy keep the next request with method whose path
+// starts with prefix, unforwarded, until Release: the client has sent it,
+// the server has not seen it (a request slow on the network).
+func (p *Proxy) HoldRequest(method, prefix string) *Hold { return p.hold(method, prefix, false) }
+
+// HoldAnswer makes the proxy forward the next request with method whose
+// path starts with prefix, read the server's whole answer, and keep it
+// from the client until Release.
+func (p *Proxy) HoldAnswer(method, prefix string) *Hold { return p.hold(method, prefix, true) }
+
+func (p *Proxy) hold(method, prefix string, answer bool) *Hold {
+	h := &Hold{p: p, method: method, prefix: prefix, answer: answer,
+		caught: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{})}
+	p.mu.Lock()
+	p.holds = append(p.holds, h)
+	p.mu.Unlock()
+	return h
+}
+
+// Caught is closed once the proxy holds a request (or its answer).
+func (h *Hold) Caught() <-chan struct{} { return h.caught }
+
+// Release lets the held request go on: a held request is forwarded and
+// Release returns once the server has answered it; a held answer is passed
+// to the client. A hold that caught nothing yet is disarmed.
+func (h *Hold) Release() {
+	h.p.mu.Lock()
+	for i, armed := range h.p.holds {
+		if armed == h {
+			h.p.holds = append(h.p.holds[:i:i], h.p.holds[i+1:]...)
+			h.p.mu.Unlock()
+			return
+		}
+	}
+	h.p.mu.Unlock()
+	h.once.Do(func() { close(h.release) })
+	select {
+	case <-h.done:
+	case <-h.p.closing:
+	}
+}
+
+// take removes and returns the first armed hold that matches req.
+func (p *Proxy) take(req *http.Request) *Hold {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, h := range p.holds {
+		if h.method == req.Method && strings.HasPrefix(req.URL.Path, h.prefix) {
+			p.holds = append(p.holds[:i:i], p.holds[i+1:]...)
+			return h
+		}
+	}
+	return nil
+}
+
+// wait waits for h's release, or the proxy's close (false).
+func (h *Hold) wait() bool {
+	select {
+	case <-h.release:
+		return true
+	case <-h.p.closing:
+		return false
+	}
 }
 
 // StallResponses makes the proxy hold the answers to the next n requests
@@ -99,6 +191,7 @@ func (p *Proxy) Requests() int {
 
 // Close stops the proxy and closes its connections.
 func (p *Proxy) Close() {
+	p.closed.Do(func() { close(p.closing) })
 	p.ln.Close()
 	p.mu.Lock()
 	for c := range p.conns {
@@ -152,6 +245,13 @@ func (p *Proxy) serve(client net.Conn) {
 		if err != nil {
 			return
 		}
+		h := p.take(req)
+		if h != nil && !h.answer {
+			close(h.caught)
+			if !h.wait() {
+				return
+			}
+		}
 		if err := req.Write(server); err != nil {
 			return
 		}
@@ -159,12 +259,32 @@ func (p *Proxy) serve(client net.Conn) {
 		if err != nil {
 			return
 		}
+		if h != nil {
+			// The server has answered: read all of it before the hold.
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			if h.answer {
+				close(h.caught)
+				if !h.wait() {
+					return
+				}
+			}
+			close(h.done)
+		}
 		p.mu.Lock()
 		p.requests++
 		drop, stall := p.drop > 0, p.drop == 0 && p.stall > 0
 		if drop {
 			p.drop--
 			p.dropped++
+		} else if !stall && p.dropTo[req.Method] > 0 {
+			p.dropTo[req.Method]--
+			p.dropped++
+			drop = true
 		}
 		if stall {
 			p.stall--

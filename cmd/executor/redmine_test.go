@@ -1,0 +1,426 @@
+package main
+
+// The pipeline against a real Redmine: executor processes started with
+// --task-service redmine, the JetStream pipeline of testenv, and a private
+// Redmine started for each test by redminetest. Redmine keeps no key: every
+// POST /issues.json makes an issue, so what the tests assert about it is
+// read from Redmine itself: the POSTs received and answered 201 from its
+// own request log (Posts), the issues from its REST listing (Issues) and
+// the mark each carries ("st1 <scope> <escaped intent id> <digest>"), never
+// from the adapter's counters. Redmine keeps no counters, so the receipts'
+// counts are null.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/redminetest"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/taskservice/redmine"
+)
+
+// redmineRig is the pipeline with a private Redmine as its task service.
+type redmineRig struct {
+	env *testenv.Env
+	srv *redminetest.Server
+	// keyFile holds the API key, for --redmine-api-key-file.
+	keyFile string
+	// locks is the intent ledger on env, which holds the per-key locks.
+	locks *ledger.Ledger
+	// ad reaches Redmine directly (not through a proxy), for the store id
+	// receipts carry and for in-process executors.
+	ad *redmine.Adapter
+}
+
+// redmineTestTTL is the per-key lock's lifetime in the tests that wait for
+// it to run out: longer than their call timeout (1 s).
+const redmineTestTTL = 2 * time.Second
+
+// startRedmineRig starts a private Redmine and the JetStream pipeline, with
+// the intent ledger's bucket provisioned.
+func startRedmineRig(t *testing.T) *redmineRig {
+	t.Helper()
+	redminetest.Require(t)
+	srv := redminetest.Start(t, redminetest.Options{})
+	env := testenv.Start(t)
+	keyFile := filepath.Join(t.TempDir(), "redmine-api-key")
+	if err := os.WriteFile(keyFile, []byte(srv.APIKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ledger.Ensure(ctx, env.JS, 1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(ctx, env.JS, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: l}
+	r.ad = r.adapter(t, srv.URL, 10*time.Second)
+	return r
+}
+
+// adapter is an adapter of the rig's project at baseURL (Redmine's, or a
+// proxy's in front of it), with the rig's locks and the tests' short TTL;
+// each HTTP exchange takes at most timeout.
+func (r *redmineRig) adapter(t *testing.T, baseURL string, timeout time.Duration) *redmine.Adapter {
+	t.Helper()
+	a, err := redmine.New(redmine.Config{URL: baseURL, APIKey: r.srv.APIKey, Project: r.srv.Project, Field: r.srv.FieldName,
+		Locks: r.locks, LockTTL: redmineTestTTL, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Check(ctx); err != nil {
+		t.Fatalf("the adapter's check of %s: %v", baseURL, err)
+	}
+	return a
+}
+
+// redmineFlags are the executor's flags for the rig's project at baseURL.
+func (r *redmineRig) redmineFlags(baseURL string) []string {
+	return []string{"--task-service", "redmine", "--redmine-url", baseURL, "--redmine-project", r.srv.Project,
+		"--redmine-field", r.srv.FieldName, "--redmine-api-key-file", r.keyFile}
+}
+
+// executor starts an executor process whose task service is the rig's
+// project at baseURL (Redmine's, or a proxy's in front of it).
+func (r *redmineRig) executor(t *testing.T, baseURL, id string, extra ...string) *process {
+	t.Helper()
+	return startExecutor(t, r.env.URL(), id, append(r.redmineFlags(baseURL), extra...)...)
+}
+
+// store is the store id receipts of the rig's project carry.
+func (r *redmineRig) store() string { return r.ad.StoreID() }
+
+// mark is an issue's mark, read back.
+type mark struct {
+	scope, intent, digest string
+}
+
+// parseMark reads "st1 <scope> <url.QueryEscape(intent id)> <digest>".
+func parseMark(v string) (mark, bool) {
+	f := strings.Fields(v)
+	if len(f) != 4 || f[0] != "st1" {
+		return mark{}, false
+	}
+	intent, err := url.QueryUnescape(f[2])
+	if err != nil {
+		return mark{}, false
+	}
+	return mark{scope: f[1], intent: intent, digest: f[3]}, true
+}
+
+// issueCount is what the REST listing of the project shows.
+type issueCount struct {
+	// total counts every issue of the project, marked or not.
+	total int
+	// byIntent lists the ids of the issues whose mark names an intent.
+	byIntent map[string][]int
+}
+
+// issues reads the project's issues, open and closed, from Redmine's REST
+// listing, and groups them by the intent their mark names.
+func (r *redmineRig) issues(t *testing.T) issueCount {
+	t.Helper()
+	c := issueCount{byIntent: map[string][]int{}}
+	for _, is := range r.srv.Issues(t) {
+		c.total++
+		if m, ok := parseMark(is.Mark); ok {
+			c.byIntent[m.intent] = append(c.byIntent[m.intent], is.ID)
+		}
+	}
+	return c
+}
+
+// duplicates counts the issues beyond the first of each intent in intents.
+func (c issueCount) duplicates(intents []string) int {
+	n := 0
+	for _, intent := range intents {
+		n += max(len(c.byIntent[intent])-1, 0)
+	}
+	return n
+}
+
+// issueJSON reads one issue as Redmine's REST API shows it, everything
+// included (its custom fields, its journals), for a byte-for-byte
+// comparison.
+func (r *redmineRig) issueJSON(t *testing.T, id int) []byte {
+	t.Helper()
+	code, b := r.srv.Do(t, http.MethodGet, fmt.Sprintf("/issues/%d.json?include=journals", id), nil)
+	if code != http.StatusOK {
+		t.Fatalf("reading issue %d: %d %s", id, code, b)
+	}
+	return b
+}
+
+// verifyRedmine runs executor verify against the rig's pipeline and project
+// and returns its report and error.
+func verifyRedmine(t *testing.T, r *redmineRig) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args := append([]string{"verify", "--server", r.env.URL()}, r.redmineFlags(r.srv.URL)...)
+	err := run(context.Background(), args, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRedmineRig(t)
+	r.executor(t, r.srv.URL, "exec-1")
+	first := sendByProcess(t, r.env.URL(), s.Original.Envelope())
+	second := sendByProcess(t, r.env.URL(), s.Original.Envelope())
+	checkServiceReceipt(t, "first receipt", first, document.OutcomeCreated, "", r.store())
+	checkServiceReceipt(t, "second receipt", second, document.OutcomeReplayed, ptr(first.TaskID), r.store())
+
+	received, created := r.srv.Posts()
+	c := r.issues(t)
+	ids := c.byIntent["intent-0001"]
+	t.Logf("two publisher processes: %s %s, then %s %s; Redmine's log: %d POST /issues.json received, %d answered 201; %d issues listed, intent-0001's %v",
+		first.Outcome, ptr(first.TaskID), second.Outcome, ptr(second.TaskID), received, created, c.total, ids)
+	if received != 1 || created != 1 {
+		t.Errorf("Redmine's log shows %d POST /issues.json and %d answered 201, want one of each", received, created)
+	}
+	if c.total != 1 || len(ids) != 1 {
+		t.Fatalf("%d issues listed, %d carry intent-0001's key; want one", c.total, len(ids))
+	}
+	if want := redmine.TaskID(ids[0]); ptr(first.TaskID) != want {
+		t.Errorf("the receipts name task %s, the issue carrying the key is %s", ptr(first.TaskID), want)
+	}
+}
+
+func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRedmineRig(t)
+	r.executor(t, r.srv.URL, "exec-1")
+	created := sendAndWait(t, r.env, s.Original.Envelope())
+	checkServiceReceipt(t, "the original", created.Receipt, document.OutcomeCreated, "", r.store())
+	ids := r.issues(t).byIntent["intent-0001"]
+	if len(ids) != 1 {
+		t.Fatalf("after the create intent-0001 has issues %v, want one", ids)
+	}
+	before := r.issueJSON(t, ids[0])
+
+	changed := sendAndWait(t, r.env, s.Changed.Envelope())
+	checkServiceReceipt(t, "the changed request", changed.Receipt, document.OutcomeConflict, ptr(created.TaskID), r.store())
+	after := r.issueJSON(t, ids[0])
+	received, posted := r.srv.Posts()
+	c := r.issues(t)
+	t.Logf("changed request: %s %s; Redmine's log: %d POSTs, %d answered 201; %d issues listed", changed.Outcome, ptr(changed.TaskID), received, posted, c.total)
+	if !bytes.Equal(before, after) {
+		t.Errorf("the conflict changed issue %d:\nbefore: %s\nafter:  %s", ids[0], before, after)
+	}
+	if received != 1 || posted != 1 || c.total != 1 {
+		t.Errorf("%d POSTs, %d answered 201, %d issues listed; want 1, 1, 1", received, posted, c.total)
+	}
+}
+
+func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T) {
+	const copies = 64
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRedmineRig(t)
+	// Each instance takes at most 22 deliveries at once, so that all three
+	// share the 64; the deliveries that find the key locked wait for it
+	// within their call.
+	for i := 1; i <= 3; i++ {
+		r.executor(t, r.srv.URL, fmt.Sprintf("exec-%d", i), "--call-timeout", "15s", "--ack-wait", "30s", "--concurrency", "22", "--max-deliver", "8")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	awaitPullers(ctx, t, r.env, 3)
+	seqs := make([]uint64, copies)
+	var wg sync.WaitGroup
+	errs := make(chan error, copies)
+	for i := range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent, err := publish.Send(ctx, r.env.JS, s.Original.Envelope())
+			if err != nil {
+				errs <- err
+				return
+			}
+			seqs[i] = sent.StreamSeq
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("publishing: %v", err)
+	}
+	byseq := awaitReceipts(t, r.env, seqs, 90*time.Second)
+	outcomes, executors := map[string]int{}, map[string]int{}
+	for _, seq := range seqs {
+		if len(byseq[seq]) == 0 {
+			t.Errorf("message %d has no receipt (a dead letter)", seq)
+			continue
+		}
+		rc := byseq[seq][0]
+		outcomes[rc.Outcome]++
+		executors[rc.Delivery.Executor]++
+		if rc.Outcome == document.OutcomeCreated || rc.Outcome == document.OutcomeReplayed {
+			checkServiceReceipt(t, fmt.Sprintf("message %d", seq), rc, rc.Outcome, "", r.store())
+		}
+	}
+	received, created := r.srv.Posts()
+	c := r.issues(t)
+	t.Logf("%d deliveries: receipts %v by executor %v; Redmine's log: %d POSTs, %d answered 201; %d issues listed, intent-0001's %v",
+		copies, outcomes, executors, received, created, c.total, c.byIntent["intent-0001"])
+	if created != 1 || c.total != 1 || len(c.byIntent["intent-0001"]) != 1 {
+		t.Fatalf("%d POSTs answered 201, %d issues listed (%d with the key); want exactly one", created, c.total, len(c.byIntent["intent-0001"]))
+	}
+	if outcomes[document.OutcomeCreated] != 1 || outcomes[document.OutcomeReplayed] != copies-1 {
+		t.Errorf("receipts %v, want 1 created and %d replayed", outcomes, copies-1)
+	}
+	if len(executors) < 2 {
+		t.Errorf("only %v handled the deliveries; the consumer was not shared", executors)
+	}
+}
+
+func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRedmineRig(t)
+	proxy := davtest.NewProxy(t, r.srv.URL)
+	viaProxy := proxy.Rewrite(r.srv.URL)
+	// The POST whose answer is lost keeps its lock until the TTL runs out
+	// (it may still land); the budget outlasts it.
+	r.executor(t, viaProxy, "exec-1", "--redmine-lock-ttl", redmineTestTTL.String(), "--max-deliver", "8")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	awaitPullers(ctx, t, r.env, 1)
+	proxy.DropResponsesTo(http.MethodPost, 1)
+	rc := sendAndWait(t, r.env, s.Original.Envelope())
+	received, created := r.srv.Posts()
+	c := r.issues(t)
+	t.Logf("%d answers dropped by the proxy; receipt %s %s on delivery %d; Redmine's log: %d POSTs, %d answered 201; %d issues listed",
+		proxy.Dropped(), rc.Outcome, ptr(rc.TaskID), rc.Delivery.Delivered, received, created, c.total)
+	// The store id names the project at the URL the executor was given.
+	checkServiceReceipt(t, "the receipt", rc.Receipt, document.OutcomeReplayed, "", r.adapter(t, viaProxy, time.Second).StoreID())
+	if rc.Delivery.Delivered < 2 {
+		t.Errorf("the replay came on delivery %d, want a redelivery", rc.Delivery.Delivered)
+	}
+	if proxy.Dropped() != 1 {
+		t.Fatalf("the proxy dropped %d answers, want the POST's", proxy.Dropped())
+	}
+	ids := c.byIntent["intent-0001"]
+	if received != 1 || created != 1 || c.total != 1 || len(ids) != 1 {
+		t.Fatalf("%d POSTs, %d answered 201, %d issues listed (%v with the key); want one of each", received, created, c.total, ids)
+	}
+	if want := redmine.TaskID(ids[0]); ptr(rc.TaskID) != want {
+		t.Errorf("the replay names %s, the issue is %s", ptr(rc.TaskID), want)
+	}
+}
+
+func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
+	const batch = 30
+	cand := scenario.Candidate()
+	envelopes := make([][]byte, batch)
+	intents := make([]string, batch)
+	for i := range batch {
+		a, err := scenario.Generate(cand, "restart", i+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envelopes[i] = a.Envelope()
+		intents[i] = document.Identify(envelopes[i]).IntentID
+	}
+	r := startRedmineRig(t)
+	// The budget outlasts a restart: redeliveries come after 1 s, 2 s,
+	// 4 s, …; a POST cut by the restart keeps its lock for the TTL.
+	for _, id := range []string{"exec-1", "exec-2"} {
+		r.executor(t, r.srv.URL, id, "--max-deliver", "8", "--redmine-lock-ttl", redmineTestTTL.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	awaitPullers(ctx, t, r.env, 2)
+	pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
+	for {
+		n, err := audit.CountReceipts(ctx, r.env.JS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[document.OutcomeCreated] >= 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no receipts before the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.srv.Restart()
+	restartedAfter, err := audit.CountReceipts(ctx, r.env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restartedAfter[document.OutcomeCreated] >= batch {
+		t.Fatalf("all %d receipts were in when Redmine was back: the restart was not mid-run", batch)
+	}
+	if err := <-pub.done; err != nil {
+		t.Fatalf("publishing: %v", err)
+	}
+	all := pub.sent()
+	byseq := awaitReceipts(t, r.env, all, 90*time.Second)
+	dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]int{}
+	redelivered := 0
+	for _, seq := range all {
+		if len(byseq[seq]) == 0 {
+			continue
+		}
+		rc := byseq[seq][0]
+		outcomes[rc.Outcome]++
+		if rc.Delivery.Delivered > 1 {
+			redelivered++
+		}
+	}
+	received, created := r.srv.Posts()
+	c := r.issues(t)
+	t.Logf("restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; Redmine's log: %d POSTs, %d answered 201; %d issues listed",
+		restartedAfter[document.OutcomeCreated], outcomes, redelivered, len(dead), received, created, c.total)
+	for _, intent := range intents {
+		if n := len(c.byIntent[intent]); n != 1 {
+			t.Errorf("intent %s has %d issues %v, want 1", intent, n, c.byIntent[intent])
+		}
+	}
+	if len(dead) != 0 {
+		t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
+	}
+	if outcomes[document.OutcomeCreated]+outcomes[document.OutcomeReplayed] != batch {
+		t.Errorf("receipts %v, want %d created or replayed", outcomes, batch)
+	}
+	if c.total != batch || created != batch {
+		t.Errorf("%d issues listed and %d POSTs answered 201, want %d of each", c.total, created, batch)
+	}
+}
