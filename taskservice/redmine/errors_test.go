@@ -304,3 +304,25 @@ func TestBadRequestsAreRefusedWithoutARequest(t *testing.T) {
 		t.Errorf("%d POSTs for refused requests", s.posts.Load())
 	}
 }
+
+// A lookup slower than the lock's TTL: the lock is lost before the create,
+// and the create is not sent (another caller may hold the lock now).
+func TestALockLostDuringTheLookupStopsTheCreate(t *testing.T) {
+	l, _ := startLedger(t)
+	s := newStub(t, created)
+	slow := s.Config.Handler
+	s.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/issues.json" && strings.HasPrefix(r.URL.Query().Get("cf_7"), "^") {
+			time.Sleep(1500 * time.Millisecond) // longer than the lock's 1 s
+		}
+		slow.ServeHTTP(w, r)
+	})
+	a := adapter(t, s.URL, l, func(c *redmine.Config) { c.LockTTL = time.Second; c.Timeout = 5 * time.Second })
+	_, err := a.Create(context.Background(), request("i-1", digestA))
+	if !errors.Is(err, taskservice.ErrLockLost) || taskservice.IsPermanent(err) {
+		t.Fatalf("Create: %v, want a transient ErrLockLost", err)
+	}
+	if s.posts.Load() != 0 {
+		t.Fatalf("%d POSTs after the lock was lost", s.posts.Load())
+	}
+}
