@@ -34,6 +34,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"a project with a slash", func(c *redmine.Config) { c.Project = "a/b" }, "neither a numeric id nor a project identifier"},
 		{"no lock store", func(c *redmine.Config) { c.Locks = nil }, "Locks is nil"},
 		{"a negative lock TTL", func(c *redmine.Config) { c.LockTTL = -time.Second }, "LockTTL"},
+		{"a lock TTL not longer than the HTTP timeout", func(c *redmine.Config) { c.LockTTL = 30 * time.Second; c.Timeout = 30 * time.Second }, "must be longer than the HTTP timeout"},
 		{"a negative MaxConns", func(c *redmine.Config) { c.MaxConns = -1 }, "MaxConns"},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
@@ -302,5 +303,36 @@ func TestBadRequestsAreRefusedWithoutARequest(t *testing.T) {
 	}
 	if s.posts.Load() != 0 {
 		t.Errorf("%d POSTs for refused requests", s.posts.Load())
+	}
+}
+
+// A lookup (two pages, each answered within the HTTP timeout) slower than
+// the lock's TTL: the lock is lost before the create, and the create is not
+// sent (another caller may hold the lock now).
+func TestALockLostDuringTheLookupStopsTheCreate(t *testing.T) {
+	l, _ := startLedger(t)
+	s := newStub(t, created)
+	rest := s.Config.Handler
+	s.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/issues.json" && strings.HasPrefix(r.URL.Query().Get("cf_7"), "^") {
+			time.Sleep(700 * time.Millisecond) // two pages: longer than the lock's 1 s
+			issues := []any{}
+			if r.URL.Query().Get("offset") == "0" {
+				for i := range 100 {
+					issues = append(issues, map[string]any{"id": 1000 + i, "subject": "not ours"})
+				}
+			}
+			json.NewEncoder(w).Encode(map[string]any{"issues": issues, "total_count": 101})
+			return
+		}
+		rest.ServeHTTP(w, r)
+	})
+	a := adapter(t, s.URL, l, func(c *redmine.Config) { c.LockTTL = time.Second; c.Timeout = 900 * time.Millisecond })
+	_, err := a.Create(context.Background(), request("i-1", digestA))
+	if !errors.Is(err, taskservice.ErrLockLost) || taskservice.IsPermanent(err) {
+		t.Fatalf("Create: %v, want a transient ErrLockLost", err)
+	}
+	if s.posts.Load() != 0 {
+		t.Fatalf("%d POSTs after the lock was lost", s.posts.Load())
 	}
 }

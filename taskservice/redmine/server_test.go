@@ -334,8 +334,8 @@ func TestALostReplyIsReplayed(t *testing.T) {
 	p := davtest.NewProxy(t, s.URL)
 	a := onServer(t, s, l, func(c *redmine.Config) {
 		c.URL = p.URL
-		c.LockTTL = 2 * time.Second
-		c.HTTPClient = &http.Client{Timeout: 10 * time.Second, Transport: dropPostAnswers{p: p, rt: http.DefaultTransport}}
+		c.LockTTL = 4 * time.Second
+		c.HTTPClient = &http.Client{Timeout: 3 * time.Second, Transport: dropPostAnswers{p: p, rt: http.DefaultTransport}}
 	})
 	ctx := context.Background()
 	_, err := a.Create(ctx, request("lost-1", digestA))
