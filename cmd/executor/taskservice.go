@@ -393,9 +393,9 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 			return out, nil
 		}}, nil
 	case taskServiceRedmine:
-		if err := f.checkCallTimeout(callTimeout); err != nil {
-			return nil, err
-		}
+		// The lock TTL against the call timeout is checked by the
+		// commands that create (serve, probe: checkCallTimeout), before
+		// they open anything; verify only lists.
 		nc, err := connect()
 		if err != nil {
 			return nil, err
