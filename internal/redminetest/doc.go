@@ -81,9 +81,21 @@
 //     and _ escaped (taken literally), which on SQLite ignores the case of
 //     ASCII letters (and not of others): a prefix look-up can find marks
 //     that differ in case, so the adapter compares what it finds exactly.
-//   - A filter on a custom field id that does not exist (or is not a
-//     filter) is dropped without an error: the answer lists the whole
-//     project. An empty VALUE for "^" is refused with 422.
+//   - A filter on a custom field id that does not exist, or on a field
+//     that is not a filter (is_filter false), is dropped without an error:
+//     the answer lists the whole project. An empty VALUE for "^" is
+//     refused with 422.
+//
+// # What keys and permissions get (checked by TestServer)
+//
+// Redmine takes a request with a wrong API key as anonymous, not as an
+// error: a request anonymous users may make is answered (GET
+// /issues.json with no project_id: 200 and an empty list); one that
+// needs a user is refused with 401 (the private project's listing,
+// GET /users/current.json, which therefore tells a wrong key from a good
+// one). A user who is not a member of the private project gets 403 on its
+// listing and 422 "Project cannot be blank" on a create in it; a Reporter
+// may create issues but gets 403 on a delete. AddUser makes such users.
 //
 // It is a test rig: like internal/testenv it must never be imported by a
 // production package (internal/boundary checks it), and it never stands in

@@ -35,6 +35,8 @@ type template struct {
 	FieldID   int    `json:"field_id"`
 	APIKey    string `json:"api_key"`
 	Took      string `json:"took"`
+	// fresh is set when this test binary prepared the template.
+	fresh bool
 }
 
 var (
@@ -136,7 +138,11 @@ func loadOrPrepare(fieldName string) (*template, error) {
 		os.RemoveAll(work)
 		return nil, fmt.Errorf("redminetest: publishing the prepared template: %w", err)
 	}
-	return readTemplate(final)
+	tpl, err := readTemplate(final)
+	if tpl != nil {
+		tpl.fresh = true
+	}
+	return tpl, err
 }
 
 // removeStale removes unfinished preparations (the caller holds the lock,
@@ -362,7 +368,7 @@ func run(app string, env []string, logFile string, argv ...string) error {
 	cmd.Stdout = log
 	cmd.Stderr = log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("redminetest: %s: %w; the end of its output:\n%s", strings.Join(argv, " "), err, tailOf(logFile, 3000))
+		return fmt.Errorf("redminetest: preparing Redmine: %s: %w; the end of its output:\n%s", strings.Join(argv, " "), err, tailOf(logFile, 3000))
 	}
 	return nil
 }

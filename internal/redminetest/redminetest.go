@@ -1,6 +1,7 @@
 package redminetest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -53,10 +54,19 @@ type Server struct {
 	port    int
 	env     []string
 	pidFile string
+	page    int // issues per page of a listing; 0: 100
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
+}
+
+// required are files of the packages Redmine needs here, with the
+// package that installs each.
+var required = []struct{ path, pkg string }{
+	{filepath.Join(debianRedmine, "bin", "rails"), "redmine"},
+	{"/usr/lib/ruby/vendor_ruby/sqlite3.rb", "redmine-sqlite"},
+	{"/usr/bin/puma", "puma"},
 }
 
 // Require skips the test when Redmine, its SQLite support or Puma is not
@@ -64,11 +74,7 @@ type Server struct {
 // them).
 func Require(t testing.TB) {
 	t.Helper()
-	for _, need := range []struct{ path, pkg string }{
-		{filepath.Join(debianRedmine, "bin", "rails"), "redmine"},
-		{"/usr/lib/ruby/vendor_ruby/sqlite3.rb", "redmine-sqlite"},
-		{"/usr/bin/puma", "puma"},
-	} {
+	for _, need := range required {
 		if _, err := os.Stat(need.path); err != nil {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("this test needs Redmine: %s is missing (Debian's %s package; .ci/run installs redmine, redmine-sqlite and puma): %v", need.path, need.pkg, err)
@@ -88,10 +94,12 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.FieldName == "" {
 		opts.FieldName = DefaultFieldName
 	}
+	began := time.Now()
 	tpl, err := getTemplate(opts.FieldName)
 	if err != nil {
-		t.Fatalf("redminetest: preparing Redmine: %v", err)
+		t.Fatal(err)
 	}
+	ready := time.Now()
 	dir := t.TempDir()
 	if err := copyTree(tpl.dir, dir, func(rel string) bool {
 		switch rel {
@@ -126,7 +134,15 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Logf("%s", s.tails())
 		}
 	})
+	copied := time.Now()
 	s.start()
+	how := "the template from " + tpl.dir
+	if tpl.fresh {
+		how = "a template prepared in " + tpl.Took
+	}
+	t.Logf("redminetest: Redmine on %s in %s (%s; waited %s for it, copied it in %s, booted in %s)",
+		s.URL, time.Since(began).Round(time.Millisecond), how, ready.Sub(began).Round(time.Millisecond),
+		copied.Sub(ready).Round(time.Millisecond), time.Since(copied).Round(time.Millisecond))
 	return s
 }
 
@@ -237,4 +253,40 @@ func (s *Server) Running() bool {
 	default:
 		return true
 	}
+}
+
+// Rails runs Ruby code with bin/rails runner in the server's application,
+// on its database (the server may be running), and returns what it
+// printed; it fails the test when the code raises. It takes about as long
+// as a boot: it is for what the REST API cannot change, such as the
+// custom field's settings (CustomField.find(s.FieldID)).
+func (s *Server) Rails(t testing.TB, code string) string {
+	t.Helper()
+	f, err := os.CreateTemp(s.Dir, "runner-*.rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(code); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cmd := exec.Command("bin/rails", "runner", f.Name())
+	cmd.Dir = filepath.Join(s.Dir, "app")
+	cmd.Env = s.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("redminetest: bin/rails runner: %v\n%s%s", err, out.Bytes(), lastBytes(errOut.String(), 3000))
+	}
+	return out.String()
+}
+
+// lastBytes is the end of s, at most n bytes.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

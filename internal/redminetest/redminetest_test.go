@@ -1,13 +1,19 @@
 package redminetest
 
 import (
+	"encoding/json"
+	"fmt"
+	"github.com/sendtwice/sendtwice/internal/davtest"
 	"maps"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // post sends the POST /issues.json the adapter sends: the project, a
@@ -97,6 +103,15 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a listing of several pages holds every issue", func(t *testing.T) {
+		whole := s.Issues(t)
+		s.page = 1
+		defer func() { s.page = 0 }()
+		if got := s.Issues(t); len(whole) < 2 || !slices.Equal(got, whole) {
+			t.Fatalf("one issue a page: %+v, all at once: %+v", got, whole)
+		}
+	})
+
 	t.Run("a restart keeps the issues, the port and the log", func(t *testing.T) {
 		before := s.Issues(t)
 		url := s.URL
@@ -123,7 +138,82 @@ func TestServer(t *testing.T) {
 		}
 	})
 
-	t.Run("Stop stops it", func(t *testing.T) {
+	t.Run("a POST whose answer is lost still makes its issue, seen through davtest's proxy", func(t *testing.T) {
+		before := s.Issues(t)
+		p := davtest.NewProxy(t, s.URL)
+		p.DropResponses(1)
+		body := `{"issue":{"project_id":` + strconv.Itoa(s.ProjectID) + `,"subject":"lost","custom_fields":[{"id":` + strconv.Itoa(s.FieldID) + `,"value":"st1 lost"}]}}`
+		req, _ := http.NewRequest(http.MethodPost, p.URL+"/issues.json", strings.NewReader(body))
+		req.Header.Set("X-Redmine-API-Key", s.APIKey)
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the proxy passed the answer on: %d", resp.StatusCode)
+		}
+		got := s.Issues(t)
+		if len(got) != len(before)+1 || got[len(got)-1].Mark != "st1 lost" {
+			t.Fatalf("issues after a lost answer: %+v", got)
+		}
+		if r, c := s.Posts(); r != 4 || c != 3 {
+			t.Fatalf("posts: %d received, %d created, want 4 and 3", r, c)
+		}
+	})
+
+	t.Run("AddUser makes users with the role asked for, or none", func(t *testing.T) {
+		reporter := s.AddUser(t, "reporter", "Reporter")
+		outsider := s.AddUser(t, "outsider", "")
+		if reporter == "" || outsider == "" || reporter == outsider || reporter == s.APIKey {
+			t.Fatal("the users' API keys are empty or not their own")
+		}
+		issue := map[string]any{"issue": map[string]any{"project_id": s.ProjectID, "subject": "by a reporter"}}
+		code, b := s.DoWithKey(t, reporter, http.MethodPost, "/issues.json", issue)
+		if code != http.StatusCreated {
+			t.Fatalf("a reporter's POST answered %d: %s", code, b)
+		}
+		var made struct{ Issue struct{ ID int } }
+		json.Unmarshal(b, &made)
+		const wrongKey = "0123456789abcdef0123456789abcdef01234567"
+		for _, c := range []struct {
+			name, key, method, path string
+			body                    any
+			want                    int
+		}{
+			{"a reporter may not delete", reporter, http.MethodDelete, "/issues/" + strconv.Itoa(made.Issue.ID) + ".json", nil, http.StatusForbidden},
+			{"an outsider may not list the private project", outsider, http.MethodGet, "/issues.json?project_id=" + strconv.Itoa(s.ProjectID), nil, http.StatusForbidden},
+			{"an outsider's create in it is refused as one with no project", outsider, http.MethodPost, "/issues.json", issue, http.StatusUnprocessableEntity},
+			{"a request with no key may not list it", "", http.MethodGet, "/issues.json?project_id=" + strconv.Itoa(s.ProjectID), nil, http.StatusUnauthorized},
+			{"a wrong key may not list it", wrongKey, http.MethodGet, "/issues.json?project_id=" + strconv.Itoa(s.ProjectID), nil, http.StatusUnauthorized},
+			{"a wrong key may not read the current user", wrongKey, http.MethodGet, "/users/current.json", nil, http.StatusUnauthorized},
+			{"a wrong key is taken as anonymous: a listing of no project answers, empty", wrongKey, http.MethodGet, "/issues.json?status_id=*", nil, http.StatusOK},
+			{"the outsider may read itself", outsider, http.MethodGet, "/users/current.json", nil, http.StatusOK},
+		} {
+			if code, b := s.DoWithKey(t, c.key, c.method, c.path, c.body); code != c.want {
+				t.Errorf("%s: %s %s answered %d, want %d: %.200s", c.name, c.method, c.path, code, c.want, b)
+			}
+		}
+		s.DeleteIssue(t, made.Issue.ID)
+	})
+
+	t.Run("a server that dies is reported with the end of its log", func(t *testing.T) {
+		s.mu.Lock()
+		pid := s.cmd.Process.Pid
+		s.mu.Unlock()
+		syscall.Kill(-pid, syscall.SIGKILL)
+		for s.Running() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		f := &fakeTB{TB: t}
+		f.run(func() { s.Issues(f) })
+		if f.ended != "fatal" || !strings.Contains(f.msg, "server running: false") ||
+			!strings.Contains(f.msg, "the end of Redmine's log") || !strings.Contains(f.msg, "] Started ") {
+			t.Fatalf("the failure (%s): %s", f.ended, f.msg)
+		}
+		if strings.Contains(f.msg, s.APIKey) {
+			t.Fatal("the failure shows the API key")
+		}
+	})
+
+	t.Run("Stop stops it, and a second Stop does nothing", func(t *testing.T) {
 		s.Stop()
 		if s.Running() {
 			t.Fatal("running after Stop")
@@ -131,6 +221,63 @@ func TestServer(t *testing.T) {
 		if resp, err := http.Get(s.URL + "/"); err == nil {
 			resp.Body.Close()
 			t.Fatal("the stopped server still answers")
+		}
+		s.Stop()
+	})
+}
+
+// fakeTB records how a helper ends a test, without ending the real one.
+type fakeTB struct {
+	testing.TB
+	ended, msg string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, a ...any) {
+	f.ended, f.msg = "fatal", fmt.Sprintf(format, a...)
+	runtime.Goexit()
+}
+func (f *fakeTB) Fatal(a ...any) {
+	f.ended, f.msg = "fatal", fmt.Sprint(a...)
+	runtime.Goexit()
+}
+func (f *fakeTB) Skipf(format string, a ...any) {
+	f.ended, f.msg = "skip", fmt.Sprintf(format, a...)
+	runtime.Goexit()
+}
+
+// run calls fn on a goroutine of its own, which Fatalf and Skipf end.
+func (f *fakeTB) run(fn func()) {
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	<-done
+}
+
+func TestRequire(t *testing.T) {
+	saved := required
+	t.Cleanup(func() { required = saved })
+	required = append(slices.Clone(saved), struct{ path, pkg string }{"/nonexistent/redminetest/puma", "puma"})
+	for _, c := range []struct {
+		name, ci, ended, says string
+	}{
+		{"a missing package skips the test outside CI", "", "skip", "with CI=true this fails instead"},
+		{"a missing package fails the test under CI=true", "true", "fatal", "/nonexistent/redminetest/puma is missing (Debian's puma package"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("CI", c.ci)
+			f := &fakeTB{TB: t}
+			f.run(func() { Require(f) })
+			if f.ended != c.ended || !strings.Contains(f.msg, c.says) {
+				t.Fatalf("Require ended with %q: %s", f.ended, f.msg)
+			}
+		})
+	}
+	t.Run("nothing missing lets the test go on", func(t *testing.T) {
+		required = saved
+		f := &fakeTB{TB: t}
+		f.run(func() { Require(f) })
+		if f.ended != "" {
+			t.Skipf("Redmine is not installed here: %s", f.msg)
 		}
 	})
 }
@@ -237,6 +384,17 @@ func TestFilters(t *testing.T) {
 		q.Set("project_id", strconv.Itoa(s.ProjectID))
 		if code, b := s.Do(t, http.MethodGet, "/issues.json?"+q.Encode(), nil); code != http.StatusUnprocessableEntity {
 			t.Errorf("answered %d: %s", code, b)
+		}
+	})
+
+	t.Run("a field that is not a filter is dropped from the query like an unknown one", func(t *testing.T) {
+		s.Rails(t, "CustomField.find("+strconv.Itoa(s.FieldID)+").update!(is_filter: false)")
+		all := want(slices.Collect(maps.Keys(marks))...)
+		if got := ids(s.Search(t, exact(marks["special"], "status_id", "*"))); !slices.Equal(got, all) {
+			t.Errorf("found %v, want the whole project %v", got, all)
+		}
+		if out := s.Rails(t, "print CustomField.find("+strconv.Itoa(s.FieldID)+").is_filter"); out != "false" {
+			t.Errorf("Rails printed %q", out)
 		}
 	})
 }

@@ -66,6 +66,13 @@ func (s *Server) issueOf(r restIssue) Issue {
 // the test when the server cannot be reached.
 func (s *Server) Do(t testing.TB, method, path string, body any) (int, []byte) {
 	t.Helper()
+	return s.DoWithKey(t, s.APIKey, method, path, body)
+}
+
+// DoWithKey is Do with another API key (AddUser's), or none when key is
+// empty.
+func (s *Server) DoWithKey(t testing.TB, key, method, path string, body any) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, ok := body.([]byte)
@@ -83,7 +90,9 @@ func (s *Server) Do(t testing.TB, method, path string, body any) (int, []byte) {
 	if err != nil {
 		t.Fatalf("redminetest: %s %s: %v", method, path, err)
 	}
-	req.Header.Set("X-Redmine-API-Key", s.APIKey)
+	if key != "" {
+		req.Header.Set("X-Redmine-API-Key", key)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -113,7 +122,7 @@ func (s *Server) Search(t testing.TB, q url.Values) []Issue {
 		}
 		v.Set("project_id", strconv.Itoa(s.ProjectID))
 		v.Set("sort", "id")
-		v.Set("limit", "100")
+		v.Set("limit", strconv.Itoa(s.pageSize()))
 		v.Set("offset", strconv.Itoa(offset))
 		code, b := s.Do(t, http.MethodGet, "/issues.json?"+v.Encode(), nil)
 		if code != http.StatusOK {
@@ -134,6 +143,13 @@ func (s *Server) Search(t testing.TB, q url.Values) []Issue {
 			return all
 		}
 	}
+}
+
+func (s *Server) pageSize() int {
+	if s.page > 0 {
+		return s.page
+	}
+	return 100 // Redmine's largest
 }
 
 // Issues lists all the project's issues, open and closed, ordered by id.
@@ -215,4 +231,73 @@ func (s *Server) DeleteIssue(t testing.TB, id int) {
 	if code != http.StatusNoContent && code != http.StatusOK {
 		t.Fatalf("redminetest: deleting issue %d answered %d: %s", id, code, b)
 	}
+}
+
+// AddUser makes an active user with login (and a generated password) and,
+// when role is not empty, makes it a member of the project with the role
+// of that name (Redmine's default roles: "Manager", "Developer",
+// "Reporter"; only a Manager may delete issues). It returns the user's
+// REST API key.
+func (s *Server) AddUser(t testing.TB, login, role string) string {
+	t.Helper()
+	code, b := s.Do(t, http.MethodPost, "/users.json", map[string]any{"user": map[string]any{
+		"login": login, "firstname": login, "lastname": "Test", "mail": login + "@example.invalid",
+		"password": "redminetest-" + login + "-password",
+	}})
+	if code != http.StatusCreated {
+		t.Fatalf("redminetest: creating user %q answered %d: %s", login, code, b)
+	}
+	var user struct {
+		User struct {
+			ID     int    `json:"id"`
+			APIKey string `json:"api_key"`
+		} `json:"user"`
+	}
+	if err := json.Unmarshal(b, &user); err != nil || user.User.ID == 0 {
+		t.Fatalf("redminetest: decoding the created user (%v): %s", err, b)
+	}
+	if role != "" {
+		roleID := s.roleID(t, role)
+		code, b := s.Do(t, http.MethodPost, fmt.Sprintf("/projects/%d/memberships.json", s.ProjectID),
+			map[string]any{"membership": map[string]any{"user_id": user.User.ID, "role_ids": []int{roleID}}})
+		if code != http.StatusCreated {
+			t.Fatalf("redminetest: making %q a %s of the project answered %d: %s", login, role, code, b)
+		}
+	}
+	// Redmine makes a user's key when it is first asked for; an
+	// administrator may read it.
+	code, b = s.Do(t, http.MethodGet, fmt.Sprintf("/users/%d.json", user.User.ID), nil)
+	if code != http.StatusOK {
+		t.Fatalf("redminetest: reading user %q answered %d", login, code)
+	}
+	if err := json.Unmarshal(b, &user); err != nil || user.User.APIKey == "" {
+		t.Fatalf("redminetest: reading the API key of user %q: %v", login, err)
+	}
+	return user.User.APIKey
+}
+
+func (s *Server) roleID(t testing.TB, name string) int {
+	t.Helper()
+	code, b := s.Do(t, http.MethodGet, "/roles.json", nil)
+	if code != http.StatusOK {
+		t.Fatalf("redminetest: listing roles answered %d: %s", code, b)
+	}
+	var roles struct {
+		Roles []struct {
+			ID   int    `json:"id"`
+			Name string `json:"name"`
+		} `json:"roles"`
+	}
+	if err := json.Unmarshal(b, &roles); err != nil {
+		t.Fatalf("redminetest: decoding the roles: %v", err)
+	}
+	var names []string
+	for _, r := range roles.Roles {
+		if r.Name == name {
+			return r.ID
+		}
+		names = append(names, r.Name)
+	}
+	t.Fatalf("redminetest: no role %q (there are %q)", name, names)
+	return 0
 }
