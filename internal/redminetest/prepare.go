@@ -1,6 +1,7 @@
 package redminetest
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -348,6 +349,9 @@ func railsEnv(dir string) []string {
 	)
 }
 
+// prepareStepTimeout bounds each command of a preparation.
+const prepareStepTimeout = 5 * time.Minute
+
 // run runs one of Redmine's commands in app, appending its output to
 // logFile; a failure's error holds the end of that output.
 func run(app string, env []string, logFile string, argv ...string) error {
@@ -357,7 +361,11 @@ func run(app string, env []string, logFile string, argv ...string) error {
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "$ %s\n", strings.Join(argv, " "))
-	cmd := exec.Command(argv[0], argv[1:]...)
+	// A step takes seconds; the bound keeps a hung one from holding the
+	// cache's lock, and every test binary waiting on it, for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), prepareStepTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	if !strings.Contains(argv[0], "/") {
 		if _, err := exec.LookPath(argv[0]); err != nil {
 			return fmt.Errorf("redminetest: %s is not installed (Debian's ruby-bundler, a dependency of redmine): %w", argv[0], err)

@@ -138,7 +138,7 @@ func Start(t testing.TB, opts Options) *Server {
 	s.start()
 	how := "the template from " + tpl.dir
 	if tpl.fresh {
-		how = "a template prepared in " + tpl.Took
+		how = "the template this test binary prepared in " + tpl.Took
 	}
 	t.Logf("redminetest: Redmine on %s in %s (%s; waited %s for it, copied it in %s, booted in %s)",
 		s.URL, time.Since(began).Round(time.Millisecond), how, ready.Sub(began).Round(time.Millisecond),

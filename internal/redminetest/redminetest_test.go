@@ -18,7 +18,7 @@ import (
 
 // post sends the POST /issues.json the adapter sends: the project, a
 // subject, a due date and the mark in its custom field.
-func post(t *testing.T, s *Server, subject, mark string) int {
+func post(t *testing.T, s *Server, subject, mark string) {
 	t.Helper()
 	code, b := s.Do(t, http.MethodPost, "/issues.json", map[string]any{"issue": map[string]any{
 		"project_id":    s.ProjectID,
@@ -30,7 +30,6 @@ func post(t *testing.T, s *Server, subject, mark string) int {
 	if code != http.StatusCreated {
 		t.Fatalf("POST /issues.json answered %d: %s", code, b)
 	}
-	return code
 }
 
 func ids(issues []Issue) []int {
@@ -80,7 +79,7 @@ func TestServer(t *testing.T) {
 		}
 	})
 
-	t.Run("an unanswered request counts as received, not created", func(t *testing.T) {
+	t.Run("a refused POST counts as received, not created", func(t *testing.T) {
 		code, _ := s.Do(t, http.MethodPost, "/issues.json", map[string]any{"issue": map[string]any{"project_id": 999999, "subject": "nowhere"}})
 		if code != http.StatusUnprocessableEntity {
 			t.Fatalf("a POST to an unknown project answered %d", code)
@@ -253,6 +252,8 @@ func (f *fakeTB) run(fn func()) {
 	<-done
 }
 
+// TestRequire changes required, so it must never be parallel: parallel
+// tests that Start servers run after every sequential test.
 func TestRequire(t *testing.T) {
 	saved := required
 	t.Cleanup(func() { required = saved })
