@@ -94,7 +94,7 @@ func notStandard(g graph, dep string) bool { return !g.standard(dep) }
 func nats(_ graph, dep string) bool { return strings.HasPrefix(dep, "github.com/nats-io/") }
 
 // rigs are the test rigs: packages for tests only.
-var rigs = []string{internal("testenv"), internal("deploytest"), internal("davtest")}
+var rigs = []string{internal("testenv"), internal("deploytest"), internal("davtest"), internal("redminetest")}
 
 // production reports whether path is a package of the module that is not a
 // test rig.

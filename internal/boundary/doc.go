@@ -11,7 +11,7 @@
 //     through taskservice;
 //   - taskservice, the public contract, imports only the standard library;
 //   - no production package imports a test rig (internal/testenv,
-//     internal/deploytest, internal/davtest).
+//     internal/deploytest, internal/davtest, internal/redminetest).
 //
 // Each line is checked against the sentence that draws it in that package's
 // doc.go, so that neither can change without the other, and every package
