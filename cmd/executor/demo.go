@@ -35,7 +35,10 @@ content, tampered messages, and a reply lost after the server answered. It creat
 (VTODOs) in the collection, under intent ids new in every run ("demo-<run id>-intent-…"),
 deletes the first, and leaves the other 2 there. A CalDAV server keeps
 no counters, so the table shows the receipts and the tasks the collection lists after each
-step. The password comes from --caldav-password-file or $` + caldavPasswordEnv + `.`
+step. The password comes from --caldav-password-file or $` + caldavPasswordEnv + `.
+
+--task-service redmine is refused: Redmine's per-key locks live in the executors' intent ledger,
+which needs a NATS server running before the adapter opens (use serve and probe).`
 
 // sendCommand is the visible subcommand that the demo runs as each of its
 // separate publisher processes.
@@ -48,6 +51,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ts := taskServiceFlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if ts.Kind == taskServiceRedmine {
+		fs.Usage()
+		return fmt.Errorf("%w: demo cannot call Redmine: its per-key locks live in the executors' intent ledger on a NATS server that runs before the adapter opens, "+
+			"and the demo's server starts only inside the demo; run executor serve --task-service redmine, or executor probe --task-service redmine to see it answer", errUsage)
 	}
 	if err := ts.check(); err != nil {
 		fs.Usage()

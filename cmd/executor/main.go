@@ -37,8 +37,10 @@ Usage:
   executor --version
 
 Run 'executor COMMAND --help' for a command's flags. SERVICE is fake (the default: the task
-service over NATS) or caldav (with --caldav-url URL and, for a login, --caldav-user USER and
---caldav-password-file FILE or $CALDAV_PASSWORD).
+service over NATS), caldav (with --caldav-url URL and, for a login, --caldav-user USER and
+--caldav-password-file FILE or $CALDAV_PASSWORD) or redmine (with --redmine-url URL,
+--redmine-project ID, --redmine-api-key-file FILE or $REDMINE_API_KEY, and optionally
+--redmine-field NAME and --redmine-lock-ttl DURATION; its locks need NATS).
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
 `
 

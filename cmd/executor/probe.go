@@ -34,6 +34,16 @@ prints one row per question:
   deleted                             that cannot delete says so)
   key scope                           as the adapter states it, checked against the store
                                       ids of all answers
+  a create seen by the next lookup    for an adapter that decides a create by a lookup
+                                      (Redmine): a create, then at once a lookup of its key;
+                                      if it finds nothing, retries are unsafe
+  two plain creates, one key          for a service with no key (Redmine): two creates without
+                                      the adapter's protocol, and how many tasks they made
+                                      (deleted again afterwards); for comparison, not judged
+
+The report first states the service's class: keeps keys (the fake service), atomic
+create-if-absent (CalDAV), or no key: the adapter looks up and locks (Redmine). A row that does
+not arise for a class says "not applicable" and why.
 
 Each row says how it was measured, what was seen (outcomes and task ids, and the tasks the
 service counts) and whether that is safe, unsafe, a caveat or unknown (not measurable for
@@ -41,16 +51,18 @@ this service). The verdict says "safe for at-least-once delivery", or which rows
 unsafe and what would fix them. A task created again after it was deleted is a caveat: a
 late resend brings back a task the user deleted, but never makes two at once.
 
-A service that forgets a key when its task is deleted (CalDAV) is probed as serve runs it:
+A service that forgets a key when its task is deleted (CalDAV, Redmine) is probed as serve runs it:
 composed with the executors' intent ledger, so that the row after a deletion measures the
 pair. With --server the ledger is the deployment's (the key-value bucket sendtwice-intents,
 made by provision or serve; the probe's entries expire an hour and a bit after the run);
-without it, a throwaway embedded NATS server in a temporary directory holds the ledger.
+without it, a throwaway embedded NATS server in a temporary directory holds the ledger. Redmine's
+per-key locks are kept in the same ledger, each for --redmine-lock-ttl (default 2 × the probe's
+call timeout of 10s + 10s): the lost-reply row waits for the lock of the lost call to run out.
 
 The probe creates real tasks. Every intent id it uses is new and starts with
 "probe-<run id>-"; it never touches any other. Before it starts it says how many calls and
 tasks it will make; without --yes it prints that, sends nothing, and exits 1. With --yes, a
-service that can be read without creating anything (a CalDAV collection) is read once first,
+service that can be read without creating anything (a CalDAV collection, a Redmine project) is read once first,
 so that a wrong URL or password is one error and no table.
 
 --embedded probes a throwaway fake task service in this process (an embedded NATS server and

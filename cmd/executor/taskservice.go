@@ -393,9 +393,9 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 			return out, nil
 		}}, nil
 	case taskServiceRedmine:
-		if err := f.checkCallTimeout(callTimeout); err != nil {
-			return nil, err
-		}
+		// The lock TTL against the call timeout is checked by the
+		// commands that create (serve, probe: checkCallTimeout), before
+		// they open anything; verify only lists.
 		nc, err := connect()
 		if err != nil {
 			return nil, err
@@ -419,15 +419,18 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 		}
 		return &taskService{Target: t, ledger: l, audit: redmineLister(a), reach: func(ctx context.Context) error {
 			// GETs only: the login, the project, the custom field.
-			if err := a.Check(ctx); err != nil {
-				if taskservice.IsPermanent(err) {
-					return fmt.Errorf("checking Redmine: %w (a permanent error: check --redmine-url, --redmine-project and the API key, "+
-						"and that an administrator made the issue custom field %q once: format string, for all projects, used as a filter; see the README, \"Real task services\")",
-						err, f.RedmineField)
-				}
+			err := a.Check(ctx)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, redmine.ErrNoField):
+				// The adapter's error says how an administrator makes it.
+				return fmt.Errorf("checking Redmine: the issues cannot carry their key, so no issue is created without it (--redmine-field %q): %w", a.Field(), err)
+			case taskservice.IsPermanent(err):
+				return fmt.Errorf("checking Redmine: %w (a permanent error: check --redmine-url, --redmine-project and the API key)", err)
+			default:
 				return fmt.Errorf("checking Redmine: %w", err)
 			}
-			return nil
 		}}, nil
 	}
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, errUnknownTaskService)
@@ -580,7 +583,7 @@ func redmineTarget(cfg redmine.Config, callTimeout time.Duration) (probe.Target,
 		return probe.Target{}, nil, err
 	}
 	return probe.Target{
-		Name:    "Redmine project " + cfg.Project + " at " + a.URL(),
+		Name:    "Redmine project " + a.Project() + " at " + a.URL(),
 		Service: a,
 		Scope:   a.Scope(),
 		Class:   classNoKey,
@@ -643,7 +646,7 @@ func redmineLister(a *redmine.Adapter) audit.TaskLister {
 		if err != nil {
 			return audit.TaskListing{}, fmt.Errorf("listing the project's issues: %w", err)
 		}
-		out := audit.TaskListing{Name: "Redmine project at " + a.URL(), StoreID: a.StoreID(), Items: l.Total,
+		out := audit.TaskListing{Name: "Redmine project " + a.Project() + " at " + a.URL(), StoreID: a.StoreID(), Items: l.Total,
 			NoCallLog: "Redmine keeps no call log"}
 		for _, i := range l.Issues {
 			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: i.Scope, IntentID: i.IntentID, TaskID: redmine.TaskID(i.ID),

@@ -19,6 +19,8 @@ import (
 const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
        [--allow-external N] [--allow-repeated-deliveries N]
        [--task-service caldav --caldav-url URL [--caldav-user USER --caldav-password-file FILE]]
+       [--task-service redmine --redmine-url URL --redmine-project ID [--redmine-field NAME]
+        [--redmine-api-key-file FILE]]
 
 Reads the APPROVALS stream, the receipts, the dead letters and the task service's records,
 and checks that nothing was lost or done twice:
@@ -83,6 +85,15 @@ dead-lettered messages, and of messages before the window are counted apart). A 
 the calendar since is noted, not a violation. Checks 4, 5, 7
 and 10 need the service's record of every call and are reported as not applicable. The store id
 of check 11 is the collection's: verify with the URL the executors were given.
+
+With --task-service redmine the task service is a Redmine project, audited the same way as a
+listed service: the tasks existing are the project's issues, open and closed, that carry a key
+in the custom field (--redmine-field); Redmine keeps no call log. Every created/replayed receipt
+must name one issue carrying its key; a key with two issues is a violation naming both (the
+adapter never hides them, and they are the trace of a lock holder stalled past its lock's
+life); an issue carrying a key that no receipt names is reported. The API key comes from
+--redmine-api-key-file or $` + redmineAPIKeyEnv + `; verify finds the intent ledger (it holds the
+adapter's locks) and never provisions it.
 
 Prints each check with its figures. Exit status 0 when all hold, 1 on any violation.
 It only reads; running it changes nothing. Run it once the executors have drained.`

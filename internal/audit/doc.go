@@ -50,9 +50,11 @@
 // before and after. A load run ends with it.
 //
 // A task service that keeps no call log and no counters (a CalDAV
-// collection) is audited by the tasks it lists (LoadWith and a TaskLister):
-// the checks that need its record of every call are then reported as not
-// applicable, with the reason.
+// collection, a Redmine project) is audited by the tasks it lists (LoadWith
+// and a TaskLister): the checks that need its record of every call are then
+// reported as not applicable, with the reason. A key with two tasks is a
+// violation naming both; a task whose key no receipt names is one too,
+// unless the probe made it or its message was dead-lettered.
 //
 // It only reads. It must never publish, ack, or call the task service's
 // create endpoint, so that running it cannot change what it measures.

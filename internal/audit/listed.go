@@ -11,7 +11,8 @@ import (
 )
 
 // This file audits a task service that keeps no log of calls and no
-// counters, only its tasks: a CalDAV collection. What the audit reads of it
+// counters, only its tasks: a CalDAV collection, a Redmine project's marked
+// issues. What the audit reads of it
 // is a listing of the tasks it holds; the receipts say the rest. The checks
 // that need the service's record of every call (4, 5, 7 and 10), and the
 // comparison of each task's content with its approved request (12), cannot

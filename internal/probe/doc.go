@@ -49,6 +49,19 @@
 // an approval would, so that a ledger keeps the run's keys no longer than
 // that plus its allowances.
 //
+// # Services with no key
+//
+// A Target states its class (Target.Class): a service that keeps keys, one
+// with an atomic create-if-absent, or one with no key at all, whose
+// adapter looks a key up and holds a per-key lock before it creates. For
+// the last, two rows show what the adapter relies on and why it is needed:
+// "a create seen by the next lookup" (Target.Find right after a create
+// must find it; if not, retries are unsafe) and "two plain creates, one
+// key" (Target.Naive, with no lookup and no lock, counted and then deleted
+// again; measured for comparison and never judged: Info). For a target
+// that offers neither, the rows say "not applicable" with the target's
+// reason (NotApplicable), which the verdict ignores.
+//
 // Rows that cannot be measured for a target (no way to lose a reply, no way
 // to delete) are unknown; a verdict with unknown rows and no unsafe one is
 // "not proven safe", never "safe".

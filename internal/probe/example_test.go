@@ -42,4 +42,6 @@ func Example() {
 	// a lost reply, then a retry: unknown
 	// key remembered after the task is deleted: unknown
 	// key scope: safe
+	// a create seen by the next lookup: n/a
+	// two plain creates, one key: n/a
 }

@@ -989,7 +989,7 @@ func (r *runner) naive(ctx context.Context) Row {
 		tasks = len(ids)
 	}
 	row.Answer = plural(tasks, "task")
-	row.Seen = "two plain creates with one key: " + strings.Join(seen, ", then ") + counted
+	row.Seen = strings.Join(seen, ", then ") + counted
 	if r.t.Delete != nil && r.p.own(req.IntentID) && strings.HasPrefix(req.IntentID, Prefix) && tasks != 0 {
 		dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
 		err := r.t.Delete(dctx, req.IntentID)

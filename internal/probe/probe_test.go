@@ -97,6 +97,34 @@ func (m *memService) target(hooks bool) Target {
 	return t
 }
 
+// noKeyTarget presents m as the adapter of a service with no key would: m
+// itself is the adapter's protocol (lookup, then create), Naive creates on
+// every call beside it, and Find looks a key up; with lagging, the lookup
+// does not see a create yet.
+func (m *memService) noKeyTarget(lagging bool) Target {
+	t := m.target(true)
+	t.Class = "no key: the adapter looks up and locks"
+	t.Naive = taskservice.Func(func(_ context.Context, req taskservice.Request) (taskservice.Result, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.seen = append(m.seen, req.IntentID)
+		m.n++
+		id := fmt.Sprintf("mem-%d", m.n)
+		m.tasks[req.IntentID] = append(m.tasks[req.IntentID], id)
+		return taskservice.Result{Outcome: taskservice.Created, TaskID: id, StoreID: "mem-1"}, nil
+	})
+	t.Find = func(_ context.Context, req taskservice.Request) (taskservice.Result, bool, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		e, ok := m.keys[req.IntentID]
+		if !ok || lagging {
+			return taskservice.Result{StoreID: "mem-1"}, false, nil
+		}
+		return taskservice.Result{Outcome: taskservice.Replayed, TaskID: e.task, StoreID: "mem-1"}, true, nil
+	}
+	return t
+}
+
 // fast are options that keep the tests short and their output fixed.
 var fast = Options{RunID: "test1", LostReplyWait: 100 * time.Millisecond, RetryDelay: time.Millisecond}
 
@@ -139,7 +167,7 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 			name:   "a service that keeps its keys and forgets them with a deleted task is safe, with the deletion as a caveat",
 			target: newMem(true).target(true),
 			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Safe,
-				RowAfterDelete: Caveat, RowScope: Safe},
+				RowAfterDelete: Caveat, RowScope: Safe, RowReadAfterWrite: NotApplicable, RowNaive: NotApplicable},
 			safe:        true,
 			verdictLead: "safe for at-least-once delivery, with a caveat",
 			summaryHas:  []string{"a deleted task is created again by a late resend within the approval's lifetime"},
@@ -148,7 +176,7 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 			name:   "a service that creates on every call is unsafe, and the verdict names the rows",
 			target: newMem(false).target(true),
 			want: map[string]Status{RowRetry: Unsafe, RowConflict: Unsafe, RowConcurrent: Unsafe, RowLostReply: Unsafe,
-				RowAfterDelete: Caveat, RowScope: Safe},
+				RowAfterDelete: Caveat, RowScope: Safe, RowReadAfterWrite: NotApplicable, RowNaive: NotApplicable},
 			verdictLead: "unsafe for at-least-once delivery",
 			summaryHas: []string{"a resend of the same approval creates a second task (second call, same key and body)",
 				"concurrent deliveries of one approval create more than one task (N concurrent calls, one key)"},
@@ -157,7 +185,7 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 			name:   "a function that forgets its keys is unsafe even though it cannot count, lose a reply or delete",
 			target: Target{Name: "forgetful function", Service: forgetful},
 			want: map[string]Status{RowRetry: Unsafe, RowConflict: Unsafe, RowConcurrent: Unsafe, RowLostReply: Unknown,
-				RowAfterDelete: Unknown, RowScope: Unknown},
+				RowAfterDelete: Unknown, RowScope: Unknown, RowReadAfterWrite: NotApplicable, RowNaive: NotApplicable},
 			verdictLead: "unsafe for at-least-once delivery",
 			summaryHas:  []string{"second call, same key and body"},
 		},
@@ -165,7 +193,7 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 			name:   "a correct service without hooks is not proven safe: the rows it cannot measure are unknown",
 			target: newMem(true).target(false),
 			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Unknown,
-				RowAfterDelete: Unknown, RowScope: Safe},
+				RowAfterDelete: Unknown, RowScope: Safe, RowReadAfterWrite: NotApplicable, RowNaive: NotApplicable},
 			verdictLead: "not proven safe for at-least-once delivery: not measured: a lost reply, then a retry; key remembered after the task is deleted",
 		},
 		{
@@ -176,9 +204,25 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 				return tg
 			}(),
 			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Safe,
-				RowAfterDelete: Safe, RowScope: Safe},
+				RowAfterDelete: Safe, RowScope: Safe, RowReadAfterWrite: NotApplicable, RowNaive: NotApplicable},
 			safe:        true,
 			verdictLead: "safe for at-least-once delivery",
+		},
+		{
+			name:   "a service with no key whose adapter looks up at once is safe, and its naive row counts two tasks without being judged",
+			target: newMem(true).noKeyTarget(false),
+			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Safe,
+				RowAfterDelete: Caveat, RowScope: Safe, RowReadAfterWrite: Safe, RowNaive: Info},
+			safe:        true,
+			verdictLead: "safe for at-least-once delivery, with a caveat",
+		},
+		{
+			name:   "a service with no key whose lookup does not see a create at once is unsafe: retries are unsafe",
+			target: newMem(true).noKeyTarget(true),
+			want: map[string]Status{RowRetry: Safe, RowConflict: Safe, RowConcurrent: Safe, RowLostReply: Safe,
+				RowAfterDelete: Caveat, RowScope: Safe, RowReadAfterWrite: Unsafe, RowNaive: Info},
+			verdictLead: "unsafe for at-least-once delivery",
+			summaryHas:  []string{"retries are unsafe", "(a create seen by the next lookup)"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -360,8 +404,59 @@ func TestTheJSONReportHasEveryRowAndTheVerdict(t *testing.T) {
 	for _, r := range rep.Rows {
 		ids = append(ids, r.ID)
 	}
-	if !slices.Equal(ids, []string{RowRetry, RowConflict, RowConcurrent, RowLostReply, RowAfterDelete, RowScope}) {
+	if !slices.Equal(ids, []string{RowRetry, RowConflict, RowConcurrent, RowLostReply, RowAfterDelete, RowScope, RowReadAfterWrite, RowNaive}) {
 		t.Errorf("rows %v", ids)
+	}
+}
+
+func TestTheNaiveRowCountsTheTasksOfTwoPlainCreatesAndDeletesThem(t *testing.T) {
+	m := newMem(true)
+	tg := m.noKeyTarget(false)
+	tg.Class = "no key: the adapter looks up and locks"
+	rep := run(t, tg, fast)
+	var naive Row
+	for _, r := range rep.Rows {
+		if r.ID == RowNaive {
+			naive = r
+		}
+	}
+	if naive.Answer != "2 tasks" || naive.Status != Info {
+		t.Errorf("naive row answered %q (%s), want 2 tasks (info)", naive.Answer, naive.Status)
+	}
+	for _, want := range []string{"created mem-", "2 tasks for the intent", "deleted again, 0 tasks left"} {
+		if !strings.Contains(naive.Seen, want) {
+			t.Errorf("naive row saw %q, want it to hold %q", naive.Seen, want)
+		}
+	}
+	if rep.Class != tg.Class {
+		t.Errorf("report class %q, want %q", rep.Class, tg.Class)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "class: no key: the adapter looks up and locks\n") {
+		t.Errorf("the table does not state the class:\n%s", text.String())
+	}
+	if slices.Contains(rep.Verdict.Unsafe, RowNaive) || slices.Contains(rep.Verdict.Unknown, RowNaive) {
+		t.Errorf("the naive row was judged: %+v", rep.Verdict)
+	}
+}
+
+func TestARowThatDoesNotApplySaysWhy(t *testing.T) {
+	tg := newMem(true).target(true)
+	tg.NaiveWhyNot, tg.FindWhyNot = "every create is keyed", "no lookup decides a create"
+	rep := run(t, tg, fast)
+	for _, r := range rep.Rows {
+		switch r.ID {
+		case RowNaive, RowReadAfterWrite:
+			if r.Status != NotApplicable || r.Answer != "not applicable" || (r.Seen != tg.NaiveWhyNot && r.Seen != tg.FindWhyNot) {
+				t.Errorf("row %s: %s %q, saw %q; want not applicable with the target's reason", r.ID, r.Status, r.Answer, r.Seen)
+			}
+		}
+	}
+	if !rep.Verdict.Safe && len(rep.Verdict.Unknown) > 0 {
+		t.Errorf("a row that does not apply made the verdict unproven: %+v", rep.Verdict)
 	}
 }
 
