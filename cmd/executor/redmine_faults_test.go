@@ -73,12 +73,12 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 	r := startRedmineRig(t)
 	// Two executors, each through its own proxy, so that the proxy that
 	// catches the paused request names the holder. Call timeout 1 s, lock
-	// TTL 4 s, AckWait 2 s: a delivery whose holder is stopped comes back
+	// TTL 3 s, AckWait 2 s: a delivery whose holder is stopped comes back
 	// to the other executor, which waits for the lock to run out.
 	var sides []*stalled
 	for i := 1; i <= 2; i++ {
 		s := &stalled{id: fmt.Sprintf("exec-%d", i), proxy: davtest.NewProxy(t, r.srv.URL)}
-		s.proc = r.executor(t, s.proxy.Rewrite(r.srv.URL), s.id, "--redmine-lock-ttl", redmineTestTTL.String(), "--max-deliver", "10")
+		s.proc = r.executor(t, s.proxy.Rewrite(r.srv.URL), s.id, "--redmine-lock-ttl", "3s", "--max-deliver", "10")
 		// Runs before the executor's own cleanup: a stopped process
 		// could not end on SIGTERM.
 		t.Cleanup(func() { _ = s.proc.cmd.Process.Signal(syscall.SIGCONT) })
@@ -320,7 +320,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 }
 
 func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
-	const approvals, drops = 40, 4
+	const approvals, drops = 30, 4
 	w := buildWorkload(t, approvals)
 	intents := w.distinct + 1
 	r := startRedmineRig(t)
