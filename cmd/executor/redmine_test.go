@@ -430,4 +430,8 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	if c.total != batch || created > c.total {
 		t.Errorf("%d issues listed and %d POSTs answered 201, want %d issues", c.total, created, batch)
 	}
+	// Verify agrees: one issue per key, named by its receipts.
+	if report, err := verifyRedmine(t, r); err != nil {
+		t.Errorf("verify after the restart: %v\n%s", err, violationLines(report))
+	}
 }
