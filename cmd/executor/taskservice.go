@@ -151,7 +151,8 @@ var errTaskServiceRefused = errors.New("the task service refuses this executor")
 var errUnknownTaskService = errors.New("unknown task service")
 
 // check validates the flags after parsing, and reads the CalDAV password
-// from its file or the environment; its errors are usage errors.
+// or the Redmine API key from its file or the environment; its errors are
+// usage errors. A command that creates also calls checkCallTimeout.
 func (f *taskServiceFlags) check() error {
 	for _, k := range taskServiceKinds {
 		if f.Kind == k.name {

@@ -3,6 +3,7 @@ package redminetest
 import (
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -36,11 +37,7 @@ func ParseLog(log []byte) []Request {
 			out = append(out, Request{ID: m[1], Method: m[2], Target: m[3]})
 		} else if m := completedLine.FindStringSubmatch(line); m != nil {
 			if i, ok := at[m[1]]; ok {
-				code := 0
-				for _, c := range m[2] {
-					code = code*10 + int(c-'0')
-				}
-				out[i].Status = code
+				out[i].Status, _ = strconv.Atoi(m[2])
 			}
 		}
 	}

@@ -30,9 +30,12 @@ func (a *Adapter) howToMakeField() string {
 // another user, Redmine lists no custom field's definition; the field is
 // found by name among the project's issue_custom_fields (GET
 // /projects/ID.json?include=issue_custom_fields, which lists only the
-// fields enabled in the project's settings, not those "for all projects")
-// or among the custom fields of the project's latest issue (Redmine shows
-// every field an issue may carry, empty or not). Either way, Check then
+// fields enabled one by one in the project's settings: on Redmine 5.0 it
+// leaves a field "for all projects" out) or among the custom fields of the
+// project's latest issue (Redmine shows every field an issue may carry,
+// empty or not). So with such a key, a field for all projects is found
+// only once the project holds an issue; in an empty project Check refuses
+// and says so. Either way, Check then
 // asks for the project's issues with a value of the field that no mark
 // can have: Redmine ignores a filter on a field that is not "used as a
 // filter", so when the project holds issues and that query still finds
@@ -181,7 +184,10 @@ func (a *Adapter) findField(ctx context.Context, t target, enabled []namedID) (i
 			}
 		}
 	}
-	return 0, taskservice.Permanent(fmt.Errorf("%w: no issue custom field named %q is visible to this API key's user in project %q (a key that is not an administrator's finds it only when it is enabled in the project's settings, or on an issue of the project): %s", ErrNoField, a.field, a.project, a.howToMakeField()))
+	return 0, taskservice.Permanent(fmt.Errorf("%w: no issue custom field named %q is visible to this API key's user in project %q: "+
+		"a key that is not an administrator's cannot read the custom fields' definitions, and finds the field only on an issue of the project "+
+		"(or among the fields enabled in the project's settings, which leave out a field for all projects): if the field exists, create any one issue in the project "+
+		"and check again, or check with an administrator's key; if it does not, %s", ErrNoField, a.field, a.project, a.howToMakeField()))
 }
 
 // checkFilter refuses a field Redmine does not filter on (see Check).

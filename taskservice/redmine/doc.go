@@ -5,6 +5,60 @@
 // before a create, and holds a per-key lock (taskservice.Locker) across the
 // lookup and the create, so that two callers never both create.
 //
+// # The mark
+//
+// One issue custom field (DefaultField, "sendtwice key": format Text,
+// for all projects, used as a filter, searchable, every tracker) holds
+// "st1 <scope> <url.QueryEscape(intent id)> <request digest>" (Mark). A key
+// is looked up with Redmine's "starts with" filter on "st1 <scope>
+// <escaped intent id> " (MarkPrefix; GET /issues.json?cf_<id>=^PREFIX with
+// status_id=*, so that closed issues count, and subproject_id=!*, so that
+// the key's scope is the project itself), page by page, and every mark
+// found is then read exactly (ParseMark): on SQLite that filter ignores
+// the case of ASCII letters, and a value with "|" would be split by the
+// short filter form (an escaped intent id holds none).
+//
+// # Create, Find, Delete
+//
+// Create takes the key's lock (Config.Locks: the executors' intent ledger
+// on JetStream), waiting and polling while another caller holds it (when
+// its context ends first: transient, wrapping taskservice.ErrLocked); it
+// then looks the key up: one issue with the request's digest → Replayed;
+// another digest → Conflict, nothing changed; two or more → a permanent
+// error naming them (ErrDuplicates); none → Lock.Held, then POST
+// /issues.json → Created. The lock is released once Redmine has answered;
+// after an ambiguous failure of the POST (a timeout, a lost connection, a
+// 5xx) it is kept until its TTL runs out, so that nobody creates while the
+// first POST may still land, and the retry then finds the issue. A 201
+// whose issue does not carry the mark (Redmine drops a value for a field
+// not enabled for the project or tracker) is a permanent error naming the
+// issue. The limit of the class: a holder paused past its TTL between its
+// last Held and its POST reaching Redmine can duplicate (see
+// taskservice.Locker); the TTL must exceed a lookup plus a create's
+// timeout. Find is the lookup alone (taskservice.Finder); a deleted issue
+// takes its mark with it (RemembersDeletedKeys is false), so the executor
+// composes the adapter with taskservice.KeepDeletedKeys and its ledger.
+// The task id is the issue's number in decimal (TaskID).
+//
+// # Check
+//
+// Check reads, creating nothing: GET /users/current.json (401: the key is
+// refused), the project, and the mark's field, which it finds through GET
+// /custom_fields.json with an administrator's key (format, filter and
+// trackers are checked) and otherwise on an issue of the project (see
+// Check); then a filter on a value no mark has must find nothing, since
+// Redmine silently drops a filter on a field that is not a filter. A
+// failure is permanent and says how to make the field.
+//
+// # HTTP
+//
+// The API key is sent as X-Redmine-API-Key, only to the configured
+// server: every URL is built from the base URL, redirects are never
+// followed (a 3xx is a permanent error showing its target without a query
+// or user information), and no error shows the key. Connections are
+// bounded (MaxConns). 5xx, 408, 429, timeouts and lost connections are
+// transient; 401, 403, 404 and 422 (with Redmine's "errors") permanent.
+//
 // It must never import anything of NATS or Pebble, nor any package of this
 // module but taskservice: an application uses it without internal/.
 package redmine

@@ -56,7 +56,9 @@ type Config struct {
 	// Locks holds the per-key locks (the executors' intent ledger). Create
 	// needs it; New refuses a nil Locks.
 	Locks taskservice.Locker
-	// LockTTL is the lock's lifetime (DefaultLockTTL when zero).
+	// LockTTL is the lock's lifetime (DefaultLockTTL when zero); it must be
+	// longer than the HTTP timeout, and should exceed a lookup plus a
+	// create.
 	LockTTL time.Duration
 	// LockPoll is how often a Create that finds the key's lock held tries
 	// again, until the lock is free or its context ends (DefaultLockPoll
@@ -206,6 +208,12 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if a.lockTTL == 0 {
 		a.lockTTL = DefaultLockTTL
+	}
+	if client.Timeout > 0 && a.lockTTL <= client.Timeout {
+		// A create whose answer is lost keeps the lock until its TTL: a
+		// TTL shorter than the create's own timeout lets another caller
+		// look up and create while the first create may still land.
+		return nil, fmt.Errorf("redmine: LockTTL %v must be longer than the HTTP timeout %v (a lookup plus a create should fit in it)", a.lockTTL, client.Timeout)
 	}
 	if a.lockPoll == 0 {
 		a.lockPoll = DefaultLockPoll

@@ -1,0 +1,338 @@
+package redmine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/redmine"
+)
+
+func TestNewRefusesABadConfig(t *testing.T) {
+	l, _ := startLedger(t)
+	good := redmine.Config{URL: "https://redmine.example/", APIKey: apiKey, Project: "demo", Locks: l}
+	for _, tc := range []struct {
+		name string
+		mod  func(*redmine.Config)
+		says string
+	}{
+		{"an empty URL", func(c *redmine.Config) { c.URL = "" }, "URL is empty"},
+		{"another scheme", func(c *redmine.Config) { c.URL = "ftp://redmine.example/" }, "scheme must be http or https"},
+		{"a URL with a user and password", func(c *redmine.Config) { c.URL = "https://alice:" + apiKey + "@redmine.example/" }, "must not carry a user"},
+		{"a URL with a key in its query", func(c *redmine.Config) { c.URL = "https://redmine.example/?key=" + apiKey }, "query or a fragment"},
+		{"a URL with no host", func(c *redmine.Config) { c.URL = "https:///x" }, "names no host"},
+		{"no API key", func(c *redmine.Config) { c.APIKey = " " }, "API key is empty"},
+		{"an API key with a line break", func(c *redmine.Config) { c.APIKey = apiKey + "\n" }, "line break"},
+		{"no project", func(c *redmine.Config) { c.Project = "" }, "neither a numeric id nor a project identifier"},
+		{"a project with a slash", func(c *redmine.Config) { c.Project = "a/b" }, "neither a numeric id nor a project identifier"},
+		{"no lock store", func(c *redmine.Config) { c.Locks = nil }, "Locks is nil"},
+		{"a negative lock TTL", func(c *redmine.Config) { c.LockTTL = -time.Second }, "LockTTL"},
+		{"a lock TTL not longer than the HTTP timeout", func(c *redmine.Config) { c.LockTTL = 30 * time.Second; c.Timeout = 30 * time.Second }, "must be longer than the HTTP timeout"},
+		{"a negative MaxConns", func(c *redmine.Config) { c.MaxConns = -1 }, "MaxConns"},
+	} {
+		t.Run("refuses "+tc.name, func(t *testing.T) {
+			cfg := good
+			tc.mod(&cfg)
+			_, err := redmine.New(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("New: %v, want an error saying %q", err, tc.says)
+			}
+			noKey(t, "the refusal", err)
+		})
+	}
+	t.Run("accepts a good config and normalizes its URL", func(t *testing.T) {
+		cfg := good
+		cfg.URL = "HTTPS://Redmine.Example:443/tracker"
+		a, err := redmine.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.URL() != "https://redmine.example/tracker/" {
+			t.Errorf("URL() = %q", a.URL())
+		}
+		b, _ := redmine.New(good)
+		if a.StoreID() == b.StoreID() || !strings.HasPrefix(a.StoreID(), "redmine-") {
+			t.Errorf("store ids %q and %q: want two, both redmine-…", a.StoreID(), b.StoreID())
+		}
+	})
+}
+
+// Answers a real Redmine gives only when it is broken, or that stand in
+// for a proxy in front of it, classified.
+func TestCheckClassifiesTheServersAnswers(t *testing.T) {
+	l, _ := startLedger(t)
+	for _, tc := range []struct {
+		name      string
+		status    int
+		body      string
+		location  string
+		permanent bool
+		says      []string
+	}{
+		{"a 500 is transient", 500, `<html>boom</html>`, "", false, []string{"500"}},
+		{"a 503 is transient", 503, ``, "", false, []string{"503"}},
+		{"a 401 is permanent and says the key was refused", 401, ``, "", true, []string{"401", "API key was refused"}},
+		{"a 403 is permanent", 403, ``, "", true, []string{"403", "not allowed"}},
+		{"a 404 is permanent", 404, ``, "", true, []string{"404", "not found"}},
+		{"a 422 is permanent with the server's message", 422, `{"errors":["Subject cannot be blank","Tracker is invalid"]}`, "", true,
+			[]string{"422", "Subject cannot be blank; Tracker is invalid"}},
+		{"a 422 that echoes the API key is shown without it", 422, `{"errors":["key ` + apiKey + ` is odd"]}`, "", true, []string{"422", "key [API key] is odd"}},
+		{"a redirect is not followed and its target shown without its query", 302, ``, "https://login.example/sso?token=" + apiKey, true,
+			[]string{"302", "https://login.example/sso?…", "not followed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var followed atomic.Int32
+			s := newStub(t, created)
+			s.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/sso" {
+					followed.Add(1)
+				}
+				if tc.location != "" {
+					w.Header().Set("Location", tc.location)
+				}
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			})
+			a := adapter(t, s.URL, l, nil)
+			err := a.Check(context.Background())
+			if err == nil {
+				t.Fatal("Check: no error")
+			}
+			if got := taskservice.IsPermanent(err); got != tc.permanent {
+				t.Errorf("permanent = %v, want %v: %v", got, tc.permanent, err)
+			}
+			if !tc.permanent && !errors.Is(err, taskservice.ErrTransient) {
+				t.Errorf("not marked transient: %v", err)
+			}
+			for _, w := range tc.says {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error %q does not say %q", err, w)
+				}
+			}
+			noKey(t, "the error", err)
+			if followed.Load() != 0 {
+				t.Error("the redirect was followed")
+			}
+		})
+	}
+}
+
+func TestAHangingServerIsTransient(t *testing.T) {
+	l, _ := startLedger(t)
+	release := make(chan struct{})
+	s := newStub(t, created)
+	s.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	a := adapter(t, s.URL, l, func(c *redmine.Config) { c.Timeout = 200 * time.Millisecond })
+	err := a.Check(context.Background())
+	if err == nil || taskservice.IsPermanent(err) || !errors.Is(err, taskservice.ErrTransient) {
+		t.Fatalf("Check against a hanging server: %v, want a transient error", err)
+	}
+	noKey(t, "the error", err)
+}
+
+func TestNoServerIsTransientAndShowsNoKey(t *testing.T) {
+	l, _ := startLedger(t)
+	s := newStub(t, created)
+	url := s.URL
+	s.Close()
+	a := adapter(t, url, l, nil)
+	_, err := a.Create(context.Background(), request("i-1", digestA))
+	if err == nil || taskservice.IsPermanent(err) {
+		t.Fatalf("Create with no server: %v, want a transient error", err)
+	}
+	noKey(t, "the error", err)
+}
+
+// The API key goes in its header on every request, never in a URL.
+func TestTheKeyTravelsOnlyInItsHeader(t *testing.T) {
+	l, _ := startLedger(t)
+	s := newStub(t, created)
+	a := adapter(t, s.URL, l, nil)
+	res, err := a.Create(context.Background(), request("i-1", digestA))
+	if err != nil || res.Outcome != taskservice.Created || res.TaskID != "41" {
+		t.Fatalf("Create: %+v, %v", res, err)
+	}
+	if s.keyMissing.Load() != 0 || s.keyInURL.Load() != 0 {
+		t.Errorf("requests without the key header: %d; with the key in the URL: %d", s.keyMissing.Load(), s.keyInURL.Load())
+	}
+}
+
+// What the POST's answer means for the lock: after an answer the lock is
+// released; when the answer is lost or a 5xx (the issue may exist) the
+// lock is kept until its TTL, so that nobody creates meanwhile.
+func TestALostCreateKeepsTheLock(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		post      http.HandlerFunc
+		timeout   time.Duration
+		wantErr   bool
+		permanent bool
+		says      string
+		kept      bool
+	}{
+		{"a created issue releases the lock", created, 0, false, false, "", false},
+		{"a 422 is permanent with Redmine's message and releases the lock", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(422)
+			w.Write([]byte(`{"errors":["Due date must be greater than start date"]}`))
+		}, 0, true, true, "Due date must be greater than start date", false},
+		{"a 502 is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(502)
+		}, 0, true, false, "502", true},
+		{"a connection lost before the answer is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+		}, 0, true, false, "POST", true},
+		{"an answer slower than the timeout is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) // then the server sees the client hang up
+			<-r.Context().Done()
+		}, 300 * time.Millisecond, true, false, "POST", true},
+		{"a 201 without the mark is permanent and releases the lock", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(map[string]any{"issue": map[string]any{"id": 42, "custom_fields": []any{}}})
+		}, 0, true, true, "did not keep its mark", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := startLedger(t)
+			s := newStub(t, tc.post)
+			a := adapter(t, s.URL, l, func(c *redmine.Config) {
+				if tc.timeout > 0 {
+					c.Timeout = tc.timeout
+				}
+			})
+			ctx := context.Background()
+			_, err := a.Create(ctx, request("i-1", digestA))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Create: %v, want an error: %v", err, tc.wantErr)
+			}
+			if err != nil {
+				if taskservice.IsPermanent(err) != tc.permanent {
+					t.Errorf("permanent = %v, want %v: %v", taskservice.IsPermanent(err), tc.permanent, err)
+				}
+				if !strings.Contains(err.Error(), tc.says) {
+					t.Errorf("the error %q does not say %q", err, tc.says)
+				}
+				noKey(t, "the error", err)
+			}
+			lk, lerr := l.Lock(ctx, "default", "i-1", time.Minute)
+			if kept := errors.Is(lerr, taskservice.ErrLocked); kept != tc.kept {
+				t.Errorf("lock kept = %v, want %v (Lock: %v)", kept, tc.kept, lerr)
+			}
+			if lerr == nil {
+				lk.Release(ctx)
+			}
+		})
+	}
+}
+
+// A Create whose key's lock another caller holds waits until its context
+// ends, creating nothing, and says so (transient, ErrLocked).
+func TestCreateWaitsForAHeldLock(t *testing.T) {
+	l, _ := startLedger(t)
+	s := newStub(t, created)
+	a := adapter(t, s.URL, l, nil)
+	bg := context.Background()
+	if err := a.Check(bg); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Lock(bg, "default", "i-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	_, err = a.Create(ctx, request("i-1", digestA))
+	if !errors.Is(err, taskservice.ErrLocked) || taskservice.IsPermanent(err) {
+		t.Fatalf("Create with the lock held: %v, want a transient ErrLocked", err)
+	}
+	if s.posts.Load() != 0 {
+		t.Fatalf("%d POSTs with the lock held by another", s.posts.Load())
+	}
+	t.Run("and goes on once the lock is released", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.Create(bg, request("i-1", digestA))
+			done <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		lk.Release(bg)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if s.posts.Load() != 1 {
+			t.Fatalf("%d POSTs, want 1", s.posts.Load())
+		}
+	})
+}
+
+func TestBadRequestsAreRefusedWithoutARequest(t *testing.T) {
+	l, _ := startLedger(t)
+	s := newStub(t, created)
+	a := adapter(t, s.URL, l, nil)
+	for _, tc := range []struct {
+		name string
+		mod  func(*taskservice.Request)
+		says string
+	}{
+		{"a bad scope", func(r *taskservice.Request) { r.Scope = "_x" }, "scope"},
+		{"an empty intent id", func(r *taskservice.Request) { r.IntentID = "" }, "intent id is empty"},
+		{"a bad digest", func(r *taskservice.Request) { r.RequestDigest = "md5:00" }, "request digest"},
+		{"an empty title", func(r *taskservice.Request) { r.Task.Title = "  " }, "title is empty"},
+		{"a bad due date", func(r *taskservice.Request) { d := "next week"; r.Task.DueAt = &d }, "due_at"},
+	} {
+		t.Run("refuses "+tc.name, func(t *testing.T) {
+			req := request("i-1", digestA)
+			tc.mod(&req)
+			_, err := a.Create(context.Background(), req)
+			if !taskservice.IsPermanent(err) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("Create: %v, want a permanent error saying %q", err, tc.says)
+			}
+		})
+	}
+	if s.posts.Load() != 0 {
+		t.Errorf("%d POSTs for refused requests", s.posts.Load())
+	}
+}
+
+// A lookup (two pages, each answered within the HTTP timeout) slower than
+// the lock's TTL: the lock is lost before the create, and the create is not
+// sent (another caller may hold the lock now).
+func TestALockLostDuringTheLookupStopsTheCreate(t *testing.T) {
+	l, _ := startLedger(t)
+	s := newStub(t, created)
+	rest := s.Config.Handler
+	s.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/issues.json" && strings.HasPrefix(r.URL.Query().Get("cf_7"), "^") {
+			time.Sleep(700 * time.Millisecond) // two pages: longer than the lock's 1 s
+			issues := []any{}
+			if r.URL.Query().Get("offset") == "0" {
+				for i := range 100 {
+					issues = append(issues, map[string]any{"id": 1000 + i, "subject": "not ours"})
+				}
+			}
+			json.NewEncoder(w).Encode(map[string]any{"issues": issues, "total_count": 101})
+			return
+		}
+		rest.ServeHTTP(w, r)
+	})
+	a := adapter(t, s.URL, l, func(c *redmine.Config) { c.LockTTL = time.Second; c.Timeout = 900 * time.Millisecond })
+	_, err := a.Create(context.Background(), request("i-1", digestA))
+	if !errors.Is(err, taskservice.ErrLockLost) || taskservice.IsPermanent(err) {
+		t.Fatalf("Create: %v, want a transient ErrLockLost", err)
+	}
+	if s.posts.Load() != 0 {
+		t.Fatalf("%d POSTs after the lock was lost", s.posts.Load())
+	}
+}
