@@ -172,8 +172,9 @@ const heldTrials = 3
 // Serve refuses a lock TTL not longer than the call timeout, so a holder
 // stopped past its TTL has also passed its call's deadline, and either
 // stops its POST (the test above cannot tell which). Here an in-process
-// executor is given what serve refuses, a call timeout (twice the TTL, and
-// as much for each HTTP exchange) longer than the lock's TTL, so that only the holder's Held check stands
+// executor is given what serve (and the adapter's own HTTP timeout)
+// refuses, a call timeout (twice the TTL, bounding each HTTP exchange)
+// longer than the lock's TTL, so that only the holder's Held check stands
 // between a lost lock and a second issue: the holder is paused in its
 // lookup (the proxy keeps the answer "nothing carries the key") past the
 // TTL while a resend of the approval takes the lock and creates; then the
@@ -182,7 +183,7 @@ func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T
 	cand := scenario.Candidate()
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)
-	protocol, err := taskservice.KeepDeletedKeys(r.adapter(t, proxy.Rewrite(r.srv.URL), 2*redmineTestTTL), r.locks)
+	protocol, err := taskservice.KeepDeletedKeys(r.adapter(t, proxy.Rewrite(r.srv.URL), 0), r.locks)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,17 +77,22 @@ func startRedmineRig(t *testing.T) *redmineRig {
 		t.Fatal(err)
 	}
 	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: l}
-	r.ad = r.adapter(t, srv.URL, 10*time.Second)
+	r.ad = r.adapter(t, srv.URL, 3*time.Second)
 	return r
 }
 
 // adapter is an adapter of the rig's project at baseURL (Redmine's, or a
 // proxy's in front of it), with the rig's locks and the tests' short TTL;
-// each HTTP exchange takes at most timeout.
+// each HTTP exchange takes at most timeout, or, when timeout is zero, as
+// long as its caller's deadline allows.
 func (r *redmineRig) adapter(t *testing.T, baseURL string, timeout time.Duration) *redmine.Adapter {
 	t.Helper()
-	a, err := redmine.New(redmine.Config{URL: baseURL, APIKey: r.srv.APIKey, Project: r.srv.Project, Field: r.srv.FieldName,
-		Locks: r.locks, LockTTL: redmineTestTTL, Timeout: timeout})
+	cfg := redmine.Config{URL: baseURL, APIKey: r.srv.APIKey, Project: r.srv.Project, Field: r.srv.FieldName,
+		Locks: r.locks, LockTTL: redmineTestTTL, Timeout: timeout}
+	if timeout == 0 {
+		cfg.HTTPClient = &http.Client{}
+	}
+	a, err := redmine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
