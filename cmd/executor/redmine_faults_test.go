@@ -73,12 +73,12 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 	r := startRedmineRig(t)
 	// Two executors, each through its own proxy, so that the proxy that
 	// catches the paused request names the holder. Call timeout 1 s, lock
-	// TTL 2 s, AckWait 2 s: a delivery whose holder is stopped comes back
+	// TTL 3 s, AckWait 2 s: a delivery whose holder is stopped comes back
 	// to the other executor, which waits for the lock to run out.
 	var sides []*stalled
 	for i := 1; i <= 2; i++ {
 		s := &stalled{id: fmt.Sprintf("exec-%d", i), proxy: davtest.NewProxy(t, r.srv.URL)}
-		s.proc = r.executor(t, s.proxy.Rewrite(r.srv.URL), s.id, "--redmine-lock-ttl", redmineTestTTL.String(), "--max-deliver", "10")
+		s.proc = r.executor(t, s.proxy.Rewrite(r.srv.URL), s.id, "--redmine-lock-ttl", "3s", "--max-deliver", "10")
 		// Runs before the executor's own cleanup: a stopped process
 		// could not end on SIGTERM.
 		t.Cleanup(func() { _ = s.proc.cmd.Process.Signal(syscall.SIGCONT) })
@@ -128,8 +128,9 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 				intent, h.id, k.name, rc.Outcome, ptr(rc.TaskID), rc.Delivery.Delivered)
 		}
 	}
-	// Whatever a continued holder still sends has reached Redmine by now.
-	time.Sleep(2 * redmineTestTTL)
+	// Whatever a continued holder still sends has reached Redmine by now
+	// (its calls' deadlines have passed).
+	time.Sleep(3 * time.Second)
 	c := r.issues(t)
 	received, created := r.srv.Posts()
 	report, verr := verifyRedmine(t, r)
@@ -171,8 +172,9 @@ const heldTrials = 3
 // Serve refuses a lock TTL not longer than the call timeout, so a holder
 // stopped past its TTL has also passed its call's deadline, and either
 // stops its POST (the test above cannot tell which). Here an in-process
-// executor is given what serve refuses, a call timeout (8 s, and as much
-// for each HTTP exchange) longer than the lock's TTL (2 s), so that only the holder's Held check stands
+// executor is given what serve (and the adapter's own HTTP timeout)
+// refuses, a call timeout (twice the TTL, bounding each HTTP exchange)
+// longer than the lock's TTL, so that only the holder's Held check stands
 // between a lost lock and a second issue: the holder is paused in its
 // lookup (the proxy keeps the answer "nothing carries the key") past the
 // TTL while a resend of the approval takes the lock and creates; then the
@@ -181,11 +183,11 @@ func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T
 	cand := scenario.Candidate()
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)
-	protocol, err := taskservice.KeepDeletedKeys(r.adapter(t, proxy.Rewrite(r.srv.URL), 8*time.Second), r.locks)
+	protocol, err := taskservice.KeepDeletedKeys(r.adapter(t, proxy.Rewrite(r.srv.URL), 0), r.locks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.env.Executor(executor.Config{ID: "exec-1", TaskService: protocol, CallTimeout: 8 * time.Second,
+	r.env.Executor(executor.Config{ID: "exec-1", TaskService: protocol, CallTimeout: 2 * redmineTestTTL,
 		Topology: topology.Config{AckWait: 20 * time.Second, MaxDeliver: 5, NakDelay: 200 * time.Millisecond, MaxNakDelay: time.Second}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -260,10 +262,10 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 	cand := scenario.Candidate()
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)
-	viaProxy := r.adapter(t, proxy.Rewrite(r.srv.URL), time.Second)
+	viaProxy := r.adapter(t, proxy.Rewrite(r.srv.URL), 3*time.Second)
 	// Redeliveries up to 1 s apart, enough of them to outlast a lock kept
 	// for its TTL after a lost answer.
-	topo := topology.Config{AckWait: 2 * time.Second, MaxDeliver: 10, NakDelay: 200 * time.Millisecond, MaxNakDelay: time.Second}
+	topo := topology.Config{AckWait: 6 * time.Second, MaxDeliver: 12, NakDelay: 200 * time.Millisecond, MaxNakDelay: time.Second}
 	protocol, err := taskservice.KeepDeletedKeys(viaProxy, r.locks)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +292,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 		var stops []func()
 		for i := 1; i <= 2; i++ {
 			_, stop := r.env.Executor(executor.Config{ID: fmt.Sprintf("%s-%d", run.name, i), TaskService: run.svc,
-				CallTimeout: time.Second, Topology: topo, Concurrency: 4})
+				CallTimeout: 3 * time.Second, Topology: topo, Concurrency: 4})
 			stops = append(stops, stop)
 		}
 		before := proxy.Dropped()
@@ -319,7 +321,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 }
 
 func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
-	const approvals, drops = 40, 4
+	const approvals, drops = 30, 4
 	w := buildWorkload(t, approvals)
 	intents := w.distinct + 1
 	r := startRedmineRig(t)
@@ -331,7 +333,7 @@ func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
 		id := fmt.Sprintf("exec-%d", i)
 		// Calls wait for one of Redmine's few threads; a lost answer keeps
 		// its key's lock for the TTL.
-		procs = append(procs, r.executor(t, viaProxy, id, "--call-timeout", "3s", "--redmine-lock-ttl", "5s", "--ack-wait", "10s",
+		procs = append(procs, r.executor(t, viaProxy, id, "--call-timeout", "3s", "--redmine-lock-ttl", redmineTestTTL.String(), "--ack-wait", "10s",
 			"--concurrency", "4", "--max-deliver", "10",
 			"--record-calls", filepath.Join(callsDir, id+".jsonl")))
 	}

@@ -48,8 +48,13 @@ type redmineRig struct {
 }
 
 // redmineTestTTL is the per-key lock's lifetime in the tests that wait for
-// it to run out: longer than their call timeout (1 s).
-const redmineTestTTL = 2 * time.Second
+// it to run out: longer than their call timeouts (1 s to 3 s), with room
+// for a POST that Redmine, busy on a shared machine, takes late.
+const redmineTestTTL = 4 * time.Second
+
+// patient are the executor flags of the tests that wait for no TTL: calls
+// long enough for a busy Redmine.
+var patient = []string{"--call-timeout", "10s", "--ack-wait", "20s"}
 
 // startRedmineRig starts a private Redmine and the JetStream pipeline, with
 // the intent ledger's bucket provisioned.
@@ -72,17 +77,22 @@ func startRedmineRig(t *testing.T) *redmineRig {
 		t.Fatal(err)
 	}
 	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: l}
-	r.ad = r.adapter(t, srv.URL, 10*time.Second)
+	r.ad = r.adapter(t, srv.URL, 3*time.Second)
 	return r
 }
 
 // adapter is an adapter of the rig's project at baseURL (Redmine's, or a
 // proxy's in front of it), with the rig's locks and the tests' short TTL;
-// each HTTP exchange takes at most timeout.
+// each HTTP exchange takes at most timeout, or, when timeout is zero, as
+// long as its caller's deadline allows.
 func (r *redmineRig) adapter(t *testing.T, baseURL string, timeout time.Duration) *redmine.Adapter {
 	t.Helper()
-	a, err := redmine.New(redmine.Config{URL: baseURL, APIKey: r.srv.APIKey, Project: r.srv.Project, Field: r.srv.FieldName,
-		Locks: r.locks, LockTTL: redmineTestTTL, Timeout: timeout})
+	cfg := redmine.Config{URL: baseURL, APIKey: r.srv.APIKey, Project: r.srv.Project, Field: r.srv.FieldName,
+		Locks: r.locks, LockTTL: redmineTestTTL, Timeout: timeout}
+	if timeout == 0 {
+		cfg.HTTPClient = &http.Client{}
+	}
+	a, err := redmine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +197,7 @@ func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := startRedmineRig(t)
-	r.executor(t, r.srv.URL, "exec-1")
+	r.executor(t, r.srv.URL, "exec-1", patient...)
 	first := sendByProcess(t, r.env.URL(), s.Original.Envelope())
 	second := sendByProcess(t, r.env.URL(), s.Original.Envelope())
 	checkServiceReceipt(t, "first receipt", first, document.OutcomeCreated, "", r.store())
@@ -215,7 +225,7 @@ func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *test
 		t.Fatal(err)
 	}
 	r := startRedmineRig(t)
-	r.executor(t, r.srv.URL, "exec-1")
+	r.executor(t, r.srv.URL, "exec-1", patient...)
 	created := sendAndWait(t, r.env, s.Original.Envelope())
 	checkServiceReceipt(t, "the original", created.Receipt, document.OutcomeCreated, "", r.store())
 	ids := r.issues(t).byIntent["intent-0001"]
@@ -313,7 +323,7 @@ func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 	viaProxy := proxy.Rewrite(r.srv.URL)
 	// The POST whose answer is lost keeps its lock until the TTL runs out
 	// (it may still land); the budget outlasts it.
-	r.executor(t, viaProxy, "exec-1", "--redmine-lock-ttl", redmineTestTTL.String(), "--max-deliver", "8")
+	r.executor(t, viaProxy, "exec-1", "--call-timeout", "3s", "--ack-wait", "6s", "--redmine-lock-ttl", redmineTestTTL.String(), "--max-deliver", "8")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	awaitPullers(ctx, t, r.env, 1)
@@ -357,7 +367,7 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	// The budget outlasts a restart: redeliveries come after 1 s, 2 s,
 	// 4 s, …; a POST cut by the restart keeps its lock for the TTL.
 	for _, id := range []string{"exec-1", "exec-2"} {
-		r.executor(t, r.srv.URL, id, "--max-deliver", "8", "--redmine-lock-ttl", redmineTestTTL.String())
+		r.executor(t, r.srv.URL, id, "--call-timeout", "3s", "--ack-wait", "6s", "--max-deliver", "10", "--redmine-lock-ttl", redmineTestTTL.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -389,7 +399,7 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	}
 	all := pub.sent()
 	byseq := awaitReceipts(t, r.env, all, 90*time.Second)
-	dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
+	dead, err := audit.DeadLetterSeqs(context.Background(), r.env.JS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +430,13 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	if outcomes[document.OutcomeCreated]+outcomes[document.OutcomeReplayed] != batch {
 		t.Errorf("receipts %v, want %d created or replayed", outcomes, batch)
 	}
-	if c.total != batch || created != batch {
-		t.Errorf("%d issues listed and %d POSTs answered 201, want %d of each", c.total, created, batch)
+	// The listing is what Redmine holds; its log may lack the answer of a
+	// POST the restart cut short, never show more 201s than issues.
+	if c.total != batch || created > c.total {
+		t.Errorf("%d issues listed and %d POSTs answered 201, want %d issues", c.total, created, batch)
+	}
+	// Verify agrees: one issue per key, named by its receipts.
+	if report, err := verifyRedmine(t, r); err != nil {
+		t.Errorf("verify after the restart: %v\n%s", err, violationLines(report))
 	}
 }

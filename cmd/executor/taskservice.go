@@ -264,10 +264,11 @@ func (f *taskServiceFlags) checkCallTimeout(callTimeout time.Duration) error {
 }
 
 // redmineConfig is the adapter's configuration of the flags, with its
-// locks.
+// locks and its HTTP timeout, the call timeout (the adapter refuses a lock
+// TTL not longer than it).
 func (f *taskServiceFlags) redmineConfig(locks taskservice.Locker, callTimeout time.Duration) redmine.Config {
 	return redmine.Config{URL: f.RedmineURL, APIKey: f.redmineAPIKey, Project: f.RedmineProject, Field: f.RedmineField,
-		Locks: locks, LockTTL: f.lockTTL(callTimeout)}
+		Locks: locks, LockTTL: f.lockTTL(callTimeout), Timeout: callTimeout}
 }
 
 // refusingLocker stands for the ledger where the adapter is built only to

@@ -20,7 +20,11 @@ import (
 // connections without a byte of it: the client sees the connection closed
 // while it waits for the answer, a lost reply. For a request whose answer
 // it was told to stall, it keeps the client's connection open and silent
-// until the client gives up: a reply slower than the client's timeout.
+// until the client gives up: a reply slower than the client's timeout. A
+// Hold keeps one chosen request (by method and path) from the server, or
+// its answer from the client, until the test releases it: a client paused
+// at a known point of its exchange. It speaks plain HTTP/1.1, so it fits
+// any server (a CalDAV server, Redmine).
 type Proxy struct {
 	// URL is "http://127.0.0.1:<port>" of the proxy.
 	URL string
