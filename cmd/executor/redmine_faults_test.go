@@ -31,7 +31,7 @@ import (
 )
 
 // stallTrials is N, the trials of each kind of stop.
-const stallTrials = 4
+const stallTrials = 3
 
 // stopKind is where in its create a lock holder is stopped.
 type stopKind struct {
@@ -69,6 +69,7 @@ type stalled struct {
 }
 
 func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	cand := scenario.Candidate()
 	r := startRedmineRig(t)
 	// Two executors, each through its own proxy, so that the proxy that
@@ -180,6 +181,7 @@ const heldTrials = 3
 // TTL while a resend of the approval takes the lock and creates; then the
 // holder goes on.
 func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	cand := scenario.Candidate()
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)
@@ -258,6 +260,7 @@ func faultRun(t *testing.T, r *redmineRig, proxy *davtest.Proxy, envelopes [][]b
 }
 
 func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const intents, drops = 8, 2
 	cand := scenario.Candidate()
 	r := startRedmineRig(t)
@@ -321,6 +324,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 }
 
 func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const approvals, drops = 30, 4
 	w := buildWorkload(t, approvals)
 	intents := w.distinct + 1

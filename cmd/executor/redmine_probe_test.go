@@ -23,6 +23,7 @@ func redmineProbeArgs(t *testing.T, srv *redminetest.Server, extra ...string) []
 // creates with one key make two issues, as Redmine's own log and listing
 // count them.
 func TestProbeOfARealRedmine(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	redminetest.Require(t)
 	srv := redminetest.Start(t, redminetest.Options{})
 	// The lost-reply row waits for the lost call's lock to run out: a TTL

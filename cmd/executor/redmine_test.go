@@ -192,6 +192,7 @@ func verifyRedmine(t *testing.T, r *redmineRig) (string, error) {
 }
 
 func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	s, err := scenario.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +221,7 @@ func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
 }
 
 func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	s, err := scenario.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +251,7 @@ func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *test
 }
 
 func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const copies = 64
 	s, err := scenario.Build()
 	if err != nil {
@@ -314,6 +317,7 @@ func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T
 }
 
 func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	s, err := scenario.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -351,6 +355,7 @@ func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 }
 
 func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const batch = 30
 	cand := scenario.Candidate()
 	envelopes := make([][]byte, batch)
