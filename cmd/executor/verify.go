@@ -141,6 +141,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cancel()
 	var lister audit.TaskLister
 	if tsf.Kind != taskServiceFake {
+		// Verify lists and takes no lock: a --redmine-lock-ttl given as to
+		// serve (shorter than verify's --timeout) is not its business.
+		tsf.RedmineLockTTL = 0
 		svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
 		if err != nil {
 			return err

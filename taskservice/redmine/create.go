@@ -18,11 +18,11 @@ import (
 // context has ended.
 const releaseTimeout = 5 * time.Second
 
-// Create keeps the contract for a service with no key: it takes the key's
-// lock (waiting, polling every LockPoll, while another caller holds it;
-// when ctx ends first, the error is transient and wraps
-// taskservice.ErrLocked), looks the key up among the project's issues,
-// open and closed, and answers:
+// Create keeps the contract for a service with no key. It looks the key up
+// among the project's issues, open and closed; when nothing carries it, it
+// takes the key's lock (waiting, polling every LockPoll, while another
+// caller holds it; when ctx ends first, the error is transient and wraps
+// taskservice.ErrLocked) and looks again. It answers:
 //
 //   - one issue with req's digest → Replayed, its id;
 //   - one issue with another digest → Conflict, nothing changed;
@@ -46,6 +46,19 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 	if err != nil {
 		return a.none(), err
 	}
+	// A key that an issue carries already is answered without its lock:
+	// an issue leaves only by a deletion, which the intent ledger covers,
+	// so the answer cannot change under us. This also answers the
+	// redelivery of a create whose reply was lost at once, while that
+	// create's lock runs out, instead of waiting for it and spending the
+	// message's deliveries.
+	found, err := a.lookup(ctx, t, req.KeyScope(), req.IntentID)
+	if err != nil {
+		return a.none(), err
+	}
+	if len(found) > 0 {
+		return a.answer(req, found)
+	}
 	lk, err := a.lock(ctx, req.KeyScope(), req.IntentID)
 	if err != nil {
 		return a.none(), err
@@ -59,13 +72,13 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		}
 	}()
 
-	found, err := a.lookup(ctx, t, req.KeyScope(), req.IntentID)
+	// Again under the lock: another caller may have created since.
+	found, err = a.lookup(ctx, t, req.KeyScope(), req.IntentID)
 	if err != nil {
 		return a.none(), err
 	}
 	if len(found) > 0 {
-		res, err := a.answer(req, found)
-		return res, err
+		return a.answer(req, found)
 	}
 	if err := lk.Held(ctx); err != nil {
 		// Another caller may hold the lock now: creating could duplicate.
@@ -344,6 +357,7 @@ type newIssueBody struct {
 	ProjectID    int           `json:"project_id"`
 	Subject      string        `json:"subject"`
 	Description  string        `json:"description,omitempty"`
+	StartDate    string        `json:"start_date,omitempty"`
 	DueDate      string        `json:"due_date,omitempty"`
 	CustomFields []customValue `json:"custom_fields"`
 }
@@ -359,15 +373,41 @@ func newIssue(req taskservice.Request) (newIssueBody, error) {
 	if title == "" {
 		return newIssueBody{}, errors.New("redmine: the task's title is empty")
 	}
-	b := newIssueBody{Subject: strings.Join(strings.Fields(title), " "), Description: description(req)}
+	b := newIssueBody{Subject: subject(title), Description: description(req)}
+	if one := strings.Join(strings.Fields(title), " "); b.Subject != one {
+		b.Description = one + "\n\n" + b.Description // the title whole
+	}
 	if req.Task.DueAt != nil {
 		d, err := dueDate(*req.Task.DueAt)
 		if err != nil {
 			return newIssueBody{}, err
 		}
 		b.DueDate = d
+		// Redmine refuses a due date before the start date, which it sets
+		// to the day of the create unless told otherwise: a due date up to
+		// a day ahead of ours (the server's day may differ) starts that day.
+		if d <= now().UTC().AddDate(0, 0, 1).Format(time.DateOnly) {
+			b.StartDate = d
+		}
 	}
 	return b, nil
+}
+
+// now is the clock of start dates; tests replace it.
+var now = time.Now
+
+// MaxSubjectRunes is the longest subject Redmine takes (its issues'
+// subject column); a longer title is cut, whole in the description.
+const MaxSubjectRunes = 255
+
+// subject is title on one line, cut to MaxSubjectRunes with an ellipsis.
+func subject(title string) string {
+	s := strings.Join(strings.Fields(title), " ")
+	r := []rune(s)
+	if len(r) <= MaxSubjectRunes {
+		return s
+	}
+	return strings.TrimSpace(string(r[:MaxSubjectRunes-1])) + "…"
 }
 
 // dueDate is the date part (YYYY-MM-DD) of an RFC 3339 date-time, as

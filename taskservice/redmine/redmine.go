@@ -29,8 +29,9 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// DefaultMaxConns bounds the connections open to Redmine at once.
 	DefaultMaxConns = 32
-	// DefaultLockTTL is the per-key lock's lifetime: longer than a lookup
-	// plus a create's timeout.
+	// DefaultLockTTL is the per-key lock's lifetime with DefaultTimeout:
+	// longer than a lookup plus a create. With another timeout, the
+	// default is twice it plus 10 s.
 	DefaultLockTTL = 2*DefaultTimeout + 10*time.Second
 	// DefaultLockPoll is how often a Create waiting for a key's lock tries
 	// to take it again (with up to as much again of random delay).
@@ -56,9 +57,9 @@ type Config struct {
 	// Locks holds the per-key locks (the executors' intent ledger). Create
 	// needs it; New refuses a nil Locks.
 	Locks taskservice.Locker
-	// LockTTL is the lock's lifetime (DefaultLockTTL when zero); it must be
-	// longer than the HTTP timeout, and should exceed a lookup plus a
-	// create.
+	// LockTTL is the lock's lifetime (when zero: twice the HTTP timeout
+	// plus 10 s, DefaultLockTTL with DefaultTimeout); it must be longer than
+	// the HTTP timeout, and should exceed a lookup plus a create.
 	LockTTL time.Duration
 	// LockPoll is how often a Create that finds the key's lock held tries
 	// again, until the lock is free or its context ends (DefaultLockPoll
@@ -207,7 +208,12 @@ func New(cfg Config) (*Adapter, error) {
 		client:     &client,
 	}
 	if a.lockTTL == 0 {
-		a.lockTTL = DefaultLockTTL
+		// Two HTTP exchanges (a lookup and a create) and 10 s to spare.
+		timeout := client.Timeout
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
+		a.lockTTL = 2*timeout + 10*time.Second
 	}
 	if client.Timeout > 0 && a.lockTTL <= client.Timeout {
 		// A create whose answer is lost keeps the lock until its TTL: a

@@ -218,15 +218,60 @@ func TestOnRedmine(t *testing.T) {
 		}
 	})
 
-	t.Run("a 422 from Redmine is permanent with its message", func(t *testing.T) {
+	t.Run("a title longer than Redmine's subject is cut, and kept whole in the description", func(t *testing.T) {
 		req := request("long-1", digestA)
 		req.Task.Title = strings.Repeat("x", 300)
-		_, err := a.Create(ctx, req)
-		if !taskservice.IsPermanent(err) || !strings.Contains(err.Error(), "422") || !strings.Contains(err.Error(), "Subject is too long") {
-			t.Fatalf("Create with a 300-letter subject: %v", err)
-		}
-		if got := issuesOf(t, s, "default", "long-1"); len(got) != 0 {
+		mustCreate(t, a, req, taskservice.Created)
+		got := issuesOf(t, s, "default", "long-1")
+		if len(got) != 1 {
 			t.Fatalf("%d issues", len(got))
+		}
+		if n := len([]rune(got[0].Subject)); n != redmine.MaxSubjectRunes || !strings.HasSuffix(got[0].Subject, "…") {
+			t.Errorf("subject of %d letters %q, want %d ending in an ellipsis", n, got[0].Subject, redmine.MaxSubjectRunes)
+		}
+		if !strings.Contains(got[0].Description, req.Task.Title) {
+			t.Errorf("the description does not hold the whole title:\n%s", got[0].Description)
+		}
+	})
+
+	t.Run("a due date in the past is taken where Redmine starts an issue on its day of creation", func(t *testing.T) {
+		// Redmine's own default; the rig turns it off.
+		s.Rails(t, "Setting.default_issue_start_date_to_creation_date = '1'")
+		defer s.Rails(t, "Setting.default_issue_start_date_to_creation_date = '0'")
+		req := request("past-1", digestA)
+		due := "2020-01-02T10:00:00Z"
+		req.Task.DueAt = &due
+		mustCreate(t, a, req, taskservice.Created)
+		if got := issuesOf(t, s, "default", "past-1"); len(got) != 1 || got[0].DueDate != "2020-01-02" {
+			t.Fatalf("issues %+v, want one due 2020-01-02", got)
+		}
+	})
+
+	t.Run("a 422 from Redmine is permanent with its message", func(t *testing.T) {
+		s.Rails(t, "IssueCustomField.find("+strconv.Itoa(s.FieldID)+").update!(max_length: 10)")
+		defer s.Rails(t, "IssueCustomField.find("+strconv.Itoa(s.FieldID)+").update!(max_length: nil)")
+		_, err := a.Create(ctx, request("short-field-1", digestA))
+		if !taskservice.IsPermanent(err) || !strings.Contains(err.Error(), "422") || !strings.Contains(err.Error(), "is too long") {
+			t.Fatalf("Create with a mark longer than the field: %v", err)
+		}
+		if got := issuesOf(t, s, "default", "short-field-1"); len(got) != 0 {
+			t.Fatalf("%d issues", len(got))
+		}
+	})
+
+	t.Run("a key an issue carries is answered at once while its lock is held, as after a lost create", func(t *testing.T) {
+		req := request("held-1", digestA)
+		first := mustCreate(t, a, req, taskservice.Created)
+		lk, err := l.Lock(ctx, "default", "held-1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		res, err := a.Create(short, req)
+		if err != nil || res.Outcome != taskservice.Replayed || res.TaskID != first.TaskID {
+			t.Fatalf("Create while the lock is held: %+v, %v; want replayed %s without waiting for the lock", res, err, first.TaskID)
 		}
 	})
 
