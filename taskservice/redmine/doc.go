@@ -20,10 +20,14 @@
 //
 // # Create, Find, Delete
 //
-// Create takes the key's lock (Config.Locks: the executors' intent ledger
-// on JetStream), waiting and polling while another caller holds it (when
-// its context ends first: transient, wrapping taskservice.ErrLocked); it
-// then looks the key up: one issue with the request's digest → Replayed;
+// Create looks the key up first and answers from an issue that carries
+// it without a lock (an issue leaves only by a deletion, which the ledger
+// covers; so a redelivery after a lost answer is answered at once). When
+// none does, it takes the key's lock (Config.Locks: the executors' intent
+// ledger on JetStream), waiting and polling while another caller holds it
+// (when its context ends first: transient, wrapping
+// taskservice.ErrLocked), and looks again: one issue with the request's
+// digest → Replayed;
 // another digest → Conflict, nothing changed; two or more → a permanent
 // error naming them (ErrDuplicates); none → Lock.Held, then POST
 // /issues.json → Created. The lock is released once Redmine has answered;
@@ -32,10 +36,11 @@
 // first POST may still land, and the retry then finds the issue. A 201
 // whose issue does not carry the mark (Redmine drops a value for a field
 // not enabled for the project or tracker) is a permanent error naming the
-// issue. The limit of the class: a holder paused past its TTL between its
-// last Held and its POST reaching Redmine can duplicate (see
+// issue. The limit of the class: a POST that Redmine saves more than the
+// TTL after the lock was taken (a holder paused between its last Held and
+// its POST, a request held up on the way) can duplicate (see
 // taskservice.Locker); the TTL must exceed a lookup plus a create's
-// timeout. Find is the lookup alone (taskservice.Finder); a deleted issue
+// timeout, with time to spare. Find is the lookup alone (taskservice.Finder); a deleted issue
 // takes its mark with it (RemembersDeletedKeys is false), so the executor
 // composes the adapter with taskservice.KeepDeletedKeys and its ledger.
 // The task id is the issue's number in decimal (TaskID).
