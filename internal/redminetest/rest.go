@@ -84,7 +84,9 @@ func (s *Server) DoWithKey(t testing.TB, key, method, path string, body any) (in
 		}
 		rd = bytes.NewReader(b)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A loaded Redmine (a test's flood of creates still queued) may take a
+	// while to come to a listing.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, rd)
 	if err != nil {
