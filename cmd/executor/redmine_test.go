@@ -67,16 +67,7 @@ func startRedmineRig(t *testing.T) *redmineRig {
 	if err := os.WriteFile(keyFile, []byte(srv.APIKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ledger.Ensure(ctx, env.JS, 1); err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.Open(ctx, env.JS, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: l}
+	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: testenv.Ledger(t, env.JS, ledger.Options{})}
 	r.ad = r.adapter(t, srv.URL, 3*time.Second)
 	return r
 }

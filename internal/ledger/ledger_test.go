@@ -7,45 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
-
-func startJS(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Dir: t.TempDir(), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
-func openLedger(t *testing.T, js jetstream.JetStream, o ledger.Options) *ledger.Ledger {
-	t.Helper()
-	ctx := context.Background()
-	if err := ledger.Ensure(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.Open(ctx, js, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 const (
 	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -72,9 +39,9 @@ func ttlOf(t *testing.T, js jetstream.JetStream, scope, intent string) string {
 }
 
 func TestPutAndGet(t *testing.T) {
-	js := startJS(t)
+	js := testenv.JetStream(t)
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	l := openLedger(t, js, ledger.Options{Now: func() time.Time { return now }})
+	l := testenv.Ledger(t, js, ledger.Options{Now: func() time.Time { return now }})
 	ctx := context.Background()
 	notAfter := now.Add(10 * time.Minute)
 
@@ -135,8 +102,8 @@ func TestPutAndGet(t *testing.T) {
 }
 
 func TestBadInputIsRefused(t *testing.T) {
-	js := startJS(t)
-	l := openLedger(t, js, ledger.Options{})
+	js := testenv.JetStream(t)
+	l := testenv.Ledger(t, js, ledger.Options{})
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -165,8 +132,8 @@ func TestBadInputIsRefused(t *testing.T) {
 }
 
 func TestAnEntryWhoseTTLPassedIsGone(t *testing.T) {
-	js := startJS(t)
-	l := openLedger(t, js, ledger.Options{ClockAllowance: -1, Margin: time.Second})
+	js := testenv.JetStream(t)
+	l := testenv.Ledger(t, js, ledger.Options{ClockAllowance: -1, Margin: time.Second})
 	ctx := context.Background()
 	e := taskservice.LedgerEntry{Scope: "default", IntentID: "intent-1", RequestDigest: digestA, TaskID: "t1", NotAfter: time.Now()}
 	if err := l.Put(ctx, e); err != nil {
@@ -201,7 +168,7 @@ func TestAnEntryWhoseTTLPassedIsGone(t *testing.T) {
 }
 
 func TestOpenWithoutTheBucketSaysHowToProvisionIt(t *testing.T) {
-	js := startJS(t)
+	js := testenv.JetStream(t)
 	_, err := ledger.Open(context.Background(), js, ledger.Options{})
 	if !errors.Is(err, ledger.ErrNoBucket) || !strings.Contains(err.Error(), "provision") {
 		t.Errorf("Open without a bucket: %v; want ErrNoBucket saying how to provision it", err)

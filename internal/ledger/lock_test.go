@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 func TestLockIsExclusive(t *testing.T) {
-	js := startJS(t)
-	l := openLedger(t, js, ledger.Options{})
+	js := testenv.JetStream(t)
+	l := testenv.Ledger(t, js, ledger.Options{})
 	ctx := context.Background()
 
 	first, err := l.Lock(ctx, "team-a", "intent 1", time.Minute)
@@ -65,8 +66,8 @@ func TestLockIsExclusive(t *testing.T) {
 }
 
 func TestLockExpires(t *testing.T) {
-	js := startJS(t)
-	l := openLedger(t, js, ledger.Options{})
+	js := testenv.JetStream(t)
+	l := testenv.Ledger(t, js, ledger.Options{})
 	ctx := context.Background()
 
 	first, err := l.Lock(ctx, "default", "slow", time.Millisecond) // rounded up to 1 s
@@ -105,8 +106,8 @@ func TestLockExpires(t *testing.T) {
 }
 
 func TestLockHeldSeesTheKeyGone(t *testing.T) {
-	js := startJS(t)
-	l := openLedger(t, js, ledger.Options{})
+	js := testenv.JetStream(t)
+	l := testenv.Ledger(t, js, ledger.Options{})
 	ctx := context.Background()
 	lk, err := l.Lock(ctx, "default", "gone", time.Minute)
 	if err != nil {
@@ -129,8 +130,8 @@ func TestLockHeldSeesTheKeyGone(t *testing.T) {
 }
 
 func TestLockRefusesBadKeys(t *testing.T) {
-	js := startJS(t)
-	l := openLedger(t, js, ledger.Options{})
+	js := testenv.JetStream(t)
+	l := testenv.Ledger(t, js, ledger.Options{})
 	for _, tc := range []struct{ name, scope, intent string }{
 		{"a scope starting with an underscore", "_lock", "x"},
 		{"an empty scope", "", "x"},

@@ -4,7 +4,9 @@
 // in this process. Everything is real; nothing is mocked. StartNoConsumers
 // adds a user with a publisher's rights and no consumer, and LimitConsumers
 // caps the consumers of each stream, for the tests that show that sending
-// and waiting need none.
+// and waiting need none. JetStream starts a bare server for a test that
+// needs only a bucket of its own, and Ledger provisions and opens the
+// executors' intent ledger on it, as the commands do.
 //
 // It is a test rig. Like the other rigs (internal/deploytest,
 // internal/davtest), it must never be imported by a production package: a

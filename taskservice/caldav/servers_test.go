@@ -12,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/davtest"
-	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
@@ -41,30 +38,7 @@ func request(intent, title string) taskservice.Request {
 // startLedger starts an embedded JetStream server and opens the intent
 // ledger in it.
 func startLedger(t *testing.T) *ledger.Ledger {
-	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Dir: t.TempDir(), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := ledger.Ensure(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.Open(ctx, js, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
 }
 
 func adapter(t *testing.T, collectionURL string, cfg caldav.Config) *caldav.Adapter {

@@ -1,7 +1,6 @@
 package redmine_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
@@ -30,30 +28,8 @@ const (
 // startLedger starts an embedded JetStream and opens the intent ledger in
 // it (it holds the per-key locks).
 func startLedger(t *testing.T) (*ledger.Ledger, jetstream.JetStream) {
-	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Dir: t.TempDir(), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := ledger.Ensure(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.Open(ctx, js, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l, js
+	js := testenv.JetStream(t)
+	return testenv.Ledger(t, js, ledger.Options{}), js
 }
 
 // request is a request for intent in the default scope with digest.
