@@ -295,7 +295,19 @@ func (c *Console) renderReview(w http.ResponseWriter, status int, it *Item, focu
 	title := "Review " + it.Name
 	var refresh string
 	if focus != nil {
-		rv := c.resultView(focus, k)
+		// The focus is the table's own view of that send, so the panel and
+		// the table never disagree (a receipt that arrives while the page
+		// is made shows in both or in neither).
+		var rv resultView
+		found := false
+		for i := range v.Sends {
+			if sends[i] == focus {
+				rv, found = v.Sends[i], true
+			}
+		}
+		if !found {
+			rv = c.resultView(focus, k)
+		}
 		v.Focus = &rv
 		title = fmt.Sprintf("Send #%d of %s", focus.N, it.Name)
 		if rv.Pending {
