@@ -55,6 +55,19 @@ type Request struct {
 	CandidateID   string
 	SourceVersion string
 	ApprovedBy    string
+	// What the candidate says, for services that show it beside the task
+	// (a description): its summary, its evidence quotes in order, and the
+	// transcript it came from. Empty when unknown.
+	Summary      string
+	Evidence     []string
+	TranscriptID string
+	// Provider is the task-service kind the request names (its "provider",
+	// for example "caldav.v1"), and Destination the name of the place the
+	// request is for among those the executor serves ("default" when the
+	// request names none). The executor routes a call by them; an adapter
+	// serves one destination and may ignore both.
+	Provider    string
+	Destination string
 	// NotAfter is when the approval that carries this call expires: no
 	// resend of it passes the gate after that time (judged by the
 	// executors' clocks). A service may forget the key only once every

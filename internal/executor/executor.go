@@ -504,6 +504,14 @@ func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 	if v.Approval != nil {
 		req.ApprovedBy = v.Approval.ApprovedBy
 	}
+	if c := v.Candidate; c != nil {
+		req.Summary = c.Summary
+		req.TranscriptID = c.Source.TranscriptID
+		for _, e := range c.Evidence {
+			req.Evidence = append(req.Evidence, e.Quote)
+		}
+	}
+	req.Provider = q.Provider
 	return req
 }
 
