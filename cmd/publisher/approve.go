@@ -14,7 +14,7 @@ import (
 )
 
 func runApprove(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("approve", "approve --candidate F --request F (--by NAME | --key FILE) [--valid-for DURATION] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants create_fake_task. Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets\nnot_after; --by then defaults to the reviewer's name recorded in the key file (publisher\nkeygen), and another name is refused, as executors would refuse it. Executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity. Says on standard error which request,\nintent and caller scope (the request's scope, default when it names none) it approved; the\napproval binds the scope, and executors accept a signed approval only from an approver their\ntrusted approvers allow that scope (publisher keygen --scope, publisher trust).", stderr)
+	fs := newFlagSet("approve", "approve --candidate F --request F (--by NAME | --key FILE) [--valid-for DURATION] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants the capability of the request's provider (create_fake_task for\nfake-task-provider.v1, create_caldav_task for caldav-task.v1, create_redmine_issue for\nredmine-issue.v1). Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets\nnot_after; --by then defaults to the reviewer's name recorded in the key file (publisher\nkeygen), and another name is refused, as executors would refuse it. Executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity. Says on standard error which request,\nintent, provider and destination (where the task will be made: default when the request names\nnone; only an executor serving that destination carries it out), capability and caller scope (the request's scope, default when it names none) it approved; the\napproval binds the scope, and executors accept a signed approval only from an approver their\ntrusted approvers allow that scope (publisher keygen --scope, publisher trust).", stderr)
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
 	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by (with --key: the key's recorded name)")
@@ -77,15 +77,18 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 // describeApproval tells the reviewer, on standard error, what was approved:
 // the request and its intent in their caller scope, which the approval binds
 // (executors accept a signed approval only from an approver their trusted
-// approvers allow that scope).
+// approvers allow that scope), and where the task will be made: the
+// provider and destination, and the capability granted for them.
 func describeApproval(w io.Writer, a *document.Approval, request []byte) {
-	scope, intent := document.DefaultScope, "?"
+	scope, intent, provider, destination := document.DefaultScope, "?", "?", document.DefaultDestination
 	if v, err := document.Parse(request); err == nil {
 		if r, err := document.DecodeRequest("$", v); err == nil {
-			scope, intent = r.KeyScope(), r.IntentID
+			scope, intent, provider, destination = r.KeyScope(), r.IntentID, r.Provider, r.DestinationName()
 		}
 	}
 	fmt.Fprintf(w, "publisher: approved request %s (intent %s) in scope %s, as %s by %s\n", a.Request.RequestID, intent, scope, a.ApprovalID, a.ApprovedBy)
+	fmt.Fprintf(w, "publisher: approved for provider %s, destination %s (capability %s): only an executor serving that destination makes the task\n",
+		provider, destination, strings.Join(a.Capabilities, ", "))
 	if a.Signed() {
 		fmt.Fprintf(w, "publisher: executors accept it until %s if their trusted approvers let %s approve scope %s\n", a.NotAfter, a.ApprovedBy, scope)
 	}

@@ -87,6 +87,8 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 	case ref.CandidateDigest != candDigest:
 		return nil, fmt.Errorf("%w: request %q names candidate digest %s, but the candidate's digest is %s", ErrMismatch, req.RequestID, ref.CandidateDigest, candDigest)
 	}
+	// The decoder has checked that the provider is a known one.
+	capability, _ := document.CapabilityOf(req.Provider)
 	at := opts.At
 	if at.IsZero() {
 		at = time.Now()
@@ -103,7 +105,7 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 		ApprovedAt:    at.Format(time.RFC3339),
 		Candidate:     document.ApprovedCandidate{CandidateID: cand.CandidateID, Digest: candDigest, SourceVersion: cand.Source.Version},
 		Request:       document.ApprovedRequest{RequestID: req.RequestID, Digest: reqDigest},
-		Capabilities:  []string{document.CapabilityCreateFakeTask},
+		Capabilities:  []string{capability},
 	}
 	if opts.Key != nil {
 		notAfter := opts.NotAfter

@@ -33,6 +33,9 @@ const (
 // forms RFC 3339 does not (a comma before the fraction, offsets like +24:00).
 var rfc3339 = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
 
+// fullDate is the strict shape of an RFC 3339 full-date (YYYY-MM-DD).
+var fullDate = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`)
+
 // Sentinels for the rules a decoder can find broken. An *Error wraps one of
 // these, or a canon error for input that is not strict JSON.
 var (
@@ -341,6 +344,54 @@ func (r *reader) timestamp(path string, v any) string {
 	return s
 }
 
+// due is a due date: an RFC 3339 date-time, or a full-date for a task due
+// on a day.
+func (r *reader) due(path string, v any) string {
+	s := r.text(path, v, 64)
+	if r.err != nil {
+		return ""
+	}
+	if fullDate.MatchString(s) {
+		if _, err := time.Parse(time.DateOnly, s); err != nil {
+			r.fail(path, RuleValue, ErrValue, "%q is not a day of the calendar", s)
+		}
+		return s
+	}
+	if _, err := time.Parse(time.RFC3339, s); err != nil || !rfc3339.MatchString(s) {
+		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z, or a date such as 2026-11-30")
+	}
+	return s
+}
+
+// provider is one of the known providers.
+func (r *reader) provider(path string, v any) string {
+	if r.err != nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		r.fail(path, RuleType, ErrType, "must be a string, not %s", canon.TypeName(v))
+		return ""
+	}
+	if _, known := CapabilityOf(s); !known {
+		r.fail(path, RuleValue, ErrValue, "unknown provider %q: a request names the task service it is for, one of %s",
+			s, strings.Join(ProviderNames(), ", "))
+		return ""
+	}
+	return s
+}
+
+// destination is a destination name (ValidDestination).
+func (r *reader) destination(path string, v any) string {
+	s := r.text(path, v, MaxDestinationBytes)
+	if r.err == nil && !ValidDestination(s) {
+		r.fail(path, RuleValue, ErrValue,
+			"must be 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter (leave it out for the destination %q)", DefaultDestination)
+		return ""
+	}
+	return s
+}
+
 // nullable returns nil for JSON null and otherwise reads v with read.
 func (r *reader) nullable(path string, v any, read func(string, any) string) *string {
 	if r.err != nil || v == nil {
@@ -427,16 +478,19 @@ func (r *reader) candidate(path string, v any) *Candidate {
 }
 
 func (r *reader) request(path string, v any) *Request {
-	m := r.object(path, v, "schema_version", "request_id", "intent_id", "operation", "provider", "scope?", "candidate_ref", "task")
+	m := r.object(path, v, "schema_version", "request_id", "intent_id", "operation", "provider", "destination?", "scope?", "candidate_ref", "task")
 	if m == nil {
 		return nil
 	}
 	r.schemaVersion(path, m, RequestVersion)
-	q := &Request{SchemaVersion: RequestVersion, Operation: OperationCreateTask, Provider: ProviderFake}
+	q := &Request{SchemaVersion: RequestVersion, Operation: OperationCreateTask}
 	q.RequestID = r.id(join(path, "request_id"), m["request_id"])
 	q.IntentID = r.intentID(join(path, "intent_id"), m["intent_id"])
 	r.constant(join(path, "operation"), m["operation"], OperationCreateTask, RuleValue, ErrValue)
-	r.constant(join(path, "provider"), m["provider"], ProviderFake, RuleValue, ErrValue)
+	q.Provider = r.provider(join(path, "provider"), m["provider"])
+	if v, ok := m["destination"]; ok {
+		q.Destination = r.destination(join(path, "destination"), v)
+	}
 	if v, ok := m["scope"]; ok {
 		q.Scope = r.scope(join(path, "scope"), v)
 	}
@@ -450,7 +504,7 @@ func (r *reader) request(path string, v any) *Request {
 	if tm := r.object(tp, m["task"], "title", "assignee_person_ref", "due_at"); tm != nil {
 		q.Task.Title = r.line(join(tp, "title"), tm["title"], MaxTitleBytes)
 		q.Task.AssigneePersonRef = r.nullable(join(tp, "assignee_person_ref"), tm["assignee_person_ref"], r.id)
-		q.Task.DueAt = r.nullable(join(tp, "due_at"), tm["due_at"], r.timestamp)
+		q.Task.DueAt = r.nullable(join(tp, "due_at"), tm["due_at"], r.due)
 	}
 	if r.err != nil {
 		return nil

@@ -272,8 +272,9 @@ func TestSchemaShape(t *testing.T) {
 				optional["$.scope"], optional["$.task_deleted"] = true, true
 			}
 			if k == kindRequest {
-				// A request that names no scope lands in the default one.
-				optional["$.scope"] = true
+				// A request that names no scope lands in the default one,
+				// one that names no destination is for the default one.
+				optional["$.scope"], optional["$.destination"] = true, true
 			}
 			if k == kindApproval {
 				// A signed approval carries all three; an unsigned one none.
@@ -801,8 +802,22 @@ var refusals = []struct {
 		set("intent_id", "intent 0001"), document.ErrValue, "$.intent_id"},
 	{"an operation other than create_task is refused by both", kindRequest, "seed/request.json",
 		set("operation", "delete_task"), document.ErrValue, "$.operation"},
-	{"a provider other than the fake one is refused by both", kindRequest, "seed/request.json",
+	{"an unknown provider is refused by both", kindRequest, "seed/request.json",
 		set("provider", "real-task-provider.v1"), document.ErrValue, "$.provider"},
+	{"a number for the provider is refused by both", kindRequest, "seed/request.json",
+		set("provider", json.Number("1")), document.ErrType, "$.provider"},
+	{"an empty destination (leave it out for default) is refused by both", kindRequest, "seed/request.json",
+		set("destination", ""), document.ErrValue, "$.destination"},
+	{"a destination in upper case is refused by both", kindRequest, "seed/request.json",
+		set("destination", "Team"), document.ErrValue, "$.destination"},
+	{"a destination starting with a digit is refused by both", kindRequest, "seed/request.json",
+		set("destination", "1team"), document.ErrValue, "$.destination"},
+	{"a destination of 64 bytes is refused by both", kindRequest, "seed/request.json",
+		set("destination", "d"+strings.Repeat("x", 63)), document.ErrValue, "$.destination"},
+	{"a destination with a slash is refused by both", kindRequest, "seed/request.json",
+		set("destination", "team/tasks"), document.ErrValue, "$.destination"},
+	{"a null destination is refused by both", kindRequest, "seed/request.json",
+		set("destination", nil), document.ErrType, "$.destination"},
 	{"a candidate digest in upper-case hex is refused by both", kindRequest, "seed/request.json",
 		set("candidate_ref.candidate_digest", "sha256:"+strings.ToUpper(digestA[7:])), document.ErrValue, "$.candidate_ref.candidate_digest"},
 	{"a candidate digest of another algorithm is refused by both", kindRequest, "seed/request.json",
@@ -829,8 +844,12 @@ var refusals = []struct {
 		set("task.due_at", ""), document.ErrValue, "$.task.due_at"},
 	{"a due_at in words is refused by both", kindRequest, "seed/request.json",
 		set("task.due_at", "next Friday"), document.ErrValue, "$.task.due_at"},
-	{"a due_at with a date only is refused by both", kindRequest, "seed/request.json",
-		set("task.due_at", "2026-12-04"), document.ErrValue, "$.task.due_at"},
+	{"a due_at with a date and a time but no zone is refused by both", kindRequest, "seed/request.json",
+		set("task.due_at", "2026-12-04T18:00:00"), document.ErrValue, "$.task.due_at"},
+	{"a due_at of a date without its day is refused by both", kindRequest, "seed/request.json",
+		set("task.due_at", "2026-12"), document.ErrValue, "$.task.due_at"},
+	{"a due_at of a date in month 13 is refused by both", kindRequest, "seed/request.json",
+		set("task.due_at", "2026-13-04"), document.ErrValue, "$.task.due_at"},
 	{"a number for due_at is refused by both", kindRequest, "seed/request.json",
 		set("task.due_at", json.Number("1796371200")), document.ErrType, "$.task.due_at"},
 
@@ -1065,6 +1084,17 @@ func TestValidVariationsAgree(t *testing.T) {
 				set("task.assignee_person_ref", "person:mei-lin")(doc)
 				return set("task.due_at", "2026-12-04T18:00:00.5+08:00")(doc)
 			}},
+		{"a due_at of a date only (RFC 3339 full-date) passes both", kindRequest, "seed/request.json",
+			set("task.due_at", "2026-12-24")},
+		{"a request for the CalDAV provider at a named destination passes both", kindRequest, "seed/request.json",
+			func(doc any) any {
+				set("provider", document.ProviderCalDAV)(doc)
+				return set("destination", "team-tasks_2")(doc)
+			}},
+		{"a request for the Redmine provider passes both", kindRequest, "seed/request.json",
+			set("provider", document.ProviderRedmine)},
+		{"a destination of exactly 63 bytes passes both", kindRequest, "seed/request.json",
+			set("destination", "d"+strings.Repeat("x", 62))},
 		{"a candidate_id of exactly 256 ASCII bytes passes both", kindCandidate, "seed/candidate.json",
 			set("candidate_id", strings.Repeat("c", 256))},
 		{"an id with non-ASCII letters passes both", kindCandidate, "seed/candidate.json",
@@ -1158,6 +1188,8 @@ func TestRefusalsSchemasCannotExpress(t *testing.T) {
 			kindReceipt, mutated(t, "receipts/created.json", set("task_deleted", true)), document.ErrValue},
 		{"an end_ms before the start_ms is refused by the decoder; a schema cannot compare two members",
 			kindCandidate, bytes.Replace(candidate, []byte(`"end_ms": 816500`), []byte(`"end_ms": 811999`), 1), document.ErrValue},
+		{"a due_at of a date that is no day of the calendar is refused by the decoder; the pattern sees only digits",
+			kindRequest, mutated(t, "seed/request.json", set("task.due_at", "2026-02-30")), document.ErrValue},
 		{"an intent_id not in Unicode NFC (e + U+0301 for é) is refused by the decoder; a schema cannot normalise",
 			kindRequest, mutated(t, "seed/request.json", set("intent_id", "cafe\u0301")), document.ErrValue},
 	} {

@@ -12,12 +12,72 @@ const (
 )
 
 // Fixed values of a task request.
+const OperationCreateTask = "create_task"
+
+// Providers: the task service a request is for (its "provider" member).
 const (
-	OperationCreateTask = "create_task"
-	ProviderFake        = "fake-task-provider.v1"
-	// CapabilityCreateFakeTask is the one capability an approval may grant.
-	CapabilityCreateFakeTask = "create_fake_task"
+	ProviderFake    = "fake-task-provider.v1"
+	ProviderCalDAV  = "caldav-task.v1"
+	ProviderRedmine = "redmine-issue.v1"
 )
+
+// Capabilities: an approval grants exactly the one of its request's
+// provider (CapabilityOf).
+const (
+	CapabilityCreateFakeTask     = "create_fake_task"
+	CapabilityCreateCalDAVTask   = "create_caldav_task"
+	CapabilityCreateRedmineIssue = "create_redmine_issue"
+)
+
+// Providers lists the known providers, each with the one capability an
+// approval of a request for it grants.
+var Providers = []struct{ Provider, Capability string }{
+	{ProviderFake, CapabilityCreateFakeTask},
+	{ProviderCalDAV, CapabilityCreateCalDAVTask},
+	{ProviderRedmine, CapabilityCreateRedmineIssue},
+}
+
+// CapabilityOf returns the capability an approval of a request for
+// provider grants, and false for an unknown provider.
+func CapabilityOf(provider string) (string, bool) {
+	for _, p := range Providers {
+		if p.Provider == provider {
+			return p.Capability, true
+		}
+	}
+	return "", false
+}
+
+// ProviderNames lists the known providers, for a reason that names them.
+func ProviderNames() []string {
+	names := make([]string, len(Providers))
+	for i, p := range Providers {
+		names[i] = p.Provider
+	}
+	return names
+}
+
+// DefaultDestination is the destination of a request that names none.
+const DefaultDestination = "default"
+
+// MaxDestinationBytes bounds a destination name's length.
+const MaxDestinationBytes = 63
+
+// ValidDestination reports whether s may name a destination: 1 to
+// MaxDestinationBytes bytes of lower-case ASCII letters, digits, '-' and
+// '_', starting with a letter (^[a-z][a-z0-9_-]{0,62}$).
+func ValidDestination(s string) bool {
+	if s == "" || len(s) > MaxDestinationBytes || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // Receipt outcomes.
 const (
@@ -60,12 +120,26 @@ type Request struct {
 	IntentID      string `json:"intent_id"`
 	Operation     string `json:"operation"`
 	Provider      string `json:"provider"`
+	// Destination names the place among those its provider's executors
+	// serve (a calendar, a project) where the task is to be made. Empty
+	// when the document names none; such a request is for
+	// DefaultDestination. The approval binds it with the request's digest.
+	Destination string `json:"destination,omitempty"`
 	// Scope is the caller scope (a team, tenant or account) in which the
 	// intent id is a key: the task service remembers the pair. Empty when
 	// the document names none; such a request lands in DefaultScope.
 	Scope        string       `json:"scope,omitempty"`
 	CandidateRef CandidateRef `json:"candidate_ref"`
 	Task         Task         `json:"task"`
+}
+
+// DestinationName is the destination the request is for: its
+// Destination, or DefaultDestination when it names none.
+func (r *Request) DestinationName() string {
+	if r.Destination == "" {
+		return DefaultDestination
+	}
+	return r.Destination
 }
 
 // DefaultScope is the caller scope of a request that names none.
@@ -99,7 +173,9 @@ type CandidateRef struct {
 type Task struct {
 	Title             string  `json:"title"`
 	AssigneePersonRef *string `json:"assignee_person_ref"`
-	DueAt             *string `json:"due_at"`
+	// DueAt is an RFC 3339 date-time, or an RFC 3339 full-date
+	// (2026-12-24) for a task due on a day, not at a time.
+	DueAt *string `json:"due_at"`
 }
 
 // Approval is a reviewer's permission decision over one candidate and one

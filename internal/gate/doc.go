@@ -5,8 +5,12 @@
 // (approval_format), that a trusted reviewer signed exactly this approval
 // (signature) and that it has not expired (expiry), that the approval binds
 // exactly this candidate and this request (candidate_binding,
-// request_binding), that it grants exactly the create_fake_task
-// capability (capability), and that the signer's trusted-approvers entry
+// request_binding), that it grants exactly the capability of the
+// request's provider (capability: create_fake_task for
+// fake-task-provider.v1, create_caldav_task for caldav-task.v1,
+// create_redmine_issue for redmine-issue.v1), that the executor serves the
+// request's provider and destination (destination: Checker.Serves; a
+// request naming none is for document.DefaultDestination), and that the signer's trusted-approvers entry
 // names the request's caller scope (scope; a request naming none is in
 // document.DefaultScope). It stops at the first failure with an *Error
 // naming the check, the field path and a reason. An unsigned approval,
@@ -16,7 +20,7 @@
 // It has two modes, each called by name. A *Checker (trusted approvers, or
 // unsigned approvals allowed explicitly) runs every check; CheckBindings,
 // CheckDeliveryBindings and CheckDocumentBindings run the checks that need
-// no keys (neither signature, expiry nor scope), for local checks and
+// no keys (neither signature, expiry, destination nor scope), for local checks and
 // audits without the trusted approvers. A nil *Checker runs nothing and
 // returns ErrNoChecker.
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,11 +26,12 @@ const (
 	CheckCandidateBinding = "candidate_binding"
 	CheckRequestBinding   = "request_binding"
 	CheckCapability       = "capability"
+	CheckDestination      = "destination"
 	CheckScope            = "scope"
 )
 
 // Checks lists the check names in order.
-var Checks = []string{CheckEnvelope, CheckApprovalFormat, CheckSignature, CheckExpiry, CheckCandidateBinding, CheckRequestBinding, CheckCapability, CheckScope}
+var Checks = []string{CheckEnvelope, CheckApprovalFormat, CheckSignature, CheckExpiry, CheckCandidateBinding, CheckRequestBinding, CheckCapability, CheckDestination, CheckScope}
 
 // Sentinels, one per check; an *Error unwraps to one of them.
 var (
@@ -40,6 +42,7 @@ var (
 	ErrCandidateBinding = errors.New("gate: candidate does not match the approval")
 	ErrRequestBinding   = errors.New("gate: request does not match the approval")
 	ErrCapability       = errors.New("gate: capability not allowed")
+	ErrDestination      = errors.New("gate: destination not served by this executor")
 	ErrScope            = errors.New("gate: approver not trusted for the request's scope")
 )
 
@@ -51,6 +54,7 @@ var sentinels = map[string]error{
 	CheckCandidateBinding: ErrCandidateBinding,
 	CheckRequestBinding:   ErrRequestBinding,
 	CheckCapability:       ErrCapability,
+	CheckDestination:      ErrDestination,
 	CheckScope:            ErrScope,
 }
 
@@ -135,6 +139,37 @@ type Checker struct {
 	Now func() time.Time
 	// MaxLifetime bounds an approval's lifetime; zero means DefaultMaxLifetime.
 	MaxLifetime time.Duration
+	// Serves lists the (provider, destination) pairs the executor serves:
+	// the destination check refuses a request for any other, before the
+	// task service is called. Nil skips the check, for a local check that
+	// does not know which executor will take the message (publisher,
+	// send); the executor always sets it (executor.New gives a checker
+	// without it the fake task service's default destination only).
+	Serves []Destination
+}
+
+// Destination is one place an executor serves: a provider (the request's
+// "provider") and a destination name (its "destination", "default" when it
+// names none).
+type Destination struct {
+	Provider string
+	Name     string
+}
+
+// String is "provider/name", as reasons and logs show it.
+func (d Destination) String() string { return d.Provider + "/" + d.Name }
+
+// Served names the destinations for a reason: "caldav-task.v1/default",
+// "caldav-task.v1/team".
+func Served(ds []Destination) string {
+	if len(ds) == 0 {
+		return "nothing"
+	}
+	q := make([]string, len(ds))
+	for i, d := range ds {
+		q[i] = strconv.Quote(d.String())
+	}
+	return strings.Join(q, ", ")
 }
 
 // Check runs the checker's checks on one envelope message, in order.
@@ -376,9 +411,28 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 			"the request points at source version %q, not at the candidate's %q", req.CandidateRef.SourceVersion, cand.Source.Version)
 	}
 
-	if len(appr.Capabilities) != 1 || appr.Capabilities[0] != document.CapabilityCreateFakeTask {
+	// The decoder has checked that the provider is a known one.
+	capability, _ := document.CapabilityOf(req.Provider)
+	if len(appr.Capabilities) != 1 || appr.Capabilities[0] != capability {
 		return nil, refuse(CheckCapability, "$.approval.capabilities",
-			"the capabilities must be exactly [%q], not %q", document.CapabilityCreateFakeTask, appr.Capabilities)
+			"the request is for provider %q, so the capabilities must be exactly [%q], not %q", req.Provider, capability, appr.Capabilities)
+	}
+
+	// The approval covers the request's provider and destination (the
+	// request digest binds both); this executor may carry it out only where
+	// it serves that pair, or a task approved for one place would be made
+	// in another.
+	if policy != nil && policy.Serves != nil {
+		want := Destination{Provider: req.Provider, Name: req.DestinationName()}
+		if !slices.Contains(policy.Serves, want) {
+			path := "$.request.destination"
+			if !slices.ContainsFunc(policy.Serves, func(d Destination) bool { return d.Provider == want.Provider }) {
+				path = "$.request.provider"
+			}
+			return nil, refuse(CheckDestination, path,
+				"the request is for provider %q, destination %q, but this executor serves only %s: nothing was sent; send it to an executor that serves %q, or approve a request for a destination this one serves",
+				want.Provider, want.Name, Served(policy.Serves), want.String())
+		}
 	}
 
 	// The scope is part of what was approved (the request digest binds it),

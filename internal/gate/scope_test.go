@@ -102,9 +102,10 @@ func TestASignedApprovalPassesOnlyForAScopeItsApproverIsTrustedFor(t *testing.T)
 
 func TestTheScopeCheckComesAfterTheOthersAndOnlyForSignedApprovals(t *testing.T) {
 	key := scenario.TestKey()
-	t.Run("scope is the last check, after capability", func(t *testing.T) {
-		if last := gate.Checks[len(gate.Checks)-1]; last != gate.CheckScope || gate.Checks[len(gate.Checks)-2] != gate.CheckCapability {
-			t.Fatalf("checks %q: want scope last, right after capability", gate.Checks)
+	t.Run("scope is the last check, after capability and destination", func(t *testing.T) {
+		n := len(gate.Checks)
+		if gate.Checks[n-1] != gate.CheckScope || gate.Checks[n-2] != gate.CheckDestination || gate.Checks[n-3] != gate.CheckCapability {
+			t.Fatalf("checks %q: want capability, destination, scope last", gate.Checks)
 		}
 	})
 	t.Run("an unsigned approval for team-a passes an insecure checker: no signer, no scopes to look up", func(t *testing.T) {

@@ -50,8 +50,15 @@ func Candidate() []byte {
 	})
 }
 
-// Request returns a task request for the candidate, with the given ids and title.
+// Request returns a task request for the candidate, with the given ids and
+// title, for the fake task service's default destination.
 func Request(candidate []byte, requestID, intentID, title string) ([]byte, error) {
+	return For{}.Request(candidate, requestID, intentID, title)
+}
+
+// Request returns a task request for the candidate, with the given ids and
+// title, for f's provider and destination.
+func (f For) Request(candidate []byte, requestID, intentID, title string) ([]byte, error) {
 	var c document.Candidate
 	if err := json.Unmarshal(candidate, &c); err != nil {
 		return nil, fmt.Errorf("scenario: reading the candidate: %w", err)
@@ -65,7 +72,8 @@ func Request(candidate []byte, requestID, intentID, title string) ([]byte, error
 		RequestID:     requestID,
 		IntentID:      intentID,
 		Operation:     document.OperationCreateTask,
-		Provider:      document.ProviderFake,
+		Provider:      f.provider(),
+		Destination:   f.Destination,
 		CandidateRef:  document.CandidateRef{CandidateID: c.CandidateID, CandidateDigest: d, SourceVersion: c.Source.Version},
 		Task:          document.Task{Title: title},
 	}), nil
@@ -79,7 +87,13 @@ func Approve(candidate []byte, requestID, intentID, title, approvalID string) (A
 // ApproveWith is Approve with the caller's approval options (a signing key,
 // times). By and ID default to the scenario's.
 func ApproveWith(candidate []byte, requestID, intentID, title string, opts approve.Options) (Approved, error) {
-	req, err := Request(candidate, requestID, intentID, title)
+	return For{}.ApproveWith(candidate, requestID, intentID, title, opts)
+}
+
+// ApproveWith is the package's ApproveWith for f's provider and
+// destination: the approval grants the provider's capability.
+func (f For) ApproveWith(candidate []byte, requestID, intentID, title string, opts approve.Options) (Approved, error) {
+	req, err := f.Request(candidate, requestID, intentID, title)
 	if err != nil {
 		return Approved{}, err
 	}
@@ -130,30 +144,43 @@ type Seed struct {
 
 	key  *sign.Key
 	opts approve.Options
+	f    For
 }
 
-// Build returns the seed scenario with unsigned approvals.
-func Build() (*Seed, error) { return build(approve.Options{}) }
+// Build returns the seed scenario with unsigned approvals, for the fake
+// task service's default destination.
+func Build() (*Seed, error) { return For{}.Build() }
 
 // BuildSigned returns the seed scenario with approvals signed by key, made
-// at approvedAt and valid for lifetime.
+// at approvedAt and valid for lifetime, for the fake task service's default
+// destination.
 func BuildSigned(key *sign.Key, approvedAt time.Time, lifetime time.Duration) (*Seed, error) {
-	return build(approve.Options{Key: key, At: approvedAt, Lifetime: lifetime})
+	return For{}.BuildSigned(key, approvedAt, lifetime)
 }
 
-func build(o approve.Options) (*Seed, error) {
+// Build returns the seed scenario with unsigned approvals, its requests for
+// f's provider and destination.
+func (f For) Build() (*Seed, error) { return f.build(approve.Options{}) }
+
+// BuildSigned is Build with approvals signed by key, made at approvedAt
+// and valid for lifetime.
+func (f For) BuildSigned(key *sign.Key, approvedAt time.Time, lifetime time.Duration) (*Seed, error) {
+	return f.build(approve.Options{Key: key, At: approvedAt, Lifetime: lifetime})
+}
+
+func (f For) build(o approve.Options) (*Seed, error) {
 	c := Candidate()
 	var s Seed
 	var err error
-	s.key, s.opts = o.Key, o
+	s.key, s.opts, s.f = o.Key, o, f
 	with := func(id string) approve.Options { o.ID = id; return o }
-	if s.Original, err = ApproveWith(c, "task-request-0001", "intent-0001", Title, with("approval-0001")); err != nil {
+	if s.Original, err = f.ApproveWith(c, "task-request-0001", "intent-0001", Title, with("approval-0001")); err != nil {
 		return nil, err
 	}
-	if s.Changed, err = ApproveWith(c, "task-request-0002", "intent-0001", ChangedTitle, with("approval-0002")); err != nil {
+	if s.Changed, err = f.ApproveWith(c, "task-request-0002", "intent-0001", ChangedTitle, with("approval-0002")); err != nil {
 		return nil, err
 	}
-	if s.NewIntent, err = ApproveWith(c, "task-request-0003", "intent-0002", Title, with("approval-0003")); err != nil {
+	if s.NewIntent, err = f.ApproveWith(c, "task-request-0003", "intent-0002", Title, with("approval-0003")); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -197,7 +224,7 @@ func (s *Seed) TamperedCases() []Tampered {
 			m["capabilities"] = []string{"publish"}
 		}))), "capability"},
 		{"capability-publish-added", env(o.Candidate, o.Request, s.resign(Edit(o.Approval, func(m map[string]any) {
-			m["capabilities"] = []string{document.CapabilityCreateFakeTask, "publish"}
+			m["capabilities"] = []string{s.f.capability(), "publish"}
 		}))), "capability"},
 	}
 }
@@ -246,11 +273,16 @@ func (s *Seed) Files() map[string][]byte {
 // Generate returns the n-th generated approved request (n ≥ 1): its own
 // intent id and request id, a title numbered n, for demos and load.
 func Generate(candidate []byte, prefix string, n int) (Approved, error) {
-	return Approve(candidate,
+	return For{}.Generate(candidate, prefix, n)
+}
+
+// Generate is the package's Generate for f's provider and destination.
+func (f For) Generate(candidate []byte, prefix string, n int) (Approved, error) {
+	return f.ApproveWith(candidate,
 		fmt.Sprintf("task-request-%s-%06d", prefix, n),
 		fmt.Sprintf("intent-%s-%06d", prefix, n),
 		fmt.Sprintf("%s (#%d)", Title, n),
-		fmt.Sprintf("approval-%s-%06d", prefix, n))
+		approve.Options{By: Reviewer, At: ApprovedAt, ID: fmt.Sprintf("approval-%s-%06d", prefix, n)})
 }
 
 // Edit returns the JSON object doc with f applied to its members, indented.

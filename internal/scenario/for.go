@@ -1,0 +1,38 @@
+package scenario
+
+import "github.com/sendtwice/sendtwice/internal/document"
+
+// For names the task service a scenario's requests are for: a provider
+// (document.ProviderFake when empty) and a destination (none named, the
+// default one, when empty). Its methods make the scenario's documents for
+// it, approved with the provider's capability, so that a test against a
+// CalDAV or Redmine executor sends what a reviewer would approve for that
+// service. The package's functions are those of For{}: the fake task
+// service's default destination, as the seed fixtures are.
+type For struct {
+	Provider    string
+	Destination string
+}
+
+// Common targets of a scenario.
+var (
+	Fake    = For{Provider: document.ProviderFake}
+	CalDAV  = For{Provider: document.ProviderCalDAV}
+	Redmine = For{Provider: document.ProviderRedmine}
+)
+
+// At is f for the named destination.
+func (f For) At(destination string) For { f.Destination = destination; return f }
+
+func (f For) provider() string {
+	if f.Provider == "" {
+		return document.ProviderFake
+	}
+	return f.Provider
+}
+
+// capability is what an approval of f's requests grants.
+func (f For) capability() string {
+	c, _ := document.CapabilityOf(f.provider())
+	return c
+}
