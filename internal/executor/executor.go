@@ -75,7 +75,9 @@ type Config struct {
 	// Off (nil) by default.
 	Fault func(p Point, seq, delivered uint64, intentID string)
 	// Gate checks each message: trusted approvers, or unsigned approvals
-	// allowed explicitly. Required.
+	// allowed explicitly. Required. Its Serves lists the (provider,
+	// destination) pairs TaskService serves (a Router's Serves); nil is
+	// the fake task service's default destination only (FakeDefault).
 	Gate *gate.Checker
 	// NoProvision binds to the existing consumer instead of creating the
 	// streams and the consumer, for deployments where only a provisioning
@@ -135,6 +137,14 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	}
 	if cfg.TaskService == nil {
 		return nil, errors.New("executor: no task service: set Config.TaskService")
+	}
+	if cfg.Gate.Serves == nil {
+		// An executor always checks the destination: one configured with
+		// no served set serves the fake task service's default
+		// destination, as it always has, and refuses the others.
+		g := *cfg.Gate
+		g.Serves = []gate.Destination{FakeDefault}
+		cfg.Gate = &g
 	}
 	if cfg.ID == "" {
 		host, _ := os.Hostname()
@@ -511,7 +521,7 @@ func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 			req.Evidence = append(req.Evidence, e.Quote)
 		}
 	}
-	req.Provider = q.Provider
+	req.Provider, req.Destination = q.Provider, q.DestinationName()
 	return req
 }
 
