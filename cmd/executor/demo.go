@@ -77,7 +77,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("demo: not run, nothing was created: %w", err)
 		}
 		opts.Service = &demo.RealService{Name: svc.Name, Service: svc.Service, List: svc.list,
-			LoseReply: svc.LoseReply, Delete: svc.Delete, CallTimeout: 10 * time.Second}
+			LoseReply: svc.LoseReply, Delete: svc.Delete, CallTimeout: 10 * time.Second, Provider: svc.Provider, Destination: svc.Destination}
 	}
 	if *verbose {
 		log, _ := cli.NewLogger(stderr, "text", "info")

@@ -536,6 +536,12 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 		return nil, fmt.Errorf("opening the intent ledger of %s: %w", svc.Name, err)
 	}
 	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope, "intent_ledger", kept)
+	// The gate refuses a request for any other (provider, destination):
+	// its task service receives nothing for it.
+	checker.Serves = svc.serves
+	for _, w := range svc.where {
+		s.log.Info("serving destination", "destination", w)
+	}
 	if err := reachTaskService(ctx, svc, *f.callTimeout, s.log); err != nil {
 		return nil, err
 	}

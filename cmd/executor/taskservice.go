@@ -29,6 +29,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,6 +47,9 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -94,6 +99,22 @@ type taskServiceFlags struct {
 	CalDAVURL          string
 	CalDAVUser         string
 	CalDAVPasswordFile string
+	// CalDAVCalendar, when set, names the calendar of destination default
+	// by its display name: CalDAVURL is then the server's URL, and open
+	// finds the calendar (caldav.FindCalendar).
+	CalDAVCalendar string
+	// CalDAVCAFile holds PEM certificates trusted as roots besides the
+	// system's, for a server with a certificate of its own.
+	CalDAVCAFile string
+	// Destinations are the --destination NAME=URL flags, in order, and
+	// DestinationsFile the file of more (lines "NAME URL").
+	Destinations     []string
+	DestinationsFile string
+	// caldavDests are the CalDAV destinations check resolved from
+	// --caldav-url, --destination and --destinations, in that order.
+	caldavDests []caldavDest
+	// caldavRoots are the roots of --caldav-ca-file, read by check.
+	caldavRoots *x509.CertPool
 	// calDAVPassword is read by check, after parsing, from the file or the
 	// environment; never a flag value, never logged.
 	calDAVPassword string
@@ -135,6 +156,13 @@ func taskServiceFlagsVar(fs *flag.FlagSet) *taskServiceFlags {
 	fs.StringVar(&f.CalDAVURL, "caldav-url", "", "with --task-service caldav: the `URL` of the calendar collection that holds the tasks\n(for example https://dav.example.org/alice/tasks/)")
 	fs.StringVar(&f.CalDAVUser, "caldav-user", "", "with --task-service caldav: the `USER` to log in as (HTTP basic authentication)")
 	fs.StringVar(&f.CalDAVPasswordFile, "caldav-password-file", "", "with --task-service caldav: a `FILE` holding the password (default: $"+caldavPasswordEnv+")")
+	fs.StringVar(&f.CalDAVCalendar, "caldav-calendar", "", "with --task-service caldav: the display `NAME` of the calendar of destination default;\n--caldav-url is then the server's URL, and the calendar is found the standard way\n(/.well-known/caldav, the principal, its calendar home)")
+	fs.StringVar(&f.CalDAVCAFile, "caldav-ca-file", "", "with --task-service caldav: a `FILE` of PEM certificates to trust as roots, besides the system's\n(for a server with a self-signed certificate)")
+	fs.Func("destination", "with --task-service caldav: one more destination, `NAME=URL`: requests that name destination NAME\nare made in the calendar collection at URL (repeatable; --caldav-url is destination default).\nserve serves every destination given; probe, demo and verify use destination default,\nor else the first one given", func(v string) error {
+		f.Destinations = append(f.Destinations, v)
+		return nil
+	})
+	fs.StringVar(&f.DestinationsFile, "destinations", "", "with --task-service caldav: a `FILE` of destinations, one a line: NAME URL (# starts a comment)")
 	fs.StringVar(&f.RedmineURL, "redmine-url", "", "with --task-service redmine: Redmine's base `URL` (for example https://redmine.example.org/)")
 	fs.StringVar(&f.RedmineProject, "redmine-project", "", "with --task-service redmine: the project the issues are created in, by its identifier or numeric `ID`")
 	fs.StringVar(&f.RedmineField, "redmine-field", redmine.DefaultField, "with --task-service redmine: the `NAME` of the issue custom field that carries each issue's key\n(an administrator makes it once: format string, for all projects, used as a filter)")
@@ -167,9 +195,10 @@ func (f *taskServiceFlags) check() error {
 }
 
 func (f *taskServiceFlags) checkKind() error {
-	caldavSet := f.CalDAVURL != "" || f.CalDAVUser != "" || f.CalDAVPasswordFile != ""
+	caldavSet := f.CalDAVURL != "" || f.CalDAVUser != "" || f.CalDAVPasswordFile != "" || f.CalDAVCalendar != "" || f.CalDAVCAFile != "" ||
+		len(f.Destinations) > 0 || f.DestinationsFile != ""
 	if f.Kind != taskServiceCalDAV && caldavSet {
-		return fmt.Errorf("%w: --caldav-url, --caldav-user and --caldav-password-file need --task-service caldav", errUsage)
+		return fmt.Errorf("%w: --caldav-url, --caldav-user, --caldav-password-file, --caldav-calendar, --caldav-ca-file, --destination and --destinations need --task-service caldav", errUsage)
 	}
 	if f.Kind != taskServiceRedmine {
 		if set := f.setRedmineFlags(); len(set) > 0 {
@@ -280,9 +309,17 @@ func (refusingLocker) Lock(context.Context, string, string, time.Duration) (task
 }
 
 func (f *taskServiceFlags) checkCalDAV() error {
-	if f.CalDAVURL == "" {
-		return fmt.Errorf("%w: --task-service caldav needs --caldav-url", errUsage)
+	if f.CalDAVCalendar != "" && f.CalDAVURL == "" {
+		return fmt.Errorf("%w: --caldav-calendar needs --caldav-url, the server's URL, to find the calendar on", errUsage)
 	}
+	dests, err := f.calDAVDestinations()
+	if err != nil {
+		return err
+	}
+	if len(dests) == 0 {
+		return fmt.Errorf("%w: --task-service caldav needs a calendar collection: --caldav-url URL (destination default), --destination NAME=URL or --destinations FILE", errUsage)
+	}
+	f.caldavDests = dests
 	if f.CalDAVPasswordFile != "" {
 		b, err := os.ReadFile(f.CalDAVPasswordFile)
 		if err != nil {
@@ -298,11 +335,108 @@ func (f *taskServiceFlags) checkCalDAV() error {
 	if f.calDAVPassword != "" && f.CalDAVUser == "" {
 		return fmt.Errorf("%w: a CalDAV password is given (--caldav-password-file or $%s) but no --caldav-user", errUsage, caldavPasswordEnv)
 	}
-	// Checks the URL's form without a request.
-	if _, err := caldav.New(caldav.Config{CollectionURL: f.CalDAVURL}); err != nil {
-		return fmt.Errorf("%w: --caldav-url: %w", errUsage, err)
+	if f.CalDAVCAFile != "" {
+		if f.caldavRoots, err = readRoots(f.CalDAVCAFile); err != nil {
+			return fmt.Errorf("%w: --caldav-ca-file: %w", errUsage, err)
+		}
+	}
+	// Checks the URLs' form without a request.
+	for _, d := range dests {
+		if _, err := caldav.New(caldav.Config{CollectionURL: d.URL}); err != nil {
+			return fmt.Errorf("%w: %s: %w", errUsage, d.from, err)
+		}
 	}
 	return nil
+}
+
+// caldavDest is one CalDAV destination: its name, its collection's URL
+// (the server's, for a calendar found by name), and the flag or file line
+// that gave it, for errors.
+type caldavDest struct {
+	Name, URL, from string
+	// calendar is the display name to find on the server at URL; empty
+	// when URL is the collection.
+	calendar string
+}
+
+// calDAVDestinations reads the destinations of --caldav-url,
+// --destination and --destinations, in that order, and refuses a name
+// given twice or not valid.
+func (f *taskServiceFlags) calDAVDestinations() ([]caldavDest, error) {
+	var dests []caldavDest
+	if f.CalDAVURL != "" {
+		from := "--caldav-url"
+		if f.CalDAVCalendar != "" {
+			from = "--caldav-url with --caldav-calendar"
+		}
+		dests = append(dests, caldavDest{Name: document.DefaultDestination, URL: f.CalDAVURL, from: from, calendar: f.CalDAVCalendar})
+	}
+	for _, v := range f.Destinations {
+		name, url, ok := strings.Cut(v, "=")
+		if !ok || name == "" || url == "" {
+			return nil, fmt.Errorf("%w: --destination %q: want NAME=URL (for example team=https://dav.example.org/alice/team/)", errUsage, v)
+		}
+		dests = append(dests, caldavDest{Name: name, URL: url, from: "--destination " + name})
+	}
+	if f.DestinationsFile != "" {
+		fromFile, err := readDestinationsFile(f.DestinationsFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --destinations: %w", errUsage, err)
+		}
+		dests = append(dests, fromFile...)
+	}
+	seen := map[string]string{}
+	for _, d := range dests {
+		if !document.ValidDestination(d.Name) {
+			return nil, fmt.Errorf("%w: %s: destination name %q: must be 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter", errUsage, d.from, d.Name)
+		}
+		if first, dup := seen[d.Name]; dup {
+			return nil, fmt.Errorf("%w: %s: destination %q is already given by %s; each name is one calendar", errUsage, d.from, d.Name, first)
+		}
+		seen[d.Name] = d.from
+	}
+	return dests, nil
+}
+
+// readDestinationsFile reads a file of destinations: one a line, NAME and
+// URL separated by white space; blank lines and lines starting with # are
+// skipped. Errors name the file and line.
+func readDestinationsFile(path string) ([]caldavDest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var dests []caldavDest
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		where := fmt.Sprintf("%s:%d", path, i+1)
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%s: want NAME URL, found %d field(s)", where, len(fields))
+		}
+		dests = append(dests, caldavDest{Name: fields[0], URL: fields[1], from: where})
+	}
+	return dests, nil
+}
+
+// readRoots reads the PEM certificates of path into a pool holding the
+// system's roots as well.
+func readRoots(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // needsNATS reports whether the chosen service is reached over NATS, so
@@ -338,6 +472,11 @@ type taskService struct {
 	// locks there; keepDeletedKeys composes the service with the same one.
 	ledger *ledger.Ledger
 	close  func() error
+	// serves lists the (provider, destination) pairs the service serves:
+	// the gate's Checker.Serves. where says, for each, where its tasks are
+	// made, for serve's log.
+	serves []gate.Destination
+	where  []string
 }
 
 // Reach checks that the service can be used, creating nothing; it does
@@ -367,33 +506,11 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 		if err != nil {
 			return nil, err
 		}
-		return &taskService{Target: fakeTarget(nc, callTimeout)}, nil
+		t := fakeTarget(nc, callTimeout)
+		t.Provider, t.Destination = document.ProviderFake, document.DefaultDestination
+		return &taskService{Target: t, serves: []gate.Destination{executor.FakeDefault}, where: []string{executor.FakeDefault.String() + " at the fake task service over NATS"}}, nil
 	case taskServiceCalDAV:
-		t, a, err := caldavTarget(caldav.Config{CollectionURL: f.CalDAVURL, Username: f.CalDAVUser, Password: f.calDAVPassword}, callTimeout)
-		if err != nil {
-			return nil, err
-		}
-		return &taskService{Target: t, audit: calDAVLister(a), reach: func(ctx context.Context) error {
-			// One calendar-query REPORT: it reads the collection and
-			// creates nothing.
-			if _, err := a.Tasks(ctx); err != nil {
-				if taskservice.IsPermanent(err) {
-					return fmt.Errorf("listing the collection's tasks: %w (a permanent error: check --caldav-url, --caldav-user and the password)", err)
-				}
-				return fmt.Errorf("listing the collection's tasks: %w", err)
-			}
-			return nil
-		}, list: func(ctx context.Context) (demo.Listing, error) {
-			l, err := a.Tasks(ctx)
-			if err != nil {
-				return demo.Listing{}, err
-			}
-			out := demo.Listing{All: l.VTODOs}
-			for _, t := range l.Tasks {
-				out.Tasks = append(out.Tasks, demo.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest})
-			}
-			return out, nil
-		}}, nil
+		return f.openCalDAV(ctx, callTimeout)
 	case taskServiceRedmine:
 		// The lock TTL against the call timeout is checked by the
 		// commands that create (serve, probe: checkCallTimeout), before
@@ -419,7 +536,9 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 		if err != nil {
 			return nil, err
 		}
-		return &taskService{Target: t, ledger: l, audit: redmineLister(a), reach: func(ctx context.Context) error {
+		redmineDefault := gate.Destination{Provider: document.ProviderRedmine, Name: document.DefaultDestination}
+		t.Provider, t.Destination = redmineDefault.Provider, redmineDefault.Name
+		return &taskService{Target: t, ledger: l, audit: redmineLister(a), serves: []gate.Destination{redmineDefault}, where: []string{redmineDefault.String() + " at " + t.Name}, reach: func(ctx context.Context) error {
 			// GETs only: the login, the project, the custom field.
 			err := a.Check(ctx)
 			switch {
@@ -527,20 +646,111 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 	}
 }
 
-// caldavTarget presents a CalDAV collection. Its Service is the adapter
-// alone, which forgets a key when its task is deleted: serve and probe
-// compose it with the intent ledger (keepDeletedKeys). A task can be
-// deleted (only one the adapter made for that intent, as its owner would);
-// its tasks are counted from the collection's listing; a reply is lost by
-// the transport, which lets the server answer and then drops the answer, as
-// a broken connection would.
-func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *caldav.Adapter, error) {
-	lossy := &lossyTransport{method: http.MethodPut, next: boundedTransport(caldav.DefaultMaxConns)}
-	cfg.HTTPClient = &http.Client{Transport: lossy, Timeout: callTimeout}
-	a, err := caldav.New(cfg)
-	if err != nil {
-		return probe.Target{}, nil, err
+// openCalDAV opens the CalDAV destinations: one adapter per collection,
+// all of them on ONE bounded transport (at most caldav.DefaultMaxConns
+// connections to a server at once, however many of its calendars are
+// served), trusting the roots of --caldav-ca-file as well. A destination
+// given by --caldav-calendar is found on its server first. The Service is
+// a router that sends each call to its destination's adapter; the Target's
+// other parts (delete, count, lose a reply, list, audit) are those of the
+// destination probe, demo and verify use: default, or else the first one
+// given.
+func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Duration) (*taskService, error) {
+	bounded := boundedTransport(caldav.DefaultMaxConns)
+	if f.caldavRoots != nil {
+		bounded.TLSClientConfig = &tls.Config{RootCAs: f.caldavRoots, MinVersion: tls.VersionTLS12}
 	}
+	lossy := &lossyTransport{method: http.MethodPut, next: bounded}
+	var (
+		routes   []executor.Route
+		adapters []*caldav.Adapter
+		where    []string
+	)
+	for _, d := range f.caldavDests {
+		cfg := caldav.Config{CollectionURL: d.URL, Username: f.CalDAVUser, Password: f.calDAVPassword,
+			HTTPClient: &http.Client{Transport: lossy, Timeout: callTimeout}}
+		if d.calendar != "" {
+			fctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
+			cal, err := caldav.FindCalendar(fctx, cfg, d.calendar)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("finding the calendar %q on %s (--caldav-calendar): %w", d.calendar, d.URL, err)
+			}
+			cfg.CollectionURL = cal.URL
+		}
+		a, err := caldav.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.from, err)
+		}
+		dest := gate.Destination{Provider: document.ProviderCalDAV, Name: d.Name}
+		routes = append(routes, executor.Route{Destination: dest, Service: a})
+		adapters = append(adapters, a)
+		where = append(where, dest.String()+" at "+a.CollectionURL())
+	}
+	router, err := executor.NewRouter(routes...)
+	if err != nil {
+		return nil, err
+	}
+	use := 0
+	for i, d := range f.caldavDests {
+		if d.Name == document.DefaultDestination {
+			use = i
+		}
+	}
+	a := adapters[use]
+	t := caldavTarget(a, lossy)
+	t.Service = router
+	t.Provider, t.Destination = document.ProviderCalDAV, f.caldavDests[use].Name
+	if len(adapters) > 1 {
+		t.Name += " (destination " + t.Destination + ")"
+	}
+	return &taskService{Target: t, audit: calDAVLister(a), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
+		for i, a := range adapters {
+			if err := reachCalDAV(ctx, a); err != nil {
+				return fmt.Errorf("destination %s (%s): %w", f.caldavDests[i].Name, f.caldavDests[i].from, err)
+			}
+		}
+		return nil
+	}, list: func(ctx context.Context) (demo.Listing, error) {
+		l, err := a.Tasks(ctx)
+		if err != nil {
+			return demo.Listing{}, err
+		}
+		out := demo.Listing{All: l.VTODOs}
+		for _, t := range l.Tasks {
+			out.Tasks = append(out.Tasks, demo.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest})
+		}
+		return out, nil
+	}}, nil
+}
+
+// reachCalDAV checks one collection, creating nothing: that it is a
+// calendar that accepts tasks (the adapter's Check), then one
+// calendar-query REPORT that reads it.
+func reachCalDAV(ctx context.Context, a *caldav.Adapter) error {
+	if err := a.Check(ctx); err != nil {
+		if errors.Is(err, caldav.ErrNotTaskCalendar) && !taskservice.IsPermanent(err) {
+			err = taskservice.Permanent(err)
+		}
+		return fmt.Errorf("checking the collection %s: %w", a.CollectionURL(), err)
+	}
+	if _, err := a.Tasks(ctx); err != nil {
+		if taskservice.IsPermanent(err) {
+			return fmt.Errorf("listing the collection's tasks: %w (a permanent error: check --caldav-url, --destination, --caldav-user and the password)", err)
+		}
+		return fmt.Errorf("listing the collection's tasks: %w", err)
+	}
+	return nil
+}
+
+// caldavTarget presents a CalDAV collection, reached through lossy. Its
+// Service is the adapter alone, which forgets a key when its task is
+// deleted: serve and probe compose it with the intent ledger
+// (keepDeletedKeys). A task can be deleted (only one the adapter made for
+// that intent, as its owner would); its tasks are counted from the
+// collection's listing; a reply is lost by the transport, which lets the
+// server answer and then drops the answer, as a broken connection would.
+func caldavTarget(a *caldav.Adapter, lossy *lossyTransport) probe.Target {
 	return probe.Target{
 		Name:         "CalDAV collection " + a.CollectionURL(),
 		Service:      a,
@@ -564,7 +774,7 @@ func caldavTarget(cfg caldav.Config, callTimeout time.Duration) (probe.Target, *
 			}
 			return n, nil
 		},
-	}, a, nil
+	}
 }
 
 // redmineTarget presents a Redmine project. Its Service is the adapter,

@@ -76,6 +76,23 @@ type RealService struct {
 	Delete func(ctx context.Context, intentID string) error
 	// CallTimeout bounds each call; zero means 10 seconds.
 	CallTimeout time.Duration
+	// Provider and Destination are what the story's requests name (and
+	// their approvals grant), and what the executor serves; an empty
+	// Provider is the fake task service's, an empty Destination the
+	// default one.
+	Provider, Destination string
+}
+
+// destination is what the story's requests are for.
+func (s *RealService) destination() gate.Destination {
+	d := gate.Destination{Provider: s.Provider, Name: s.Destination}
+	if d.Provider == "" {
+		d.Provider = document.ProviderFake
+	}
+	if d.Name == "" {
+		d.Name = document.DefaultDestination
+	}
+	return d
 }
 
 // Listing is what a real service lists.
@@ -245,8 +262,12 @@ func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
 			return err
 		}
 	}
+	checker := &gate.Checker{Keys: keys}
+	if real := r.opts.Service; real != nil {
+		checker.Serves = []gate.Destination{real.destination()}
+	}
 	ex, err := executor.New(exConn, executor.Config{
-		Gate:        &gate.Checker{Keys: keys},
+		Gate:        checker,
 		TaskService: taskSvc,
 		ID:          "exec-1",
 		Concurrency: 4,

@@ -135,7 +135,7 @@ func (r *run) runEnvelopes() (envelopes, error) {
 		{"0003", bb, scenario.Title, &e.newIntent},
 		{"0004", c, scenario.Title, &e.lost},
 	} {
-		approved, err := scenario.ApproveWith(cand, "task-request-"+m.n, m.intent, m.title,
+		approved, err := r.target().ApproveWith(cand, "task-request-"+m.n, m.intent, m.title,
 			approve.Options{ID: "approval-" + m.n, Key: r.key, At: now, Lifetime: time.Hour})
 		if err != nil {
 			return envelopes{}, fmt.Errorf("demo: %w", err)
@@ -148,6 +148,16 @@ func (r *run) runEnvelopes() (envelopes, error) {
 	}
 	e.tampered = tamperedCases(seed)
 	return e, nil
+}
+
+// target is what the story's requests are for: the real service's
+// provider and destination.
+func (r *run) target() scenario.For {
+	d := r.opts.Service.destination()
+	if d.Name == document.DefaultDestination {
+		d.Name = ""
+	}
+	return scenario.For{Provider: d.Provider, Destination: d.Name}
 }
 
 // addReal adds a row of the story against a real service: it is ok only

@@ -83,6 +83,11 @@ type Target struct {
 	// then says why, for the row.
 	Find       func(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error)
 	FindWhyNot string
+	// Provider and Destination are what the probe's requests name, so that
+	// a service that routes calls by them (an executor's router over
+	// several destinations) sends them to the target; empty means the fake
+	// task service's default destination.
+	Provider, Destination string
 }
 
 // Options tune a run; the zero value takes every default.
@@ -438,8 +443,15 @@ func (r *runner) request(row string, variant int) taskservice.Request {
 		requestID += "-changed"
 	}
 	sum := sha256.Sum256([]byte("sendtwice probe\x00" + intent))
+	provider, destination := r.t.Provider, r.t.Destination
+	if provider == "" {
+		provider = document.ProviderFake
+	}
+	if destination == document.DefaultDestination {
+		destination = ""
+	}
 	q := document.Request{SchemaVersion: document.RequestVersion, RequestID: requestID, IntentID: intent,
-		Operation: document.OperationCreateTask, Provider: document.ProviderFake,
+		Operation: document.OperationCreateTask, Provider: provider, Destination: destination,
 		CandidateRef: document.CandidateRef{CandidateID: "cand-" + intent, CandidateDigest: "sha256:" + hex.EncodeToString(sum[:]), SourceVersion: "probe"},
 		Task:         document.Task{Title: title}}
 	doc, err := json.Marshal(q)
@@ -462,6 +474,8 @@ func (r *runner) request(row string, variant int) taskservice.Request {
 		SourceVersion: "probe",
 		ApprovedBy:    "executor probe",
 		NotAfter:      r.notAfter,
+		Provider:      provider,
+		Destination:   q.DestinationName(),
 	}
 }
 
