@@ -223,7 +223,7 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 // same records with that replay turned into a create (a task made again),
 // or without the delete, are not.
 func TestCalDAVDeletesAreLinearizable(t *testing.T) {
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}

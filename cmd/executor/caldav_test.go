@@ -266,7 +266,7 @@ func ptr(s *string) string {
 }
 
 func TestCalDAVTheSeedsLineCountsTwoOneOneOnTheServer(t *testing.T) {
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestCalDAVTheSeedsLineCountsTwoOneOneOnTheServer(t *testing.T) {
 }
 
 func TestCalDAVAChangedRequestConflictsAndTwoIntentsMakeTwoTasks(t *testing.T) {
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestCalDAVAChangedRequestConflictsAndTwoIntentsMakeTwoTasks(t *testing.T) {
 
 func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *testing.T) {
 	const copies = 64
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *t
 }
 
 func TestCalDAVALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 	envelopes := make([][]byte, batch)
 	intents := make([]string, batch)
 	for i := range batch {
-		a, err := scenario.Generate(cand, "restart", i+1)
+		a, err := scenario.CalDAV.Generate(cand, "restart", i+1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -551,7 +551,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 }
 
 func TestCalDAVATaskDeletedByAUserIsReplayedAsDeletedAndNotCreatedAgain(t *testing.T) {
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +622,7 @@ func handMadeTodo(uid, intent string) []byte {
 }
 
 func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}

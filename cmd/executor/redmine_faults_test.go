@@ -92,7 +92,7 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 	intents := map[string][]string{}
 	for _, k := range stopKinds {
 		for i := 1; i <= stallTrials; i++ {
-			a, err := scenario.Generate(cand, fmt.Sprintf("stop-%t", k.guaranteed), i)
+			a, err := scenario.Redmine.Generate(cand, fmt.Sprintf("stop-%t", k.guaranteed), i)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +195,7 @@ func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T
 	defer cancel()
 	var intents []string
 	for i := 1; i <= heldTrials; i++ {
-		a, err := scenario.Generate(cand, "held", i)
+		a, err := scenario.Redmine.Generate(cand, "held", i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 		var envelopes [][]byte
 		var ids []string
 		for i := 1; i <= intents; i++ {
-			a, err := scenario.Generate(cand, run.name, i)
+			a, err := scenario.Redmine.Generate(cand, run.name, i)
 			if err != nil {
 				t.Fatal(err)
 			}

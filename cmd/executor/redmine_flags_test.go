@@ -367,7 +367,7 @@ func TestRedmineCallsShareABoundedNumberOfConnections(t *testing.T) {
 // wrong API key stops it with Redmine's 401.
 func TestServeRefusesARedmineWithoutTheKeyField(t *testing.T) {
 	redminetest.Require(t)
-	s, err := scenario.Build()
+	s, err := scenario.Redmine.Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func verifyRedmine(t *testing.T, r *redmineRig) (string, error) {
 
 func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
-	s, err := scenario.Build()
+	s, err := scenario.Redmine.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
 
 func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
-	s, err := scenario.Build()
+	s, err := scenario.Redmine.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *test
 func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const copies = 64
-	s, err := scenario.Build()
+	s, err := scenario.Redmine.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T
 
 func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
-	s, err := scenario.Build()
+	s, err := scenario.Redmine.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	envelopes := make([][]byte, batch)
 	intents := make([]string, batch)
 	for i := range batch {
-		a, err := scenario.Generate(cand, "restart", i+1)
+		a, err := scenario.Redmine.Generate(cand, "restart", i+1)
 		if err != nil {
 			t.Fatal(err)
 		}

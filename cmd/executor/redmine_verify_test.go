@@ -45,7 +45,7 @@ func runRedmineVerify(t *testing.T, env *testenv.Env, srv *redminetest.Server) (
 // receipt names is reported.
 func TestVerifyOfARealRedmine(t *testing.T) {
 	redminetest.Require(t)
-	s, err := scenario.Build()
+	s, err := scenario.Redmine.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
