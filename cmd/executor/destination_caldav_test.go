@@ -84,9 +84,9 @@ func TestApprovalsAreCarriedOutOnlyInTheDestinationTheyNameOnACalDAVServer(t *te
 	})
 
 	for _, c := range []struct {
-		name       string
-		f          scenario.For
-		prefix     string
+		name      string
+		f         scenario.For
+		prefix    string
 		in, notIn string
 	}{
 		{"a CalDAV approval naming no destination is created in the default calendar only", scenario.CalDAV, "dflt", r.srv.CollectionPath, teamPath},
