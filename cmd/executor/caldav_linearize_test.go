@@ -48,7 +48,7 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 	// rejects before any call. Its first approval kills its executors only
 	// with a fault these executors do not carry; here it is one more
 	// intent.
-	w := buildWorkload(t, calDAVLinearizeApprovals)
+	w := buildWorkloadFor(t, scenario.CalDAV, calDAVLinearizeApprovals)
 	intents := w.distinct + 1
 	for _, k := range davtest.Kinds() {
 		t.Run(fmt.Sprintf("on %s the calls of three executor processes, through lost and stalled replies, killed executors and a server restart, are linearizable", k), func(t *testing.T) {

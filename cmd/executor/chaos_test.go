@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
@@ -208,15 +209,22 @@ type workload struct {
 	distinct  int
 }
 
-func buildWorkload(t *testing.T, n int) workload {
+func buildWorkload(t *testing.T, n int) workload { return buildWorkloadFor(t, scenario.Fake, n) }
+
+// buildWorkloadFor is buildWorkload with requests for f's provider and
+// destination, approved for them.
+func buildWorkloadFor(t *testing.T, f scenario.For, n int) workload {
 	cand := scenario.Candidate()
+	approveAs := func(requestID, intentID, title, approvalID string) (scenario.Approved, error) {
+		return f.ApproveWith(cand, requestID, intentID, title, approve.Options{ID: approvalID})
+	}
 	distinct := n * 70 / 100
 	resends := n * 20 / 100
 	conflicts := n * 8 / 100
 	poison := n - distinct - resends - conflicts
 	w := workload{distinct: distinct}
 	for i := 1; i <= distinct; i++ {
-		a, err := scenario.Generate(cand, "chaos", i)
+		a, err := f.Generate(cand, "chaos", i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +236,7 @@ func buildWorkload(t *testing.T, n int) workload {
 	}
 	for i := 1; i <= conflicts; i++ {
 		k := r.IntN(distinct) + 1
-		a, err := scenario.Approve(cand, fmt.Sprintf("task-request-chaos-changed-%06d", i),
+		a, err := approveAs(fmt.Sprintf("task-request-chaos-changed-%06d", i),
 			fmt.Sprintf("intent-chaos-%06d", k), fmt.Sprintf("%s (changed #%d)", scenario.Title, i),
 			fmt.Sprintf("approval-chaos-changed-%06d", i))
 		if err != nil {
@@ -259,7 +267,7 @@ func buildWorkload(t *testing.T, n int) workload {
 		// meaningful; shuffle the rest.
 		w.envelopes[i+1], w.envelopes[j+1] = w.envelopes[j+1], w.envelopes[i+1]
 	})
-	killer, err := scenario.Approve(cand, "task-request-chaos-poison", poisonIntent, scenario.Title+" (kills its executors)", "approval-chaos-poison")
+	killer, err := approveAs("task-request-chaos-poison", poisonIntent, scenario.Title+" (kills its executors)", "approval-chaos-poison")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -328,7 +328,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const approvals, drops = 30, 4
-	w := buildWorkload(t, approvals)
+	w := buildWorkloadFor(t, scenario.Redmine, approvals)
 	intents := w.distinct + 1
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)

@@ -371,12 +371,17 @@ func (f *taskServiceFlags) calDAVDestinations() ([]caldavDest, error) {
 		}
 		dests = append(dests, caldavDest{Name: document.DefaultDestination, URL: f.CalDAVURL, from: from, calendar: f.CalDAVCalendar})
 	}
-	for _, v := range f.Destinations {
+	for i, v := range f.Destinations {
+		// The value is not echoed: a URL may carry a password.
 		name, url, ok := strings.Cut(v, "=")
 		if !ok || name == "" || url == "" {
-			return nil, fmt.Errorf("%w: --destination %q: want NAME=URL (for example team=https://dav.example.org/alice/team/)", errUsage, v)
+			return nil, fmt.Errorf("%w: --destination (number %d): want NAME=URL (for example team=https://dav.example.org/alice/team/)", errUsage, i+1)
 		}
-		dests = append(dests, caldavDest{Name: name, URL: url, from: "--destination " + name})
+		from := "--destination " + name
+		if !document.ValidDestination(name) {
+			from = fmt.Sprintf("--destination (number %d)", i+1)
+		}
+		dests = append(dests, caldavDest{Name: name, URL: url, from: from})
 	}
 	if f.DestinationsFile != "" {
 		fromFile, err := readDestinationsFile(f.DestinationsFile)
@@ -388,7 +393,7 @@ func (f *taskServiceFlags) calDAVDestinations() ([]caldavDest, error) {
 	seen := map[string]string{}
 	for _, d := range dests {
 		if !document.ValidDestination(d.Name) {
-			return nil, fmt.Errorf("%w: %s: destination name %q: must be 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter", errUsage, d.from, d.Name)
+			return nil, fmt.Errorf("%w: %s: the destination name must be 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter", errUsage, d.from)
 		}
 		if first, dup := seen[d.Name]; dup {
 			return nil, fmt.Errorf("%w: %s: destination %q is already given by %s; each name is one calendar", errUsage, d.from, d.Name, first)

@@ -81,10 +81,10 @@ func TestTaskServiceFlags(t *testing.T) {
 			usageErr(t, ts, "need --task-service caldav")
 		})
 	}
-	t.Run("caldav needs --caldav-url", func(t *testing.T) {
+	t.Run("caldav needs a collection: --caldav-url, --destination or --destinations", func(t *testing.T) {
 		ts := parseTS(t, "--task-service", "caldav")
 		ts.getenv = noEnv
-		usageErr(t, ts, "needs --caldav-url")
+		usageErr(t, ts, "needs a calendar collection", "--caldav-url")
 	})
 	for _, content := range []string{"", "\n", "\r\n"} {
 		t.Run("an empty password file is refused", func(t *testing.T) {
