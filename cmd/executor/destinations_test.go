@@ -126,7 +126,7 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 		{"a destination name in upper case", []string{"--destination", "Team=" + a}, []string{"destination name", "lower-case", "--destination (number 1)"}},
 		{"a destination name that starts with a digit", []string{"--destination", "1st=" + a}, []string{"starting with a letter"}},
 		{"a file line with one field", []string{"--destinations", file("one-field", "# x\nteam\n")}, []string{"one-field:2", "want NAME URL"}},
-		{"a file line with three fields", []string{"--destinations", file("three", "team " + a + " extra\n")}, []string{"three:1", "found 3"}},
+		{"a file line with three fields", []string{"--destinations", file("three", "team "+a+" extra\n")}, []string{"three:1", "found 3"}},
 		{"a file that does not exist", []string{"--destinations", filepath.Join(dir, "missing")}, []string{"--destinations", "missing"}},
 		{"--caldav-calendar without --caldav-url", []string{"--caldav-calendar", "Tasks", "--destination", "team=" + b}, []string{"--caldav-calendar needs --caldav-url"}},
 		{"a --caldav-ca-file that holds no certificate", []string{"--caldav-url", a, "--caldav-ca-file", file("not-pem", "hello\n")}, []string{"--caldav-ca-file", "no PEM certificate"}},
