@@ -33,5 +33,10 @@
 //
 // It must never import package provider: it reaches every task service,
 // the fake one included, only through the taskservice contract
-// (Config.TaskService).
+// (Config.TaskService). Each call carries the request's provider and
+// destination; an executor serving several destinations gives the calls a
+// Router, which sends each to its destination's service. The gate's
+// destination check (Config.Gate.Serves, the fake task service's default
+// destination when unset) refuses a request for any other before the call,
+// and the router refuses such a call again, permanently.
 package executor
