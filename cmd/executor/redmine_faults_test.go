@@ -21,6 +21,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/publish"
@@ -189,7 +190,7 @@ func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.env.Executor(executor.Config{ID: "exec-1", TaskService: protocol, CallTimeout: 2 * redmineTestTTL,
+	r.env.Executor(executor.Config{ID: "exec-1", TaskService: protocol, Gate: redmineGate(), CallTimeout: 2 * redmineTestTTL,
 		Topology: topology.Config{AckWait: 20 * time.Second, MaxDeliver: 5, NakDelay: 200 * time.Millisecond, MaxNakDelay: time.Second}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -296,7 +297,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 		}
 		var stops []func()
 		for i := 1; i <= 2; i++ {
-			_, stop := r.env.Executor(executor.Config{ID: fmt.Sprintf("%s-%d", run.name, i), TaskService: run.svc,
+			_, stop := r.env.Executor(executor.Config{ID: fmt.Sprintf("%s-%d", run.name, i), TaskService: run.svc, Gate: redmineGate(),
 				CallTimeout: 3 * time.Second, Topology: topo, Concurrency: 4})
 			stops = append(stops, stop)
 		}
@@ -434,4 +435,10 @@ func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
 	if bad.OK || len(bad.Violations) != 1 || !slices.Equal(bad.Violations[0].Intents, []string{doubled[i].IntentID}) {
 		t.Errorf("the history with one duplicate issue: %s; want one violation naming %s", bad, doubled[i].IntentID)
 	}
+}
+
+// redmineGate is the gate of an executor serving Redmine's default
+// destination, with unsigned approvals allowed, as serve's would be.
+func redmineGate() *gate.Checker {
+	return &gate.Checker{AllowUnsigned: true, Serves: []gate.Destination{{Provider: document.ProviderRedmine, Name: document.DefaultDestination}}}
 }
