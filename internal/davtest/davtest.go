@@ -3,6 +3,7 @@ package davtest
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"net"
@@ -52,6 +53,13 @@ type Server struct {
 	// CollectionURL is BaseURL + CollectionPath.
 	CollectionPath string
 	CollectionURL  string
+	// PrincipalPath is the path of the account's principal (RFC 5397),
+	// ending in "/"; PrincipalURL is BaseURL + PrincipalPath. On Radicale
+	// the principal is also the calendar home; Xandikos keeps the
+	// calendars in HomePath, below it.
+	PrincipalPath string
+	PrincipalURL  string
+	HomePath      string
 	// Storage is the server's storage folder; CollectionDir the folder in
 	// it that holds the collection's resources as files.
 	Storage       string
@@ -96,10 +104,14 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 			owner = opts.User
 		}
 		s.CollectionPath = "/" + owner + "/tasks/"
+		s.PrincipalPath = "/" + owner + "/"
+		s.HomePath = s.PrincipalPath
 		s.CollectionDir = filepath.Join(s.Storage, "collection-root", owner, "tasks")
 		s.argv = []string{k.Binary(), "--config", s.writeRadicaleConfig(port)}
 	case Xandikos:
 		s.CollectionPath = "/user/calendars/tasks/"
+		s.PrincipalPath = "/user/"
+		s.HomePath = "/user/calendars/"
 		s.CollectionDir = filepath.Join(s.Storage, "user", "calendars", "tasks")
 		s.argv = []string{k.Binary(), "-d", s.Storage, "--autocreate",
 			"-l", "127.0.0.1", "-p", strconv.Itoa(port), "--current-user-principal", "/user/"}
@@ -107,6 +119,7 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 		t.Fatalf("davtest: unknown server %q", k)
 	}
 	s.CollectionURL = s.BaseURL + s.CollectionPath
+	s.PrincipalURL = s.BaseURL + s.PrincipalPath
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -234,6 +247,50 @@ func (s *Server) makeCollection() {
 	}
 	if code := s.Do("MKCALENDAR", s.CollectionPath, nil); code != http.StatusCreated {
 		s.t.Fatalf("davtest: MKCALENDAR %s on %s answered %d; its log:\n%s", s.CollectionPath, s.Kind, code, s.tail())
+	}
+}
+
+// MakeCalendar makes a calendar collection at path (MKCALENDAR, RFC 4791
+// §5.3.1) with a display name and, when components are given, a
+// supported-calendar-component-set of them (for example "VEVENT" alone:
+// a calendar for events only). Radicale keeps both; Xandikos 0.2.8 keeps
+// the display name and answers 404 for the component set, making a
+// calendar that accepts every component. It fails the test unless the
+// server answers 201.
+func (s *Server) MakeCalendar(path, displayName string, components ...string) {
+	s.t.Helper()
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="utf-8"?><c:mkcalendar xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav"><d:set><d:prop>`)
+	if displayName != "" {
+		b.WriteString("<d:displayname>")
+		xml.EscapeText(&b, []byte(displayName))
+		b.WriteString("</d:displayname>")
+	}
+	if len(components) > 0 {
+		b.WriteString("<c:supported-calendar-component-set>")
+		for _, c := range components {
+			fmt.Fprintf(&b, `<c:comp name="%s"/>`, c)
+		}
+		b.WriteString("</c:supported-calendar-component-set>")
+	}
+	b.WriteString("</d:prop></d:set></c:mkcalendar>")
+	code, err := s.do("MKCALENDAR", path, []byte(b.String()), http.Header{"Content-Type": {"application/xml; charset=utf-8"}})
+	if err != nil {
+		s.t.Fatalf("davtest: MKCALENDAR %s: %v", path, err)
+	}
+	if code != http.StatusCreated {
+		s.t.Fatalf("davtest: MKCALENDAR %s on %s answered %d; its log:\n%s", path, s.Kind, code, s.tail())
+	}
+}
+
+// MakeCollection makes a plain WebDAV collection at path (MKCOL), not a
+// calendar. Xandikos makes one anywhere; Radicale (3.1) only at the top
+// (a principal's) and refuses one below it. It fails the test unless the
+// server answers 201.
+func (s *Server) MakeCollection(path string) {
+	s.t.Helper()
+	if code := s.Do("MKCOL", path, nil); code != http.StatusCreated {
+		s.t.Fatalf("davtest: MKCOL %s on %s answered %d; its log:\n%s", path, s.Kind, code, s.tail())
 	}
 }
 
