@@ -33,6 +33,8 @@ Usage:
   executor provision [--server URL] [--replicas N]
   executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json] --yes
   executor send --envelope FILE [--server URL] [--wait DURATION] [--json]
+  executor calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
+                     [--caldav-ca-file FILE] [--all] [--json]
   executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL]
   executor --version
 
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runProvision(ctx, args[1:], stdout, stderr)
 	case "probe":
 		return runProbe(ctx, args[1:], stdout, stderr)
+	case "calendars":
+		return runCalendars(ctx, args[1:], stdout, stderr)
 	case sendCommand:
 		return runSend(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

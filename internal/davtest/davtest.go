@@ -42,6 +42,9 @@ type Options struct {
 	// plain password (Radicale only). The collection is then the user's,
 	// and only the user may use it.
 	User, Password string
+	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1
+	// (Radicale only); CAFile is then the PEM file to trust it by.
+	TLS bool
 }
 
 // Server is one running (or stopped) CalDAV server.
@@ -66,6 +69,11 @@ type Server struct {
 	CollectionDir string
 	// LogFile receives the server's stdout and stderr, across restarts.
 	LogFile string
+	// CAFile, with Options.TLS, is the PEM file of the server's
+	// self-signed certificate, to trust it by; Client trusts it.
+	CAFile string
+	// Client makes the rig's own requests (it trusts CAFile).
+	Client *http.Client
 
 	opts Options
 	t    testing.TB
@@ -89,6 +97,9 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 	if opts.User != "" && k != Radicale {
 		t.Fatalf("davtest: authentication is only set up for radicale, not %s", k)
 	}
+	if opts.TLS && k != Radicale {
+		t.Fatalf("davtest: TLS is only set up for radicale, not %s", k)
+	}
 	dir := t.TempDir()
 	s := &Server{Kind: k, opts: opts, t: t, dir: dir,
 		Storage: filepath.Join(dir, "storage"),
@@ -96,6 +107,11 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 	}
 	port := freePort(t)
 	s.BaseURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	s.Client = &http.Client{}
+	if opts.TLS {
+		s.BaseURL = "https://127.0.0.1:" + strconv.Itoa(port)
+		s.Client = selfSigned(t, s)
+	}
 	s.env = append(os.Environ(), "HOME="+dir, "PYTHONUNBUFFERED=1", "LC_ALL=C.UTF-8")
 	switch k {
 	case Radicale:
@@ -154,10 +170,14 @@ func (s *Server) writeRadicaleConfig(port int) string {
 		auth = "type = htpasswd\nhtpasswd_filename = " + users + "\nhtpasswd_encryption = plain\ndelay = 0"
 		rights = "owner_only"
 	}
+	tlsConf := ""
+	if s.opts.TLS {
+		tlsConf = fmt.Sprintf("ssl = True\ncertificate = %s\nkey = %s\n", s.CAFile, filepath.Join(s.dir, "key.pem"))
+	}
 	conf := fmt.Sprintf(`[server]
 hosts = 127.0.0.1:%d
 max_connections = 256
-[auth]
+%s[auth]
 %s
 [rights]
 type = %s
@@ -168,7 +188,7 @@ type = none
 [logging]
 level = info
 mask_passwords = True
-`, port, auth, rights, s.Storage)
+`, port, tlsConf, auth, rights, s.Storage)
 	path := filepath.Join(s.dir, "radicale.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		s.t.Fatal(err)
@@ -208,7 +228,7 @@ func (s *Server) start() {
 	s.mu.Unlock()
 
 	deadline := time.Now().Add(15 * time.Second)
-	client := &http.Client{Timeout: time.Second}
+	client := &http.Client{Timeout: time.Second, Transport: s.Client.Transport}
 	for {
 		select {
 		case <-exited:
@@ -330,7 +350,7 @@ func (s *Server) do(method, path string, body []byte, h http.Header) (int, error
 	if s.opts.User != "" {
 		req.SetBasicAuth(s.opts.User, s.opts.Password)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.Client.Do(req)
 	if err != nil {
 		return 0, err
 	}
