@@ -85,6 +85,12 @@ func TestARefusedCreateSaysItsTrueReason(t *testing.T) {
 					if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "different content") {
 						t.Errorf("the error gives a wrong reason: %v", err)
 					}
+					// A lookup (as the intent ledger makes before a resend)
+					// gives the same reason, except for the UID clash, whose
+					// name holds nothing.
+					if _, found, ferr := a.Find(context.Background(), req); c.is != caldav.ErrUIDClash && (found || !errors.Is(ferr, c.is)) {
+						t.Errorf("Find: found %v, %v; want the same reason", found, ferr)
+					}
 					if after := s.StoredNames(); strings.Join(after, " ") != strings.Join(before, " ") {
 						t.Errorf("the collection changed: %q, then %q", before, after)
 					}
