@@ -328,7 +328,7 @@ func (a *Adapter) findPrincipal(ctx context.Context) (string, error) {
 // wellKnown follows /.well-known/caldav's redirects on this server and
 // returns where they end, or nil when the server has none.
 func (a *Adapter) wellKnown(ctx context.Context) (*url.URL, error) {
-	u := a.at("/.well-known/caldav")
+	u := &url.URL{Scheme: a.collection.Scheme, Host: a.collection.Host, Path: "/.well-known/caldav"}
 	for range maxRedirects {
 		_, ans, err := a.propfind(ctx, u, "0", principalProps)
 		if err != nil {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
@@ -241,5 +244,48 @@ func TestCheckShowsARedirectsLocationAndRetriesAServerError(t *testing.T) {
 	t.Logf("error: %v", err)
 	if err == nil || taskservice.IsPermanent(err) || !errors.Is(err, taskservice.ErrTransient) || !strings.Contains(err.Error(), "503") {
 		t.Errorf("Check against a 503: %v; want a transient error naming the status", err)
+	}
+}
+
+// Both servers answer current-user-principal at their root, so discovery
+// never needs /.well-known/caldav there. A proxy in front of Xandikos
+// hides the root (404) and redirects /.well-known/caldav to the principal,
+// as a server mounted below its root does; a second one redirects it to
+// another server, which discovery must not follow with the login.
+func TestDiscoverFollowsWellKnownOnTheSameServerOnly(t *testing.T) {
+	srv := davtest.Start(t, davtest.Xandikos, davtest.Options{})
+	target, err := url.Parse(srv.BaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	front := func(wellKnown string) *httptest.Server {
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/", "/no/such/place/":
+				http.NotFound(w, r)
+			case "/.well-known/caldav":
+				http.Redirect(w, r, wellKnown, http.StatusMovedPermanently)
+			default:
+				proxy.ServeHTTP(w, r)
+			}
+		}))
+	}
+	same := front("/user/")
+	defer same.Close()
+	cals, err := caldav.Discover(context.Background(), caldav.Config{CollectionURL: same.URL + "/no/such/place/"})
+	if err != nil || len(cals) != 1 || cals[0].URL != same.URL+srv.CollectionPath {
+		t.Errorf("Discover through /.well-known/caldav: %+v, %v; want the rig's calendar", cals, err)
+	}
+
+	away := front(other.URL + "/user/")
+	defer away.Close()
+	_, err = caldav.Discover(context.Background(), caldav.Config{CollectionURL: away.URL + "/no/such/place/", Username: "u", Password: "s3cret"})
+	t.Logf("error: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "another server") || elsewhere.Load() != 0 {
+		t.Errorf("Discover with a well-known redirect to another server: %v (the other server got %d requests); want a refusal naming it", err, elsewhere.Load())
 	}
 }
