@@ -1,8 +1,9 @@
 // Command executor consumes approved requests: it runs the gate, calls the
 // fake task service keyed by the intent id, and publishes receipts. It can
 // also run everything in one process (serve --embedded), show status, send
-// a stored envelope and wait for its receipt (send), and play the whole
-// story (demo).
+// a stored envelope and wait for its receipt (send), play the whole
+// story (demo), and list a CalDAV account's calendars that accept tasks
+// (calendars).
 package main
 
 import (
