@@ -144,6 +144,25 @@ func Permanent(err error) error {
 	return &classified{err: err, class: ErrPermanent}
 }
 
+// ErrNotCreated marks a refusal after which the service knows that the
+// call created nothing for its request (NotCreated); test with errors.Is.
+var ErrNotCreated = errors.New("taskservice: nothing was created for this request")
+
+// NotCreated marks err as a refusal after which the service knows that
+// nothing was created for the request (its server refused the create, or
+// found a resource that is not this request's task at its key), so that a
+// resend will be refused the same way until the cause is fixed. Combine it
+// with Permanent: Permanent(NotCreated(err)). It returns nil for a nil err.
+func NotCreated(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, class: ErrNotCreated}
+}
+
+// IsNotCreated reports whether err was marked NotCreated.
+func IsNotCreated(err error) bool { return errors.Is(err, ErrNotCreated) }
+
 // IsPermanent reports whether err was marked Permanent. Every other error,
 // marked Transient or not marked at all, is worth a retry.
 func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }

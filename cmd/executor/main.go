@@ -1,8 +1,9 @@
 // Command executor consumes approved requests: it runs the gate, calls the
 // fake task service keyed by the intent id, and publishes receipts. It can
 // also run everything in one process (serve --embedded), show status, send
-// a stored envelope and wait for its receipt (send), and play the whole
-// story (demo).
+// a stored envelope and wait for its receipt (send), play the whole
+// story (demo), and list a CalDAV account's calendars that accept tasks
+// (calendars).
 package main
 
 import (
@@ -33,6 +34,8 @@ Usage:
   executor provision [--server URL] [--replicas N]
   executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json] --yes
   executor send --envelope FILE [--server URL] [--wait DURATION] [--json]
+  executor calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
+                     [--caldav-ca-file FILE] [--all] [--json]
   executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL]
   executor --version
 
@@ -72,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runProvision(ctx, args[1:], stdout, stderr)
 	case "probe":
 		return runProbe(ctx, args[1:], stdout, stderr)
+	case "calendars":
+		return runCalendars(ctx, args[1:], stdout, stderr)
 	case sendCommand:
 		return runSend(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

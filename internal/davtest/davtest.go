@@ -3,6 +3,7 @@ package davtest
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"net"
@@ -41,6 +42,9 @@ type Options struct {
 	// plain password (Radicale only). The collection is then the user's,
 	// and only the user may use it.
 	User, Password string
+	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1
+	// (Radicale only); CAFile is then the PEM file to trust it by.
+	TLS bool
 }
 
 // Server is one running (or stopped) CalDAV server.
@@ -52,12 +56,24 @@ type Server struct {
 	// CollectionURL is BaseURL + CollectionPath.
 	CollectionPath string
 	CollectionURL  string
+	// PrincipalPath is the path of the account's principal (RFC 5397),
+	// ending in "/"; PrincipalURL is BaseURL + PrincipalPath. On Radicale
+	// the principal is also the calendar home; Xandikos keeps the
+	// calendars in HomePath, below it.
+	PrincipalPath string
+	PrincipalURL  string
+	HomePath      string
 	// Storage is the server's storage folder; CollectionDir the folder in
 	// it that holds the collection's resources as files.
 	Storage       string
 	CollectionDir string
 	// LogFile receives the server's stdout and stderr, across restarts.
 	LogFile string
+	// CAFile, with Options.TLS, is the PEM file of the server's
+	// self-signed certificate, to trust it by; Client trusts it.
+	CAFile string
+	// Client makes the rig's own requests (it trusts CAFile).
+	Client *http.Client
 
 	opts Options
 	t    testing.TB
@@ -81,6 +97,9 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 	if opts.User != "" && k != Radicale {
 		t.Fatalf("davtest: authentication is only set up for radicale, not %s", k)
 	}
+	if opts.TLS && k != Radicale {
+		t.Fatalf("davtest: TLS is only set up for radicale, not %s", k)
+	}
 	dir := t.TempDir()
 	s := &Server{Kind: k, opts: opts, t: t, dir: dir,
 		Storage: filepath.Join(dir, "storage"),
@@ -88,6 +107,11 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 	}
 	port := freePort(t)
 	s.BaseURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	s.Client = &http.Client{}
+	if opts.TLS {
+		s.BaseURL = "https://127.0.0.1:" + strconv.Itoa(port)
+		s.Client = selfSigned(t, s)
+	}
 	s.env = append(os.Environ(), "HOME="+dir, "PYTHONUNBUFFERED=1", "LC_ALL=C.UTF-8")
 	switch k {
 	case Radicale:
@@ -96,10 +120,14 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 			owner = opts.User
 		}
 		s.CollectionPath = "/" + owner + "/tasks/"
+		s.PrincipalPath = "/" + owner + "/"
+		s.HomePath = s.PrincipalPath
 		s.CollectionDir = filepath.Join(s.Storage, "collection-root", owner, "tasks")
 		s.argv = []string{k.Binary(), "--config", s.writeRadicaleConfig(port)}
 	case Xandikos:
 		s.CollectionPath = "/user/calendars/tasks/"
+		s.PrincipalPath = "/user/"
+		s.HomePath = "/user/calendars/"
 		s.CollectionDir = filepath.Join(s.Storage, "user", "calendars", "tasks")
 		s.argv = []string{k.Binary(), "-d", s.Storage, "--autocreate",
 			"-l", "127.0.0.1", "-p", strconv.Itoa(port), "--current-user-principal", "/user/"}
@@ -107,6 +135,7 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 		t.Fatalf("davtest: unknown server %q", k)
 	}
 	s.CollectionURL = s.BaseURL + s.CollectionPath
+	s.PrincipalURL = s.BaseURL + s.PrincipalPath
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -141,10 +170,14 @@ func (s *Server) writeRadicaleConfig(port int) string {
 		auth = "type = htpasswd\nhtpasswd_filename = " + users + "\nhtpasswd_encryption = plain\ndelay = 0"
 		rights = "owner_only"
 	}
+	tlsConf := ""
+	if s.opts.TLS {
+		tlsConf = fmt.Sprintf("ssl = True\ncertificate = %s\nkey = %s\n", s.CAFile, filepath.Join(s.dir, "key.pem"))
+	}
 	conf := fmt.Sprintf(`[server]
 hosts = 127.0.0.1:%d
 max_connections = 256
-[auth]
+%s[auth]
 %s
 [rights]
 type = %s
@@ -155,7 +188,7 @@ type = none
 [logging]
 level = info
 mask_passwords = True
-`, port, auth, rights, s.Storage)
+`, port, tlsConf, auth, rights, s.Storage)
 	path := filepath.Join(s.dir, "radicale.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		s.t.Fatal(err)
@@ -195,7 +228,7 @@ func (s *Server) start() {
 	s.mu.Unlock()
 
 	deadline := time.Now().Add(15 * time.Second)
-	client := &http.Client{Timeout: time.Second}
+	client := &http.Client{Timeout: time.Second, Transport: s.Client.Transport}
 	for {
 		select {
 		case <-exited:
@@ -237,6 +270,50 @@ func (s *Server) makeCollection() {
 	}
 }
 
+// MakeCalendar makes a calendar collection at path (MKCALENDAR, RFC 4791
+// §5.3.1) with a display name and, when components are given, a
+// supported-calendar-component-set of them (for example "VEVENT" alone:
+// a calendar for events only). Radicale keeps both; Xandikos 0.2.8 keeps
+// the display name and answers 404 for the component set, making a
+// calendar that accepts every component. It fails the test unless the
+// server answers 201.
+func (s *Server) MakeCalendar(path, displayName string, components ...string) {
+	s.t.Helper()
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="utf-8"?><c:mkcalendar xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav"><d:set><d:prop>`)
+	if displayName != "" {
+		b.WriteString("<d:displayname>")
+		xml.EscapeText(&b, []byte(displayName))
+		b.WriteString("</d:displayname>")
+	}
+	if len(components) > 0 {
+		b.WriteString("<c:supported-calendar-component-set>")
+		for _, c := range components {
+			fmt.Fprintf(&b, `<c:comp name="%s"/>`, c)
+		}
+		b.WriteString("</c:supported-calendar-component-set>")
+	}
+	b.WriteString("</d:prop></d:set></c:mkcalendar>")
+	code, err := s.do("MKCALENDAR", path, []byte(b.String()), http.Header{"Content-Type": {"application/xml; charset=utf-8"}})
+	if err != nil {
+		s.t.Fatalf("davtest: MKCALENDAR %s: %v", path, err)
+	}
+	if code != http.StatusCreated {
+		s.t.Fatalf("davtest: MKCALENDAR %s on %s answered %d; its log:\n%s", path, s.Kind, code, s.tail())
+	}
+}
+
+// MakeCollection makes a plain WebDAV collection at path (MKCOL), not a
+// calendar. Xandikos makes one anywhere; Radicale (3.1) only at the top
+// (a principal's) and refuses one below it. It fails the test unless the
+// server answers 201.
+func (s *Server) MakeCollection(path string) {
+	s.t.Helper()
+	if code := s.Do("MKCOL", path, nil); code != http.StatusCreated {
+		s.t.Fatalf("davtest: MKCOL %s on %s answered %d; its log:\n%s", path, s.Kind, code, s.tail())
+	}
+}
+
 // Do sends one request to the server, with the configured user's
 // credentials when there is one, and returns the status code. It fails the
 // test when the server cannot be reached.
@@ -273,7 +350,7 @@ func (s *Server) do(method, path string, body []byte, h http.Header) (int, error
 	if s.opts.User != "" {
 		req.SetBasicAuth(s.opts.User, s.opts.Password)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.Client.Do(req)
 	if err != nil {
 		return 0, err
 	}

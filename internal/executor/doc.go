@@ -15,7 +15,11 @@
 // the dead-letter stream with a dead_lettered receipt. The executors, not the
 // server, own the end of a message's life: the consumer never gives up on a
 // message, and a delivery past the budget (topology.Config.MaxDeliver) is
-// dead-lettered before anything else is done with it.
+// dead-lettered before anything else is done with it. A dead letter's reason
+// ends with what it means for the task: that it may or may not have been
+// created and a resend is safe and will say which, or, when the service
+// refused the call knowing it created nothing (taskservice.NotCreated), that
+// a resend will be refused the same way until the cause is fixed.
 //
 // It must never give one message two different outcomes: before a dead
 // letter, and before handling a redelivery, it looks up the receipt an

@@ -562,6 +562,10 @@ func (e *Executor) callFailed(d *delivery, err error) {
 	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
 	if permanent {
 		reason = fmt.Sprintf("task service refused the call: %v", err)
+		if taskservice.IsNotCreated(err) {
+			e.deadLetterEnding(d, reason, refusedUntilFixed)
+			return
+		}
 	}
 	e.deadLetter(d, reason)
 }
@@ -583,6 +587,11 @@ func (e *Executor) retry(d *delivery, what string, err error) {
 // unknownOutcome ends every dead letter's reason: what a dead letter means
 // for the task, and what to do about it.
 const unknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
+
+// refusedUntilFixed ends the reason of a dead letter whose service refused
+// the call knowing that it created nothing (taskservice.NotCreated): a
+// resend cannot say more, it is refused the same way.
+const refusedUntilFixed = "nothing was created for this request; sending the same approval again will be refused the same way until the cause above is fixed"
 
 // outOfDeliveries ends the life of a message whose deliveries are spent,
 // before anything else is done with it: it is dead-lettered, unless an
@@ -702,6 +711,12 @@ func (e *Executor) decidedBefore(d *delivery, prior, what string, attrs ...any) 
 // never dead-lettered too. A lookup that fails, or either store failing,
 // gives the delivery back: it comes again, no dead letter left blind.
 func (e *Executor) deadLetter(d *delivery, reason string) {
+	e.deadLetterEnding(d, reason, unknownOutcome)
+}
+
+// deadLetterEnding is deadLetter with the reason's ending given: what the
+// dead letter means for the task (unknownOutcome, or refusedUntilFixed).
+func (e *Executor) deadLetterEnding(d *delivery, reason, ending string) {
 	stop := e.progress(d.msg)
 	prior, err := e.storedReceipt(d)
 	stop()
@@ -715,7 +730,7 @@ func (e *Executor) deadLetter(d *delivery, reason string) {
 		return
 	}
 	e.log.Warn("dead-lettering a message", "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "reason", reason)
-	reason += "; " + unknownOutcome
+	reason += "; " + ending
 	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.scope, d.id.IntentID))
 	m.Data = d.msg.Data()
 	m.Header.Set(topology.HeaderReason, reason)

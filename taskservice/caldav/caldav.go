@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -246,6 +247,7 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 	if err != nil {
 		return taskservice.Result{}, taskservice.Transient(fmt.Errorf("caldav: PUT %s: %w", target, err))
 	}
+	answerBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
 	drain(resp)
 	switch resp.StatusCode {
 	case http.StatusCreated, http.StatusNoContent, http.StatusOK:
@@ -253,9 +255,54 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(req.KeyScope(), req.IntentID), StoreID: a.storeID}, nil
 	case http.StatusPreconditionFailed:
 		return a.readBack(ctx, req, target)
+	case http.StatusConflict, http.StatusMultiStatus, http.StatusForbidden:
+		// Radicale answers a UID another resource holds with 409 and
+		// Xandikos with a 207 holding a 412, each naming the CalDAV
+		// precondition no-uid-conflict (RFC 4791 §5.3.2.1), which RFC 4791
+		// itself answers with 403.
+		if hasUIDConflict(answerBody) {
+			uid := TaskID(req.KeyScope(), req.IntentID)
+			return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
+				"%w: PUT %s answered %s (no-uid-conflict): the collection already holds a resource under another name with the UID %q that this task would have (a calendar client may have copied or moved the task there); nothing was created for this request, and a resend is refused the same way until that resource is removed",
+				ErrUIDClash, target, resp.Status, uid)))
+		}
 	}
 	return taskservice.Result{}, a.statusError("PUT", target, resp, true)
 }
+
+// maxErrorBodyBytes bounds how much of a refusal's body is read.
+const maxErrorBodyBytes = 64 << 10
+
+// hasUIDConflict reports whether an answer's XML body names the CalDAV
+// precondition no-uid-conflict.
+func hasUIDConflict(body []byte) bool {
+	d := xml.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Space == nsCalDAV && se.Name.Local == "no-uid-conflict" {
+			return true
+		}
+	}
+}
+
+// The true reasons of a create that is refused, each a permanent error
+// marked taskservice.NotCreated that wraps one of these.
+var (
+	// ErrUIDClash: the server refused the PUT because another resource in
+	// the collection holds the UID of the task (no-uid-conflict).
+	ErrUIDClash = errors.New("caldav: another resource in the collection holds the task's UID")
+	// ErrNotOurs: the resource at the key's name was not made by this
+	// adapter (no X-SENDTWICE-* marks, and not the key's UID).
+	ErrNotOurs = errors.New("caldav: the resource at the intent's name was not created by this adapter")
+	// ErrMarksRemoved: the resource at the key's name holds the key's
+	// task (its UID, or its intent id), but without the request digest
+	// this adapter writes: a client rewrote it and dropped the marks, so
+	// whether it holds this request's content cannot be told.
+	ErrMarksRemoved = errors.New("caldav: the task at the intent's name lost the X-SENDTWICE-* properties this adapter wrote")
+)
 
 // readBack answers a PUT that found the name taken.
 func (a *Adapter) readBack(ctx context.Context, req taskservice.Request, target *url.URL) (taskservice.Result, error) {
@@ -271,7 +318,7 @@ func (a *Adapter) readBack(ctx context.Context, req taskservice.Request, target 
 	if resp.StatusCode != http.StatusOK {
 		return taskservice.Result{}, a.statusError("GET", target, resp, false)
 	}
-	return a.answer(req, target, cal), nil
+	return a.answer(req, target, cal)
 }
 
 // RemembersDeletedKeys is false: the key is the resource, and a PUT with
@@ -294,7 +341,11 @@ func (a *Adapter) Find(ctx context.Context, req taskservice.Request) (taskservic
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return a.answer(req, target, cal), true, nil
+		res, err := a.answer(req, target, cal)
+		if err != nil {
+			return none, false, err
+		}
+		return res, true, nil
 	case http.StatusNotFound, http.StatusGone:
 		return none, false, nil
 	}
@@ -306,22 +357,32 @@ var (
 	_ taskservice.Finder      = (*Adapter)(nil)
 )
 
-// answer says what a resource found at req's name means for req.
-func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Calendar) taskservice.Result {
+// answer says what a resource found at req's name means for req: our
+// resource with req's digest → Replayed; with another digest, or of
+// another intent or scope → Conflict; a resource not ours (ErrNotOurs) or
+// ours without its marks (ErrMarksRemoved) → a permanent error marked
+// taskservice.NotCreated.
+func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Calendar) (taskservice.Result, error) {
 	res := taskservice.Result{Outcome: taskservice.Conflict, StoreID: a.storeID, TaskID: target.Path}
 	todo := findTodo(cal)
 	if todo == nil {
-		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name is not a task (no VTODO with a UID): it was not created by this adapter", target.Path)
-		return res
+		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
+			"%w: %s holds no task (no VTODO with a UID); nothing was created for this request and the resource is left as it is: remove it, or send the request under another intent id",
+			ErrNotOurs, target)))
 	}
-	if uid := propText(todo, ical.PropUID); uid != "" {
-		res.TaskID = uid
-	}
+	uid := propText(todo, ical.PropUID)
+	res.TaskID = uid
 	digest := propText(todo, PropRequestDigest)
 	intent := propText(todo, PropIntentID)
 	switch {
+	case digest == "" && (uid == TaskID(req.KeyScope(), req.IntentID) || intent == req.IntentID):
+		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
+			"%w: %s holds the task with this intent's UID %q but without %s (a calendar client rewrote it and dropped the marks), so whether it was made from this request cannot be told; nothing was created for this request and the task is left as it is",
+			ErrMarksRemoved, target, uid, PropRequestDigest)))
 	case digest == "":
-		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name has no %s property: it was not created by this adapter, and it is left as it is", target.Path, PropRequestDigest)
+		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
+			"%w: %s holds a task with the UID %q and no %s property; nothing was created for this request and the resource is left as it is: remove it, or send the request under another intent id",
+			ErrNotOurs, target, uid, PropRequestDigest)))
 	case intent != req.IntentID:
 		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name belongs to intent %q", target.Path, intent)
 	case todoScope(todo) != req.KeyScope():
@@ -329,7 +390,7 @@ func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Cal
 	case digest == req.RequestDigest:
 		res.Outcome = taskservice.Replayed
 	}
-	return res
+	return res, nil
 }
 
 // TaskID is the task id (the VTODO's UID) of (scope, intentID): the intent

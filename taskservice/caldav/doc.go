@@ -30,13 +30,41 @@
 //     → taskservice.Created;
 //   - 412 (a resource has the name) → the resource is read back: our
 //     digest → taskservice.Replayed with its task; another digest →
-//     taskservice.Conflict, the resource untouched; a resource without our
-//     digest property (someone else's) → taskservice.Conflict with
-//     Result.Reason saying so;
+//     taskservice.Conflict, the resource untouched; a resource that is not
+//     ours (no VTODO, or one without our marks and with another UID) → an
+//     error wrapping ErrNotOurs; the key's own task (its UID or intent id)
+//     without our digest property, which a calendar client dropped when it
+//     rewrote the task → an error wrapping ErrMarksRemoved;
+//   - the CalDAV precondition no-uid-conflict (Radicale: 409; Xandikos: a
+//     207 holding a 412): another resource, under another name, holds the
+//     UID the task would have → an error wrapping ErrUIDClash;
 //   - 5xx, 408, 429, a timeout, a lost connection → taskservice.Transient;
 //   - 401, 403, a missing collection (404, or 409 as RFC 4918 answers a
 //     PUT below a missing collection), a redirect, any other answer →
 //     taskservice.Permanent, with the status in the message.
+//
+// The errors of ErrNotOurs, ErrMarksRemoved and ErrUIDClash are permanent
+// and marked taskservice.NotCreated: the call created nothing, and a resend
+// is refused the same way until the resource named is removed or mended.
+// Their text states the reason, which the executor puts in the dead letter,
+// its receipt and its log.
+//
+// # Finding and checking the calendar
+//
+// Discover lists an account's calendars from any URL on its server, the
+// standard way: the URL's current-user-principal (RFC 5397), else that of
+// /.well-known/caldav (RFC 6764, its redirects followed on the same server
+// only) or of the server's root; the principal's calendar-home-set (RFC
+// 4791 §6.2.1); each home's calendars (PROPFIND, depth 1) with their
+// display names and supported-calendar-component-set (none: every
+// component). FindCalendar picks the calendar that accepts tasks (VTODO)
+// by its display name. Check, before a first create, makes sure with one
+// PROPFIND (depth 0) that the collection URL is a calendar that accepts
+// tasks and that the login is accepted; when it is not, its error
+// (ErrNotTaskCalendar, or ErrLoginRefused for a 401 or 403) says what the
+// URL is instead (a principal, a calendar home, a plain collection, a
+// calendar for events only, nothing, a redirect with its target) and
+// lists the account's calendars that accept tasks.
 //
 // The adapter relies on the server honouring If-None-Match: * atomically
 // (RFC 9110 §13.1.2), as Radicale and Xandikos do; a server that ignored it

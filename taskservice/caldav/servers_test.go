@@ -432,7 +432,7 @@ var scenarios = []struct {
 		// One PUT (the create), one 201, nothing stored.
 		counts(t, s, req.IntentID, 1, 1, 0)
 	}},
-	{"a resource someone else put at the intent's name is a conflict with a reason, left as it is", "", func(t *testing.T, k davtest.Kind) {
+	{"a resource someone else put at the intent's name is refused as not ours, left as it is", "", func(t *testing.T, k davtest.Kind) {
 		s := davtest.Start(t, k, davtest.Options{})
 		a := adapter(t, s.CollectionURL, caldav.Config{})
 		req := request("intent-taken", "ours")
@@ -442,11 +442,12 @@ var scenarios = []struct {
 			t.Fatalf("the foreign PUT answered %d", code)
 		}
 		before := s.Stored(name)
-		res := create(t, a, req)
-		if res.Outcome != taskservice.Conflict || res.TaskID != "someone-elses-task" || !strings.Contains(res.Reason, "X-SENDTWICE-REQUEST-DIGEST") {
-			t.Fatalf("result %+v; want a conflict naming the foreign task and why", res)
+		_, err := a.Create(context.Background(), req)
+		if !errors.Is(err, caldav.ErrNotOurs) || !taskservice.IsPermanent(err) || !taskservice.IsNotCreated(err) ||
+			!strings.Contains(err.Error(), "someone-elses-task") || !strings.Contains(err.Error(), "X-SENDTWICE-REQUEST-DIGEST") {
+			t.Fatalf("Create: %v; want a permanent ErrNotOurs, nothing created, naming the foreign task and why", err)
 		}
-		t.Logf("reason: %s", res.Reason)
+		t.Logf("error: %v", err)
 		if after := s.Stored(name); !bytes.Equal(before, after) {
 			t.Errorf("the foreign resource changed")
 		}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sendtwice/sendtwice/internal/redact"
+	"github.com/sendtwice/sendtwice/taskservice/caldav"
+)
+
+const calendarsHelp = `calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
+                 [--caldav-ca-file FILE] [--all] [--json]
+
+Lists the account's calendars that accept tasks (VTODO): display name, URL and components,
+found the standard way from any URL on the CalDAV server (its /.well-known/caldav, the
+account's principal and calendar home). Give one of the URLs to serve, probe and demo as
+--caldav-url, or its display name as --caldav-calendar. With --all, the calendars that do not
+accept tasks follow, marked. The password is read from --caldav-password-file, else from
+$CALDAV_PASSWORD.
+
+Exit status: 0 listed (even when no calendar accepts tasks); 1 the server could not be read
+or refused the login; 2 usage.`
+
+// calendarsReport is calendars's --json output.
+type calendarsReport struct {
+	// Server is the URL the calendars were discovered from.
+	Server    string          `json:"server"`
+	Calendars []calendarEntry `json:"calendars"`
+}
+
+type calendarEntry struct {
+	DisplayName  string   `json:"display_name"`
+	URL          string   `json:"url"`
+	Components   []string `json:"components"`
+	AcceptsTasks bool     `json:"accepts_tasks"`
+}
+
+func runCalendars(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("calendars", calendarsHelp, stderr)
+	url := fs.String("caldav-url", "", "the `URL` of the CalDAV server, or any URL on it (a principal, a calendar)")
+	user := fs.String("caldav-user", "", "the `USER` to log in as (HTTP basic authentication)")
+	passwordFile := fs.String("caldav-password-file", "", "a `FILE` holding the password (default: $"+caldavPasswordEnv+")")
+	caFile := fs.String("caldav-ca-file", "", "a `FILE` of PEM certificates to trust for the server, besides the system's\n(for a server with a self-signed certificate)")
+	all := fs.Bool("all", false, "list also the calendars that do not accept tasks, marked")
+	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", caldav.DefaultTimeout, "how long one request to the server may take")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *url == "" {
+		fs.Usage()
+		return fmt.Errorf("%w: calendars needs --caldav-url", errUsage)
+	}
+	if *timeout <= 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: --timeout must be positive", errUsage)
+	}
+	// The password's file and environment are read as serve reads them.
+	f := &taskServiceFlags{Kind: taskServiceCalDAV, CalDAVURL: *url, CalDAVUser: *user, CalDAVPasswordFile: *passwordFile, getenv: os.Getenv}
+	if err := f.checkCalDAV(); err != nil {
+		return err
+	}
+	transport, err := calendarsTransport(*caFile)
+	if err != nil {
+		return err
+	}
+	cfg := caldav.Config{CollectionURL: *url, Username: *user, Password: f.calDAVPassword,
+		HTTPClient: &http.Client{Transport: transport, Timeout: *timeout}}
+	cals, err := caldav.Discover(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*url), err)
+	}
+	report := calendarsReport{Server: redact.URL(*url), Calendars: []calendarEntry{}}
+	for _, c := range cals {
+		if c.AcceptsTasks() || *all {
+			report.Calendars = append(report.Calendars, calendarEntry{DisplayName: c.DisplayName, URL: c.URL, Components: c.Components, AcceptsTasks: c.AcceptsTasks()})
+		}
+	}
+	// Those that accept tasks first, each part in Discover's order.
+	tasks := report.Calendars[:0:0]
+	var others []calendarEntry
+	for _, c := range report.Calendars {
+		if c.AcceptsTasks {
+			tasks = append(tasks, c)
+		} else {
+			others = append(others, c)
+		}
+	}
+	report.Calendars = append(tasks, others...)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintf(stdout, "no calendar of this account accepts tasks (%d calendars found; --all lists them)\n", len(cals))
+		if len(others) == 0 {
+			return nil
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DISPLAY NAME\tURL\tCOMPONENTS")
+	for _, c := range report.Calendars {
+		name := c.DisplayName
+		if name == "" {
+			name = "(no display name)"
+		}
+		comps := strings.Join(c.Components, ",")
+		if !c.AcceptsTasks {
+			comps += "  (does not accept tasks)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, c.URL, comps)
+	}
+	return tw.Flush()
+}
+
+// calendarsTransport is the bounded transport of the CalDAV adapter,
+// trusting the certificates of caFile besides the system's when one is
+// given.
+func calendarsTransport(caFile string) (*http.Transport, error) {
+	t := boundedTransport(caldav.DefaultMaxConns)
+	if caFile == "" {
+		return t, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --caldav-ca-file: %w", errUsage, err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: --caldav-ca-file %s holds no PEM certificate", errUsage, caFile)
+	}
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
+}
