@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -363,17 +364,49 @@ func TestCalDAVCAFileTrustsASelfSignedServer(t *testing.T) {
 }
 
 // --caldav-calendar finds the calendar by its display name on the server
-// given by --caldav-url.
+// given by --caldav-url (a real Radicale with a login), and the tasks of
+// destination default go there; a name no task calendar has is refused at
+// open, and a collection that holds only events is refused by reach.
 func TestCalDAVCalendarIsFoundByItsName(t *testing.T) {
-	if _, err := caldav.FindCalendar(context.Background(), caldav.Config{CollectionURL: "http://127.0.0.1:1/"}, "x"); err != nil &&
-		strings.Contains(err.Error(), "not built yet") {
-		t.Skip("caldav.FindCalendar is not built yet: run this test once discovery exists")
+	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: "alice", Password: "s3cret"})
+	srv.MakeCalendar(srv.HomePath+"work/", "Work", "VTODO")
+	srv.MakeCalendar(srv.HomePath+"events/", "Events", "VEVENT")
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	stub := &calDAVStub{}
-	srv := httptest.NewServer(stub)
-	defer srv.Close()
-	svc := openCalDAVFlags(t, "--task-service", "caldav", "--caldav-url", srv.URL+"/", "--caldav-calendar", "Tasks")
-	if svc.Destination != "default" || !strings.HasPrefix(svc.Name, "CalDAV collection "+srv.URL+"/") {
-		t.Errorf("found %q for destination %s", svc.Name, svc.Destination)
-	}
+	login := []string{"--task-service", "caldav", "--caldav-user", "alice", "--caldav-password-file", pw}
+	work := srv.BaseURL + srv.HomePath + "work/"
+
+	t.Run("the calendar named Work is destination default", func(t *testing.T) {
+		svc := openCalDAVFlags(t, append(login, "--caldav-url", srv.BaseURL, "--caldav-calendar", "Work")...)
+		if svc.Destination != "default" || svc.Name != "CalDAV collection "+work {
+			t.Fatalf("found %q for destination %s; want %s", svc.Name, svc.Destination, work)
+		}
+		if err := svc.Reach(context.Background()); err != nil {
+			t.Fatalf("Reach: %v", err)
+		}
+		res, err := svc.Service.Create(context.Background(), caldavCall("intent-found-1", "default"))
+		name, _ := caldav.ResourceName("intent-found-1")
+		if err != nil || res.Outcome != taskservice.Created || srv.Creates(srv.HomePath+"work/"+name) != 1 {
+			t.Fatalf("Create: %+v, %v; want created in %s", res, err, work)
+		}
+	})
+	t.Run("a name that no calendar accepting tasks has is refused at open", func(t *testing.T) {
+		ts := parseCalDAVFlags(t, append(login, "--caldav-url", srv.BaseURL, "--caldav-calendar", "Events")...)
+		if err := ts.check(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ts.open(context.Background(), nil, 10*time.Second)
+		if !errors.Is(err, caldav.ErrNoCalendar) || !strings.Contains(err.Error(), "--caldav-calendar") {
+			t.Fatalf("open: %v; want caldav.ErrNoCalendar naming --caldav-calendar", err)
+		}
+	})
+	t.Run("a destination that holds only events is refused by reach, permanently, naming it", func(t *testing.T) {
+		svc := openCalDAVFlags(t, append(login, "--destination", "team="+work, "--destination", "ev="+srv.BaseURL+srv.HomePath+"events/")...)
+		err := svc.Reach(context.Background())
+		if !errors.Is(err, caldav.ErrNotTaskCalendar) || !taskservice.IsPermanent(err) || !strings.Contains(err.Error(), "destination ev") {
+			t.Fatalf("Reach: %v; want a permanent caldav.ErrNotTaskCalendar naming destination ev", err)
+		}
+	})
 }
