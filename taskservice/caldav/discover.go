@@ -190,6 +190,12 @@ func quoteName(n string) string {
 // transient.
 func (a *Adapter) Check(ctx context.Context) error {
 	rs, ans, err := a.propfind(ctx, a.collection, "0", checkProps)
+	if err == nil && ans != nil && ans.code == http.StatusUnauthorized && a.user == "" {
+		// A server without logins (Radicale's auth none) refuses an
+		// anonymous request for a principal's properties: ask for the
+		// collection's own alone.
+		rs, ans, err = a.propfind(ctx, a.collection, "0", calendarProps)
+	}
 	if err != nil {
 		return err
 	}
