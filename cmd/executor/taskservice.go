@@ -737,6 +737,9 @@ func reachCalDAV(ctx context.Context, a *caldav.Adapter) error {
 		if errors.Is(err, caldav.ErrNotTaskCalendar) && !taskservice.IsPermanent(err) {
 			err = taskservice.Permanent(err)
 		}
+		if taskservice.IsPermanent(err) {
+			return fmt.Errorf("checking the collection %s: %w (a permanent error: check --caldav-url, --destination, --caldav-user and the password)", a.CollectionURL(), err)
+		}
 		return fmt.Errorf("checking the collection %s: %w", a.CollectionURL(), err)
 	}
 	if _, err := a.Tasks(ctx); err != nil {
