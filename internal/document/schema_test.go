@@ -425,6 +425,9 @@ func TestFixtures(t *testing.T) {
 		{"seed/request*.json", kindRequest},
 		{"seed/approval*.json", kindApproval},
 		{"seed/envelope*.json", kindEnvelope},
+		{"destination/request-*.json", kindRequest},
+		{"destination/approval-*.json", kindApproval},
+		{"destination/envelope-*.json", kindEnvelope},
 		{"receipts/*.json", kindReceipt},
 	}
 	covered := map[string]bool{}
@@ -442,7 +445,7 @@ func TestFixtures(t *testing.T) {
 			})
 		}
 	}
-	for _, rel := range glob(t, "seed/*.json") {
+	for _, rel := range append(glob(t, "seed/*.json"), glob(t, "destination/*.json")...) {
 		if !covered[rel] {
 			t.Errorf("%s is not checked: add it to the sets above", rel)
 		}

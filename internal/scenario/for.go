@@ -36,3 +36,27 @@ func (f For) capability() string {
 	c, _ := document.CapabilityOf(f.provider())
 	return c
 }
+
+// DestinationFiles returns the fixtures of requests for the other
+// providers, by path under testdata/: the seed's original request for a
+// CalDAV calendar named team and for Redmine's default destination, each
+// approved (unsigned) with its provider's capability, with its envelope.
+func DestinationFiles() (map[string][]byte, error) {
+	f := map[string][]byte{}
+	for _, t := range []struct {
+		name string
+		f    For
+	}{
+		{"caldav-team", CalDAV.At("team")},
+		{"redmine", Redmine},
+	} {
+		s, err := t.f.Build()
+		if err != nil {
+			return nil, err
+		}
+		f["destination/request-"+t.name+".json"] = s.Original.Request
+		f["destination/approval-"+t.name+".json"] = s.Original.Approval
+		f["destination/envelope-"+t.name+".json"] = indent(s.Original.Envelope())
+	}
+	return f, nil
+}

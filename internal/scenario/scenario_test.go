@@ -31,6 +31,13 @@ func TestFixtureFilesAreCurrent(t *testing.T) {
 	for n, b := range signed {
 		files[n] = b
 	}
+	dest, err := scenario.DestinationFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, b := range dest {
+		files[n] = b
+	}
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
