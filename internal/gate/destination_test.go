@@ -137,3 +137,14 @@ func expectCheck(t *testing.T, err error, check string, says ...string) {
 		}
 	}
 }
+
+func TestARequestForAnUnknownProviderIsRefusedAtEnvelopeNamingTheKnownOnes(t *testing.T) {
+	a := approvedFor(t, scenario.Fake)
+	a.Request = scenario.Edit(a.Request, func(m map[string]any) { m["provider"] = "caldav.v1" })
+	_, err := (&gate.Checker{AllowUnsigned: true, Serves: []gate.Destination{caldavDefault}}).Check(a.Envelope())
+	expectCheck(t, err, gate.CheckEnvelope, `unknown provider "caldav.v1"`, document.ProviderCalDAV, document.ProviderRedmine)
+	var ge *gate.Error
+	if errors.As(err, &ge) && ge.Path != "$.request.provider" {
+		t.Errorf("refused at %s; want $.request.provider", ge.Path)
+	}
+}
