@@ -27,6 +27,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
@@ -174,6 +175,23 @@ func TestEachKindServesItsProvidersDestinations(t *testing.T) {
 		}
 		if want := []gate.Destination{executor.FakeDefault}; !slices.Equal(svc.serves, want) {
 			t.Errorf("serves %v; want %v", svc.serves, want)
+		}
+	})
+	t.Run("Redmine serves the Redmine provider's default destination", func(t *testing.T) {
+		env := testenv.Start(t)
+		ts := parseRedmineTS(t, map[string]string{redmineAPIKeyEnv: redmineKey}, redmineArgs...)
+		if err := ts.check(); err != nil {
+			t.Fatal(err)
+		}
+		ts.ProvisionLedger, ts.LedgerReplicas = true, 1
+		svc, err := ts.open(context.Background(), func() (*nats.Conn, error) { return env.NC, nil }, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		want := []gate.Destination{{Provider: document.ProviderRedmine, Name: document.DefaultDestination}}
+		if !slices.Equal(svc.serves, want) || svc.Provider != document.ProviderRedmine || svc.Destination != "default" {
+			t.Errorf("serves %v, target for %s/%s; want %v", svc.serves, svc.Provider, svc.Destination, want)
 		}
 	})
 	t.Run("CalDAV serves each destination given, and the probe's requests name the default one", func(t *testing.T) {
