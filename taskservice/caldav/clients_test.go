@@ -67,6 +67,11 @@ func TestWhatAPersonSeesInTheirClients(t *testing.T) {
 					t.Errorf("the stored task lacks %q:\n%s", tc.stored, s.Stored(name))
 				}
 
+				// The adapter's own listing (what verify reads) finds it too.
+				if l := listing(t, a); len(l.Tasks) != 1 || l.Tasks[0].IntentID != req.IntentID || l.VTODOs != 1 {
+					t.Errorf("the adapter lists %+v, want the one task", l)
+				}
+
 				c := davtest.NewClients(t, s, tc.tz)
 				c.Sync()
 				todos := c.List()
