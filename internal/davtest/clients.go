@@ -24,13 +24,22 @@ const (
 // fails it under CI=true (.ci/run installs both).
 func RequireClients(t testing.TB) {
 	t.Helper()
-	for _, bin := range []string{VdirsyncerBinary, TodomanBinary} {
+	requireCommands(t, VdirsyncerBinary, TodomanBinary)
+}
+
+// requireCommands skips t, or fails it under CI=true, naming the first of
+// bins (Debian packages named as their commands) that is missing.
+func requireCommands(t testing.TB, bins ...string) {
+	t.Helper()
+	for _, bin := range bins {
 		if _, err := os.Stat(bin); err != nil {
 			pkg := filepath.Base(bin)
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("this test needs %s (Debian's %s package; .ci/run installs it): %v", bin, pkg, err)
+				return
 			}
 			t.Skipf("skipping: %s is not installed (apt-get install %s); with CI=true this fails instead", bin, pkg)
+			return
 		}
 	}
 }
