@@ -54,6 +54,16 @@
 // lists the .ics files of the collection's folder, which for both is the
 // set of resources the collection holds.
 //
+// # The clients
+//
+// Clients runs the task clients a person uses with such a server, as
+// Debian packages them: vdirsyncer (0.19) syncs the collection into a
+// local folder, one .ics file per task, and todoman (4.1) lists, shows and
+// completes the tasks of that folder; vdirsyncer sync then writes the
+// changes back. Each runs with its own configuration, status and cache in
+// the test's temporary directory, with HOME there too, and with TZ set to
+// the zone the person is in: todoman shows every time in that zone.
+//
 // It is a test rig: like internal/testenv it must never be imported by a
 // production package (internal/boundary checks it), and it never stands in
 // for a server: every figure a test reads from it comes from the real

@@ -13,9 +13,13 @@
 //	PUT {collection}/{ScopedResourceName(scope, intent_id)}
 //	If-None-Match: *
 //
-// The VTODO's UID is TaskID(scope, intent id), SUMMARY the title, DUE the due date
-// (an RFC 3339 date-time as a UTC DATE-TIME, a full-date as a DATE) only
-// when there is one, and DTSTAMP the time of the call. The request digest,
+// The VTODO's UID is TaskID(scope, intent id), SUMMARY the title,
+// DESCRIPTION the candidate's summary, evidence quotes, transcript and
+// source version in plain lines, STATUS NEEDS-ACTION, DUE the due date only
+// when there is one (a date-time with a UTC offset other than zero as a
+// local time with a TZID and a VTIMEZONE of that fixed offset, a UTC one
+// as a UTC DATE-TIME, a full-date as a DATE), and CREATED and DTSTAMP the
+// time of the call. The request digest,
 // the intent id, the scope, the request id, the candidate id, the source version, who
 // approved it and the call reference travel as X-SENDTWICE-* properties
 // (the Prop* constants); an assignee person reference, when there is one,
