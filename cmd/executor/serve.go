@@ -46,7 +46,9 @@ receipt, then ack. Streams and the consumer are created at start if missing (unl
 
 With --embedded, also runs a NATS server with JetStream (store under --data, fsync before
 every ack) listening on --listen, and the fake task service (Pebble under --data), so one
-command runs everything. More instances join with: executor serve --server nats://HOST:PORT
+command runs everything; with another --task-service (caldav, redmine) the fake service is not
+started and its store is neither opened nor made. More instances join with:
+executor serve --server nats://HOST:PORT
 Only one process may use a --data directory: a second is refused before it starts anything.
 --embedded connects to its own server: --server, credentials and TLS flags are refused with
 it, and $NATS_URL, $NATS_USER and the other NATS variables of the environment are not used.
@@ -438,11 +440,28 @@ func (s *serving) startOps(ctx context.Context) error {
 // and points the connection flags at the server.
 func (s *serving) startEmbedded() error {
 	f := s.f
+	// The executors call the fake task service only with --task-service
+	// fake: for another, its store is neither opened nor made.
+	noService := f.tsf.Kind != taskServiceFake
 	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, AllowFaults: *f.allowFaults, Logger: s.log,
 		KeyClockAllowance: noneIfZero(*f.keyAllowance), KeyMargin: noneIfZero(*f.keyMargin),
-		RecordsRetention: *f.retention, CompactEvery: *f.compactEvery})
+		RecordsRetention: *f.retention, CompactEvery: *f.compactEvery, NoService: noService})
 	if err != nil {
 		return err
+	}
+	if noService {
+		s.onClose(func() {
+			if err := st.Close(); err != nil {
+				s.log.Warn("stopping the embedded server", "err", err)
+			}
+		})
+		f.conn.Server = st.URL()
+		if f.envConnIgnored {
+			s.log.Info("connecting to the embedded server without the NATS credentials and TLS settings of the environment (they are for --server)")
+		}
+		s.log.Info("embedded NATS server running; the fake task service is not started: the executors call the "+f.tsf.Kind+" task service",
+			"url", f.conn.Server, "data", st.Dir(), "sync", "always")
+		return nil
 	}
 	// The metrics and the readiness check see the store through open,
 	// which is cleared before the stack closes it.

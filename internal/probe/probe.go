@@ -22,6 +22,14 @@ import (
 // Prefix starts every intent id the probe makes: "probe-<run id>-<row>".
 const Prefix = "probe-"
 
+// Scope is the caller scope of every call the probe makes, and TitlePrefix
+// starts every title: its tasks are told apart from a pipeline's (verify
+// lists them apart, a person sees them in a task list for what they are).
+const (
+	Scope       = "sendtwice-probe"
+	TitlePrefix = "[sendtwice probe] "
+)
+
 // Defaults of Options.
 const (
 	DefaultConcurrency   = 16
