@@ -80,7 +80,10 @@ is composed with the executors' intent ledger (the key-value bucket sendtwice-in
 remembers the key; redmine's per-key locks are kept there too, each living --redmine-lock-ttl
 (default 2 × --call-timeout + 10s; one not longer than --call-timeout is refused). Before the
 first delivery serve reads the service once, creating nothing: a refused login, a missing
-project or, for Redmine, a missing key field stops it with the reason.
+project or, for Redmine, a missing key field stops it with the reason. It then records which
+service it calls and where (the kind, the collection URLs or the Redmine URL, project and
+field, the user; never a password or an API key) in the bucket sendtwice-topology, key
+task-service: executor status and executor verify, run without task service flags, use it.
 
 With --http, serves /metrics (Prometheus), /healthz (liveness) and /readyz (ready when
 connected to NATS, bound to the consumer and, with --embedded, the task service's store is
@@ -556,6 +559,10 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 	}
 	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope, "intent_ledger", kept)
 	if err := reachTaskService(ctx, svc, *f.callTimeout, s.log); err != nil {
+		return nil, err
+	}
+	// status and verify read the service from this record.
+	if err := recordServiceAtStart(ctx, s.js, f.tsf, !*f.noProvision, s.topo.Replicas, *f.id, svc.Name, s.log); err != nil {
 		return nil, err
 	}
 	taskService, closeRecord, err := recordTaskService(*f.recordCalls, svc.Service, s.log)
