@@ -511,7 +511,8 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 		},
 		Count: func(ctx context.Context, intentID string) (int, error) {
 			n := 0
-			req := provider.RecordsRequest{Kind: provider.RecordTasks, IntentID: intentID, Limit: provider.MaxRecordsLimit}
+			// The probe's keys are in its own scope.
+			req := provider.RecordsRequest{Kind: provider.RecordTasks, Scope: probe.Scope, IntentID: intentID, Limit: provider.MaxRecordsLimit}
 			for {
 				page, err := c.Records(ctx, req)
 				if err != nil {
