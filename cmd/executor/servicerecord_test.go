@@ -20,8 +20,10 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -78,6 +80,13 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	}
 	server := r.env.URL()
 	recorded := "task service: caldav, CalDAV collection " + srv.CollectionURL + " (recorded by executor exec-1 at "
+
+	t.Run("the record names the collection and the user, never the password", func(t *testing.T) {
+		raw := rawServiceRecord(t, r.env)
+		if !strings.Contains(raw, srv.CollectionURL) || !strings.Contains(raw, `"caldav_user":"alice"`) || strings.Contains(raw, password) {
+			t.Errorf("the record %s", raw)
+		}
+	})
 
 	t.Run("status without flags names the recorded collection and says which flag the password needs", func(t *testing.T) {
 		out, err := runCommand("status", "--server", server)
@@ -267,6 +276,82 @@ func TestServeEmbeddedWithCalDAVOpensNoFakeServiceStore(t *testing.T) {
 		want := "task service: caldav, CalDAV collection " + srv.CollectionURL + " (recorded by executor exec-embedded at "
 		if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "tasks:        0 carrying an intent id") {
 			t.Errorf("status: %v, want %q", err, want)
+		}
+	})
+}
+
+// rawServiceRecord is the record of the executors' task service as stored.
+func rawServiceRecord(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, topology.TaskServiceKey)
+	if err != nil {
+		t.Fatalf("no record of the task service: %v", err)
+	}
+	return string(e.Value())
+}
+
+// serve records the Redmine project it calls; plain status lists its
+// issues once given the API key, which is never recorded, and plain verify
+// asks for it with the command line to run.
+func TestStatusAndVerifyUseTheRedmineProjectServeRecorded(t *testing.T) {
+	redminetest.Require(t)
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRedmineRig(t)
+	r.executor(t, r.srv.URL, "exec-1", patient...)
+	if rc := sendAndWait(t, r.env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("the seed approval: %s, want created", rc.Outcome)
+	}
+	t.Setenv(redmineAPIKeyEnv, "")
+	server := r.env.URL()
+	if raw := rawServiceRecord(t, r.env); strings.Contains(raw, r.srv.APIKey) || !strings.Contains(raw, r.srv.Project) {
+		t.Errorf("the record %s", raw)
+	}
+	recorded := "task service: redmine, Redmine project " + r.srv.Project + " at "
+
+	t.Run("status without the API key names the project and the flag to add", func(t *testing.T) {
+		out, err := runCommand("status", "--server", server)
+		t.Logf("executor status, no API key:\n%s", out)
+		if exitCode(err) != 1 || !strings.Contains(out, recorded) ||
+			!strings.Contains(out, "its API key is never recorded: add --redmine-api-key-file FILE (or set $REDMINE_API_KEY), as in: executor status --server "+server+" --redmine-api-key-file FILE") {
+			t.Errorf("status without the API key: %v", err)
+		}
+	})
+	t.Run("status with the API key file lists the project's issues", func(t *testing.T) {
+		out, err := runCommand("status", "--server", server, "--redmine-api-key-file", r.keyFile)
+		t.Logf("executor status --redmine-api-key-file FILE:\n%s", out)
+		if err != nil || !strings.Contains(out, recorded) || !strings.Contains(out, "tasks:        1 carrying an intent id: 1 of the pipeline; left by the probe 0, by the demo 0") {
+			t.Errorf("status: %v", err)
+		}
+		if strings.Contains(out, r.srv.APIKey) {
+			t.Errorf("status prints the API key")
+		}
+	})
+	t.Run("verify without the API key says which flag to add", func(t *testing.T) {
+		_, err := runCommand("verify", "--server", server)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "as in: executor verify --server "+server+" --redmine-api-key-file FILE") {
+			t.Errorf("verify without the API key: %v", err)
+		}
+	})
+	t.Run("verify with the API key file audits the recorded project", func(t *testing.T) {
+		out, err := runCommand("verify", "--server", server, "--redmine-api-key-file", r.keyFile)
+		if err != nil || !strings.Contains(out, "verify: all checks hold") {
+			t.Errorf("verify: %v\n%s", err, violationLines(out))
+		}
+	})
+	t.Run("another project is refused, naming both", func(t *testing.T) {
+		_, err := runCommand("verify", "--server", server, "--redmine-api-key-file", r.keyFile, "--task-service", "redmine",
+			"--redmine-url", r.srv.URL, "--redmine-project", "another-project")
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--redmine-project another-project") || !strings.Contains(err.Error(), "Redmine project "+r.srv.Project) {
+			t.Errorf("verify of another project: %v", err)
 		}
 	})
 }
