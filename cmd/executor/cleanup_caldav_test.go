@@ -54,6 +54,7 @@ func TestTheProbeAndTheDemoLeaveTheCollectionAsTheyFoundIt(t *testing.T) {
 		if err != nil {
 			t.Fatalf("probe: %v\n%s%s", err, out, errOut)
 		}
+		t.Logf("executor probe --task-service caldav:\n%s%s", errOut, out)
 		if !strings.Contains(out, "cleanup: deleted 4 tasks of this run; 0 tasks left") {
 			t.Errorf("the probe does not say what it deleted:\n%s", out)
 		}
@@ -68,7 +69,8 @@ func TestTheProbeAndTheDemoLeaveTheCollectionAsTheyFoundIt(t *testing.T) {
 		if err := runDemoCmd(ctx, &out, &errOut, demoArgs...); err != nil {
 			t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
 		}
-		for _, want := range []string{"cleanup: deleted the run's 2 tasks; the service lists 1 tasks, as before the run",
+		t.Logf("executor demo --task-service caldav:\n%s", out.String())
+		for _, want := range []string{"cleanup: deleted the run's 2 tasks; the service lists 1 task, as before the run",
 			"A 0, B 0, C 0 (of all 1)"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("the demo does not say %q:\n%s", want, out.String())

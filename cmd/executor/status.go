@@ -238,8 +238,7 @@ func printListedStatus(w io.Writer, rep *statusReport) {
 	}
 	fmt.Fprintf(w, "task service: %s, %s (%s)\n", ts.Kind, name, from)
 	if l := rep.Tasks; l != nil {
-		fmt.Fprintf(w, "tasks:        %d carrying an intent id: %d of the pipeline; %s; %d items in all\n",
-			l.Tasks, l.Pipeline, l.LeftText(), l.Items)
+		fmt.Fprintf(w, "tasks:        %s\n", l)
 		fmt.Fprintf(w, "              it keeps no counters of requests received and creates executed (executor verify audits its tasks)\n")
 	} else {
 		fmt.Fprintf(w, "tasks:        not read (%s)\n", rep.ServiceError)

@@ -233,8 +233,7 @@ func printReport(w io.Writer, rep audit.Report) {
 		fmt.Fprintf(w, "task service: store %s, answered by instance %s on %s (pid %d)\n", id.StoreID, id.Instance, id.Host, id.PID)
 	}
 	if l := rep.Listing; l != nil {
-		fmt.Fprintf(w, "tasks:        %d carrying an intent id: %d of the pipeline; %s; %d items in all\n",
-			l.Tasks, l.Pipeline, l.LeftText(), l.Items)
+		fmt.Fprintf(w, "tasks:        %s\n", l)
 	}
 	if len(rep.Gate.Checks) > 0 {
 		fmt.Fprintf(w, "gate re-run: %s", strings.Join(rep.Gate.Checks, ", "))

@@ -88,3 +88,13 @@ func (s ListingSummary) LeftText() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// String says the summary on one line: "3 carrying an intent id: 1 of
+// the pipeline; left by the probe 1, by the demo 1; 4 items in all".
+func (s ListingSummary) String() string {
+	items := fmt.Sprintf("%d items in all", s.Items)
+	if s.Items == 1 {
+		items = "1 item in all"
+	}
+	return fmt.Sprintf("%d carrying an intent id: %d of the pipeline; %s; %s", s.Tasks, s.Pipeline, s.LeftText(), items)
+}

@@ -390,9 +390,9 @@ Where the figures come from:
 `)
 	switch {
 	case r.opts.KeepTasks:
-		fmt.Fprintf(out, "\ncleanup: kept the run's %d tasks (--keep-tasks); they are in scope %s, titled %q\n", r.cleanup.kept, Scope, TitlePrefix)
+		fmt.Fprintf(out, "\ncleanup: kept the run's %s (--keep-tasks); they are in scope %s, titled %q\n", tasks(r.cleanup.kept), Scope, TitlePrefix)
 	default:
-		fmt.Fprintf(out, "\ncleanup: deleted the run's %d tasks; the service lists %d tasks, as before the run\n", r.cleanup.deleted, r.before)
+		fmt.Fprintf(out, "\ncleanup: deleted the run's %s; the service lists %s, as before the run\n", tasks(r.cleanup.deleted), tasks(r.before))
 	}
 	for _, f := range r.cleanup.failed {
 		fmt.Fprintf(out, "  not deleted: %s\n", f)
@@ -405,4 +405,12 @@ func (r *run) callTimeout() time.Duration {
 		return t
 	}
 	return 10 * time.Second
+}
+
+// tasks says "1 task", "2 tasks".
+func tasks(n int) string {
+	if n == 1 {
+		return "1 task"
+	}
+	return fmt.Sprintf("%d tasks", n)
 }
