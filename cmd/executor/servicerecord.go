@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -46,7 +47,8 @@ func (f *taskServiceFlags) recordOf(by, name string) topology.TaskService {
 	ts := topology.TaskService{Kind: f.Kind, Name: name, By: by, At: time.Now().UTC().Truncate(time.Second)}
 	switch f.Kind {
 	case taskServiceCalDAV:
-		ts.Destinations = map[string]string{"default": f.CalDAVURL}
+		// With the destinations' flags, one entry per destination.
+		ts.Destinations = map[string]string{"default": withoutUserinfo(f.CalDAVURL)}
 		ts.CalDAVUser = f.CalDAVUser
 	case taskServiceRedmine:
 		ts.RedmineURL, ts.RedmineProject, ts.RedmineField = f.RedmineURL, f.RedmineProject, f.RedmineField
@@ -95,7 +97,7 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 			if sameCollection(f.CalDAVURL, want) {
 				break
 			}
-			return "", contradict("caldav-url", f.CalDAVURL, want)
+			return "", contradict("caldav-url", withoutUserinfo(f.CalDAVURL), want)
 		}
 		f.CalDAVURL, source = want, fromRecord
 	case taskServiceRedmine:
@@ -127,11 +129,22 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 	return source, nil
 }
 
+// withoutUserinfo is u without a user or password in it: a record or an
+// error never holds a password.
+func withoutUserinfo(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
+}
+
 // sameCollection compares two collection URLs as the adapter normalizes
 // them.
 func sameCollection(a, b string) bool {
-	na, errA := caldav.New(caldav.Config{CollectionURL: a})
-	nb, errB := caldav.New(caldav.Config{CollectionURL: b})
+	na, errA := caldav.New(caldav.Config{CollectionURL: withoutUserinfo(a)})
+	nb, errB := caldav.New(caldav.Config{CollectionURL: withoutUserinfo(b)})
 	if errA != nil || errB != nil {
 		return a == b
 	}

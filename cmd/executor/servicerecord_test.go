@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,6 +82,14 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	server := r.env.URL()
 	recorded := "task service: caldav, CalDAV collection " + srv.CollectionURL + " (recorded by executor exec-1 at "
 
+	t.Run("a URL's user and password are left out of the record", func(t *testing.T) {
+		f := taskServiceFlagsVar(flag.NewFlagSet("serve", flag.ContinueOnError))
+		f.Kind, f.CalDAVURL = taskServiceCalDAV, "https://alice:"+password+"@dav.example/alice/tasks/"
+		rec := f.recordOf("exec-1", "CalDAV collection")
+		if got := rec.Destinations["default"]; got != "https://dav.example/alice/tasks/" {
+			t.Errorf("recorded %q", got)
+		}
+	})
 	t.Run("the record names the collection and the user, never the password", func(t *testing.T) {
 		raw := rawServiceRecord(t, r.env)
 		if !strings.Contains(raw, srv.CollectionURL) || !strings.Contains(raw, `"caldav_user":"alice"`) || strings.Contains(raw, password) {

@@ -355,7 +355,7 @@ type TaskService struct {
 	// collection https://…/").
 	Name string `json:"name,omitempty"`
 	// Destinations are the CalDAV collections' URLs by destination name
-	// ("default" for --caldav-url).
+	// ("default" for --caldav-url), without a user or password in them.
 	Destinations map[string]string `json:"destinations,omitempty"`
 	// CalDAVUser is the user the executors log in as (no password).
 	CalDAVUser string `json:"caldav_user,omitempty"`
