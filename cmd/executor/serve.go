@@ -271,6 +271,17 @@ func (f *serveFlags) checkServiceFlags() error {
 		}
 		return nil
 	}
+	if f.tsf.Kind != taskServiceFake {
+		var given []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(serviceFlags, fl.Name) || fl.Name == "allow-faults" {
+				given = append(given, "--"+fl.Name)
+			}
+		})
+		if len(given) > 0 {
+			return fmt.Errorf("%w: %s with --task-service %s: these configure the embedded fake task service, which is not started when the executors call another", errUsage, strings.Join(given, ", "), f.tsf.Kind)
+		}
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration

@@ -364,3 +364,32 @@ func TestStatusAndVerifyUseTheRedmineProjectServeRecorded(t *testing.T) {
 		}
 	})
 }
+
+// With --task-service caldav, serve --embedded starts no fake task service:
+// the flags that would configure it are refused, naming them, before
+// anything starts.
+func TestServeEmbeddedWithCalDAVRefusesTheFakeServicesFlags(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"a key margin is refused", []string{"--key-margin", "1m"}},
+		{"a records retention is refused", []string{"--records-retention", "1h"}},
+		{"faults allowed are refused", []string{"--allow-faults"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			args := append([]string{"serve", "--embedded", "--insecure-allow-unsigned", "--data", data, "--listen", "127.0.0.1:0",
+				"--task-service", "caldav", "--caldav-url", "http://127.0.0.1:1/alice/tasks/"}, c.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := run(ctx, args, &bytes.Buffer{}, &bytes.Buffer{})
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.args[0]) || !strings.Contains(err.Error(), "--task-service caldav") {
+				t.Fatalf("%v: %v, want a usage error naming %s and --task-service caldav", c.args, err, c.args[0])
+			}
+			if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the refused command made its data directory: %v", err)
+			}
+		})
+	}
+}
