@@ -57,7 +57,8 @@ a key is kept until the latest not_after seen for it plus --key-clock-allowance 
 --key-margin, expired keys are compacted every --compact-every, request and create records are
 removed after --records-retention (0: kept forever), and /metrics shows at most
 --metrics-max-scopes scope labels (the other scopes summed under scope="_other"). Without
---embedded these flags are refused: they belong to provider serve there.
+--embedded these flags are refused: they belong to provider serve there; with another
+--task-service they are refused too, as is --allow-faults: no fake service runs to take them.
 
 On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
 streams and the consumer are then kept on three nodes and survive the loss of one.
