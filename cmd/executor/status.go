@@ -84,7 +84,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", statusHelp, stderr)
 	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	serviceTimeout := fs.Duration("service-timeout", provider.DefaultTimeout, "how long to wait for the task service's counters")
+	serviceTimeout := fs.Duration("service-timeout", provider.DefaultTimeout, "how long to wait for the task service's counters (for CalDAV and Redmine, its listing)")
 	tsf := taskServiceFlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
