@@ -20,6 +20,7 @@ import (
 )
 
 const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL [--caldav-user USER]]
+     [--keep-tasks]
 
 Plays the whole story in a temporary directory, needing nothing but Go: an embedded NATS
 server with JetStream, the fake task service, one executor, and publishers sending the seed
@@ -32,8 +33,10 @@ task service is stopped): the same approval from two publisher processes, a chan
 under the same intent, the first task deleted and its approval sent again (answered from the
 executors' intent ledger, kept in the demo's embedded server), a second intent with the same
 content, tampered messages, and a reply lost after the server answered. It creates 3 tasks
-(VTODOs) in the collection, under intent ids new in every run ("demo-<run id>-intent-…"),
-deletes the first, and leaves the other 2 there. A CalDAV server keeps
+(VTODOs) in the collection, under intent ids new in every run ("demo-<run id>-intent-…"), in
+the scope sendtwice-demo and with titles starting "[sendtwice demo] ", deletes the first as its
+owner would, and deletes the other 2 at the end, so that the collection lists what it listed
+before (the table's cleanup row shows it); --keep-tasks leaves those 2 there. A CalDAV server keeps
 no counters, so the table shows the receipts and the tasks the collection lists after each
 step. The password comes from --caldav-password-file or $` + caldavPasswordEnv + `.
 
@@ -48,6 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("demo", demoHelp, stderr)
 	verbose := fs.Bool("verbose", false, "show the components' logs")
 	keep := fs.String("keep", "", "work in `DIR` and keep it, instead of a temporary directory")
+	keepTasks := fs.Bool("keep-tasks", false, "with a real task service: leave the run's tasks there at the end (by default the demo deletes them)")
 	ts := taskServiceFlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -61,7 +65,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.Usage()
 		return err
 	}
-	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendFromProcess}
+	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendFromProcess, KeepTasks: *keepTasks}
 	if !ts.needsNATS() {
 		svc, err := ts.open(ctx, func() (*nats.Conn, error) {
 			return nil, errors.New("demo: this task service is not reached over NATS")

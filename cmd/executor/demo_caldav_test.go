@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
-// The demo against a real CalDAV server, told twice against one collection:
+// The demo against a real CalDAV server, told twice against one collection
+// and keeping its tasks (--keep-tasks):
 // each run's table is all ok, and the server's own log and storage agree
 // with it: for A one PUT, answered 201 (the replay, the conflict and the
 // resend after its owner deleted the task are answered from the intent
@@ -27,7 +29,7 @@ func TestDemoAgainstACalDAVServer(t *testing.T) {
 	for run := 1; run <= 2; run++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var out, errOut bytes.Buffer
-		err := runDemoCmd(ctx, &out, &errOut, "--task-service", "caldav", "--caldav-url", s.CollectionURL)
+		err := runDemoCmd(ctx, &out, &errOut, "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--keep-tasks")
 		cancel()
 		if err != nil {
 			t.Fatalf("run %d: demo failed: %v\n%s\n%s", run, err, out.String(), errOut.String())
@@ -44,12 +46,13 @@ func TestDemoAgainstACalDAVServer(t *testing.T) {
 		for _, x := range m {
 			intents[x[1]] = x[2]
 		}
+		task := func(letter string) string { return caldav.TaskID(demo.Scope, intents[letter]) }
 		for _, want := range []string{
 			"task service: CalDAV collection " + s.CollectionURL,
-			"created " + intents["A"], "replayed " + intents["A"], "idempotency_conflict " + intents["A"],
-			"A 1, its digest unchanged", "created " + intents["B"], "rejected at",
-			"replayed " + intents["A"] + " (task deleted)", "A 0, B 1",
-			"replayed " + intents["C"], "A 0, B 1, C 1", "Where the figures come from",
+			"created " + task("A"), "replayed " + task("A"), "idempotency_conflict " + task("A"),
+			"A 1, its digest unchanged", "created " + task("B"), "rejected at",
+			"replayed " + task("A") + " (task deleted)", "A 0, B 1",
+			"replayed " + task("C"), "A 0, B 1, C 1", "Where the figures come from",
 		} {
 			if !strings.Contains(table, want) {
 				t.Errorf("run %d: the table lacks %q:\n%s", run, want, table)
@@ -60,7 +63,7 @@ func TestDemoAgainstACalDAVServer(t *testing.T) {
 			letter        string
 			puts, creates int
 		}{{"A", 1, 1}, {"B", 1, 1}, {"C", 2, 1}} {
-			name, err := caldav.ResourceName(intents[tc.letter])
+			name, err := caldav.ScopedResourceName(demo.Scope, intents[tc.letter])
 			if err != nil {
 				t.Fatal(err)
 			}

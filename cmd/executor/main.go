@@ -27,16 +27,17 @@ const usage = `executor: consume approved requests, gate them, call the task ser
 Usage:
   executor serve [--server URL | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
                  [--data DIR] [--listen HOST:PORT] [--concurrency N] [--task-service SERVICE]
-  executor status [--server URL] [--json] [--service-timeout DURATION]
+  executor status [--server URL] [--json] [--service-timeout DURATION] [--task-service SERVICE]
   executor verify [--server URL] [--json] [--trusted-approvers FILE] [--allow-external N]
                   [--task-service SERVICE]
   executor redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
   executor provision [--server URL] [--replicas N]
-  executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json] --yes
+  executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
+                 [--keep-tasks] --yes
   executor send --envelope FILE [--server URL] [--wait DURATION] [--json]
   executor calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
                      [--caldav-ca-file FILE] [--all] [--json]
-  executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL]
+  executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL] [--keep-tasks]
   executor --version
 
 Run 'executor COMMAND --help' for a command's flags. SERVICE is fake (the default: the task
@@ -44,6 +45,7 @@ service over NATS), caldav (with --caldav-url URL and, for a login, --caldav-use
 --caldav-password-file FILE or $CALDAV_PASSWORD) or redmine (with --redmine-url URL,
 --redmine-project ID, --redmine-api-key-file FILE or $REDMINE_API_KEY, and optionally
 --redmine-field NAME and --redmine-lock-ttl DURATION; its locks need NATS).
+status and verify, given no SERVICE, use the one serve recorded (never its password or key).
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
 `
 

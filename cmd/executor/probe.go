@@ -20,7 +20,7 @@ import (
 )
 
 const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
-      [--timeout DURATION] --yes
+      [--timeout DURATION] [--keep-tasks] --yes
 
 Answers by experiment whether a task service is safe behind the at-least-once pipeline, where
 every approval may reach it more than once. It sends a short, fixed script of create calls and
@@ -60,7 +60,10 @@ per-key locks are kept in the same ledger, each for --redmine-lock-ttl (default 
 call timeout of 10s + 10s): the lost-reply row waits for the lock of the lost call to run out.
 
 The probe creates real tasks. Every intent id it uses is new and starts with
-"probe-<run id>-"; it never touches any other. Before it starts it says how many calls and
+"probe-<run id>-"; it never touches any other. Its tasks are in the scope sendtwice-probe, with
+titles starting "[sendtwice probe] ", and it deletes them at the end (the table's cleanup line
+says how many, and how many are left); --keep-tasks leaves them in place. executor verify lists
+tasks left in that scope apart from the pipeline's. Before it starts it says how many calls and
 tasks it will make; without --yes it prints that, sends nothing, and exits 1. With --yes, a
 service that can be read without creating anything (a CalDAV collection, a Redmine project) is read once first,
 so that a wrong URL or password is one error and no table.
@@ -82,6 +85,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after `DURATION` in all (each call also has its own deadline)")
 	yes := fs.Bool("yes", false, "create the tasks the plan names; without it the probe only prints its plan")
+	keepTasks := fs.Bool("keep-tasks", false, "leave the run's tasks in the service at the end (by default the probe deletes them)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -175,7 +179,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		where += "; intent ledger: " + ledgerWhere
 	}
 
-	plan, err := probe.NewPlan(svc.Target, probe.Options{Concurrency: *conc})
+	plan, err := probe.NewPlan(svc.Target, probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
 	if err != nil {
 		return err
 	}

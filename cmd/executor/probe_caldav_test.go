@@ -56,7 +56,7 @@ func checkCalDAVReport(t *testing.T, rep probe.Report, collectionURL string) {
 		probe.RowConflict:    {probe.Safe, "conflict, first kept", "the first body again: replayed"},
 		probe.RowConcurrent:  {probe.Safe, "1 create", "1 created"},
 		probe.RowLostReply:   {probe.Safe, "replayed", "the retry: replayed"},
-		probe.RowAfterDelete: {probe.Safe, "yes", "deleted it; the retry: replayed probe-"},
+		probe.RowAfterDelete: {probe.Safe, "yes", "deleted it; the retry: replayed " + probe.Scope + "~~probe-"},
 		probe.RowScope:       {probe.Safe, "each caller scope, in the collection " + collectionURL, "every answer came from store caldav-"},
 		// The rows of a service with no key do not arise: the server's
 		// create-if-absent decides.
@@ -98,12 +98,16 @@ func TestProbeCalDAVAgainstEachServer(t *testing.T) {
 	for _, kind := range davtest.Kinds() {
 		t.Run(string(kind), func(t *testing.T) {
 			s := davtest.Start(t, kind, davtest.Options{})
-			out, errOut, err := runProbeCmd(t, "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--yes", "--json")
+			// The run's tasks are kept, to be counted in storage.
+			out, errOut, err := runProbeCmd(t, "--task-service", "caldav", "--caldav-url", s.CollectionURL, "--yes", "--json", "--keep-tasks")
 			if err != nil {
 				t.Fatalf("probe ended with %v (exit %d)\n%s%s", err, exitCode(err), out, errOut)
 			}
 			rep := probeReport(t, out)
 			checkCalDAVReport(t, rep, s.CollectionURL)
+			if c := rep.Cleanup; !c.Kept || c.Left != 4 || c.Deleted != 0 {
+				t.Errorf("cleanup %+v, want 4 tasks kept", c)
+			}
 
 			// The server's side: one .ics file per intent of the run but
 			// the deleted one, which is not created again, and for the
@@ -116,7 +120,7 @@ func TestProbeCalDAVAgainstEachServer(t *testing.T) {
 				t.Errorf("the probe does not say which intent ledger it uses:\n%s", errOut)
 			}
 			for _, n := range names {
-				if !strings.HasPrefix(n, rep.Prefix) {
+				if !strings.HasPrefix(n, probe.Scope+"~~"+rep.Prefix) {
 					t.Errorf("the collection holds %s, which is not the run's (%s*)", n, rep.Prefix)
 				}
 			}
@@ -133,7 +137,7 @@ func TestProbeCalDAVAgainstEachServer(t *testing.T) {
 				if r.IntentID == "" { // key scope; the rows that do not apply
 					continue
 				}
-				name, err := caldav.ResourceName(r.IntentID)
+				name, err := caldav.ScopedResourceName(probe.Scope, r.IntentID)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,6 +8,7 @@ package main
 // listing.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -135,7 +136,12 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	c := r.issues(t)
 	received, created := r.srv.Posts()
-	report, verr := verifyRedmine(t, r)
+	// The executors reach Redmine through their proxies, which pass every
+	// request by now: verify audits the project the executors recorded,
+	// given only the API key (another URL would contradict the record).
+	var out, errOut bytes.Buffer
+	verr := run(context.Background(), []string{"verify", "--server", r.env.URL(), "--redmine-api-key-file", r.keyFile}, &out, &errOut)
+	report := out.String() + errOut.String()
 	for _, k := range stopKinds {
 		dups := c.duplicates(intents[k.name])
 		t.Logf("stopped %s: %d second issues in N=%d trials", k.name, dups, stallTrials)

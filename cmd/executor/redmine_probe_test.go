@@ -83,20 +83,18 @@ func TestProbeOfARealRedmine(t *testing.T) {
 	if created != 8 || received != created {
 		t.Errorf("Redmine's log shows %d POSTs of issues, %d answered 201; want 8 and 8", received, created)
 	}
-	// Redmine's listing: one issue per intent of the adapter's rows, none
-	// for the deleted ones.
+	// The cleanup deleted the issue of each of the adapter's five rows
+	// whose issue was left, and Redmine lists none of the run's.
+	if c := rep.Cleanup; c.Kept || c.Deleted != 5 || c.Left != 0 || len(c.Failed) != 0 {
+		t.Errorf("cleanup %+v, want 5 issues deleted and none left", c)
+	}
 	perIntent := map[string]int{}
 	for _, is := range srv.Issues(t) {
 		perIntent[redmineIssueIntent(is.Mark)]++
 	}
-	for _, row := range []string{probe.RowRetry, probe.RowConflict, probe.RowConcurrent, probe.RowLostReply, probe.RowReadAfterWrite} {
-		if n := perIntent[rows[row].IntentID]; n != 1 {
-			t.Errorf("Redmine lists %d issues for the intent of row %s, want 1", n, row)
-		}
-	}
-	for _, row := range []string{probe.RowAfterDelete, probe.RowNaive} {
-		if n := perIntent[rows[row].IntentID]; n != 0 {
-			t.Errorf("Redmine lists %d issues for the intent of row %s, want 0 (deleted)", n, row)
+	for _, r := range rep.Rows {
+		if n := perIntent[r.IntentID]; r.IntentID != "" && n != 0 {
+			t.Errorf("Redmine lists %d issues for the intent of row %s after the probe, want 0 (deleted)", n, r.ID)
 		}
 	}
 }

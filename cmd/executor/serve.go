@@ -46,7 +46,9 @@ receipt, then ack. Streams and the consumer are created at start if missing (unl
 
 With --embedded, also runs a NATS server with JetStream (store under --data, fsync before
 every ack) listening on --listen, and the fake task service (Pebble under --data), so one
-command runs everything. More instances join with: executor serve --server nats://HOST:PORT
+command runs everything; with another --task-service (caldav, redmine) the fake service is not
+started and its store is neither opened nor made. More instances join with:
+executor serve --server nats://HOST:PORT
 Only one process may use a --data directory: a second is refused before it starts anything.
 --embedded connects to its own server: --server, credentials and TLS flags are refused with
 it, and $NATS_URL, $NATS_USER and the other NATS variables of the environment are not used.
@@ -55,7 +57,8 @@ a key is kept until the latest not_after seen for it plus --key-clock-allowance 
 --key-margin, expired keys are compacted every --compact-every, request and create records are
 removed after --records-retention (0: kept forever), and /metrics shows at most
 --metrics-max-scopes scope labels (the other scopes summed under scope="_other"). Without
---embedded these flags are refused: they belong to provider serve there.
+--embedded these flags are refused: they belong to provider serve there; with another
+--task-service they are refused too, as is --allow-faults: no fake service runs to take them.
 
 On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
 streams and the consumer are then kept on three nodes and survive the loss of one.
@@ -78,7 +81,10 @@ is composed with the executors' intent ledger (the key-value bucket sendtwice-in
 remembers the key; redmine's per-key locks are kept there too, each living --redmine-lock-ttl
 (default 2 × --call-timeout + 10s; one not longer than --call-timeout is refused). Before the
 first delivery serve reads the service once, creating nothing: a refused login, a missing
-project or, for Redmine, a missing key field stops it with the reason.
+project or, for Redmine, a missing key field stops it with the reason. It then records which
+service it calls and where (the kind, the collection URLs or the Redmine URL, project and
+field, the user; never a password or an API key) in the bucket sendtwice-topology, key
+task-service: executor status and executor verify, run without task service flags, use it.
 
 With --http, serves /metrics (Prometheus), /healthz (liveness) and /readyz (ready when
 connected to NATS, bound to the consumer and, with --embedded, the task service's store is
@@ -266,6 +272,17 @@ func (f *serveFlags) checkServiceFlags() error {
 		}
 		return nil
 	}
+	if f.tsf.Kind != taskServiceFake {
+		var given []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(serviceFlags, fl.Name) || fl.Name == "allow-faults" {
+				given = append(given, "--"+fl.Name)
+			}
+		})
+		if len(given) > 0 {
+			return fmt.Errorf("%w: %s with --task-service %s: these configure the embedded fake task service, which is not started when the executors call another", errUsage, strings.Join(given, ", "), f.tsf.Kind)
+		}
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -438,11 +455,28 @@ func (s *serving) startOps(ctx context.Context) error {
 // and points the connection flags at the server.
 func (s *serving) startEmbedded() error {
 	f := s.f
+	// The executors call the fake task service only with --task-service
+	// fake: for another, its store is neither opened nor made.
+	noService := f.tsf.Kind != taskServiceFake
 	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, AllowFaults: *f.allowFaults, Logger: s.log,
 		KeyClockAllowance: noneIfZero(*f.keyAllowance), KeyMargin: noneIfZero(*f.keyMargin),
-		RecordsRetention: *f.retention, CompactEvery: *f.compactEvery})
+		RecordsRetention: *f.retention, CompactEvery: *f.compactEvery, NoService: noService})
 	if err != nil {
 		return err
+	}
+	if noService {
+		s.onClose(func() {
+			if err := st.Close(); err != nil {
+				s.log.Warn("stopping the embedded server", "err", err)
+			}
+		})
+		f.conn.Server = st.URL()
+		if f.envConnIgnored {
+			s.log.Info("connecting to the embedded server without the NATS credentials and TLS settings of the environment (they are for --server)")
+		}
+		s.log.Info("embedded NATS server running; the fake task service is not started: the executors call the "+f.tsf.Kind+" task service",
+			"url", f.conn.Server, "data", st.Dir(), "sync", "always")
+		return nil
 	}
 	// The metrics and the readiness check see the store through open,
 	// which is cleared before the stack closes it.
@@ -543,6 +577,10 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 		s.log.Info("serving destination", "destination", w)
 	}
 	if err := reachTaskService(ctx, svc, *f.callTimeout, s.log); err != nil {
+		return nil, err
+	}
+	// status and verify read the service from this record.
+	if err := recordServiceAtStart(ctx, s.js, f.tsf, !*f.noProvision, s.topo.Replicas, *f.id, svc.Name, s.log); err != nil {
 		return nil, err
 	}
 	taskService, closeRecord, err := recordTaskService(*f.recordCalls, svc.Service, s.log)

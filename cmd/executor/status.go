@@ -3,19 +3,24 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 const statusHelp = `status [--server URL] [--json] [--service-timeout DURATION]
+       [--task-service SERVICE and its flags, as serve takes them]
 
 Prints the task service's three counters, its keys (live, and compacted after their approvals
 expired) and the tasks deleted by their owners, the shared consumer's state and the receipts
@@ -24,13 +29,30 @@ Each part is read on its own: when the task service does not answer, the stream 
 figures are still printed and the service's line says that it did not answer (in --json,
 "counts" is null and "service_error" says why).
 
+The task service is the one the executors recorded at start (serve writes which service it
+calls and where, never a password or an API key, in the bucket sendtwice-topology, key
+task-service); with no record, the fake task service. A CalDAV collection or a Redmine project
+keeps no counters: status lists its tasks instead, creating nothing (those of the pipeline, and
+those the probe and the demo left in their scopes sendtwice-probe and sendtwice-demo). Its
+password or API key comes from the usual flags or environment (--caldav-password-file or
+$` + caldavPasswordEnv + `, --redmine-api-key-file or $` + redmineAPIKeyEnv + `); when it is missing, the
+service's line says which flags to add. Flags that name another service than the record's are
+refused, naming both.
+
 Exit status: 0 every part was read; 1 some part could not be read (what could be read is
 still printed); 2 usage.`
 
 // statusReport is status's --json output. A part that could not be read
 // is null, with the reason in its error member.
 type statusReport struct {
-	Counts *provider.Counts `json:"counts"`
+	// TaskService is the service status read: its kind, its name, and
+	// where it was taken from (the executors' record, the flags, or the
+	// default fake service).
+	TaskService *statusService `json:"task_service"`
+	// Tasks sums up the tasks listed by a service that keeps no counters
+	// (CalDAV, Redmine); null for the fake service or when not listed.
+	Tasks  *audit.ListingSummary `json:"tasks,omitempty"`
+	Counts *provider.Counts      `json:"counts"`
 	// Keys and Scopes are the service's keys and deleted tasks, and its
 	// counters per scope (null and absent when it did not answer).
 	Keys          *provider.KeyCounts    `json:"keys"`
@@ -42,6 +64,17 @@ type statusReport struct {
 	ReceiptsError string                 `json:"receipts_error,omitempty"`
 }
 
+// statusService says which task service status read.
+type statusService struct {
+	Kind string `json:"kind"`
+	Name string `json:"name,omitempty"`
+	// From is "record", "flags" or "default".
+	From string `json:"from"`
+	// RecordedBy and RecordedAt say who recorded the service, and when.
+	RecordedBy string    `json:"recorded_by,omitempty"`
+	RecordedAt time.Time `json:"recorded_at,omitzero"`
+}
+
 // failed reports whether some part could not be read.
 func (r *statusReport) failed() bool {
 	return r.ServiceError != "" || r.ConsumerError != "" || r.ReceiptsError != ""
@@ -51,13 +84,19 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", statusHelp, stderr)
 	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	serviceTimeout := fs.Duration("service-timeout", provider.DefaultTimeout, "how long to wait for the task service's counters")
+	serviceTimeout := fs.Duration("service-timeout", provider.DefaultTimeout, "how long to wait for the task service's counters (for CalDAV and Redmine, its listing)")
+	tsf := taskServiceFlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *serviceTimeout <= 0 {
 		fs.Usage()
 		return fmt.Errorf("%w: --service-timeout must be positive", errUsage)
+	}
+	if tsf.given("task-service") {
+		if err := tsf.check(); err != nil {
+			return err
+		}
 	}
 	nc, err := conn.Connect("executor-status", nil)
 	if err != nil {
@@ -70,7 +109,30 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rep := readStatus(ctx, js, provider.NewClient(nc), *serviceTimeout)
+	rec, source, err := settleTaskService(ctx, js, tsf, "status", cli.RedactURL(conn.Server))
+	var rep *statusReport
+	switch {
+	case errors.Is(err, errSecretNotRecorded):
+		// The rest is still read; the service's line says which flags
+		// to add.
+		rep = readStatus(ctx, js, nil, *serviceTimeout)
+		rep.Counts, rep.Keys, rep.Scopes = nil, nil, nil
+		rep.ServiceError = tsf.missingSecret("status", cli.RedactURL(conn.Server))
+	case err != nil:
+		return err
+	case tsf.Kind == taskServiceFake:
+		rep = readStatus(ctx, js, provider.NewClient(nc), *serviceTimeout)
+	default:
+		rep = readStatus(ctx, js, nil, *serviceTimeout)
+		rep.Tasks, rep.ServiceError = listStatus(ctx, tsf, nc, *serviceTimeout)
+	}
+	rep.TaskService = &statusService{Kind: tsf.Kind, From: source}
+	if rec != nil {
+		rep.TaskService.Name, rep.TaskService.RecordedBy, rep.TaskService.RecordedAt = rec.Name, rec.By, rec.At
+	}
+	if rep.TaskService.Name == "" && tsf.Kind == taskServiceFake {
+		rep.TaskService.Name = "fake task service"
+	}
 	if *asJSON {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(stdout, "%s\n", b)
@@ -85,15 +147,19 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // readStatus reads each part of the status on its own, so that one part
 // that cannot be read does not hide the others.
+// svc is the fake task service's client; nil for a service that keeps no
+// counters (its tasks are listed apart, listStatus).
 func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Client, serviceTimeout time.Duration) *statusReport {
 	rep := &statusReport{}
-	sctx, cancel := context.WithTimeout(ctx, serviceTimeout)
-	info, err := svc.Info(sctx)
-	cancel()
-	if err != nil {
-		rep.ServiceError = err.Error()
-	} else {
-		rep.Counts, rep.Keys, rep.Scopes = &info.Counts, &info.Keys, info.Scopes
+	if svc != nil {
+		sctx, cancel := context.WithTimeout(ctx, serviceTimeout)
+		info, err := svc.Info(sctx)
+		cancel()
+		if err != nil {
+			rep.ServiceError = err.Error()
+		} else {
+			rep.Counts, rep.Keys, rep.Scopes = &info.Counts, &info.Keys, info.Scopes
+		}
 	}
 	if cs, err := audit.Consumer(ctx, js); err != nil {
 		rep.ConsumerError = err.Error()
@@ -108,8 +174,35 @@ func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Clien
 	return rep
 }
 
+// listStatus lists the tasks of a service that keeps no counters (a
+// CalDAV collection, a Redmine project), creating nothing; the error is
+// the service's line when it cannot.
+func listStatus(ctx context.Context, tsf *taskServiceFlags, nc *nats.Conn, timeout time.Duration) (*audit.ListingSummary, string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// status lists and takes no lock.
+	tsf.RedmineLockTTL = 0
+	svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, timeout)
+	if err != nil {
+		return nil, err.Error()
+	}
+	defer func() { _ = svc.Close() }()
+	if svc.audit == nil {
+		return nil, "the " + svc.Name + " cannot list its tasks"
+	}
+	l, err := svc.audit.ListTasks(ctx)
+	if err != nil {
+		return nil, err.Error()
+	}
+	sum := audit.Summarize(l)
+	return &sum, ""
+}
+
 func printStatus(w io.Writer, rep *statusReport) {
-	if rep.Counts != nil {
+	if ts := rep.TaskService; ts != nil && ts.Kind != taskServiceFake {
+		printListedStatus(w, rep)
+		return
+	} else if rep.Counts != nil {
 		fmt.Fprintf(w, "task service: requests received %d, creates executed %d, tasks existing %d\n",
 			rep.Counts.RequestsReceived, rep.Counts.CreatesExecuted, rep.Counts.TasksExisting)
 		if k := rep.Keys; k != nil {
@@ -125,6 +218,36 @@ func printStatus(w io.Writer, rep *statusReport) {
 	} else {
 		fmt.Fprintf(w, "task service: did not answer (%s); its counters are unknown\n", rep.ServiceError)
 	}
+	printStreamStatus(w, rep)
+}
+
+// printListedStatus prints the lines of a service that keeps no counters.
+func printListedStatus(w io.Writer, rep *statusReport) {
+	ts := rep.TaskService
+	name := ts.Name
+	if name == "" {
+		name = ts.Kind
+	}
+	from := "from the flags"
+	if ts.From == fromRecord {
+		from = recordedBy(topology.TaskService{By: ts.RecordedBy, At: ts.RecordedAt})
+		from = strings.TrimSuffix(strings.TrimPrefix(from, " ("), ")")
+		if from == "" {
+			from = "recorded"
+		}
+	}
+	fmt.Fprintf(w, "task service: %s, %s (%s)\n", ts.Kind, name, from)
+	if l := rep.Tasks; l != nil {
+		fmt.Fprintf(w, "tasks:        %s\n", l)
+		fmt.Fprintf(w, "              it keeps no counters of requests received and creates executed (executor verify audits its tasks)\n")
+	} else {
+		fmt.Fprintf(w, "tasks:        not read (%s)\n", rep.ServiceError)
+	}
+	printStreamStatus(w, rep)
+}
+
+// printStreamStatus prints the consumer's and the receipts' lines.
+func printStreamStatus(w io.Writer, rep *statusReport) {
 	if rep.Consumer != nil {
 		fmt.Fprintf(w, "consumer:     pending %d, ack pending %d, redelivered %d\n",
 			rep.Consumer.Pending, rep.Consumer.AckPending, rep.Consumer.Redelivered)

@@ -601,8 +601,8 @@ func (s *taskService) keepDeletedKeys(ctx context.Context, js jetstream.JetStrea
 }
 
 // fakeTarget presents the fake task service on nc. It deletes a task as its
-// owner would (the service's delete endpoint; the probe's keys are in scope
-// "default", as its requests name none), and the service keeps the key;
+// owner would (the service's delete endpoint, by the key's scope and
+// intent id), and the service keeps the key;
 // its lost reply is the service's fault switch, which exists only on a
 // service started with faults allowed (tests, demos, probe --embedded); its
 // tasks are counted from its own records. The switch drops the reply of the
@@ -619,8 +619,8 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 		Class:       classKeepsKeys,
 		NaiveWhyNot: "the service keeps the key itself: every create it takes is keyed",
 		FindWhyNot:  "the service decides a create by its key in one step; no lookup precedes it",
-		Delete: func(ctx context.Context, intentID string) error {
-			_, err := c.Delete(ctx, provider.DeleteRequest{IntentID: intentID})
+		Delete: func(ctx context.Context, scope, intentID string) error {
+			_, err := c.Delete(ctx, provider.DeleteRequest{Scope: scope, IntentID: intentID})
 			return err
 		},
 		LoseReplyHow: "the service withholds the reply after commit",
@@ -635,7 +635,8 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 		},
 		Count: func(ctx context.Context, intentID string) (int, error) {
 			n := 0
-			req := provider.RecordsRequest{Kind: provider.RecordTasks, IntentID: intentID, Limit: provider.MaxRecordsLimit}
+			// The probe's keys are in its own scope.
+			req := provider.RecordsRequest{Kind: provider.RecordTasks, Scope: probe.Scope, IntentID: intentID, Limit: provider.MaxRecordsLimit}
 			for {
 				page, err := c.Records(ctx, req)
 				if err != nil {
@@ -766,7 +767,7 @@ func caldavTarget(a *caldav.Adapter, lossy *lossyTransport) probe.Target {
 		Class:        classAtomic,
 		NaiveWhyNot:  "every create is a PUT with If-None-Match: *, which the server refuses for a name it holds",
 		FindWhyNot:   "the server's create-if-absent decides a create; no lookup precedes it",
-		Delete:       a.Delete,
+		Delete:       a.DeleteIn,
 		LoseReplyHow: "the server answers the PUT; the answer is dropped before the adapter reads it",
 		LoseReply:    lossy.arm,
 		Count: func(ctx context.Context, intentID string) (int, error) {
@@ -809,9 +810,8 @@ func redmineTarget(cfg redmine.Config, callTimeout time.Duration) (probe.Target,
 		Class:   classNoKey,
 		Naive:   a.Naive(),
 		Find:    a.Find,
-		Delete: func(ctx context.Context, intentID string) error {
-			// The probe's requests name no scope: the default one.
-			return a.Delete(ctx, "", intentID)
+		Delete: func(ctx context.Context, scope, intentID string) error {
+			return a.Delete(ctx, scope, intentID)
 		},
 		LoseReplyHow: "Redmine answers the POST; the answer is dropped before the adapter reads it",
 		LoseReply:    lossy.arm,

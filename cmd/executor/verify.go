@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
@@ -76,13 +77,21 @@ counted as retired when their calls may be older than it (their receipts are the
 to calls, their tasks not compared with their requests); missing ones younger than it, or any
 missing from a service that keeps records forever, are violations.
 
+Without task service flags, verify audits the service the executors recorded at start (serve
+writes which service it calls and where, never a password or an API key, in the bucket
+sendtwice-topology, key task-service); with no record, the fake task service. The password or
+API key comes from the usual flags or environment: when it is missing, verify says which flags
+to add. Flags that name another service than the record's are refused, naming both.
+
 With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
 no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
 REPORT. Checks 2 and 3 then read: at most one task per key (scope, intent id), no task id under
 two keys, at most one created receipt per key, every created/replayed receipt names the key's
-task; and every task is named by a created/replayed receipt (tasks of executor probe, of
-dead-lettered messages, and of messages before the window are counted apart). A task deleted in
-the calendar since is noted, not a violation. Checks 4, 5, 7
+task; and every task is named by a created/replayed receipt (tasks of dead-lettered messages
+and of messages before the window are counted apart; those the probe and the demo left, in their
+scopes sendtwice-probe and sendtwice-demo, are listed apart and are not the pipeline's, though two
+tasks for one key are a violation there too). A task deleted in the calendar since is noted, not
+a violation. Checks 4, 5, 7
 and 10 need the service's record of every call and are reported as not applicable. The store id
 of check 11 is the collection's: verify with the URL the executors were given.
 
@@ -112,8 +121,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := tsf.check(); err != nil {
-		return err
+	// Flags that name their service are checked before anything is
+	// opened; those that leave it to the executors' record, once it is
+	// read.
+	if tsf.given("task-service") {
+		if err := tsf.check(); err != nil {
+			return err
+		}
 	}
 	if *allowExternal < 0 || *allowRepeated < 0 {
 		return fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", errUsage)
@@ -139,6 +153,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, _, err := settleTaskService(ctx, js, tsf, "verify", cli.RedactURL(conn.Server)); err != nil {
+		return err
+	}
 	var lister audit.TaskLister
 	if tsf.Kind != taskServiceFake {
 		// Verify lists and takes no lock: a --redmine-lock-ttl given as to
@@ -210,6 +231,9 @@ func printReport(w io.Writer, rep audit.Report) {
 		fmt.Fprintf(w, "task service: store %s, %s\n", id.StoreID, id.Name)
 	} else if id.StoreID != "" {
 		fmt.Fprintf(w, "task service: store %s, answered by instance %s on %s (pid %d)\n", id.StoreID, id.Instance, id.Host, id.PID)
+	}
+	if l := rep.Listing; l != nil {
+		fmt.Fprintf(w, "tasks:        %s\n", l)
 	}
 	if len(rep.Gate.Checks) > 0 {
 		fmt.Fprintf(w, "gate re-run: %s", strings.Join(rep.Gate.Checks, ", "))

@@ -54,7 +54,10 @@
 // and a TaskLister): the checks that need its record of every call are then
 // reported as not applicable, with the reason. A key with two tasks is a
 // violation naming both; a task whose key no receipt names is one too,
-// unless the probe made it or its message was dead-lettered.
+// unless its message was dead-lettered or a tool of this project left it:
+// the probe and the demo make their tasks in scopes of their own
+// (sendtwice-probe, sendtwice-demo; Marks), which are counted and listed
+// apart, while two tasks for one key are a violation in those scopes too.
 //
 // It only reads. It must never publish, ack, or call the task service's
 // create endpoint, so that running it cannot change what it measures.

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -53,6 +55,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 		fail  []int
 		says  string
 		notes string // check 3's notes must contain it
+		left  map[string]int
 	}{
 		{name: "a correct history passes, with the checks that need a call log not applicable"},
 		{
@@ -89,6 +92,48 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "probe-abc-1", TaskID: "probe-abc-1"})
 			},
+		},
+		{
+			name: "a task the probe left in its scope, with no receipt, passes and is listed apart",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "sendtwice-probe--probe-abc-retry"})
+			},
+			notes: `intent "probe-abc-retry" in scope "sendtwice-probe": task sendtwice-probe--probe-abc-retry left by the probe`,
+			left:  map[string]int{probe.Scope: 1, audit.DemoScope: 0},
+		},
+		{
+			name: "a task the demo left in its scope, with no receipt, passes and is listed apart",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task"})
+			},
+			notes: `task demo-task left by the demo`,
+			left:  map[string]int{probe.Scope: 0, audit.DemoScope: 1},
+		},
+		{
+			name: "two tasks for one key in the demo's scope still fail check 2",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks,
+					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task"},
+					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task-again", Where: "/tasks/by-hand.ics"})
+			},
+			fail: []int{2}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demo" has 2 tasks`,
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 2},
+		},
+		{
+			name: "two tasks for one key in the probe's scope still fail check 2",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks,
+					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t1"},
+					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t2"})
+			},
+			fail: []int{2}, says: `intent "probe-abc-retry" in scope "sendtwice-probe" has 2 tasks`,
+		},
+		{
+			name: "a task in another scope, with no receipt, still fails as made outside the pipeline",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: "sendtwice-demos", IntentID: "demo-abc-intent-0002", TaskID: "demo-task"})
+			},
+			fail: []int{3}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demos": task demo-task exists, but no created or replayed receipt names it`,
 		},
 		{
 			name: "a task deleted in the service since is noted, not a violation",
@@ -144,6 +189,17 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			}
 			if tc.notes != "" && !strings.Contains(checkNotes(rep, 3), tc.notes) {
 				t.Errorf("check 3's notes do not say %q:\n%s", tc.notes, checkNotes(rep, 3))
+			}
+			if tc.left != nil {
+				if rep.Listing == nil || !maps.Equal(rep.Listing.Left, tc.left) {
+					t.Errorf("the report's listing %+v, want left %v", rep.Listing, tc.left)
+				}
+				for scope, n := range tc.left {
+					m, _ := audit.MarkOf(scope)
+					if !slices.Contains(rep.Checks[2].Figures, audit.Figure{Name: "of which left by " + m.By + " (scope " + scope + "; excluded)", Value: int64(n)}) {
+						t.Errorf("check 3's figures %v do not count %d left by %s", rep.Checks[2].Figures, n, m.By)
+					}
+				}
 			}
 			if len(rep.Checks) != 14 {
 				t.Fatalf("%d checks, want 14", len(rep.Checks))

@@ -277,6 +277,10 @@ type Report struct {
 	Gate GateRun `json:"gate"`
 	// Service is the task service instance and store that were audited.
 	Service ServiceIdentity `json:"service"`
+	// Listing sums up the tasks a service that keeps no call log listed:
+	// the pipeline's and those the probe and the demo left (null for a
+	// service audited by its records).
+	Listing *ListingSummary `json:"listing,omitempty"`
 	Checks  []Check         `json:"checks"`
 }
 
@@ -373,6 +377,10 @@ func VerifyWith(in *Input, o Options) Report {
 
 func report(in *Input, v *view, o Options, checks []Check) Report {
 	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate), Service: in.Service, Checks: checks}
+	if in.Listing != nil {
+		sum := Summarize(*in.Listing)
+		rep.Listing = &sum
+	}
 	for _, c := range checks {
 		rep.OK = rep.OK && c.OK
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/approve"
+	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
@@ -51,10 +52,23 @@ type Options struct {
 	// instead of the fake one, which is then stopped (see RealService).
 	Service *RealService
 
+	// KeepTasks leaves the run's tasks in a real service at its end; by
+	// default the run deletes them, so that the service lists what it
+	// listed before the run.
+	KeepTasks bool
+
 	// skipDelete leaves out the owner's delete of step 4, for the test
 	// that sees the row differ without it.
 	skipDelete bool
 }
+
+// Scope is the caller scope of the story's requests against a real
+// service, and TitlePrefix starts their titles, so that its tasks are told
+// apart from a pipeline's (verify lists them apart).
+const (
+	Scope       = audit.DemoScope
+	TitlePrefix = audit.DemoTitlePrefix
+)
 
 // RealService is a task service other than the fake one, such as a CalDAV
 // collection. It keeps no counters, so the story is told with what it can
@@ -71,9 +85,9 @@ type RealService struct {
 	// LoseReply arranges that the answer to the next create is lost after
 	// the service has acted; it returns what disarms it.
 	LoseReply func(ctx context.Context) (disarm func(context.Context) error, err error)
-	// Delete deletes the task of an intent id (in the default scope) as
-	// its owner would, in the service itself.
-	Delete func(ctx context.Context, intentID string) error
+	// Delete deletes the task of a key (scope, intent id) as its owner
+	// would, in the service itself.
+	Delete func(ctx context.Context, scope, intentID string) error
 	// CallTimeout bounds each call; zero means 10 seconds.
 	CallTimeout time.Duration
 	// Provider and Destination are what the story's requests name (and
@@ -126,8 +140,14 @@ type run struct {
 	rows  []Row
 	key   *sign.Key
 	// intents are the intent ids of a run against a real service, in the
-	// order A, B, C.
+	// order A, B, C; before is how many tasks it listed before the run,
+	// and cleanup what the run did with its tasks at the end.
 	intents []string
+	before  int
+	cleanup struct {
+		deleted, kept int
+		failed        []string
+	}
 	// stops end what the run started, last first.
 	stops []func()
 }
@@ -231,7 +251,10 @@ func (r *run) reviewerKey() (*sign.Keyring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	keys, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
+	approver := sign.ApproverFor(scenario.Reviewer, key.Public())
+	// The seed's scope, and the story's against a real service.
+	approver.Scopes = []string{document.DefaultScope, Scope}
+	keys, err := sign.NewKeyring(approver)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}

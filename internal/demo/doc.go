@@ -12,7 +12,11 @@
 // executors' intent ledger in the run's embedded server, as serve gives it.
 // Such a service keeps no counters, so the table shows the receipts and the
 // tasks the service itself lists after each step, and says where each
-// figure comes from.
+// figure comes from. The story's requests are in a scope of their own
+// (Scope, "sendtwice-demo") with titles that start "[sendtwice demo] ", and
+// at its end it deletes the tasks it made (unless Options.KeepTasks), so
+// that the service lists what it listed before the run: its last row shows
+// that listing.
 //
 // It must never fake a row: each figure printed is read from a receipt, from
 // the fake task service's counters or from a real service's own listing at

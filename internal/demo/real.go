@@ -75,11 +75,22 @@ func one(s seen, ids ...string) bool {
 
 // storyReal tells the story against a real service, under intent ids new
 // in this run, reading the service's listing after each step.
-func (r *run) storyReal(ctx context.Context) error {
+func (r *run) storyReal(ctx context.Context) (err error) {
+	before, err := r.list(ctx)
+	if err != nil {
+		return err
+	}
+	r.before = before.all
 	e, err := r.runEnvelopes()
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil && !r.opts.KeepTasks {
+			// The story stopped: what it made goes all the same.
+			r.cleanup.deleted, r.cleanup.failed = r.deleteRunTasks(context.WithoutCancel(ctx))
+		}
+	}()
 	first, firstDigest, err := r.sameApprovalTwiceReal(ctx, e)
 	if err != nil {
 		return err
@@ -108,7 +119,61 @@ func (r *run) storyReal(ctx context.Context) error {
 		Want:   "A 0, B 1, C 1",
 		OK:     len(s.tasks[a]) == 0 && one(s, b, c) && s.ofRun == 2,
 	})
+	return r.cleanupReal(ctx)
+}
+
+// cleanupReal deletes the run's tasks at the end of the story (those of B
+// and C; A's owner deleted A's), unless told to keep them, and adds the
+// row that shows the service's listing afterwards: without the run's tasks,
+// as many as before the run.
+func (r *run) cleanupReal(ctx context.Context) error {
+	a, b, c := r.intents[0], r.intents[1], r.intents[2]
+	if r.opts.KeepTasks {
+		s, err := r.list(ctx)
+		if err != nil {
+			return err
+		}
+		r.cleanup.kept = s.ofRun
+		r.rows = append(r.rows, Row{Step: "cleanup", Intent: "A, B, C", Content: "—", Receipt: "kept (--keep-tasks)",
+			Counts: fmt.Sprintf("%s (of all %d)", r.per(s, a, b, c), s.all), Want: "A 0, B 1, C 1", OK: len(s.tasks[a]) == 0 && one(s, b, c) && s.ofRun == 2})
+		return nil
+	}
+	r.cleanup.deleted, r.cleanup.failed = r.deleteRunTasks(ctx)
+	s, err := r.list(ctx)
+	if err != nil {
+		return err
+	}
+	r.rows = append(r.rows, Row{Step: "cleanup", Intent: "A, B, C", Content: "—",
+		Receipt: fmt.Sprintf("deleted %d", r.cleanup.deleted),
+		Counts:  fmt.Sprintf("%s (of all %d)", r.per(s, a, b, c), s.all),
+		Want:    fmt.Sprintf("A 0, B 0, C 0 (of all %d, as before the run)", r.before),
+		OK:      s.ofRun == 0 && s.all == r.before && len(r.cleanup.failed) == 0})
 	return nil
+}
+
+// deleteRunTasks deletes every task the service lists for the run's intent
+// ids, in the demo's scope, and returns how many it deleted and why others
+// could not be.
+func (r *run) deleteRunTasks(ctx context.Context) (int, []string) {
+	ctx, cancel := context.WithTimeout(ctx, 4*r.callTimeout())
+	defer cancel()
+	s, err := r.list(ctx)
+	if err != nil {
+		return 0, []string{err.Error()}
+	}
+	var deleted int
+	var failed []string
+	for _, id := range r.intents {
+		if len(s.tasks[id]) == 0 {
+			continue
+		}
+		if err := r.opts.Service.Delete(ctx, Scope, id); err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%s): %v", r.letter(id), id, err))
+			continue
+		}
+		deleted += len(s.tasks[id])
+	}
+	return deleted, failed
 }
 
 // runEnvelopes picks the run's intent ids A, B and C and approves the
@@ -130,12 +195,12 @@ func (r *run) runEnvelopes() (envelopes, error) {
 		n, intent, title string
 		into             *[]byte
 	}{
-		{"0001", a, scenario.Title, &e.original},
-		{"0002", a, scenario.ChangedTitle, &e.changed},
-		{"0003", bb, scenario.Title, &e.newIntent},
-		{"0004", c, scenario.Title, &e.lost},
+		{"0001", a, TitlePrefix + scenario.Title, &e.original},
+		{"0002", a, TitlePrefix + scenario.ChangedTitle, &e.changed},
+		{"0003", bb, TitlePrefix + scenario.Title, &e.newIntent},
+		{"0004", c, TitlePrefix + scenario.Title, &e.lost},
 	} {
-		approved, err := r.target().ApproveWith(cand, "task-request-"+m.n, m.intent, m.title,
+		approved, err := r.target().InScope(Scope).ApproveWith(cand, "task-request-"+m.n, m.intent, m.title,
 			approve.Options{ID: "approval-" + m.n, Key: r.key, At: now, Lifetime: time.Hour})
 		if err != nil {
 			return envelopes{}, fmt.Errorf("demo: %w", err)
@@ -231,7 +296,7 @@ func (r *run) deletedReal(ctx context.Context, e envelopes, first string) error 
 		return fmt.Errorf("demo: the %s has no way to delete a task", svc.Name)
 	}
 	if !r.opts.skipDelete {
-		if err := svc.Delete(ctx, a); err != nil {
+		if err := svc.Delete(ctx, Scope, a); err != nil {
 			return fmt.Errorf("demo: step 4: deleting A's task as its owner: %w", err)
 		}
 	}
@@ -319,6 +384,7 @@ func (r *run) lostReplyReal(ctx context.Context, e envelopes) (seen, error) {
 func (r *run) printReal() {
 	out := r.opts.Out
 	fmt.Fprintf(out, "task service: %s (the fake task service is stopped)\n", r.opts.Service.Name)
+	fmt.Fprintf(out, "the run's tasks: scope %s, titles starting %q\n", Scope, TitlePrefix)
 	for _, id := range r.intents {
 		fmt.Fprintf(out, "intent %s: %s\n", r.letter(id), id)
 	}
@@ -332,4 +398,29 @@ Where the figures come from:
   A real service keeps no counters of requests received and creates executed, so none are
   shown; the tests count those from the server's own request log.
 `)
+	switch {
+	case r.opts.KeepTasks:
+		fmt.Fprintf(out, "\ncleanup: kept the run's %s (--keep-tasks); they are in scope %s, titled %q\n", tasks(r.cleanup.kept), Scope, TitlePrefix)
+	default:
+		fmt.Fprintf(out, "\ncleanup: deleted the run's %s; the service lists %s, as before the run\n", tasks(r.cleanup.deleted), tasks(r.before))
+	}
+	for _, f := range r.cleanup.failed {
+		fmt.Fprintf(out, "  not deleted: %s\n", f)
+	}
+}
+
+// callTimeout bounds one call to the real service.
+func (r *run) callTimeout() time.Duration {
+	if t := r.opts.Service.CallTimeout; t > 0 {
+		return t
+	}
+	return 10 * time.Second
+}
+
+// tasks says "1 task", "2 tasks".
+func tasks(n int) string {
+	if n == 1 {
+		return "1 task"
+	}
+	return fmt.Sprintf("%d tasks", n)
 }

@@ -2,6 +2,9 @@
 // process, for one-machine use and for tests: file storage under a directory
 // of the caller's, fsync before every acknowledgement (sync_interval: always),
 // open to every client or, with users, to each with its permissions.
+// StartStack adds the fake task service over a Pebble store in the same
+// directory, unless told that the executors call another task service
+// (StackOptions.NoService): then no store is opened or made.
 //
 // It must never start a server that acknowledges a stored message before it is
 // synced, and never listen beyond the address it is given.

@@ -20,6 +20,10 @@ type StackOptions struct {
 	Host        string
 	Port        int
 	AllowFaults bool
+	// NoService starts the NATS server alone: the fake task service is not
+	// started and its store (Dir/provider) is neither opened nor made, for
+	// executors that call another task service (CalDAV, Redmine).
+	NoService bool
 	// UnsafeCreateEveryCall breaks the task service on purpose (it creates
 	// on every call), to show that the checker fails. Tests only.
 	UnsafeCreateEveryCall bool
@@ -43,7 +47,8 @@ type StackOptions struct {
 }
 
 // Stack is a running NATS server and task service. The service is reached
-// over NATS like any external system, also from within this process.
+// over NATS like any external system, also from within this process. With
+// StackOptions.NoService, Store and Service stay nil until StartService.
 type Stack struct {
 	opts    StackOptions
 	lock    *DirLock
@@ -73,6 +78,9 @@ func StartStack(o StackOptions) (*Stack, error) {
 		return nil, errors.Join(err, lock.Unlock())
 	}
 	st := &Stack{opts: o, lock: lock, Server: s}
+	if o.NoService {
+		return st, nil
+	}
 	if err := st.StartService(filepath.Join(o.Dir, "provider")); err != nil {
 		s.Shutdown()
 		s.WaitForShutdown()

@@ -23,8 +23,13 @@
 //   - It is bounded: the number of calls is fixed by the Plan (plus at most
 //     Options.Retries retries of a call that failed transiently), and every
 //     call has a deadline.
-//   - It leaves the tasks it created in place as evidence; they are named
-//     by their prefix so that they can be found and removed.
+//   - It leaves the service's list as it was: at its end it deletes the
+//     tasks it made (Target.Delete, counted before and after with
+//     Target.Count), unless told to keep them (Options.KeepTasks); the
+//     report's Cleanup says what it deleted or kept. Its calls are in a
+//     scope of their own (Scope, "sendtwice-probe") with titles that start
+//     "[sendtwice probe] ", so that a person and executor verify tell its
+//     tasks apart from a pipeline's.
 //
 // # A deleted task that comes back
 //

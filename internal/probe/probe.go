@@ -22,6 +22,14 @@ import (
 // Prefix starts every intent id the probe makes: "probe-<run id>-<row>".
 const Prefix = "probe-"
 
+// Scope is the caller scope of every call the probe makes, and TitlePrefix
+// starts every title: its tasks are told apart from a pipeline's (verify
+// lists them apart, a person sees them in a task list for what they are).
+const (
+	Scope       = "sendtwice-probe"
+	TitlePrefix = "[sendtwice probe] "
+)
+
 // Defaults of Options.
 const (
 	DefaultConcurrency   = 16
@@ -44,10 +52,10 @@ type Target struct {
 	// "the collection"), as the adapter states it; empty when it cannot
 	// say.
 	Scope string
-	// Delete deletes the task of one intent id, as a user would in the
-	// service's own interface; nil when the target cannot. The probe calls
-	// it only with intent ids it made.
-	Delete func(ctx context.Context, intentID string) error
+	// Delete deletes the task of one key (scope, intent id), as a user
+	// would in the service's own interface; nil when the target cannot.
+	// The probe calls it only with its Scope and intent ids it made.
+	Delete func(ctx context.Context, scope, intentID string) error
 	// NeverDeletes states that the service has no way to delete a task, so
 	// that a key lasts as long as the service's store. It answers the
 	// "key remembered after the task is deleted" row when Delete is nil.
@@ -108,6 +116,10 @@ type Options struct {
 	Retries int
 	// RetryDelay is the pause before each retry (DefaultRetryDelay).
 	RetryDelay time.Duration
+	// KeepTasks leaves the run's tasks in place at its end; by default
+	// the run deletes them (Target.Delete), so that the service's list is
+	// as it was.
+	KeepTasks bool
 }
 
 // Row ids, in the order of the report.
@@ -198,6 +210,46 @@ type Report struct {
 	Calls       int64   `json:"create_calls"`
 	Rows        []Row   `json:"rows"`
 	Verdict     Verdict `json:"verdict"`
+	// Cleanup says what became of the run's tasks at its end.
+	Cleanup Cleanup `json:"cleanup"`
+}
+
+// Cleanup is what the run did with its tasks at its end: deleted them
+// (Target.Delete), or kept them (Options.KeepTasks, or a target that
+// cannot delete or count them).
+type Cleanup struct {
+	// Kept says the tasks were left on purpose (Options.KeepTasks).
+	Kept bool `json:"kept"`
+	// Deleted and Left count the run's tasks deleted and still there
+	// afterwards, by the service's count; Intents are the intent ids that
+	// had tasks at the end.
+	Deleted int      `json:"deleted"`
+	Left    int      `json:"left"`
+	Intents []string `json:"intent_ids"`
+	// Failed says, per intent id, why its tasks could not be deleted or
+	// counted; Note why nothing was tried.
+	Failed []string `json:"failed"`
+	Note   string   `json:"note,omitempty"`
+}
+
+// String says what the cleanup did, in one sentence.
+func (c Cleanup) String() string {
+	var b strings.Builder
+	switch {
+	case c.Note != "":
+		b.WriteString(c.Note)
+	case c.Kept:
+		fmt.Fprintf(&b, "kept %s of this run (--keep-tasks)", plural(c.Left, "task"))
+	default:
+		fmt.Fprintf(&b, "deleted %s of this run; %s left", plural(c.Deleted, "task"), plural(c.Left, "task"))
+	}
+	if len(c.Intents) > 0 {
+		fmt.Fprintf(&b, " (intent ids %s, scope %s)", strings.Join(c.Intents, ", "), Scope)
+	}
+	for _, f := range c.Failed {
+		b.WriteString("; " + f)
+	}
+	return b.String()
 }
 
 // Plan says what a run will send and create, before it starts.
@@ -231,7 +283,12 @@ func (p Plan) String() string {
 	if p.Deletes > 0 {
 		fmt.Fprintf(&b, " It deletes %s of its own again.", plural(p.Deletes, "task"))
 	}
-	b.WriteString("\nIt never touches any other intent id, and leaves its tasks in place.")
+	b.WriteString("\nIt never touches any other intent id. Its tasks are in scope " + Scope + ", titled \"" + TitlePrefix + "…\";")
+	if p.opts.KeepTasks {
+		b.WriteString(" it leaves them in place (--keep-tasks).")
+	} else {
+		b.WriteString(" it deletes them at the end (--keep-tasks keeps them).")
+	}
 	return b.String()
 }
 
@@ -370,7 +427,70 @@ func Run(ctx context.Context, t Target, p Plan) (*Report, error) {
 	}
 	rep.Calls = r.calls.Load()
 	rep.Verdict = Judge(rep.Rows)
+	rep.Cleanup = r.cleanup(ctx)
 	return rep, err
+}
+
+// cleanup deletes the tasks of the run's intent ids at its end, unless
+// told to keep them, and counts what is left. It runs also when ctx ended
+// early, on a context of its own, so that a stopped run leaves no more
+// than it must.
+func (r *runner) cleanup(ctx context.Context) Cleanup {
+	c := Cleanup{Intents: []string{}, Failed: []string{}}
+	if r.t.Count == nil {
+		c.Note = "the run's tasks were left in place: the target cannot count them"
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(len(r.p.Intents)+1)*2*r.o.CallTimeout)
+	defer cancel()
+	for _, intent := range r.p.Intents {
+		n, err := r.countErr(ctx, intent)
+		if err != nil {
+			c.Failed = append(c.Failed, fmt.Sprintf("%s: counting its tasks failed: %v", intent, err))
+			continue
+		}
+		if n == 0 {
+			continue
+		}
+		c.Intents = append(c.Intents, intent)
+		if r.o.KeepTasks || r.t.Delete == nil {
+			c.Left += n
+			continue
+		}
+		// Only the run's own keys, in its own scope.
+		if !r.p.own(intent) || !strings.HasPrefix(intent, Prefix) {
+			c.Failed = append(c.Failed, fmt.Sprintf("%s: not this run's, left as it is", intent))
+			continue
+		}
+		dctx, dcancel := context.WithTimeout(ctx, r.o.CallTimeout)
+		err = r.t.Delete(dctx, Scope, intent)
+		dcancel()
+		left, cerr := r.countErr(ctx, intent)
+		switch {
+		case err != nil:
+			c.Failed = append(c.Failed, fmt.Sprintf("%s: deleting its %s failed: %v", intent, plural(n, "task"), err))
+			c.Left += n
+		case cerr != nil:
+			c.Failed = append(c.Failed, fmt.Sprintf("%s: counting its tasks after the deletion failed: %v", intent, cerr))
+		default:
+			c.Deleted += n - left
+			c.Left += left
+		}
+	}
+	switch {
+	case r.o.KeepTasks:
+		c.Kept = true
+	case r.t.Delete == nil && c.Left > 0:
+		c.Note = fmt.Sprintf("%s of this run left in place: the target cannot delete a task", plural(c.Left, "task"))
+	}
+	return c
+}
+
+// countErr counts the tasks of an intent id.
+func (r *runner) countErr(ctx context.Context, intent string) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
+	defer cancel()
+	return r.t.Count(cctx, intent)
 }
 
 // rowHead returns a row with its question and default method.
@@ -436,7 +556,7 @@ const ApprovalLifetime = time.Hour
 // probe as it answers the executor; the digest is the document's.
 func (r *runner) request(row string, variant int) taskservice.Request {
 	intent := r.p.intent(row)
-	title := fmt.Sprintf("sendtwice probe %s: %s", r.p.RunID, strings.ReplaceAll(row, "_", " "))
+	title := fmt.Sprintf("%s%s: %s", TitlePrefix, r.p.RunID, strings.ReplaceAll(row, "_", " "))
 	requestID := "task-request-" + intent
 	if variant == 1 {
 		title += " (changed)"
@@ -451,7 +571,7 @@ func (r *runner) request(row string, variant int) taskservice.Request {
 		destination = ""
 	}
 	q := document.Request{SchemaVersion: document.RequestVersion, RequestID: requestID, IntentID: intent,
-		Operation: document.OperationCreateTask, Provider: provider, Destination: destination,
+		Scope: Scope, Operation: document.OperationCreateTask, Provider: provider, Destination: destination,
 		CandidateRef: document.CandidateRef{CandidateID: "cand-" + intent, CandidateDigest: "sha256:" + hex.EncodeToString(sum[:]), SourceVersion: "probe"},
 		Task:         document.Task{Title: title}}
 	doc, err := json.Marshal(q)
@@ -465,6 +585,7 @@ func (r *runner) request(row string, variant int) taskservice.Request {
 		panic(fmt.Sprintf("probe: making the request of row %s: %v", row, err))
 	}
 	return taskservice.Request{
+		Scope:         Scope,
 		IntentID:      intent,
 		RequestDigest: digest,
 		RequestID:     requestID,
@@ -851,7 +972,7 @@ func (r *runner) afterDelete(ctx context.Context) Row {
 		return row
 	}
 	dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
-	err := r.t.Delete(dctx, req.IntentID)
+	err := r.t.Delete(dctx, Scope, req.IntentID)
 	cancel()
 	if err != nil {
 		row.Status, row.Answer = Unknown, "not measured"
@@ -1006,7 +1127,7 @@ func (r *runner) naive(ctx context.Context) Row {
 	row.Seen = strings.Join(seen, ", then ") + counted
 	if r.t.Delete != nil && r.p.own(req.IntentID) && strings.HasPrefix(req.IntentID, Prefix) && tasks != 0 {
 		dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
-		err := r.t.Delete(dctx, req.IntentID)
+		err := r.t.Delete(dctx, Scope, req.IntentID)
 		cancel()
 		if err != nil {
 			row.Seen += fmt.Sprintf("; deleting them again failed (%v): verify reports the key's tasks", err)

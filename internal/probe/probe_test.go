@@ -30,6 +30,8 @@ type memService struct {
 	tasks    map[string][]string // intent id → task ids that exist
 	dropNext bool
 	seen     []string // every intent id called or deleted
+	scopes   []string // the scope of every call and deletion
+	titles   []string // the title of every call
 }
 
 type memEntry struct{ digest, task string }
@@ -41,6 +43,8 @@ func newMem(keep bool) *memService {
 func (m *memService) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
 	m.mu.Lock()
 	m.seen = append(m.seen, req.IntentID)
+	m.scopes = append(m.scopes, req.Scope)
+	m.titles = append(m.titles, req.Task.Title)
 	res := taskservice.Result{StoreID: "mem-1"}
 	e, ok := m.keys[req.IntentID]
 	switch {
@@ -70,10 +74,11 @@ func (m *memService) target(hooks bool) Target {
 	if !hooks {
 		return t
 	}
-	t.Delete = func(_ context.Context, id string) error {
+	t.Delete = func(_ context.Context, scope, id string) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.seen = append(m.seen, id)
+		m.scopes = append(m.scopes, scope)
 		delete(m.tasks, id)
 		delete(m.keys, id) // the key goes with its task
 		return nil
@@ -475,5 +480,72 @@ func golden(t *testing.T, path string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs (go test ./internal/probe -update rewrites it); got:\n%s", path, got)
+	}
+}
+
+func TestTheProbesTasksAreInItsScopeWithItsTitleAndDeletedAtTheEnd(t *testing.T) {
+	left := func(m *memService) int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		n := 0
+		for _, ts := range m.tasks {
+			n += len(ts)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name    string
+		keep    bool
+		target  func(m *memService) Target
+		left    int
+		says    string
+		deleted int
+	}{
+		{name: "by default every task of the run is deleted at its end and none is left", target: func(m *memService) Target { return m.target(true) },
+			left: 0, deleted: 5, says: "deleted 5 tasks of this run; 0 tasks left"},
+		{name: "with KeepTasks the run's tasks are left and counted", keep: true, target: func(m *memService) Target { return m.target(true) },
+			left: 5, says: "kept 5 tasks of this run (--keep-tasks)"},
+		{name: "for a service with no key, the naive row's doubled tasks go too", target: func(m *memService) Target { return m.noKeyTarget(false) },
+			left: 0, deleted: 6, says: "deleted 6 tasks of this run; 0 tasks left"},
+		{name: "a target that cannot delete says that the tasks are left", target: func(m *memService) Target {
+			t := m.target(true)
+			t.Delete = nil
+			return t
+		}, left: 4, says: "4 tasks of this run left in place: the target cannot delete a task"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMem(true)
+			o := fast
+			o.KeepTasks = tc.keep
+			rep := run(t, tc.target(m), o)
+			if n := left(m); n != tc.left {
+				t.Errorf("%d tasks left in the service, want %d", n, tc.left)
+			}
+			if rep.Cleanup.Deleted != tc.deleted || rep.Cleanup.Left != tc.left || rep.Cleanup.Kept != tc.keep {
+				t.Errorf("cleanup %+v, want %d deleted, %d left, kept %v", rep.Cleanup, tc.deleted, tc.left, tc.keep)
+			}
+			if !strings.Contains(rep.Cleanup.String(), tc.says) {
+				t.Errorf("cleanup says %q, want %q", rep.Cleanup.String(), tc.says)
+			}
+			var text bytes.Buffer
+			if err := WriteText(&text, rep); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(text.String(), "cleanup: "+tc.says) {
+				t.Errorf("the table does not say the cleanup:\n%s", text.String())
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, sc := range m.scopes {
+				if sc != Scope {
+					t.Fatalf("a call or deletion in scope %q, want %q", sc, Scope)
+				}
+			}
+			for _, title := range m.titles {
+				if !strings.HasPrefix(title, TitlePrefix) {
+					t.Fatalf("title %q does not start %q", title, TitlePrefix)
+				}
+			}
+		})
 	}
 }

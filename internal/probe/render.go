@@ -33,6 +33,7 @@ func WriteText(w io.Writer, rep *Report) error {
 	for _, r := range rep.Rows {
 		fmt.Fprintf(&b, "  %s: %s\n", r.Question, r.Seen)
 	}
+	fmt.Fprintf(&b, "\ncleanup: %s\n", rep.Cleanup)
 	fmt.Fprintf(&b, "\nverdict: %s\n", rep.Verdict.Headline)
 	for _, r := range rep.Rows {
 		switch r.Status {

@@ -12,6 +12,9 @@ import "github.com/sendtwice/sendtwice/internal/document"
 type For struct {
 	Provider    string
 	Destination string
+	// Scope is the caller scope the requests name; "" names none (the
+	// default scope).
+	Scope string
 }
 
 // Common targets of a scenario.
@@ -23,6 +26,9 @@ var (
 
 // At is f for the named destination.
 func (f For) At(destination string) For { f.Destination = destination; return f }
+
+// InScope is f for requests that name the caller scope scope.
+func (f For) InScope(scope string) For { f.Scope = scope; return f }
 
 func (f For) provider() string {
 	if f.Provider == "" {

@@ -74,6 +74,7 @@ func (f For) Request(candidate []byte, requestID, intentID, title string) ([]byt
 		Operation:     document.OperationCreateTask,
 		Provider:      f.provider(),
 		Destination:   f.Destination,
+		Scope:         f.Scope,
 		CandidateRef:  document.CandidateRef{CandidateID: c.CandidateID, CandidateDigest: d, SourceVersion: c.Source.Version},
 		Task:          document.Task{Title: title},
 	}), nil

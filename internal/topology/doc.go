@@ -13,4 +13,9 @@
 // anything but one publish call's own transport retries. The record must
 // only ever be written by provisioning (Ensure), from what the server
 // returned, never from a configuration read back from the streams.
+//
+// The same bucket holds, under its own key, which task service the
+// executors call and where (TaskService: serve writes it at start), so that
+// status and verify read the service the pipeline uses. It never holds a
+// password or an API key.
 package topology

@@ -335,3 +335,91 @@ func showJSON(v reflect.Value) string {
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// TaskServiceKey is the key of RecordBucket that records which task
+// service the executors call, and where: serve writes it at start, so
+// that status and verify, run without task service flags, read and audit
+// the service the pipeline uses.
+const TaskServiceKey = "task-service"
+
+// ErrNoTaskService says that no executor recorded its task service.
+var ErrNoTaskService = errors.New("topology: no record of the executors' task service")
+
+// TaskService is the record of the task service the executors call: its
+// kind and the settings that say where it is. It never holds a secret (a
+// password, an API key): a reader brings its own.
+type TaskService struct {
+	// Kind is the --task-service value: fake, caldav, redmine.
+	Kind string `json:"kind"`
+	// Name names the service as the executors' log does ("CalDAV
+	// collection https://…/").
+	Name string `json:"name,omitempty"`
+	// Destinations are the CalDAV collections' URLs by destination name
+	// ("default" for --caldav-url), without a user or password in them.
+	Destinations map[string]string `json:"destinations,omitempty"`
+	// CalDAVUser is the user the executors log in as (no password).
+	CalDAVUser string `json:"caldav_user,omitempty"`
+	// RedmineURL, RedmineProject and RedmineField say where Redmine's
+	// issues are and which custom field carries their keys.
+	RedmineURL     string `json:"redmine_url,omitempty"`
+	RedmineProject string `json:"redmine_project,omitempty"`
+	RedmineField   string `json:"redmine_field,omitempty"`
+	// By is the executor that wrote the record, and At when.
+	By string    `json:"recorded_by,omitempty"`
+	At time.Time `json:"recorded_at"`
+}
+
+// RecordTaskService writes ts as the executors' task service. With create
+// it creates or updates the bucket (replicated like the streams), as
+// provisioning does; without (serve --no-provision) it writes to the
+// bucket provisioning made, and fails when there is none or the writer
+// may not write.
+func RecordTaskService(ctx context.Context, js jetstream.JetStream, create bool, replicas int, ts TaskService) error {
+	value, err := json.Marshal(ts)
+	if err != nil {
+		return fmt.Errorf("topology: encoding the record of the task service: %w", err)
+	}
+	var kv jetstream.KeyValue
+	if create {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, RecordBucketConfig(replicas))
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			kv, err = js.KeyValue(ctx, RecordBucket)
+		}
+	} else {
+		kv, err = js.KeyValue(ctx, RecordBucket)
+	}
+	if err != nil {
+		return fmt.Errorf("topology: opening bucket %s to record the task service: %w", RecordBucket, err)
+	}
+	if _, err := kv.Put(ctx, TaskServiceKey, value); err != nil {
+		return fmt.Errorf("topology: recording the task service in bucket %s: %w", RecordBucket, err)
+	}
+	return nil
+}
+
+// ReadTaskService reads the record of the executors' task service. It
+// returns an error wrapping ErrNoTaskService when there is none.
+func ReadTaskService(ctx context.Context, js jetstream.JetStream) (TaskService, error) {
+	kv, err := js.KeyValue(ctx, RecordBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return TaskService{}, fmt.Errorf("%w (no bucket %s)", ErrNoTaskService, RecordBucket)
+	}
+	if err != nil {
+		return TaskService{}, fmt.Errorf("topology: reading the record of the task service (bucket %s): %w", RecordBucket, err)
+	}
+	e, err := kv.Get(ctx, TaskServiceKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return TaskService{}, fmt.Errorf("%w (bucket %s has no key %s)", ErrNoTaskService, RecordBucket, TaskServiceKey)
+	}
+	if err != nil {
+		return TaskService{}, fmt.Errorf("topology: reading the record of the task service (bucket %s): %w", RecordBucket, err)
+	}
+	var ts TaskService
+	if err := json.Unmarshal(e.Value(), &ts); err != nil {
+		return TaskService{}, fmt.Errorf("topology: the record in bucket %s, key %s, does not decode: %w", RecordBucket, TaskServiceKey, err)
+	}
+	if ts.Kind == "" {
+		return TaskService{}, fmt.Errorf("topology: the record in bucket %s, key %s, names no kind of task service", RecordBucket, TaskServiceKey)
+	}
+	return ts, nil
+}

@@ -215,3 +215,62 @@ func TestARecordThatDoesNotDecodeOrLacksAPartIsRefusedWithItsReason(t *testing.T
 		})
 	}
 }
+
+func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
+	rec := topology.TaskService{Kind: "caldav", Name: "CalDAV collection https://dav.example/alice/tasks/",
+		Destinations: map[string]string{"default": "https://dav.example/alice/tasks/"}, CalDAVUser: "alice",
+		By: "exec-1", At: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
+	t.Run("with no bucket, there is no record and nothing is made without create", func(t *testing.T) {
+		js := testenv.JetStream(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := topology.ReadTaskService(ctx, js); !errors.Is(err, topology.ErrNoTaskService) {
+			t.Fatalf("reading with no bucket: %v, want ErrNoTaskService", err)
+		}
+		if err := topology.RecordTaskService(ctx, js, false, 1, rec); err == nil {
+			t.Fatal("recording without create made the bucket")
+		}
+		if _, err := js.KeyValue(ctx, topology.RecordBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+			t.Fatalf("the bucket after a refused record: %v", err)
+		}
+	})
+	t.Run("a recorded service is read back as it was written, beside the provisioning record", func(t *testing.T) {
+		env := testenv.Start(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := topology.ReadTaskService(ctx, env.JS); !errors.Is(err, topology.ErrNoTaskService) {
+			t.Fatalf("reading before serve recorded: %v, want ErrNoTaskService", err)
+		}
+		if err := topology.RecordTaskService(ctx, env.JS, false, 1, rec); err != nil {
+			t.Fatal(err)
+		}
+		got, err := topology.ReadTaskService(ctx, env.JS)
+		if err != nil || got.Kind != rec.Kind || got.Destinations["default"] != rec.Destinations["default"] || got.CalDAVUser != "alice" || !got.At.Equal(rec.At) || got.By != "exec-1" {
+			t.Fatalf("read back %+v, %v; want %+v", got, err, rec)
+		}
+		if _, err := topology.ReadRecord(ctx, env.JS); err != nil {
+			t.Errorf("the provisioning record beside it: %v", err)
+		}
+	})
+	for _, c := range []struct{ name, value, says string }{
+		{"junk", `{"kind": `, "does not decode"},
+		{"a record without a kind", `{"name": "x"}`, "names no kind"},
+	} {
+		t.Run(c.name+" is refused", func(t *testing.T) {
+			env := testenv.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(ctx, topology.TaskServiceKey, []byte(c.value)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = topology.ReadTaskService(ctx, env.JS)
+			if err == nil || errors.Is(err, topology.ErrNoTaskService) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
+			}
+		})
+	}
+}

@@ -395,14 +395,13 @@ func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Cal
 
 // TaskID is the task id (the VTODO's UID) of (scope, intentID): the intent
 // id in the default scope, as before scopes; in another scope, the scope,
-// a space and the intent id. An intent id holds no space (a request
-// document refuses one), so no task id of one scope is that of another,
-// and the UIDs of one collection stay unique (RFC 4791 §5.3.2.1).
+// "~~" and the intent id, as its resource is named. A task id holds no
+// space: the receipt that names it is a document, whose ids refuse one.
 func TaskID(scope, intentID string) string {
 	if scope == "" || scope == taskservice.DefaultScope {
 		return intentID
 	}
-	return scope + " " + intentID
+	return scope + scopeSeparator + intentID
 }
 
 // todoScope is the scope a VTODO of ours names; one made before scopes

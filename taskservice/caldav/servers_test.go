@@ -321,8 +321,8 @@ var scenarios = []struct {
 		a := adapter(t, s.CollectionURL, caldav.Config{})
 		want := map[string]struct{ taskID, name string }{
 			"":       {"intent-0001", "intent-0001.ics"},
-			"team-a": {"team-a intent-0001", "team-a~~intent-0001.ics"},
-			"team-b": {"team-b intent-0001", "team-b~~intent-0001.ics"},
+			"team-a": {"team-a~~intent-0001", "team-a~~intent-0001.ics"},
+			"team-b": {"team-b~~intent-0001", "team-b~~intent-0001.ics"},
 		}
 		for _, scope := range []string{"", "team-a", "team-b"} {
 			req := request("intent-0001", "one intent id, three scopes")

@@ -1,0 +1,307 @@
+package main
+
+// This file keeps the record of the task service the executors call
+// (topology.TaskService, in the bucket sendtwice-topology): serve writes it
+// at start, and status and verify, run without task service flags, read
+// the service it names. The record holds where the service is, never a
+// password or an API key: a reader brings its own, and is told exactly
+// which flags to add when it has none. Flags given that contradict the
+// record are refused, naming both.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice/caldav"
+)
+
+// errContradictsRecord is wrapped by settle for a flag that names another
+// service than the one the executors recorded.
+var errContradictsRecord = errors.New("the flags contradict the executors' record of their task service")
+
+// errSecretNotRecorded is wrapped by settle's callers for a service whose
+// password or API key the reader did not give (it is never recorded).
+var errSecretNotRecorded = errors.New("a password or an API key is never recorded")
+
+// secretMissingError is a usage error (errUsage) that says which flag adds
+// the password or API key (errSecretNotRecorded).
+type secretMissingError struct{ msg string }
+
+func (e *secretMissingError) Error() string   { return e.msg }
+func (e *secretMissingError) Unwrap() []error { return []error{errUsage, errSecretNotRecorded} }
+
+// recordOf is what serve records of the service it opened: the kind and
+// where it is, no secret.
+func (f *taskServiceFlags) recordOf(by, name string) topology.TaskService {
+	ts := topology.TaskService{Kind: f.Kind, Name: name, By: by, At: time.Now().UTC().Truncate(time.Second)}
+	switch f.Kind {
+	case taskServiceCalDAV:
+		// With the destinations' flags, one entry per destination.
+		ts.Destinations = map[string]string{"default": withoutUserinfo(f.CalDAVURL)}
+		ts.CalDAVUser = f.CalDAVUser
+	case taskServiceRedmine:
+		ts.RedmineURL, ts.RedmineProject, ts.RedmineField = f.RedmineURL, f.RedmineProject, f.RedmineField
+	}
+	return ts
+}
+
+// given reports whether the flag name was given on the command line.
+func (f *taskServiceFlags) given(name string) bool {
+	set := false
+	if f.fs != nil {
+		f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	}
+	return set
+}
+
+// recordSource says where a command took its task service from.
+const (
+	fromFlags   = "flags"
+	fromRecord  = "record"
+	fromDefault = "default"
+)
+
+// settle takes what the command line left out from the executors' record:
+// the kind, the collection or project, the user, the custom field. A flag
+// given that names another service than the record's is refused, naming
+// both. It returns where the service was taken from (fromRecord when the
+// record supplied it, fromFlags when the flags named it all).
+func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
+	recorded := describeRecord(rec)
+	contradict := func(flagName, value, want string) error {
+		return fmt.Errorf("%w: --%s %s, but the executors recorded that they call %s; leave --%s out to use the record, or run serve with the flags you mean",
+			errContradictsRecord, flagName, value, recorded, flagName)
+	}
+	if f.given("task-service") && f.Kind != rec.Kind {
+		return "", contradict("task-service", f.Kind, rec.Kind)
+	}
+	source := fromFlags
+	if !f.given("task-service") {
+		f.Kind, source = rec.Kind, fromRecord
+	}
+	switch rec.Kind {
+	case taskServiceCalDAV:
+		want := rec.Destinations["default"]
+		if f.given("caldav-url") {
+			if sameCollection(f.CalDAVURL, want) {
+				break
+			}
+			return "", contradict("caldav-url", withoutUserinfo(f.CalDAVURL), want)
+		}
+		f.CalDAVURL, source = want, fromRecord
+	case taskServiceRedmine:
+		for _, c := range []struct {
+			name   string
+			value  *string
+			want   string
+			equals func(a, b string) bool
+		}{
+			{"redmine-url", &f.RedmineURL, rec.RedmineURL, func(a, b string) bool { return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/") }},
+			{"redmine-project", &f.RedmineProject, rec.RedmineProject, func(a, b string) bool { return a == b }},
+			{"redmine-field", &f.RedmineField, rec.RedmineField, func(a, b string) bool { return a == b }},
+		} {
+			if c.want == "" {
+				continue
+			}
+			if f.given(c.name) {
+				if !c.equals(*c.value, c.want) {
+					return "", contradict(c.name, *c.value, c.want)
+				}
+				continue
+			}
+			*c.value, source = c.want, fromRecord
+		}
+	}
+	if rec.Kind == taskServiceCalDAV && !f.given("caldav-user") && rec.CalDAVUser != "" {
+		f.CalDAVUser = rec.CalDAVUser
+	}
+	return source, nil
+}
+
+// withoutUserinfo is u without a user or password in it: a record or an
+// error never holds a password.
+func withoutUserinfo(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
+}
+
+// sameCollection compares two collection URLs as the adapter normalizes
+// them.
+func sameCollection(a, b string) bool {
+	na, errA := caldav.New(caldav.Config{CollectionURL: withoutUserinfo(a)})
+	nb, errB := caldav.New(caldav.Config{CollectionURL: withoutUserinfo(b)})
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return na.CollectionURL() == nb.CollectionURL()
+}
+
+// describeRecord says in words which service a record names, who recorded
+// it and when.
+func describeRecord(rec topology.TaskService) string {
+	var what string
+	switch rec.Kind {
+	case taskServiceCalDAV:
+		var parts []string
+		for _, name := range sortedNames(rec.Destinations) {
+			parts = append(parts, name+" "+rec.Destinations[name])
+		}
+		what = "the CalDAV collection " + strings.Join(parts, ", ")
+		if len(rec.Destinations) > 1 {
+			what = "the CalDAV collections " + strings.Join(parts, ", ")
+		} else if u := rec.Destinations["default"]; u != "" {
+			what = "the CalDAV collection " + u
+		}
+		if rec.CalDAVUser != "" {
+			what += " as user " + rec.CalDAVUser
+		}
+	case taskServiceRedmine:
+		what = fmt.Sprintf("the Redmine project %s at %s (key field %q)", rec.RedmineProject, rec.RedmineURL, rec.RedmineField)
+	case taskServiceFake:
+		what = "the fake task service over NATS"
+	default:
+		what = "the task service " + rec.Kind
+	}
+	return what + recordedBy(rec)
+}
+
+// recordedBy says " (recorded by executor X at T)".
+func recordedBy(rec topology.TaskService) string {
+	var parts []string
+	if rec.By != "" {
+		parts = append(parts, "by executor "+rec.By)
+	}
+	if !rec.At.IsZero() {
+		parts = append(parts, "at "+rec.At.Format(time.RFC3339))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (recorded " + strings.Join(parts, " ") + ")"
+}
+
+func sortedNames(m map[string]string) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// missingSecret says, for a service taken from the record, which flag the
+// command line must add for the password or API key that is never
+// recorded, with the command to run; "" when nothing is missing. check
+// has read the secrets by then (for Redmine, check itself fails without
+// one: missingSecret is asked first). server is the NATS server, shown
+// redacted in the command.
+func (f *taskServiceFlags) missingSecret(command, server string) string {
+	var secret, add, env string
+	switch f.Kind {
+	case taskServiceCalDAV:
+		if f.CalDAVUser == "" || f.CalDAVPasswordFile != "" || f.getenv != nil && f.getenv(caldavPasswordEnv) != "" {
+			return ""
+		}
+		secret, add, env = "password", "--caldav-password-file FILE", caldavPasswordEnv
+	case taskServiceRedmine:
+		if f.RedmineAPIKeyFile != "" || f.getenv != nil && strings.TrimSpace(f.getenv(redmineAPIKeyEnv)) != "" {
+			return ""
+		}
+		secret, add, env = "API key", "--redmine-api-key-file FILE", redmineAPIKeyEnv
+	default:
+		return ""
+	}
+	cmd := "executor " + command
+	if server != "" {
+		cmd += " --server " + server
+	}
+	return fmt.Sprintf("its %s is never recorded: add %s (or set $%s), as in: %s %s", secret, add, env, cmd, add)
+}
+
+// readServiceRecord reads the executors' record of their task service; ok
+// is false when there is none.
+func readServiceRecord(ctx context.Context, js jetstream.JetStream) (topology.TaskService, bool, error) {
+	rec, err := topology.ReadTaskService(ctx, js)
+	if errors.Is(err, topology.ErrNoTaskService) {
+		return topology.TaskService{}, false, nil
+	}
+	if err != nil {
+		return topology.TaskService{}, false, err
+	}
+	return rec, true, nil
+}
+
+// settleTaskService is what status and verify do with their task service
+// flags once connected: take the executors' record for what the flags
+// leave out (refusing flags that contradict it), then check the flags and
+// read the password or API key. The first error is a usage error; a
+// missing secret names the flags to add. It returns the record (nil when
+// none) and where the service was taken from.
+func settleTaskService(ctx context.Context, js jetstream.JetStream, f *taskServiceFlags, command, server string) (*topology.TaskService, string, error) {
+	rec, ok, err := readServiceRecord(ctx, js)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", command, err)
+	}
+	source := fromDefault
+	if f.given("task-service") {
+		source = fromFlags
+	}
+	if ok {
+		if source, err = f.settle(rec); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", errUsage, err)
+		}
+	}
+	if source == fromRecord {
+		if hint := f.missingSecret(command, server); hint != "" {
+			return &rec, source, &secretMissingError{msg: fmt.Sprintf("%s: %s: the executors call %s; %s", errUsage, command, describeRecord(rec), hint)}
+		}
+	}
+	if err := f.check(); err != nil {
+		return nil, "", err
+	}
+	if !ok {
+		return nil, source, nil
+	}
+	return &rec, source, nil
+}
+
+// recordServiceAtStart writes the record of the service serve opened. With
+// provision it makes the bucket if need be, as provisioning does; without
+// (--no-provision, an executor that may not write the bucket), a failure
+// is logged and serving goes on. A record that named another service is
+// replaced, and the log says so.
+func recordServiceAtStart(ctx context.Context, js jetstream.JetStream, f *taskServiceFlags, provision bool, replicas int, id, name string, log *slog.Logger) error {
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	rec := f.recordOf(id, name)
+	if prev, ok, err := readServiceRecord(ctx, js); err == nil && ok && (prev.Kind != rec.Kind || prev.Name != rec.Name) {
+		log.Warn("the executors' record of their task service named another service; this executor records its own",
+			"recorded", describeRecord(prev), "now", describeRecord(rec))
+	}
+	if err := topology.RecordTaskService(ctx, js, provision, replicas, rec); err != nil {
+		if !provision {
+			log.Warn("the task service is not recorded (--no-provision): status and verify need its flags", "err", err)
+			return nil
+		}
+		return err
+	}
+	log.Info("task service recorded for status and verify", "bucket", topology.RecordBucket, "key", topology.TaskServiceKey, "kind", rec.Kind)
+	return nil
+}
