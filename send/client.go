@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -94,6 +95,14 @@ type Rejection struct {
 type Failure struct {
 	Reason   string
 	Attempts int64
+}
+
+// NothingCreated reports whether the dead letter says that its task service
+// refused the call knowing that it created nothing (a UID clash, a resource
+// that is not the adapter's): a resend is refused the same way until the
+// cause is fixed, so it cannot tell more than this receipt.
+func (f *Failure) NothingCreated() bool {
+	return f != nil && strings.HasSuffix(f.Reason, document.DeadLetterNothingCreated)
 }
 
 // Counts are the task service's three counters.

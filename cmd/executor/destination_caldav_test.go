@@ -110,6 +110,26 @@ func TestApprovalsAreCarriedOutOnlyInTheDestinationTheyNameOnACalDAVServer(t *te
 			}
 		})
 	}
+	t.Run("plain verify audits both recorded calendars, and every check holds", func(t *testing.T) {
+		out, err := runCommand("verify", "--server", r.env.URL())
+		if err != nil {
+			t.Fatalf("verify: %v\n%s", err, out)
+		}
+		for _, want := range []string{r.srv.CollectionURL, r.srv.BaseURL + teamPath, "audited stores of other destinations"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("verify's report lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("verify of the default calendar alone reports the team calendar's receipt as another store's", func(t *testing.T) {
+		out, err := runCommand("verify", "--server", r.env.URL(), "--caldav-url", r.srv.CollectionURL)
+		if err == nil {
+			t.Fatalf("verify passed:\n%s", out)
+		}
+		if !strings.Contains(out, "receipts name store") {
+			t.Errorf("verify's report does not name the other store:\n%s", out)
+		}
+	})
 	t.Run("serve logs the destinations it serves", func(t *testing.T) {
 		out := p.out.String()
 		for _, want := range []string{"caldav-task.v1/default at " + r.srv.CollectionURL, "caldav-task.v1/team at " + r.srv.BaseURL + teamPath} {

@@ -102,7 +102,7 @@ func TestServeOpensAtMostDefaultMaxConnsConnectionsToTheCalDAVServer(t *testing.
 	defer cancel()
 	seqs := make([]uint64, deliveries)
 	for i := range deliveries {
-		a, err := scenario.Generate(cand, "conns", i+1)
+		a, err := scenario.CalDAV.Generate(cand, "conns", i+1)
 		if err != nil {
 			t.Fatal(err)
 		}

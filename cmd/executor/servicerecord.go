@@ -47,8 +47,16 @@ func (f *taskServiceFlags) recordOf(by, name string) topology.TaskService {
 	ts := topology.TaskService{Kind: f.Kind, Name: name, By: by, At: time.Now().UTC().Truncate(time.Second)}
 	switch f.Kind {
 	case taskServiceCalDAV:
-		// With the destinations' flags, one entry per destination.
-		ts.Destinations = map[string]string{"default": withoutUserinfo(f.CalDAVURL)}
+		// One entry per destination: the collection open used (a
+		// calendar found by name is recorded by its URL).
+		ts.Destinations = map[string]string{}
+		for _, d := range f.caldavDests {
+			u := d.collection
+			if u == "" {
+				u = d.URL
+			}
+			ts.Destinations[d.Name] = withoutUserinfo(u)
+		}
 		ts.CalDAVUser = f.CalDAVUser
 	case taskServiceRedmine:
 		ts.RedmineURL, ts.RedmineProject, ts.RedmineField = f.RedmineURL, f.RedmineProject, f.RedmineField
@@ -94,12 +102,22 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 	case taskServiceCalDAV:
 		want := rec.Destinations["default"]
 		if f.given("caldav-url") {
-			if sameCollection(f.CalDAVURL, want) {
+			if f.given("caldav-calendar") || sameCollection(f.CalDAVURL, want) {
 				break
 			}
 			return "", contradict("caldav-url", withoutUserinfo(f.CalDAVURL), want)
 		}
+		if f.given("destination") || f.given("destinations") {
+			// The flags name the destinations: they are checked as given.
+			break
+		}
+		// Every recorded destination: verify audits them all.
 		f.CalDAVURL, source = want, fromRecord
+		for _, name := range sortedNames(rec.Destinations) {
+			if name != "default" {
+				f.Destinations = append(f.Destinations, name+"="+rec.Destinations[name])
+			}
+		}
 	case taskServiceRedmine:
 		for _, c := range []struct {
 			name   string

@@ -54,7 +54,7 @@ func markedTodo(scope, intent, title string) []byte {
 func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	const user, password = "alice", "pw-5e1b77-not-for-print"
 	t.Setenv(caldavPasswordEnv, "")
-	s, err := scenario.Build()
+	s, err := scenario.CalDAV.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func rawServiceRecord(t *testing.T, env *testenv.Env) string {
 // asks for it with the command line to run.
 func TestStatusAndVerifyUseTheRedmineProjectServeRecorded(t *testing.T) {
 	redminetest.Require(t)
-	s, err := scenario.Build()
+	s, err := scenario.Redmine.Build()
 	if err != nil {
 		t.Fatal(err)
 	}

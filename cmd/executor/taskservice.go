@@ -357,6 +357,9 @@ type caldavDest struct {
 	// calendar is the display name to find on the server at URL; empty
 	// when URL is the collection.
 	calendar string
+	// collection is the collection's URL as the adapter opened it (the
+	// calendar found, for one found by name); set by open.
+	collection string
 }
 
 // calDAVDestinations reads the destinations of --caldav-url,
@@ -672,7 +675,7 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 		adapters []*caldav.Adapter
 		where    []string
 	)
-	for _, d := range f.caldavDests {
+	for i, d := range f.caldavDests {
 		cfg := caldav.Config{CollectionURL: d.URL, Username: f.CalDAVUser, Password: f.calDAVPassword,
 			HTTPClient: &http.Client{Transport: lossy, Timeout: callTimeout}}
 		if d.calendar != "" {
@@ -688,6 +691,7 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.from, err)
 		}
+		f.caldavDests[i].collection = a.CollectionURL()
 		dest := gate.Destination{Provider: document.ProviderCalDAV, Name: d.Name}
 		routes = append(routes, executor.Route{Destination: dest, Service: a})
 		adapters = append(adapters, a)
@@ -704,13 +708,19 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 		}
 	}
 	a := adapters[use]
+	var others []*caldav.Adapter
+	for i, o := range adapters {
+		if i != use {
+			others = append(others, o)
+		}
+	}
 	t := caldavTarget(a, lossy)
 	t.Service = router
 	t.Provider, t.Destination = document.ProviderCalDAV, f.caldavDests[use].Name
 	if len(adapters) > 1 {
 		t.Name += " (destination " + t.Destination + ")"
 	}
-	return &taskService{Target: t, audit: calDAVLister(a), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
+	return &taskService{Target: t, audit: calDAVLister(a, others...), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
 		for i, a := range adapters {
 			if err := reachCalDAV(ctx, a); err != nil {
 				return fmt.Errorf("destination %s (%s): %w", f.caldavDests[i].Name, f.caldavDests[i].from, err)
@@ -841,18 +851,29 @@ func boundedTransport(maxConns int) *http.Transport {
 	return t
 }
 
-// calDAVLister presents a CalDAV collection to verify, by the tasks it
-// lists.
-func calDAVLister(a *caldav.Adapter) audit.TaskLister {
+// calDAVLister presents CalDAV collections to verify, by the tasks they
+// list: the first, and those of the executors' other destinations, whose
+// stores are audited with it (a key has one task across all of them).
+func calDAVLister(first *caldav.Adapter, others ...*caldav.Adapter) audit.TaskLister {
 	return audit.ListerFunc(func(ctx context.Context) (audit.TaskListing, error) {
-		l, err := a.Tasks(ctx)
-		if err != nil {
-			return audit.TaskListing{}, fmt.Errorf("listing the collection's tasks: %w", err)
-		}
-		out := audit.TaskListing{Name: "CalDAV collection " + a.CollectionURL(), StoreID: a.StoreID(), Items: l.VTODOs,
+		out := audit.TaskListing{Name: "CalDAV collection " + first.CollectionURL(), StoreID: first.StoreID(),
 			NoCallLog: "the CalDAV server keeps no call log"}
-		for _, t := range l.Tasks {
-			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
+		if len(others) > 0 {
+			out.Name = "CalDAV collections " + first.CollectionURL()
+		}
+		for _, a := range append([]*caldav.Adapter{first}, others...) {
+			l, err := a.Tasks(ctx)
+			if err != nil {
+				return audit.TaskListing{}, fmt.Errorf("listing the tasks of the collection %s: %w", a.CollectionURL(), err)
+			}
+			if a != first {
+				out.Name += ", " + a.CollectionURL()
+				out.OtherStoreIDs = append(out.OtherStoreIDs, a.StoreID())
+			}
+			out.Items += l.VTODOs
+			for _, t := range l.Tasks {
+				out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
+			}
 		}
 		return out, nil
 	})

@@ -167,7 +167,9 @@ func printReceipt(w io.Writer, r *send.Receipt) {
 		fmt.Fprintf(w, "rejected at %s (%s): %s\n", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
 	case send.DeadLettered:
 		fmt.Fprintf(w, "dead_lettered after %d attempt(s): %s\n", r.Failure.Attempts, r.Failure.Reason)
-		fmt.Fprintf(w, "  %s\n", deadLetteredAdvice)
+		if !r.Failure.NothingCreated() {
+			fmt.Fprintf(w, "  %s\n", deadLetteredAdvice)
+		}
 	}
 	if r.Counts != nil {
 		fmt.Fprintf(w, "  requests received %d, creates executed %d, tasks existing %d\n",

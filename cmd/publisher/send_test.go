@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -31,6 +32,27 @@ func TestADeadLetteredReceiptReadsAsAnUnknownOutcomeThatIsSafeToResend(t *testin
 	for _, want := range append([]string{"dead_lettered after 5 attempt(s): task service call failed on delivery 5 of 5"}, advice...) {
 		if !strings.Contains(text, want) {
 			t.Errorf("the dead_lettered receipt reads without %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestADeadLetterThatCreatedNothingDoesNotPromiseThatAResendHelps(t *testing.T) {
+	t.Parallel()
+	rc, err := send.ParseReceipt(readFile(t, "../../testdata/receipts/dead_lettered.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Failure.Reason = "task service refused the call: caldav: a task with the UID this intent's task would have is already in the collection; " +
+		document.DeadLetterNothingCreated
+	var out bytes.Buffer
+	printReceipt(&out, rc)
+	text := out.String()
+	if !strings.Contains(text, document.DeadLetterNothingCreated) {
+		t.Errorf("the receipt reads without its reason's ending:\n%s", text)
+	}
+	for _, unwanted := range advice {
+		if strings.Contains(text, unwanted) {
+			t.Errorf("the receipt still says %q:\n%s", unwanted, text)
 		}
 	}
 }

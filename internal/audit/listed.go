@@ -37,6 +37,11 @@ type TaskListing struct {
 	// StoreID names the scope in which the service remembers intent ids,
 	// as its receipts name it.
 	StoreID string
+	// OtherStoreIDs are the stores of the service's other destinations
+	// (more CalDAV collections served by the same executors), listed in
+	// Tasks with it: a receipt naming one of them is the audited
+	// service's too.
+	OtherStoreIDs []string
 	// Tasks are the tasks that carry an intent id.
 	Tasks []ListedTask
 	// Items counts everything the service holds, tasks of ours or not.

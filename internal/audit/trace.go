@@ -560,7 +560,7 @@ func checkOneStore(in *Input) Check {
 			switch {
 			case r.StoreID == nil:
 				unnamed++
-			case *r.StoreID == in.Service.StoreID:
+			case *r.StoreID == in.Service.StoreID || slices.Contains(in.Service.OtherStoreIDs, *r.StoreID):
 				named++
 			default:
 				others[*r.StoreID] = append(others[*r.StoreID], fmt.Sprintf("%s (message %d, %s)", r.ReceiptID, seq, r.Outcome))
@@ -584,6 +584,9 @@ func checkOneStore(in *Input) Check {
 			len(rs), id, in.Service.StoreID, why, rs[0])
 	}
 	c.fig("receipts naming the audited store", named)
+	if n := len(in.Service.OtherStoreIDs); n > 0 {
+		c.fig("audited stores of other destinations", n)
+	}
 	c.fig("receipts naming another store", foreign)
 	c.fig("other stores", len(ids))
 	c.fig("receipts without a store id (stored before receipts named it)", unnamed)

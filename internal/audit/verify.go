@@ -77,6 +77,9 @@ type Input struct {
 // answered the audit.
 type ServiceIdentity struct {
 	StoreID string `json:"store_id"`
+	// OtherStoreIDs are the stores of the listed service's other
+	// destinations, audited with StoreID's.
+	OtherStoreIDs []string `json:"other_store_ids,omitempty"`
 	// Name names a listed service ("CalDAV collection https://…/").
 	Name     string `json:"name,omitempty"`
 	Instance string `json:"instance,omitempty"`
@@ -171,7 +174,7 @@ func LoadWith(ctx context.Context, nc *nats.Conn, lister TaskLister) (*Input, er
 			return nil, fmt.Errorf("audit: listing the task service's tasks: %w", err)
 		}
 		in.Listing = &l
-		in.Service = ServiceIdentity{StoreID: l.StoreID, Name: l.Name}
+		in.Service = ServiceIdentity{StoreID: l.StoreID, OtherStoreIDs: l.OtherStoreIDs, Name: l.Name}
 		return in, finishLoad(ctx, js, in)
 	}
 	if err := readService(ctx, provider.NewClient(nc), in); err != nil {

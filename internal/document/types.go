@@ -256,6 +256,15 @@ type Rejection struct {
 	Reason string `json:"reason"`
 }
 
+// The endings of a dead letter's reason (Failure.Reason): what it means
+// for the task. DeadLetterNothingCreated ends one whose task service
+// refused the call knowing that it created nothing, so that a resend is
+// refused the same way; every other reason ends DeadLetterUnknownOutcome.
+const (
+	DeadLetterUnknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
+	DeadLetterNothingCreated = "nothing was created for this request; sending the same approval again will be refused the same way until the cause above is fixed"
+)
+
 // Failure says why a message was dead-lettered.
 type Failure struct {
 	Reason   string `json:"reason"`

@@ -586,12 +586,12 @@ func (e *Executor) retry(d *delivery, what string, err error) {
 
 // unknownOutcome ends every dead letter's reason: what a dead letter means
 // for the task, and what to do about it.
-const unknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
+const unknownOutcome = document.DeadLetterUnknownOutcome
 
 // refusedUntilFixed ends the reason of a dead letter whose service refused
 // the call knowing that it created nothing (taskservice.NotCreated): a
 // resend cannot say more, it is refused the same way.
-const refusedUntilFixed = "nothing was created for this request; sending the same approval again will be refused the same way until the cause above is fixed"
+const refusedUntilFixed = document.DeadLetterNothingCreated
 
 // outOfDeliveries ends the life of a message whose deliveries are spent,
 // before anything else is done with it: it is dead-lettered, unless an
