@@ -146,7 +146,7 @@ func Permanent(err error) error {
 
 // ErrNotCreated marks a refusal after which the service knows that the
 // call created nothing for its request (NotCreated); test with errors.Is.
-var ErrNotCreated = errors.New("taskservice: nothing was created for this request")
+var ErrNotCreated = errors.New("taskservice: the call created nothing")
 
 // NotCreated marks err as a refusal after which the service knows that
 // nothing was created for the request (its server refused the create, or

@@ -85,6 +85,11 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	t.Run("a URL's user and password are left out of the record", func(t *testing.T) {
 		f := taskServiceFlagsVar(flag.NewFlagSet("serve", flag.ContinueOnError))
 		f.Kind, f.CalDAVURL = taskServiceCalDAV, "https://alice:"+password+"@dav.example/alice/tasks/"
+		dests, err := f.calDAVDestinations()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.caldavDests = dests
 		rec := f.recordOf("exec-1", "CalDAV collection")
 		if got := rec.Destinations["default"]; got != "https://dav.example/alice/tasks/" {
 			t.Errorf("recorded %q", got)

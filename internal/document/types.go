@@ -262,7 +262,7 @@ type Rejection struct {
 // refused the same way; every other reason ends DeadLetterUnknownOutcome.
 const (
 	DeadLetterUnknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
-	DeadLetterNothingCreated = "nothing was created for this request; sending the same approval again will be refused the same way until the cause above is fixed"
+	DeadLetterNothingCreated = "this call created nothing; sending the same approval again will be refused the same way until the cause above is fixed"
 )
 
 // Failure says why a message was dead-lettered.

@@ -81,6 +81,23 @@ func TestARequestForADestinationTheExecutorDoesNotServeNeverReachesTheService(t 
 	}
 }
 
+// A request that names the fake service's one destination, default, as
+// the gate accepts, is created by the fake service (which reads the request
+// strictly) and not dead-lettered.
+func TestAFakeRequestNamingTheDefaultDestinationIsCreated(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	msg := built(t, scenario.Fake.At("default")).Original
+	if !strings.Contains(string(msg.Request), `"destination": "default"`) {
+		t.Fatalf("the request does not name its destination: %s", msg.Request)
+	}
+	rc := send(t, env, msg.Envelope())
+	if rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("receipt %s %+v %+v; want created", rc.Outcome, rc.Rejection, rc.Failure)
+	}
+	wantCounts(t, env.Counts(), 1, 1, 1)
+}
+
 // countingService counts the calls it takes and answers created.
 type countingService struct {
 	mu    sync.Mutex

@@ -730,7 +730,9 @@ func (e *Executor) deadLetterEnding(d *delivery, reason, ending string) {
 		return
 	}
 	e.log.Warn("dead-lettering a message", "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "reason", reason)
-	reason += "; " + ending
+	// The ending is kept whole, however long the reason: readers look for
+	// it (send.Failure.NothingCreated).
+	reason = clipTo(reason, document.MaxTextBytes-len("; "+ending)) + "; " + ending
 	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.scope, d.id.IntentID))
 	m.Data = d.msg.Data()
 	m.Header.Set(topology.HeaderReason, reason)
@@ -756,12 +758,16 @@ func (e *Executor) deadLetterEnding(d *delivery, reason, ending string) {
 // may hold (document.MaxTextBytes), at a character boundary, so that a
 // message with, say, a very long member name still gets a receipt that
 // decodes.
-func clip(s string) string {
+func clip(s string) string { return clipTo(s, document.MaxTextBytes) }
+
+// clipTo shortens s to at most limit bytes, at a character boundary, ending
+// in an ellipsis when it was cut.
+func clipTo(s string, limit int) string {
 	const ellipsis = "…"
-	if len(s) <= document.MaxTextBytes {
+	if len(s) <= limit {
 		return s
 	}
-	n := document.MaxTextBytes - len(ellipsis)
+	n := max(limit-len(ellipsis), 0)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -33,7 +33,11 @@ func TestADeadLetterPromisesAResendOnlyWhenTheOutcomeIsUnknown(t *testing.T) {
 			"refused the same way"},
 		{"a refusal that created nothing says a resend is refused until the cause is fixed",
 			taskservice.Permanent(taskservice.NotCreated(errors.New(why))),
-			[]string{why, "nothing was created for this request", "sending the same approval again will be refused the same way until the cause above is fixed"},
+			[]string{why, "this call created nothing", "sending the same approval again will be refused the same way until the cause above is fixed"},
+			"is safe"},
+		{"a refusal that created nothing keeps its ending whole however long its reason",
+			taskservice.Permanent(taskservice.NotCreated(errors.New(why + strings.Repeat(", and more", 600)))),
+			[]string{why, "…; " + document.DeadLetterNothingCreated},
 			"is safe"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -49,7 +53,7 @@ func TestADeadLetterPromisesAResendOnlyWhenTheOutcomeIsUnknown(t *testing.T) {
 				t.Fatalf("receipts %+v; want one dead_lettered", rs)
 			}
 			reason := rs[0].Failure.Reason
-			t.Logf("reason: %s", reason)
+			t.Logf("reason: %.300s", reason)
 			for _, w := range c.says {
 				if !strings.Contains(reason, w) {
 					t.Errorf("the dead letter's reason does not say %q", w)

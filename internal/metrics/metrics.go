@@ -59,7 +59,7 @@ var Outcomes = []string{
 // package does not import.
 var GateChecks = []string{
 	"envelope", "approval_format", "signature", "expiry",
-	"candidate_binding", "request_binding", "capability", "scope",
+	"candidate_binding", "request_binding", "capability", "destination", "scope",
 }
 
 // ProcessingBuckets are the bounds of the processing histogram, in seconds:

@@ -22,6 +22,9 @@ const (
 	RequestVersion   = "task-request.v1"
 	RequestOperation = "create_task"
 	RequestProvider  = "fake-task-provider.v1"
+	// RequestDestination is the one destination the service is: a request
+	// may name it or none.
+	RequestDestination = "default"
 )
 
 // Checks of a create call against its request, named in refusals (Refusal)
@@ -83,7 +86,9 @@ type requestDoc struct {
 	RequestID string
 	Operation string
 	Provider  string
-	Task      Task
+	// Destination is the request's destination, "" when it names none.
+	Destination string
+	Task        Task
 }
 
 // parseRequest parses a request document given as bytes, strictly.
@@ -134,7 +139,7 @@ func readRequest(tree any) (requestDoc, error) {
 		return requestDoc{}, fieldErr("request", "must be a JSON object (a %s document), not %s", RequestVersion, canon.TypeName(tree))
 	}
 	top := []string{"schema_version", "request_id", "intent_id", "operation", "provider", "candidate_ref", "task"}
-	if err := members("request", m, append(top, "scope")...); err != nil {
+	if err := members("request", m, append(top, "scope", "destination")...); err != nil {
 		return requestDoc{}, err
 	}
 	if err := required("request", m, top...); err != nil {
@@ -162,6 +167,15 @@ func readRequest(tree any) (requestDoc, error) {
 		}
 		if !ValidScope(d.Scope) {
 			return requestDoc{}, fieldErr("request.scope", "%q is not a scope: 1 to %d bytes of a-z, 0-9, '-' and '_', starting with a letter or digit", d.Scope, MaxScopeBytes)
+		}
+	}
+	if _, ok := m["destination"]; ok {
+		// This service is one destination: the default one.
+		if d.Destination, err = str("request", m, "destination"); err != nil {
+			return requestDoc{}, err
+		}
+		if d.Destination != RequestDestination {
+			return requestDoc{}, fieldErr("request.destination", "%q is not served here: this service is the destination %q only", d.Destination, RequestDestination)
 		}
 	}
 	ref, err := object("request", m, "candidate_ref", "candidate_id", "candidate_digest", "source_version")

@@ -263,7 +263,7 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		if hasUIDConflict(answerBody) {
 			uid := TaskID(req.KeyScope(), req.IntentID)
 			return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
-				"%w: PUT %s answered %s (no-uid-conflict): the collection already holds a resource under another name with the UID %q that this task would have (a calendar client may have copied or moved the task there); nothing was created for this request, and a resend is refused the same way until that resource is removed",
+				"%w: PUT %s answered %s (no-uid-conflict): the collection already holds a resource under another name with the UID %q that this task would have (a calendar client may have copied or moved the task there); this call created nothing (a task made by an earlier call for this intent may be that resource), and a resend is refused the same way until that resource is removed",
 				ErrUIDClash, target, resp.Status, uid)))
 		}
 	}
@@ -367,7 +367,7 @@ func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Cal
 	todo := findTodo(cal)
 	if todo == nil {
 		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
-			"%w: %s holds no task (no VTODO with a UID); nothing was created for this request and the resource is left as it is: remove it, or send the request under another intent id",
+			"%w: %s holds no task (no VTODO with a UID); this call created nothing and the resource is left as it is: remove it, or send the request under another intent id",
 			ErrNotOurs, target)))
 	}
 	uid := propText(todo, ical.PropUID)
@@ -377,11 +377,11 @@ func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Cal
 	switch {
 	case digest == "" && (uid == TaskID(req.KeyScope(), req.IntentID) || intent == req.IntentID):
 		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
-			"%w: %s holds the task with this intent's UID %q but without %s (a calendar client rewrote it and dropped the marks), so whether it was made from this request cannot be told; nothing was created for this request and the task is left as it is",
+			"%w: %s holds the task with this intent's UID %q but without %s (a calendar client rewrote it and dropped the marks), so whether it was made from this request cannot be told; this call created nothing and the task is left as it is",
 			ErrMarksRemoved, target, uid, PropRequestDigest)))
 	case digest == "":
 		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
-			"%w: %s holds a task with the UID %q and no %s property; nothing was created for this request and the resource is left as it is: remove it, or send the request under another intent id",
+			"%w: %s holds a task with the UID %q and no %s property; this call created nothing and the resource is left as it is: remove it, or send the request under another intent id",
 			ErrNotOurs, target, uid, PropRequestDigest)))
 	case intent != req.IntentID:
 		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name belongs to intent %q", target.Path, intent)
