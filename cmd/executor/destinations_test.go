@@ -342,6 +342,24 @@ func TestCalDAVReachChecksEveryDestination(t *testing.T) {
 			t.Errorf("Reach: %v; want a permanent error naming destination gone", err)
 		}
 	})
+	t.Run("a wrong destination after one that fails for now is still named, and the error is permanent", func(t *testing.T) {
+		svc := openCalDAVFlags(t, "--task-service", "caldav", "--caldav-url", srv.URL+"/alice/busy/", "--destination", "gone="+srv.URL+"/nowhere/")
+		srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case strings.HasPrefix(r.URL.Path, "/alice/busy/"):
+				http.Error(w, "overloaded", http.StatusServiceUnavailable)
+			case strings.HasPrefix(r.URL.Path, "/nowhere/"):
+				http.NotFound(w, r)
+			default:
+				stub.ServeHTTP(w, r)
+			}
+		})
+		err := svc.Reach(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "destination default (--caldav-url)") ||
+			!strings.Contains(err.Error(), "destination gone (--destination gone)") || !taskservice.IsPermanent(err) {
+			t.Errorf("Reach: %v; want a permanent error naming both destinations", err)
+		}
+	})
 }
 
 // A server whose certificate no system root signs is refused until

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/redact"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
@@ -105,7 +106,7 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 			if f.given("caldav-calendar") || sameCollection(f.CalDAVURL, want) {
 				break
 			}
-			return "", contradict("caldav-url", withoutUserinfo(f.CalDAVURL), want)
+			return "", contradict("caldav-url", redact.URL(f.CalDAVURL), want)
 		}
 		if f.given("destination") || f.given("destinations") {
 			// The flags name the destinations: they are checked as given.
@@ -134,7 +135,12 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 			}
 			if f.given(c.name) {
 				if !c.equals(*c.value, c.want) {
-					return "", contradict(c.name, *c.value, c.want)
+					// A URL given may carry a secret: it is shown redacted.
+					shown := *c.value
+					if c.name == "redmine-url" {
+						shown = redact.URL(shown)
+					}
+					return "", contradict(c.name, shown, c.want)
 				}
 				continue
 			}

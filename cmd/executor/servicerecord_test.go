@@ -213,6 +213,18 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 			})
 		}
 	}
+	t.Run("a contradicting URL's secret is not shown in the refusal", func(t *testing.T) {
+		const secret = "tok-9d1c-not-for-print"
+		for _, command := range []string{"status", "verify"} {
+			out, err := runCommand(command, "--server", server, "--caldav-url", srv.BaseURL+"/bob/tasks/?token="+secret)
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--caldav-url") {
+				t.Fatalf("%s: %v, want a usage error naming --caldav-url\n%s", command, err, out)
+			}
+			if strings.Contains(err.Error()+out, secret) {
+				t.Errorf("%s shows the URL's secret: %v\n%s", command, err, out)
+			}
+		}
+	})
 	t.Run("the flags the executors were given agree with the record", func(t *testing.T) {
 		out, err := runCommand("verify", "--server", server, "--task-service", "caldav", "--caldav-url", srv.CollectionURL, "--caldav-user", user, "--caldav-password-file", pwFile)
 		if err != nil {

@@ -158,7 +158,7 @@ func taskServiceFlagsVar(fs *flag.FlagSet) *taskServiceFlags {
 	fs.StringVar(&f.CalDAVPasswordFile, "caldav-password-file", "", "with --task-service caldav: a `FILE` holding the password (default: $"+caldavPasswordEnv+")")
 	fs.StringVar(&f.CalDAVCalendar, "caldav-calendar", "", "with --task-service caldav: the display `NAME` of the calendar of destination default;\n--caldav-url is then the server's URL, and the calendar is found the standard way\n(/.well-known/caldav, the principal, its calendar home)")
 	fs.StringVar(&f.CalDAVCAFile, "caldav-ca-file", "", "with --task-service caldav: a `FILE` of PEM certificates to trust as roots, besides the system's\n(for a server with a self-signed certificate)")
-	fs.Func("destination", "with --task-service caldav: one more destination, `NAME=URL`: requests that name destination NAME\nare made in the calendar collection at URL (repeatable; --caldav-url is destination default).\nserve serves every destination given; probe, demo and verify use destination default,\nor else the first one given", func(v string) error {
+	fs.Func("destination", "with --task-service caldav: one more destination, `NAME=URL`: requests that name destination NAME\nare made in the calendar collection at URL (repeatable; --caldav-url is destination default).\nserve serves every destination given and verify audits them all; probe and demo use\ndestination default, or else the first one given", func(v string) error {
 		f.Destinations = append(f.Destinations, v)
 		return nil
 	})
@@ -661,9 +661,9 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 // served), trusting the roots of --caldav-ca-file as well. A destination
 // given by --caldav-calendar is found on its server first. The Service is
 // a router that sends each call to its destination's adapter; the Target's
-// other parts (delete, count, lose a reply, list, audit) are those of the
-// destination probe, demo and verify use: default, or else the first one
-// given.
+// other parts (delete, count, lose a reply, list) are those of the
+// destination probe and demo use: default, or else the first one given;
+// verify's listing (audit) holds every destination's tasks.
 func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Duration) (*taskService, error) {
 	bounded := boundedTransport(caldav.DefaultMaxConns)
 	if f.caldavRoots != nil {
@@ -721,12 +721,16 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 		t.Name += " (destination " + t.Destination + ")"
 	}
 	return &taskService{Target: t, audit: calDAVLister(a, others...), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
+		// Every destination is checked, so that a wrong URL in one is
+		// named even when another's check fails transiently; the joined
+		// error is permanent when any part is.
+		var errs []error
 		for i, a := range adapters {
 			if err := reachCalDAV(ctx, a); err != nil {
-				return fmt.Errorf("destination %s (%s): %w", f.caldavDests[i].Name, f.caldavDests[i].from, err)
+				errs = append(errs, fmt.Errorf("destination %s (%s): %w", f.caldavDests[i].Name, f.caldavDests[i].from, err))
 			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}, list: func(ctx context.Context) (demo.Listing, error) {
 		l, err := a.Tasks(ctx)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
@@ -161,6 +162,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	var lister audit.TaskLister
+	// The gate's re-run checks each message's destination against what the
+	// audited service serves, as its executors' gates did.
+	serves := []gate.Destination{executor.FakeDefault}
 	if tsf.Kind != taskServiceFake {
 		// Verify lists and takes no lock: a --redmine-lock-ttl given as to
 		// serve (shorter than verify's --timeout) is not its business.
@@ -173,11 +177,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if lister, err = taskLister(svc); err != nil {
 			return err
 		}
+		serves = svc.serves
 	}
 	in, err := audit.LoadWith(ctx, nc, lister)
 	if err != nil {
 		return err
 	}
+	opts.Serves = serves
 	rep := audit.VerifyWith(in, opts)
 	if *asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,5 +243,48 @@ func TestVerifyReportsAnUndecodableReceiptWithItsSequence(t *testing.T) {
 		if !c.OK && !strings.Contains(c.Name, "receipt") {
 			t.Errorf("check %d (%s) failed: %v", c.N, c.Name, c.Violations)
 		}
+	}
+}
+
+// verify re-runs the destination check with the audited service's
+// destinations: a task made from an approval for another service (the
+// issue's story: a fake task approved, a real one written) is reported,
+// and the same stream audited as the fake service's holds.
+func TestVerifyFailsWhenAMessageForAnotherServiceHasACreatedReceipt(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, env, s.Original.Envelope())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in, err := audit.Load(ctx, env.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		serves []gate.Destination
+		ok     bool
+	}{
+		{"audited as the fake service's default destination, every check holds", []gate.Destination{executor.FakeDefault}, true},
+		{"audited as a CalDAV calendar's, the fake task's message fails the gate at destination",
+			[]gate.Destination{{Provider: document.ProviderCalDAV, Name: document.DefaultDestination}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := audit.VerifyWith(in, audit.Options{Serves: c.serves})
+			if c.ok {
+				if !rep.OK {
+					t.Fatalf("verify failed: %+v", rep.Checks)
+				}
+				return
+			}
+			expectViolation(t, rep, "fails the gate at destination")
+			if !slices.Contains(rep.Gate.Checks, gate.CheckDestination) {
+				t.Errorf("the report does not say it re-ran destination: %+v", rep.Gate)
+			}
+		})
 	}
 }

@@ -264,20 +264,31 @@ type GateRun struct {
 	Note       string   `json:"note"`
 }
 
-func describeGate(c *gate.Checker) GateRun {
+func describeGate(c *gate.Checker, serves bool) GateRun {
 	if c == nil {
-		return GateRun{
+		g := GateRun{
 			Checks:     []string{gate.CheckEnvelope, gate.CheckApprovalFormat, gate.CheckCandidateBinding, gate.CheckRequestBinding, gate.CheckCapability},
 			NotChecked: []string{gate.CheckSignature, gate.CheckExpiry, gate.CheckScope},
 			Note: "no trusted approvers given: signatures, expiry and the approvers' scopes are not checked, on signed and unsigned approvals alike; " +
 				"every other check is",
 		}
+		if serves {
+			g.Checks = append(g.Checks, gate.CheckDestination)
+		} else {
+			g.NotChecked = append(g.NotChecked, gate.CheckDestination)
+		}
+		return g
 	}
 	life := c.MaxLifetime
 	if life == 0 {
 		life = gate.DefaultMaxLifetime
 	}
 	g := GateRun{Checks: slices.Clone(gate.Checks)}
+	if c.Serves == nil && !serves {
+		// Without the served set the gate skips the destination check.
+		g.Checks = slices.DeleteFunc(g.Checks, func(n string) bool { return n == gate.CheckDestination })
+		g.NotChecked = []string{gate.CheckDestination}
+	}
 	g.Note = fmt.Sprintf("signed approvals verified against %d trusted approvers, each for the scopes its entry names; expiry judged at the time the stream stored each message, lifetime at most %s; ",
 		c.Keys.Len(), life)
 	if c.AllowUnsigned {

@@ -339,15 +339,31 @@ type Options struct {
 	// state (a crash before its state was flushed, a leader change) numbers
 	// a delivery again.
 	AllowRepeatedDeliveries int
+	// Serves are the (provider, destination) pairs the audited service
+	// serves: the gate's re-run refuses a message for any other, as the
+	// executors' gates did. Nil skips that check.
+	Serves []gate.Destination
 }
 
 // recheck re-runs the gate on one stored message: the full check with the
 // Gate, else the checks that need no keys.
 func (o Options) recheck(subject string, envelope []byte, stored time.Time) (*gate.Verdict, error) {
+	var v *gate.Verdict
+	var err error
 	if o.Gate == nil {
-		return gate.CheckDeliveryBindings(subject, envelope)
+		v, err = gate.CheckDeliveryBindings(subject, envelope)
+	} else {
+		v, err = o.Gate.CheckDelivery(subject, envelope, stored)
 	}
-	return o.Gate.CheckDelivery(subject, envelope, stored)
+	if err != nil || o.Serves == nil || v.Request == nil {
+		return v, err
+	}
+	// The destinations the audited service serves, as its executors'
+	// gates checked them (a Gate with its own Serves has checked already).
+	if err := gate.Serves(o.Serves, v.Request); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // Verify applies the rules to in with the default Options: no external
@@ -379,7 +395,7 @@ func VerifyWith(in *Input, o Options) Report {
 }
 
 func report(in *Input, v *view, o Options, checks []Check) Report {
-	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate), Service: in.Service, Checks: checks}
+	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate, o.Serves != nil), Service: in.Service, Checks: checks}
 	if in.Listing != nil {
 		sum := Summarize(*in.Listing)
 		rep.Listing = &sum

@@ -159,6 +159,24 @@ type Destination struct {
 // String is "provider/name", as reasons and logs show it.
 func (d Destination) String() string { return d.Provider + "/" + d.Name }
 
+// Serves is the destination check on its own: nil when serves holds the
+// request's (provider, destination), else the gate's refusal at
+// CheckDestination. verify re-runs it with the audited service's
+// destinations.
+func Serves(serves []Destination, req *document.Request) error {
+	want := Destination{Provider: req.Provider, Name: req.DestinationName()}
+	if slices.Contains(serves, want) {
+		return nil
+	}
+	path := "$.request.destination"
+	if !slices.ContainsFunc(serves, func(d Destination) bool { return d.Provider == want.Provider }) {
+		path = "$.request.provider"
+	}
+	return refuse(CheckDestination, path,
+		"the request is for provider %q, destination %q, but this executor serves only %s: nothing was sent; send it to an executor that serves %q, or approve a request for a destination this one serves",
+		want.Provider, want.Name, Served(serves), want.String())
+}
+
 // Served names the destinations for a reason: "caldav-task.v1/default",
 // "caldav-task.v1/team".
 func Served(ds []Destination) string {
@@ -423,15 +441,8 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 	// it serves that pair, or a task approved for one place would be made
 	// in another.
 	if policy != nil && policy.Serves != nil {
-		want := Destination{Provider: req.Provider, Name: req.DestinationName()}
-		if !slices.Contains(policy.Serves, want) {
-			path := "$.request.destination"
-			if !slices.ContainsFunc(policy.Serves, func(d Destination) bool { return d.Provider == want.Provider }) {
-				path = "$.request.provider"
-			}
-			return nil, refuse(CheckDestination, path,
-				"the request is for provider %q, destination %q, but this executor serves only %s: nothing was sent; send it to an executor that serves %q, or approve a request for a destination this one serves",
-				want.Provider, want.Name, Served(policy.Serves), want.String())
+		if err := Serves(policy.Serves, req); err != nil {
+			return nil, err
 		}
 	}
 
