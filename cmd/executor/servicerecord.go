@@ -329,3 +329,11 @@ func recordServiceAtStart(ctx context.Context, js jetstream.JetStream, f *taskSe
 	log.Info("task service recorded for status and verify", "bucket", topology.RecordBucket, "key", topology.TaskServiceKey, "kind", rec.Kind)
 	return nil
 }
+
+// noRecordNote is what status and verify say when neither the flags nor a
+// record name the task service: they use the fake service, which may not be
+// the one the executors call.
+func noRecordNote(command string) string {
+	return "executor " + command + ": no record of the executors' task service (serve writes it at start; one that may not write the bucket " +
+		topology.RecordBucket + " does not) and no --task-service: using the fake task service; for CalDAV or Redmine, add --task-service and its flags"
+}

@@ -110,6 +110,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	rec, source, err := settleTaskService(ctx, js, tsf, "status", cli.RedactURL(conn.Server))
+	if err == nil && source == fromDefault {
+		fmt.Fprintln(stderr, noRecordNote("status"))
+	}
 	var rep *statusReport
 	switch {
 	case errors.Is(err, errSecretNotRecorded):

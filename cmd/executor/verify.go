@@ -158,8 +158,12 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if _, _, err := settleTaskService(ctx, js, tsf, "verify", cli.RedactURL(conn.Server)); err != nil {
+	_, source, err := settleTaskService(ctx, js, tsf, "verify", cli.RedactURL(conn.Server))
+	if err != nil {
 		return err
+	}
+	if source == fromDefault {
+		fmt.Fprintln(stderr, noRecordNote("verify"))
 	}
 	var lister audit.TaskLister
 	// The gate's re-run checks each message's destination against what the

@@ -59,6 +59,11 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 			t.Errorf("the report does not say %q:\n%s", want, out.String())
 		}
 	}
+	// No executor ran serve here, so nothing recorded the service: verify
+	// says that it takes the fake one.
+	if want := "no record of the executors' task service"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("verify without a record does not say %q:\n%s", want, errOut.String())
+	}
 
 	out.Reset()
 	if err := run(context.Background(), []string{"verify", "--server", env.URL(), "--allow-external", "1", "--json"}, &out, &errOut); err != nil {
