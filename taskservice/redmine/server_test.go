@@ -324,7 +324,16 @@ func TestConcurrentCreatesMakeOneIssue(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			intent := "concurrent-" + strconv.FormatBool(tc.one)
-			adapters := []*redmine.Adapter{onServer(t, s, tc.locks, nil), onServer(t, s, tc.locks, nil)}
+			var mod func(*redmine.Config)
+			if !tc.one {
+				// Without a lock, whether two calls both find nothing
+				// depends on timing (a call that looks after the first
+				// POST is saved finds it): the POSTs are held until two
+				// are on their way, so that the race is run, not hoped for.
+				held := &postGate{n: 2, released: make(chan struct{})}
+				mod = func(c *redmine.Config) { c.HTTPClient = &http.Client{Transport: held, Timeout: 10 * time.Second} }
+			}
+			adapters := []*redmine.Adapter{onServer(t, s, tc.locks, mod), onServer(t, s, tc.locks, mod)}
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			outcomes := map[string]int{}
@@ -415,4 +424,32 @@ func (d dropPostAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 		d.p.DropResponses(1)
 	}
 	return d.rt.RoundTrip(r)
+}
+
+// postGate holds every POST until n are waiting (or 5 s have passed), then
+// lets them all go: calls that looked a key up and found nothing are all
+// on their way to create before any create is saved.
+type postGate struct {
+	n        int
+	mu       sync.Mutex
+	waiting  int
+	released chan struct{}
+}
+
+func (g *postGate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost {
+		g.mu.Lock()
+		g.waiting++
+		if g.waiting == g.n {
+			close(g.released)
+		}
+		g.mu.Unlock()
+		select {
+		case <-g.released:
+		case <-time.After(5 * time.Second):
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return http.DefaultTransport.RoundTrip(req)
 }
