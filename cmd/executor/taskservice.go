@@ -876,7 +876,7 @@ func calDAVLister(first *caldav.Adapter, others ...*caldav.Adapter) audit.TaskLi
 			}
 			out.Items += l.VTODOs
 			for _, t := range l.Tasks {
-				out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href})
+				out.Tasks = append(out.Tasks, audit.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest, Where: t.Href, Title: t.Title})
 			}
 		}
 		return out, nil
@@ -895,7 +895,7 @@ func redmineLister(a *redmine.Adapter) audit.TaskLister {
 			NoCallLog: "Redmine keeps no call log"}
 		for _, i := range l.Issues {
 			out.Tasks = append(out.Tasks, audit.ListedTask{Scope: i.Scope, IntentID: i.IntentID, TaskID: redmine.TaskID(i.ID),
-				RequestDigest: i.RequestDigest, Where: "issue #" + strconv.Itoa(i.ID)})
+				RequestDigest: i.RequestDigest, Where: "issue #" + strconv.Itoa(i.ID), Title: i.Subject})
 		}
 		return out, nil
 	})

@@ -56,8 +56,12 @@
 // violation naming both; a task whose key no receipt names is one too,
 // unless its message was dead-lettered or a tool of this project left it:
 // the probe and the demo make their tasks in scopes of their own
-// (sendtwice-probe, sendtwice-demo; Marks), which are counted and listed
-// apart, while two tasks for one key are a violation in those scopes too.
+// (sendtwice-probe, sendtwice-demo) with titles that start with their
+// prefixes (Marks). A task that carries both, for a key no message or
+// receipt of the audited pipeline names, is counted and listed apart; one
+// without the title, or for a key the pipeline carried, is audited as the
+// pipeline's, since nothing reserves those scopes. Two tasks for one key
+// are a violation in those scopes too.
 //
 // It only reads. It must never publish, ack, or call the task service's
 // create endpoint, so that running it cannot change what it measures.

@@ -28,6 +28,9 @@ type ListedTask struct {
 	RequestDigest string `json:"request_digest,omitempty"`
 	// Where names the task in the service (a resource's path).
 	Where string `json:"where,omitempty"`
+	// Title is the task's title (a VTODO's SUMMARY, an issue's subject):
+	// a tool's task starts it with the tool's prefix (Marks).
+	Title string `json:"title,omitempty"`
 }
 
 // TaskListing is what a task service without a call log shows of itself.
@@ -189,12 +192,36 @@ func checkListedOneTask(in *Input) Check {
 	return c
 }
 
+// pipelineKeys are the keys (scope, intent id) the audited pipeline
+// carried, named as key.String names them: those of its messages and of its
+// receipts, whatever their outcome.
+func pipelineKeys(in *Input, v *view) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range v.msgs {
+		if m.id.IntentID != "" {
+			out[keyOf(m.id.Scope, m.id.IntentID).String()] = true
+		}
+	}
+	for _, rs := range in.Receipts {
+		for _, r := range rs {
+			if r.IntentID != nil && *r.IntentID != "" {
+				out[receiptKey(r).String()] = true
+			}
+		}
+	}
+	return out
+}
+
 // 3, for a listed service. The tasks existing are the keys (scope, intent
 // id) whose receipts say created or replayed. A task no such receipt names is a
 // violation unless it is accounted for: left by the probe or the demo (in
-// their scopes, Marks; or an older probe's, by its intent ids), for a
-// message that was dead-lettered (a call may have created it before its
-// reply was lost), or possibly for a message no longer in the stream. An
+// their scopes and titled with their prefixes, Marks, for a key no message
+// or receipt of the audited pipeline names; or an older probe's, by its
+// intent ids), for a message that was dead-lettered (a call may have
+// created it before its reply was lost), or possibly for a message no
+// longer in the stream. A task in a tool's scope without the tool's title,
+// or for a key the pipeline carried, is audited as the pipeline's: the
+// scopes are not reserved, anyone may send a request in them. An
 // intent whose task is gone was deleted in the service since, by a user or
 // another client: reported, not a violation, since a task service's users
 // may delete their tasks.
@@ -202,6 +229,7 @@ func checkListedTasks(in *Input, v *view) Check {
 	c := Check{N: 3, Name: "tasks existing = keys (scope, intent id) with a created or replayed receipt", OK: true}
 	l := in.Listing
 	tasks := l.byKey()
+	carried := pipelineKeys(in, v)
 	withReceipt := map[string]string{}
 	for _, seq := range sortedSeqs(in.Receipts) {
 		for _, r := range in.Receipts[seq] {
@@ -233,17 +261,27 @@ func checkListedTasks(in *Input, v *view) Check {
 			continue
 		}
 		ts := tasks[intent]
-		if m, ok := MarkOf(ts[0].Scope); ok {
-			// A tool's task (the probe's, the demo's), in its own scope:
-			// listed apart, not the audited pipeline's. Two for one key
-			// are still check 2's violation.
+		if m, ok := toolsTasks(ts, carried); ok {
+			// A tool's task (the probe's, the demo's), in its own scope
+			// and titled as its: listed apart, not the audited
+			// pipeline's. Two for one key are still check 2's violation.
 			left[m.Scope] += len(ts)
 			c.note("%s: %s left by %s", intent, describeTasks(ts), m.By)
 			continue
 		}
+		// In a tool's scope but not the tool's: why, for the report.
+		var notTools string
+		if m, ok := MarkOf(ts[0].Scope); ok {
+			if carried[intent] {
+				notTools = fmt.Sprintf(" (in the scope of %s, but the audited pipeline carried this key: audited as the pipeline's)", m.By)
+			} else {
+				notTools = fmt.Sprintf(" (in the scope of %s, but not titled %q as its tasks are)", m.By, m.TitlePrefix)
+			}
+		}
 		switch {
-		case strings.HasPrefix(ts[0].IntentID, probe.Prefix):
-			// An older probe's, in the default scope.
+		case keyOf(ts[0].Scope, ts[0].IntentID).scope == document.DefaultScope && strings.HasPrefix(ts[0].IntentID, probe.Prefix) && !carried[intent]:
+			// An older probe's, in the default scope, for a key the
+			// pipeline never carried.
 			probed += len(ts)
 		case deadIntent[intent]:
 			dead += len(ts)
@@ -253,8 +291,8 @@ func checkListedTasks(in *Input, v *view) Check {
 			c.note("%s: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
 		default:
 			unnamed += len(ts)
-			c.violate("%s: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline",
-				intent, describeTasks(ts))
+			c.violate("%s: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline%s",
+				intent, describeTasks(ts), notTools)
 		}
 	}
 	c.fig("items in the service, ours or not", l.Items)

@@ -11,6 +11,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/scenario"
 )
 
 // listedRun is the correct history of world.run against a task service that
@@ -37,6 +38,20 @@ func listedRun(t *testing.T) *world {
 		}
 	}
 	return w
+}
+
+// rejectedInScope publishes a tampered approval in scope, which the gate
+// rejects, and its rejected receipt: a key the pipeline carried, with no
+// task.
+func (w *world) rejectedInScope(scope string, at time.Time) uint64 {
+	w.t.Helper()
+	s, err := scenario.For{}.InScope(scope).Build()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	seq := w.publish(s.TamperedCases()[2].Envelope, at) // candidate-changed
+	w.receipt(seq, 1, "rejected-"+scope, document.OutcomeRejected, nil, at.Add(time.Millisecond))
+	return seq
 }
 
 func checkNotes(rep audit.Report, n int) string {
@@ -94,9 +109,29 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			},
 		},
 		{
+			name: "a task with an executor probe's intent id in another scope than the default fails as made outside the pipeline",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: "team-b", IntentID: "probe-abc-1", TaskID: "probe-abc-1"})
+			},
+			fail: []int{3}, says: `intent "probe-abc-1" in scope "team-b": task probe-abc-1 exists, but no created or replayed receipt names it`,
+		},
+		{
+			name: "a task with an executor probe's intent id in the default scope, for the key of a rejected message, fails as the pipeline's",
+			build: func(w *world) {
+				tampered := w.seed.TamperedCases()[2] // candidate-changed
+				seq := w.publish(tampered.Envelope, auditedAt.Add(-time.Minute))
+				id := w.in.Messages[seq]
+				id.IntentID = "probe-abc-1"
+				w.in.Messages[seq] = id
+				w.receipt(seq, 1, "rejected-probe", document.OutcomeRejected, nil, auditedAt.Add(-time.Minute))
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "probe-abc-1", TaskID: "probe-abc-1"})
+			},
+			fail: []int{3}, says: `intent "probe-abc-1" in scope "default": task probe-abc-1 exists, but no created or replayed receipt names it`,
+		},
+		{
 			name: "a task the probe left in its scope, with no receipt, passes and is listed apart",
 			build: func(w *world) {
-				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "sendtwice-probe--probe-abc-retry"})
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "sendtwice-probe--probe-abc-retry", Title: probe.TitlePrefix + "abc: retry"})
 			},
 			notes: `intent "probe-abc-retry" in scope "sendtwice-probe": task sendtwice-probe--probe-abc-retry left by the probe`,
 			left:  map[string]int{probe.Scope: 1, audit.DemoScope: 0},
@@ -104,17 +139,65 @@ func TestVerifyAListedTaskService(t *testing.T) {
 		{
 			name: "a task the demo left in its scope, with no receipt, passes and is listed apart",
 			build: func(w *world) {
-				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task"})
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task", Title: audit.DemoTitlePrefix + "Send the signed contract"})
 			},
 			notes: `task demo-task left by the demo`,
 			left:  map[string]int{probe.Scope: 0, audit.DemoScope: 1},
 		},
 		{
+			name: "a task in the demo's scope not titled as the demo's fails as made outside the pipeline",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task", Title: "Send the signed contract"})
+			},
+			fail: []int{3}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demo": task demo-task exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but not titled "[sendtwice demo] " as its tasks are)`,
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
+		},
+		{
+			name: "a task in the probe's scope not titled as the probe's fails as made outside the pipeline",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t1", Title: "sendtwice probe abc: retry"})
+			},
+			fail: []int{3}, says: `intent "probe-abc-retry" in scope "sendtwice-probe": task t1 exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the probe, but not titled "[sendtwice probe] " as its tasks are)`,
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
+		},
+		{
+			name: "a task titled as the demo's, in its scope, for the key of a message the gate rejected is audited as the pipeline's and fails",
+			build: func(w *world) {
+				seq := w.rejectedInScope(audit.DemoScope, auditedAt.Add(-time.Minute))
+				intent := w.in.Messages[seq].IntentID
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: intent, TaskID: "by-hand", Title: audit.DemoTitlePrefix + "Send the signed contract"})
+			},
+			fail: []int{3}, says: `in scope "sendtwice-demo": task by-hand exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but the audited pipeline carried this key: audited as the pipeline's)`,
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
+		},
+		{
+			name: "a task titled as the probe's, in its scope, for the key of a message the gate rejected is audited as the pipeline's and fails",
+			build: func(w *world) {
+				seq := w.rejectedInScope(probe.Scope, auditedAt.Add(-time.Minute))
+				intent := w.in.Messages[seq].IntentID
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: intent, TaskID: "by-hand", Title: probe.TitlePrefix + "abc: retry"})
+			},
+			fail: []int{3}, says: `(in the scope of the probe, but the audited pipeline carried this key: audited as the pipeline's)`,
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
+		},
+		{
+			name: "a task titled as the demo's, for the key of a demo-scope message whose receipt says created, passes as the pipeline's",
+			build: func(w *world) {
+				seq := w.inScope(audit.DemoScope, auditedAt.Add(-time.Minute))
+				w.handle(seq, 1, auditedAt.Add(-time.Minute))
+				r := w.in.Receipts[seq][0]
+				r.TaskID = ptr("demo-pipeline-task")
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: *r.IntentID, TaskID: *r.TaskID, Title: audit.DemoTitlePrefix + "Send the signed contract"})
+				w.in.Listing.Items++
+			},
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
+		},
+		{
 			name: "two tasks for one key in the demo's scope still fail check 2",
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks,
-					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task"},
-					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task-again", Where: "/tasks/by-hand.ics"})
+					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task", Title: audit.DemoTitlePrefix + "one"},
+					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task-again", Where: "/tasks/by-hand.ics", Title: audit.DemoTitlePrefix + "two"})
 			},
 			fail: []int{2}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demo" has 2 tasks`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 2},
@@ -123,8 +206,8 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			name: "two tasks for one key in the probe's scope still fail check 2",
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks,
-					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t1"},
-					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t2"})
+					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t1", Title: probe.TitlePrefix + "one"},
+					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t2", Title: probe.TitlePrefix + "two"})
 			},
 			fail: []int{2}, says: `intent "probe-abc-retry" in scope "sendtwice-probe" has 2 tasks`,
 		},
@@ -212,6 +295,46 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			}
 			if rep.Service.Name != w.in.Listing.Name || rep.Service.StoreID != auditedStore {
 				t.Errorf("the report names the service %+v", rep.Service)
+			}
+		})
+	}
+}
+
+// Status reads no stream: a task is a tool's when it carries the tool's
+// whole mark, scope and title.
+func TestSummarizeCountsATaskAsAToolsOnlyWhenItCarriesItsScopeAndTitle(t *testing.T) {
+	cases := []struct {
+		name     string
+		task     audit.ListedTask
+		pipeline int
+		left     map[string]int
+	}{
+		{
+			name: "a task in the demo's scope titled as the demo's is left by the demo",
+			task: audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0001", TaskID: "t", Title: audit.DemoTitlePrefix + "Send the signed contract"},
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 1},
+		},
+		{
+			name: "a task in the probe's scope titled as the probe's is left by the probe",
+			task: audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t", Title: probe.TitlePrefix + "abc: retry"},
+			left: map[string]int{probe.Scope: 1, audit.DemoScope: 0},
+		},
+		{
+			name:     "a task in the demo's scope not titled as the demo's is the pipeline's",
+			task:     audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0001", TaskID: "t", Title: "Send the signed contract"},
+			pipeline: 1, left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
+		},
+		{
+			name:     "a task titled as the probe's in the demo's scope is the pipeline's",
+			task:     audit.ListedTask{Scope: audit.DemoScope, IntentID: "probe-abc-retry", TaskID: "t", Title: probe.TitlePrefix + "abc: retry"},
+			pipeline: 1, left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := audit.Summarize(audit.TaskListing{Tasks: []audit.ListedTask{tc.task}, Items: 1})
+			if s.Tasks != 1 || s.Pipeline != tc.pipeline || !maps.Equal(s.Left, tc.left) {
+				t.Errorf("summary %+v, want pipeline %d, left %v", s, tc.pipeline, tc.left)
 			}
 		})
 	}

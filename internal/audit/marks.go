@@ -12,6 +12,12 @@ import (
 // title that says so. The audit tells their tasks apart from the audited
 // pipeline's: listed, counted, never taken for tasks made outside the
 // pipeline; two tasks for one key are still a violation in their scopes.
+//
+// Nothing reserves those scopes: a request in them passes the gate like
+// any other. So a task is a tool's only when it carries the whole mark,
+// scope and title, and no message or receipt of the audited pipeline names
+// its key: a key the pipeline carried is the pipeline's, whatever its
+// scope, and is audited as such.
 
 // DemoScope is the caller scope of the demo's requests against a real
 // task service, and DemoTitlePrefix starts their titles (package demo
@@ -36,7 +42,9 @@ var Marks = []Mark{
 	{By: "the demo", Scope: DemoScope, TitlePrefix: DemoTitlePrefix},
 }
 
-// MarkOf returns the mark of a task in scope, and whether it has one.
+// MarkOf returns the mark of the tool whose scope is scope, and whether
+// there is one. A task in that scope is the tool's only if it also
+// carries the mark's title (Carries).
 func MarkOf(scope string) (Mark, bool) {
 	for _, m := range Marks {
 		if m.Scope == scope {
@@ -46,27 +54,63 @@ func MarkOf(scope string) (Mark, bool) {
 	return Mark{}, false
 }
 
+// Carries says whether t carries m: in m's scope, titled with m's prefix.
+func (m Mark) Carries(t ListedTask) bool {
+	return t.Scope == m.Scope && strings.HasPrefix(t.Title, m.TitlePrefix)
+}
+
+// toolsTask returns the tool that left t and whether one did: t carries
+// its mark, and the audited pipeline never carried t's key (pipeline, as
+// key.String names keys; nil when no stream was read).
+func toolsTask(t ListedTask, pipeline map[string]bool) (Mark, bool) {
+	m, ok := MarkOf(t.Scope)
+	if !ok || !m.Carries(t) || pipeline[keyOf(t.Scope, t.IntentID).String()] {
+		return Mark{}, false
+	}
+	return m, true
+}
+
+// toolsTasks returns the tool that left the tasks ts of one key, and
+// whether one did: every one of them is the tool's (toolsTask).
+func toolsTasks(ts []ListedTask, pipeline map[string]bool) (Mark, bool) {
+	var by Mark
+	for i, t := range ts {
+		m, ok := toolsTask(t, pipeline)
+		if !ok || i > 0 && m != by {
+			return Mark{}, false
+		}
+		by = m
+	}
+	return by, len(ts) > 0
+}
+
 // ListingSummary sums a listing up for status: its tasks per mark and the
 // audited pipeline's.
 type ListingSummary struct {
 	// Items counts everything the service holds, tasks of ours or not.
 	Items int `json:"items"`
 	// Tasks counts the tasks that carry an intent id; Pipeline those of the
-	// pipeline (in no tool's scope).
+	// pipeline (all but the tools' tasks, Left).
 	Tasks    int `json:"tasks"`
 	Pipeline int `json:"pipeline_tasks"`
-	// Left counts the tasks left by each tool, by its scope.
+	// Left counts the tasks left by each tool, by its scope: those that
+	// carry its mark, scope and title.
 	Left map[string]int `json:"left_by_scope"`
 }
 
-// Summarize sums l up.
-func Summarize(l TaskListing) ListingSummary {
+// Summarize sums l up, without a stream to read: a task that carries a
+// tool's mark is counted as the tool's.
+func Summarize(l TaskListing) ListingSummary { return summarize(l, nil) }
+
+// summarize sums l up; a task whose key the audited pipeline carried
+// (pipeline) is the pipeline's, whatever its mark.
+func summarize(l TaskListing, pipeline map[string]bool) ListingSummary {
 	s := ListingSummary{Items: l.Items, Tasks: len(l.Tasks), Left: map[string]int{}}
 	for _, m := range Marks {
 		s.Left[m.Scope] = 0
 	}
 	for _, t := range l.Tasks {
-		if m, ok := MarkOf(t.Scope); ok {
+		if m, ok := toolsTask(t, pipeline); ok {
 			s.Left[m.Scope]++
 		} else {
 			s.Pipeline++

@@ -397,7 +397,7 @@ func VerifyWith(in *Input, o Options) Report {
 func report(in *Input, v *view, o Options, checks []Check) Report {
 	rep := Report{OK: true, Window: v.window(), Gate: describeGate(o.Gate, o.Serves != nil), Service: in.Service, Checks: checks}
 	if in.Listing != nil {
-		sum := Summarize(*in.Listing)
+		sum := summarize(*in.Listing, pipelineKeys(in, v))
 		rep.Listing = &sum
 	}
 	for _, c := range checks {

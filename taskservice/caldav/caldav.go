@@ -476,6 +476,7 @@ type TaskInfo struct {
 	TaskID        string // the UID, as Create answers it
 	RequestDigest string // the X-SENDTWICE-REQUEST-DIGEST property
 	Href          string // the resource's path on the server
+	Title         string // the SUMMARY, unescaped
 }
 
 // Listing is what the collection holds, read with one calendar-query
@@ -525,7 +526,8 @@ func (a *Adapter) Tasks(ctx context.Context) (Listing, error) {
 				continue
 			}
 			uid := propText(c, ical.PropUID)
-			l.Tasks = append(l.Tasks, TaskInfo{Scope: todoScope(c), IntentID: intent, TaskID: uid, RequestDigest: propText(c, PropRequestDigest), Href: o.Path})
+			l.Tasks = append(l.Tasks, TaskInfo{Scope: todoScope(c), IntentID: intent, TaskID: uid, RequestDigest: propText(c, PropRequestDigest), Href: o.Path,
+				Title: propText(c, ical.PropSummary)})
 		}
 	}
 	sort.Slice(l.Tasks, func(i, j int) bool {
