@@ -479,7 +479,13 @@ type taskService struct {
 	// ledger is the intent ledger open took for a kind that keeps its
 	// locks there; keepDeletedKeys composes the service with the same one.
 	ledger *ledger.Ledger
-	close  func() error
+	// oneTaskPerKey, for a service of several CalDAV destinations, wraps
+	// its router so that a key has one task across them: a create takes
+	// the key's lock in the intent ledger and looks the key up in every
+	// other destination first (executor.Router.OneTaskPerKey).
+	// keepDeletedKeys applies it with the ledger it opens; nil otherwise.
+	oneTaskPerKey func(locks taskservice.Locker) (taskservice.Service, error)
+	close         func() error
 	// serves lists the (provider, destination) pairs the service serves:
 	// the gate's Checker.Serves. where says, for each, where its tasks are
 	// made, for serve's log.
@@ -571,8 +577,9 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 // creates nothing (taskservice.KeepDeletedKeys). With provision it creates
 // or updates the ledger's bucket with replicas (as the streams); without
 // (--no-provision) it only finds it. A service that remembers deleted keys
-// itself is left as it is. It returns what the ledger is, for a log line,
-// or "" when none is used.
+// itself is left as it is. Several CalDAV destinations also take their
+// per-key locks in the same ledger (oneTaskPerKey), applied first. It
+// returns what the ledger is, for a log line, or "" when none is used.
 func (s *taskService) keepDeletedKeys(ctx context.Context, js jetstream.JetStream, provision bool, replicas int) (string, error) {
 	if taskservice.RemembersDeletedKeys(s.Service) {
 		return "", nil
@@ -595,12 +602,21 @@ func (s *taskService) keepDeletedKeys(ctx context.Context, js jetstream.JetStrea
 	if err != nil {
 		return "", err
 	}
-	kept, err := taskservice.KeepDeletedKeys(s.Service, l)
+	svc, what := s.Service, "JetStream bucket "+ledger.Bucket
+	if s.oneTaskPerKey != nil {
+		// Several destinations: a key's lock in the same ledger keeps
+		// one task per key across them.
+		if svc, err = s.oneTaskPerKey(l); err != nil {
+			return "", err
+		}
+		what += " (keys of deleted tasks and per-key locks across destinations)"
+	}
+	kept, err := taskservice.KeepDeletedKeys(svc, l)
 	if err != nil {
 		return "", err
 	}
 	s.Service = kept
-	return "JetStream bucket " + ledger.Bucket, nil
+	return what, nil
 }
 
 // fakeTarget presents the fake task service on nc. It deletes a task as its
@@ -720,7 +736,7 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 	if len(adapters) > 1 {
 		t.Name += " (destination " + t.Destination + ")"
 	}
-	return &taskService{Target: t, audit: calDAVLister(a, others...), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
+	ts := &taskService{Target: t, audit: calDAVLister(a, others...), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
 		for i, a := range adapters {
 			if err := reachCalDAV(ctx, a); err != nil {
 				return fmt.Errorf("destination %s (%s): %w", f.caldavDests[i].Name, f.caldavDests[i].from, err)
@@ -737,7 +753,15 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 			out.Tasks = append(out.Tasks, demo.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest})
 		}
 		return out, nil
-	}}, nil
+	}}
+	if len(adapters) > 1 {
+		// Each collection decides a create for itself; across them the
+		// key's lock in the intent ledger does, with Redmine's lifetime.
+		ts.oneTaskPerKey = func(locks taskservice.Locker) (taskservice.Service, error) {
+			return router.OneTaskPerKey(locks, 2*callTimeout+10*time.Second)
+		}
+	}
+	return ts, nil
 }
 
 // reachCalDAV checks one collection, creating nothing: that it is a
