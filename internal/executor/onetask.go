@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -11,7 +12,8 @@ import (
 )
 
 // OneTaskLockPoll is how often a create that finds its key's lock held
-// tries again (OneTaskPerKey).
+// tries again (OneTaskPerKey): after OneTaskLockPoll plus up to as much
+// again at random, so that waiters do not poll in step.
 const OneTaskLockPoll = 100 * time.Millisecond
 
 // oneTaskReleaseTimeout bounds a lock's release, which runs even when the
@@ -29,7 +31,7 @@ const oneTaskReleaseTimeout = 5 * time.Second
 //     answers (the redelivery of a create whose reply was lost replays at
 //     once);
 //   - takes the key's lock in locks (the intent ledger), for ttl, waiting
-//     and polling every OneTaskLockPoll while another caller holds it
+//     and polling (OneTaskLockPoll) while another caller holds it
 //     (when ctx ends first, the error is transient);
 //   - looks the key up in every other destination: found → Conflict (or
 //     Replayed, for the same request digest) with that task's id and a
@@ -148,7 +150,7 @@ func (o *oneTask) lock(ctx context.Context, scope, intentID string) (taskservice
 		if !errors.Is(err, taskservice.ErrLocked) {
 			return nil, taskservice.Transient(fmt.Errorf("executor: taking the lock of intent %q in scope %q: %w", intentID, scope, err))
 		}
-		timer := time.NewTimer(OneTaskLockPoll)
+		timer := time.NewTimer(OneTaskLockPoll + rand.N(OneTaskLockPoll+1))
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -25,9 +25,20 @@ var errLost = errors.New("the answer was dropped after the server stored the tas
 // losePUT passes requests on to the server; when armed, it lets the server
 // answer the next PUT and then drops the answer, as a broken connection
 // would.
-type losePUT struct{ armed atomic.Bool }
+// When hold is set, a PUT whose path ends in it first says so on held
+// and waits for release, before it reaches the server.
+type losePUT struct {
+	armed   atomic.Bool
+	hold    string
+	held    chan struct{}
+	release chan struct{}
+}
 
 func (l *losePUT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if l.hold != "" && req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, l.hold) {
+		l.held <- struct{}{}
+		<-l.release
+	}
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil || req.Method != http.MethodPut || !l.armed.CompareAndSwap(true, false) {
 		return resp, err
@@ -37,15 +48,23 @@ func (l *losePUT) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // countingLocker counts the locks taken through the intent ledger.
+// The first refusal (another holder has the lock) is said on refused.
 type countingLocker struct {
-	l     *ledger.Ledger
-	taken atomic.Int64
+	l       *ledger.Ledger
+	taken   atomic.Int64
+	refused chan struct{}
 }
 
 func (c *countingLocker) Lock(ctx context.Context, scope, intentID string, ttl time.Duration) (taskservice.Lock, error) {
 	lk, err := c.l.Lock(ctx, scope, intentID, ttl)
 	if err == nil {
 		c.taken.Add(1)
+	}
+	if errors.Is(err, taskservice.ErrLocked) {
+		select {
+		case c.refused <- struct{}{}:
+		default:
+		}
 	}
 	return lk, err
 }
@@ -68,9 +87,18 @@ type oneTaskRig struct {
 // one second.
 func startOneTaskRig(t *testing.T, names ...string) *oneTaskRig {
 	t.Helper()
+	return startOneTaskRigHolding(t, "", names...)
+}
+
+// startOneTaskRigHolding is startOneTaskRig whose PUTs of a path ending in
+// hold wait for the test to release them.
+func startOneTaskRigHolding(t *testing.T, hold string, names ...string) *oneTaskRig {
+	t.Helper()
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{})
 	l := testenv.Ledger(t, testenv.JetStream(t), ledger.Options{ClockAllowance: -1, Margin: -1})
-	r := &oneTaskRig{srv: srv, adapters: map[string]*caldav.Adapter{}, lose: &losePUT{}, locks: &countingLocker{l: l}, ledger: l}
+	r := &oneTaskRig{srv: srv, adapters: map[string]*caldav.Adapter{}, lose: &losePUT{held: make(chan struct{}), release: make(chan struct{})},
+		locks: &countingLocker{l: l, refused: make(chan struct{}, 1)}, ledger: l}
+	r.lose.hold = hold
 	var routes []executor.Route
 	for _, name := range names {
 		url := srv.CollectionURL
@@ -222,4 +250,52 @@ func TestOnlyAnExecutorOfSeveralDestinationsLocksAKeyBeforeItsCreate(t *testing.
 			}
 		})
 	}
+}
+
+// While a create of the key is on its way to default's server, a request
+// for the key in team waits for the key's lock, then finds the task in
+// default: it creates nothing. Without the lock it looked default up too
+// early, found nothing, and made a second task in team.
+func TestACreateInFlightInOneDestinationKeepsTheKeyFromAnother(t *testing.T) {
+	const intent = "intent-inflight-1"
+	r := startOneTaskRigHolding(t, "/tasks/"+intent+".ics", document.DefaultDestination, "team")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type answer struct {
+		res taskservice.Result
+		err error
+	}
+	first, second := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		res, err := r.svc.Create(ctx, calDAVRequest(intent, document.DefaultDestination, "aa"))
+		first <- answer{res, err}
+	}()
+	<-r.lose.held // default's create holds the lock, its PUT not yet sent
+	go func() {
+		res, err := r.svc.Create(ctx, calDAVRequest(intent, "team", "bb"))
+		second <- answer{res, err}
+	}()
+	var got answer
+	select {
+	case <-r.locks.refused: // team's create waits for the lock
+	case got = <-second:
+		t.Errorf("team's create answered %+v, %v while default's create was on its way; want it to wait for the key's lock", got.res, got.err)
+	}
+	close(r.lose.release)
+	if a := <-first; a.err != nil || a.res.Outcome != taskservice.Created {
+		t.Errorf("default's create answered %+v, %v; want created", a.res, a.err)
+	}
+	if got.res.Outcome == "" && got.err == nil {
+		got = <-second
+	}
+	t.Run("team's create is answered idempotency_conflict naming default", func(t *testing.T) {
+		if got.err != nil || got.res.Outcome != taskservice.Conflict || !strings.Contains(got.res.Reason, "caldav-task.v1/default") {
+			t.Errorf("team's create answered %+v, %v", got.res, got.err)
+		}
+	})
+	t.Run("the calendars hold one task of the intent, in default", func(t *testing.T) {
+		if n := r.tasks(t, intent); n[document.DefaultDestination] != 1 || n["team"] != 0 {
+			t.Errorf("the calendars hold %v", n)
+		}
+	})
 }
