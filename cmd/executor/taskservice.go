@@ -676,7 +676,9 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 // connections to a server at once, however many of its calendars are
 // served), trusting the roots of --caldav-ca-file as well. A destination
 // given by --caldav-calendar is found on its server first. The Service is
-// a router that sends each call to its destination's adapter; the Target's
+// a router that sends each call to its destination's adapter (with more
+// than one destination, keepDeletedKeys keeps a key to one task across
+// them: oneTaskPerKey); the Target's
 // other parts (delete, count, lose a reply, list, audit) are those of the
 // destination probe, demo and verify use: default, or else the first one
 // given.
