@@ -479,7 +479,13 @@ type taskService struct {
 	// ledger is the intent ledger open took for a kind that keeps its
 	// locks there; keepDeletedKeys composes the service with the same one.
 	ledger *ledger.Ledger
-	close  func() error
+	// oneTaskPerKey, for a service of several CalDAV destinations, wraps
+	// its router so that a key has one task across them: a create takes
+	// the key's lock in the intent ledger and looks the key up in every
+	// other destination first (executor.Router.OneTaskPerKey).
+	// keepDeletedKeys applies it with the ledger it opens; nil otherwise.
+	oneTaskPerKey func(locks taskservice.Locker) (taskservice.Service, error)
+	close         func() error
 	// serves lists the (provider, destination) pairs the service serves:
 	// the gate's Checker.Serves. where says, for each, where its tasks are
 	// made, for serve's log.
@@ -571,8 +577,9 @@ func (f *taskServiceFlags) open(ctx context.Context, connect func() (*nats.Conn,
 // creates nothing (taskservice.KeepDeletedKeys). With provision it creates
 // or updates the ledger's bucket with replicas (as the streams); without
 // (--no-provision) it only finds it. A service that remembers deleted keys
-// itself is left as it is. It returns what the ledger is, for a log line,
-// or "" when none is used.
+// itself is left as it is. Several CalDAV destinations also take their
+// per-key locks in the same ledger (oneTaskPerKey), applied first. It
+// returns what the ledger is, for a log line, or "" when none is used.
 func (s *taskService) keepDeletedKeys(ctx context.Context, js jetstream.JetStream, provision bool, replicas int) (string, error) {
 	if taskservice.RemembersDeletedKeys(s.Service) {
 		return "", nil
@@ -595,12 +602,21 @@ func (s *taskService) keepDeletedKeys(ctx context.Context, js jetstream.JetStrea
 	if err != nil {
 		return "", err
 	}
-	kept, err := taskservice.KeepDeletedKeys(s.Service, l)
+	svc, what := s.Service, "JetStream bucket "+ledger.Bucket
+	if s.oneTaskPerKey != nil {
+		// Several destinations: a key's lock in the same ledger keeps
+		// one task per key across them.
+		if svc, err = s.oneTaskPerKey(l); err != nil {
+			return "", err
+		}
+		what += " (keys of deleted tasks and per-key locks across destinations)"
+	}
+	kept, err := taskservice.KeepDeletedKeys(svc, l)
 	if err != nil {
 		return "", err
 	}
 	s.Service = kept
-	return "JetStream bucket " + ledger.Bucket, nil
+	return what, nil
 }
 
 // fakeTarget presents the fake task service on nc. It deletes a task as its
@@ -660,10 +676,12 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 // connections to a server at once, however many of its calendars are
 // served), trusting the roots of --caldav-ca-file as well. A destination
 // given by --caldav-calendar is found on its server first. The Service is
-// a router that sends each call to its destination's adapter; the Target's
-// other parts (delete, count, lose a reply, list) are those of the
-// destination probe and demo use: default, or else the first one given;
-// verify's listing (audit) holds every destination's tasks.
+// a router that sends each call to its destination's adapter (with more
+// than one destination, keepDeletedKeys keeps a key to one task across
+// them: oneTaskPerKey); the Target's other parts (delete, count, lose a
+// reply, list) are those of the destination probe and demo use: default,
+// or else the first one given; verify's listing (audit) holds every
+// destination's tasks.
 func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Duration) (*taskService, error) {
 	bounded := boundedTransport(caldav.DefaultMaxConns)
 	if f.caldavRoots != nil {
@@ -720,7 +738,7 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 	if len(adapters) > 1 {
 		t.Name += " (destination " + t.Destination + ")"
 	}
-	return &taskService{Target: t, audit: calDAVLister(a, others...), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
+	ts := &taskService{Target: t, audit: calDAVLister(a, others...), serves: router.Serves(), where: where, reach: func(ctx context.Context) error {
 		// Every destination is checked, so that a wrong URL in one is
 		// named even when another's check fails transiently; the joined
 		// error is permanent when any part is.
@@ -741,7 +759,15 @@ func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Dura
 			out.Tasks = append(out.Tasks, demo.ListedTask{IntentID: t.IntentID, TaskID: t.TaskID, RequestDigest: t.RequestDigest})
 		}
 		return out, nil
-	}}, nil
+	}}
+	if len(adapters) > 1 {
+		// Each collection decides a create for itself; across them the
+		// key's lock in the intent ledger does, with Redmine's lifetime.
+		ts.oneTaskPerKey = func(locks taskservice.Locker) (taskservice.Service, error) {
+			return router.OneTaskPerKey(locks, 2*callTimeout+10*time.Second)
+		}
+	}
+	return ts, nil
 }
 
 // reachCalDAV checks one collection, creating nothing: that it is a

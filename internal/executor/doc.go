@@ -42,5 +42,9 @@
 // Router, which sends each to its destination's service. The gate's
 // destination check (Config.Gate.Serves, the fake task service's default
 // destination when unset) refuses a request for any other before the call,
-// and the router refuses such a call again, permanently.
+// and the router refuses such a call again, permanently. A key has one
+// task across a router's destinations: Router.OneTaskPerKey takes the
+// key's lock (in the intent ledger) and looks the key up in every other
+// destination before a create, each destination's service deciding only
+// its own store.
 package executor

@@ -108,19 +108,25 @@ func (r *Router) RemembersDeletedKeys() bool {
 var ErrNoRoute = errors.New("executor: no task service for this destination")
 
 func (r *Router) route(req taskservice.Request) (taskservice.Service, error) {
+	rt, err := r.lookup(req)
+	return rt.Service, err
+}
+
+// lookup finds the route of req's (Provider, Destination).
+func (r *Router) lookup(req taskservice.Request) (Route, error) {
 	d := gate.Destination{Provider: req.Provider, Name: req.Destination}
 	if d.Name == "" {
 		d.Name = document.DefaultDestination
 	}
 	for _, rt := range r.routes {
 		if rt.Destination == d {
-			return rt.Service, nil
+			return rt, nil
 		}
 	}
 	names := make([]string, len(r.routes))
 	for i, rt := range r.routes {
 		names[i] = rt.Destination.String()
 	}
-	return nil, taskservice.Permanent(fmt.Errorf("%w: the call is for %s, but this executor serves only %s; nothing was sent",
+	return Route{}, taskservice.Permanent(fmt.Errorf("%w: the call is for %s, but this executor serves only %s; nothing was sent",
 		ErrNoRoute, d, strings.Join(names, ", ")))
 }
