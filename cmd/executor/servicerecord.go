@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -113,6 +114,11 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 			break
 		}
 		// Every recorded destination: verify audits them all.
+		for _, name := range sortedNames(rec.Destinations) {
+			if u := rec.Destinations[name]; rec.CalDAVUser != "" && plainToAnotherHost(u) {
+				return "", recordedPlainHTTP("the CalDAV collection "+u, "password", "--caldav-url")
+			}
+		}
 		f.CalDAVURL, source = want, fromRecord
 		for _, name := range sortedNames(rec.Destinations) {
 			if name != "default" {
@@ -144,6 +150,9 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 				}
 				continue
 			}
+			if c.name == "redmine-url" && plainToAnotherHost(c.want) {
+				return "", recordedPlainHTTP("Redmine at "+c.want, "API key", "--redmine-url")
+			}
 			*c.value, source = c.want, fromRecord
 		}
 	}
@@ -151,6 +160,34 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 		f.CalDAVUser = rec.CalDAVUser
 	}
 	return source, nil
+}
+
+// errRecordedPlainHTTP is wrapped by settle for a recorded URL that would
+// carry the reader's password or API key in clear to another machine.
+var errRecordedPlainHTTP = errors.New("the record names a plain http URL on another host")
+
+// plainToAnotherHost reports whether u is plain http to a host other than
+// this machine's loopback: a secret sent there crosses the network in
+// clear.
+func plainToAnotherHost(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil || !strings.EqualFold(p.Scheme, "http") {
+		return false
+	}
+	host := p.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+// recordedPlainHTTP refuses to send a secret, in clear, to a URL only the
+// record names: anyone who may write the record could point it at a
+// machine of theirs. Naming the URL on the command line sends it there.
+func recordedPlainHTTP(what, secret, flagName string) error {
+	return fmt.Errorf("%w: the executors recorded %s, plain http on another host: the %s is not sent there on the record's word; give %s with that URL to send it, or serve it over https",
+		errRecordedPlainHTTP, what, secret, flagName)
 }
 
 // withoutUserinfo is u without a user or password in it: a record or an
