@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,17 +61,15 @@ func runCalendars(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fs.Usage()
 		return fmt.Errorf("%w: --timeout must be positive", errUsage)
 	}
-	// The password's file and environment are read as serve reads them.
-	f := &taskServiceFlags{Kind: taskServiceCalDAV, CalDAVURL: *url, CalDAVUser: *user, CalDAVPasswordFile: *passwordFile, getenv: os.Getenv}
+	// The password's file and environment and the CA file are read as
+	// serve reads them, and the transport is serve's.
+	f := &taskServiceFlags{Kind: taskServiceCalDAV, CalDAVURL: *url, CalDAVUser: *user, CalDAVPasswordFile: *passwordFile,
+		CalDAVCAFile: *caFile, getenv: os.Getenv}
 	if err := f.checkCalDAV(); err != nil {
 		return err
 	}
-	transport, err := calendarsTransport(*caFile)
-	if err != nil {
-		return err
-	}
 	cfg := caldav.Config{CollectionURL: *url, Username: *user, Password: f.calDAVPassword,
-		HTTPClient: &http.Client{Transport: transport, Timeout: *timeout}}
+		HTTPClient: &http.Client{Transport: f.caldavTransport(), Timeout: *timeout}}
 	cals, err := caldav.Discover(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*url), err)
@@ -120,27 +116,4 @@ func runCalendars(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, c.URL, comps)
 	}
 	return tw.Flush()
-}
-
-// calendarsTransport is the bounded transport of the CalDAV adapter,
-// trusting the certificates of caFile besides the system's when one is
-// given.
-func calendarsTransport(caFile string) (*http.Transport, error) {
-	t := boundedTransport(caldav.DefaultMaxConns)
-	if caFile == "" {
-		return t, nil
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --caldav-ca-file: %w", errUsage, err)
-	}
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%w: --caldav-ca-file %s holds no PEM certificate", errUsage, caFile)
-	}
-	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return t, nil
 }

@@ -19,6 +19,7 @@ import (
 // inProcess is "executor serve --embedded" running in this test's process.
 type inProcess struct {
 	url  string
+	data string     // the --data directory serveEmbedded gave it
 	done chan error // run's result, once it returns
 	log  *syncBuffer
 }
@@ -29,10 +30,10 @@ type inProcess struct {
 func serveEmbedded(t *testing.T, args ...string) *inProcess {
 	t.Helper()
 	port := freePort(t)
-	p := &inProcess{url: fmt.Sprintf("nats://127.0.0.1:%d", port), done: make(chan error, 1), log: &syncBuffer{}}
+	p := &inProcess{url: fmt.Sprintf("nats://127.0.0.1:%d", port), data: filepath.Join(t.TempDir(), "data"), done: make(chan error, 1), log: &syncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		p.done <- run(ctx, append([]string{"serve", "--embedded", "--data", filepath.Join(t.TempDir(), "data"),
+		p.done <- run(ctx, append([]string{"serve", "--embedded", "--data", p.data,
 			"--listen", fmt.Sprintf("127.0.0.1:%d", port)}, args...), &bytes.Buffer{}, p.log)
 	}()
 	t.Cleanup(func() {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -248,26 +247,8 @@ func caldavStore(t *testing.T, u string) string {
 // nor made; plain status reads the collection.
 func TestServeEmbeddedWithCalDAVOpensNoFakeServiceStore(t *testing.T) {
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{})
-	data := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
-	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	p := &inProcess{url: url, done: make(chan error, 1), log: &syncBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		p.done <- run(ctx, []string{"serve", "--embedded", "--insecure-allow-unsigned", "--data", data, "--listen", "127.0.0.1:" + strconv.Itoa(port),
-			"--id", "exec-embedded", "--task-service", "caldav", "--caldav-url", srv.CollectionURL}, &bytes.Buffer{}, p.log)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-		if t.Failed() {
-			t.Logf("serve's log:\n%s", p.log.String())
-		}
-	})
+	p := serveEmbedded(t, "--insecure-allow-unsigned", "--id", "exec-embedded", "--task-service", "caldav", "--caldav-url", srv.CollectionURL)
+	data, url := p.data, p.url
 	waitFor(t, 60*time.Second, "serve --embedded to consume", func() bool {
 		select {
 		case err := <-p.done:

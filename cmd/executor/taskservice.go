@@ -430,6 +430,18 @@ func readDestinationsFile(path string) ([]caldavDest, error) {
 	return dests, nil
 }
 
+// caldavTransport is the transport of every CalDAV request a command makes:
+// at most caldav.DefaultMaxConns connections to a server at once, however
+// many of its calendars are used, trusting the roots of --caldav-ca-file
+// (read by check) besides the system's.
+func (f *taskServiceFlags) caldavTransport() *http.Transport {
+	t := boundedTransport(caldav.DefaultMaxConns)
+	if f.caldavRoots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: f.caldavRoots, MinVersion: tls.VersionTLS12}
+	}
+	return t
+}
+
 // readRoots reads the PEM certificates of path into a pool holding the
 // system's roots as well.
 func readRoots(path string) (*x509.CertPool, error) {
@@ -683,11 +695,7 @@ func fakeTarget(nc *nats.Conn, callTimeout time.Duration) probe.Target {
 // or else the first one given; verify's listing (audit) holds every
 // destination's tasks.
 func (f *taskServiceFlags) openCalDAV(ctx context.Context, callTimeout time.Duration) (*taskService, error) {
-	bounded := boundedTransport(caldav.DefaultMaxConns)
-	if f.caldavRoots != nil {
-		bounded.TLSClientConfig = &tls.Config{RootCAs: f.caldavRoots, MinVersion: tls.VersionTLS12}
-	}
-	lossy := &lossyTransport{method: http.MethodPut, next: bounded}
+	lossy := &lossyTransport{method: http.MethodPut, next: f.caldavTransport()}
 	var (
 		routes   []executor.Route
 		adapters []*caldav.Adapter

@@ -359,14 +359,10 @@ func (a *Adapter) wellKnown(ctx context.Context) (*url.URL, error) {
 	return nil, nil
 }
 
-// homeSet returns the calendar homes of a principal (its
-// calendar-home-set); the principal itself when it names none.
-func (a *Adapter) homeSet(ctx context.Context, principal string) ([]string, error) {
-	if principal == "" {
-		return nil, errors.New("caldav: no principal")
-	}
-	u := a.at(principal)
-	rs, ans, err := a.propfind(ctx, u, "0", homeProps)
+// propfindMultiStatus is propfind for a caller that needs the server's
+// multi-status: any other answer is an error, a refused login its own.
+func (a *Adapter) propfindMultiStatus(ctx context.Context, u *url.URL, depth, body string) (davResponses, error) {
+	rs, ans, err := a.propfind(ctx, u, depth, body)
 	if err != nil {
 		return nil, err
 	}
@@ -375,6 +371,20 @@ func (a *Adapter) homeSet(ctx context.Context, principal string) ([]string, erro
 			return nil, a.loginRefused("PROPFIND", u.String(), ans)
 		}
 		return nil, statusErr("PROPFIND", u, ans)
+	}
+	return rs, nil
+}
+
+// homeSet returns the calendar homes of a principal (its
+// calendar-home-set); the principal itself when it names none.
+func (a *Adapter) homeSet(ctx context.Context, principal string) ([]string, error) {
+	if principal == "" {
+		return nil, errors.New("caldav: no principal")
+	}
+	u := a.at(principal)
+	rs, err := a.propfindMultiStatus(ctx, u, "0", homeProps)
+	if err != nil {
+		return nil, err
 	}
 	if r := rs.self(u); r != nil && len(r.homes) > 0 {
 		return r.homes, nil
@@ -385,15 +395,9 @@ func (a *Adapter) homeSet(ctx context.Context, principal string) ([]string, erro
 // calendarsIn lists the calendars directly in the collection at p.
 func (a *Adapter) calendarsIn(ctx context.Context, p string) ([]Calendar, error) {
 	u := a.at(p)
-	rs, ans, err := a.propfind(ctx, u, "1", calendarProps)
+	rs, err := a.propfindMultiStatus(ctx, u, "1", calendarProps)
 	if err != nil {
 		return nil, err
-	}
-	if ans != nil {
-		if ans.code == http.StatusUnauthorized || ans.code == http.StatusForbidden {
-			return nil, a.loginRefused("PROPFIND", u.String(), ans)
-		}
-		return nil, statusErr("PROPFIND", u, ans)
 	}
 	var cals []Calendar
 	for _, r := range rs {
