@@ -1,0 +1,22 @@
+// Package approval makes what an application sends: a task request for an
+// action candidate, the documents' digests, and a reviewer's approval,
+// signed with the reviewer's key. It also makes and reads reviewers' keys,
+// and gives the public half as a send.Approver for the executors' trusted
+// approvers.
+//
+//	key, err := approval.NewKey("alice")
+//	request, err := approval.NewRequest(candidate, approval.Request{
+//		RequestID: "task-request-0001", IntentID: "intent-0001", Title: "Fix the checks",
+//	})
+//	approved, err := approval.Approve(candidate, request, approval.Options{Key: key})
+//	env, err := send.Build(send.Documents{Candidate: candidate, Request: request, Approval: approved})
+//
+// An approval it returns passes the gate's binding checks together with its
+// candidate and request, as an executor runs them. Its errors are its own,
+// prefixed "approval: ", and classify with errors.Is.
+//
+// The package must never write a private key where others may read it,
+// never show a private key in a string, an error or a log, never return an
+// approval the executors' binding checks would refuse, and never import
+// anything of NATS or Pebble.
+package approval
