@@ -5,40 +5,54 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-// ErrNoReceipt is matched by every error of a wait for the receipt of a
-// message that was published: the wait ran out, the connection stayed
-// lost, the stored receipts could not be read. The error wraps the cause.
-// The message is stored and an executor may still be working on it;
-// sending again is safe.
-var ErrNoReceipt = errors.New("send: no receipt yet")
+var (
+	// ErrNoReceipt is matched by every error of a wait for the receipt of
+	// a message that was published: the wait ran out, the connection stayed
+	// lost, the stored receipts could not be read. The error is a
+	// *NoReceiptError, which wraps the cause. The message is stored and an
+	// executor may still be working on it; sending again is safe.
+	ErrNoReceipt = errors.New("send: no receipt yet")
+	// ErrNotPublished is matched by the error of a Publish (or Send) that
+	// the stream did not acknowledge: the message may or may not be stored.
+	// Publishing it again under the same MsgID stores it at most once.
+	ErrNotPublished = errors.New("send: not acknowledged by the stream")
+	// ErrBadReceipt is matched by the error of ParseReceipt for data that
+	// is not a task-receipt.v1 document, and of a wait whose receipt does
+	// not decode.
+	ErrBadReceipt = errors.New("send: not a task-receipt.v1 document")
+)
 
-// Outcome is what a receipt says happened to a message.
-type Outcome string
+// Outcome is what a receipt says happened to a message: one of the task
+// service's outcomes (taskservice.Outcome) or one of the executor's own,
+// Rejected and DeadLettered.
+type Outcome = taskservice.Outcome
 
 // The outcomes of a receipt.
 const (
 	// Created: the task service created the task.
-	Created Outcome = document.OutcomeCreated
+	Created = taskservice.Created
 	// Replayed: the intent was created before; the task service returned
 	// the first task and created nothing.
-	Replayed Outcome = document.OutcomeReplayed
+	Replayed = taskservice.Replayed
 	// Conflict: the intent was created before from different content;
 	// nothing was created or changed.
-	Conflict Outcome = document.OutcomeConflict
+	Conflict = taskservice.Conflict
 	// Rejected: an executor's gate refused the message (Receipt.Rejection);
 	// the task service never heard of it.
-	Rejected Outcome = document.OutcomeRejected
+	Rejected Outcome = "rejected"
 	// DeadLettered: the message kept failing (Receipt.Failure). Whether the
 	// task was created is unknown; sending the same approval again is safe
 	// and will say Created or Replayed.
-	DeadLettered Outcome = document.OutcomeDeadLettered
+	DeadLettered Outcome = "dead_lettered"
 )
 
 // Sent is one published message.
@@ -46,8 +60,9 @@ type Sent struct {
 	Subject   string
 	MsgID     string
 	StreamSeq uint64
-	// Duplicate is true when the stream had already stored this call's
-	// message (a transport retry of the same call).
+	// Duplicate is true when the stream had already stored a message with
+	// this MsgID (a retry of the same publish): StreamSeq is that message,
+	// and nothing new was stored.
 	Duplicate bool
 	// Scope and IntentID are the key the message was published for (Scope
 	// "" is the default scope); its receipts are published on
@@ -57,7 +72,8 @@ type Sent struct {
 }
 
 // Receipt is an executor's task-receipt.v1 for one message. Members that
-// are null in the document are empty strings and nil pointers here.
+// are null in the document are empty strings, zero times and nil pointers
+// here.
 type Receipt struct {
 	ReceiptID string
 	Outcome   Outcome
@@ -81,7 +97,8 @@ type Receipt struct {
 	// StoreID names the task service's store that answered.
 	StoreID  string
 	Delivery Delivery
-	IssuedAt string
+	// IssuedAt is when the executor issued the receipt.
+	IssuedAt time.Time
 	// Raw is the receipt document as stored.
 	Raw []byte
 }
@@ -105,12 +122,9 @@ func (f *Failure) NothingCreated() bool {
 	return f != nil && strings.HasSuffix(f.Reason, document.DeadLetterNothingCreated)
 }
 
-// Counts are the task service's three counters.
-type Counts struct {
-	RequestsReceived int64
-	CreatesExecuted  int64
-	TasksExisting    int64
-}
+// Counts are the task service's three counters (taskservice.Counts):
+// RequestsReceived, CreatesExecuted and TasksExisting.
+type Counts = taskservice.Counts
 
 // Delivery says which delivery of which stream message a receipt is for.
 type Delivery struct {
@@ -118,7 +132,9 @@ type Delivery struct {
 	Delivered uint64
 	Attempt   string
 	Executor  string
-	StoredAt  string
+	// StoredAt is when the APPROVALS stream stored the message; zero on
+	// receipts issued before it was recorded.
+	StoredAt time.Time
 }
 
 // Client publishes envelopes onto the APPROVALS stream and reads their
@@ -130,16 +146,29 @@ type Client struct {
 // NewClient returns a client over js (jetstream.New of a connection).
 func NewClient(js jetstream.JetStream) *Client { return &Client{js: js} }
 
-// Publish stores the envelope on the APPROVALS stream under its intent's
-// subject, with a message id of its own, and returns once the stream
-// acknowledged it. Every call is a real send: the same envelope published
-// again reaches the task service again.
-func (c *Client) Publish(ctx context.Context, e *Envelope) (Sent, error) {
-	s, err := publish.SendIntent(ctx, c.js, e.Scope(), e.IntentID(), e.data, publish.NewMsgID(), nil)
+// Publish stores the envelope on the APPROVALS stream under its key's
+// subject, with a message id of its own unless MsgID gives one, and
+// returns once the stream acknowledged it. Every call with a new message id
+// is a real send: the same envelope published again reaches the task
+// service again. Header adds headers; Deadline bounds the call. An error
+// that matches ErrNotPublished leaves it unknown whether the stream stored
+// the message; one that matches ErrOption means nothing was published.
+func (c *Client) Publish(ctx context.Context, e *Envelope, opts ...Option) (Sent, error) {
+	o, err := apply(opts)
 	if err != nil {
 		return Sent{}, err
 	}
-	return Sent{Subject: s.Subject, MsgID: s.MsgID, StreamSeq: s.StreamSeq, Duplicate: s.Duplicate, Scope: s.Scope, IntentID: s.IntentID}, nil
+	ctx, cancel := o.within(ctx)
+	defer cancel()
+	return c.publish(ctx, e, o)
+}
+
+func (c *Client) publish(ctx context.Context, e *Envelope, o options) (Sent, error) {
+	s, err := publishKey(ctx, c.js, e.scope, e.intentID, e.data, o)
+	if err != nil {
+		return s, fmt.Errorf("%w: storing the approval on %s: %w", ErrNotPublished, topology.ApprovalsStream, err)
+	}
+	return s, nil
 }
 
 // WaitReceipt returns the first terminal receipt for the sent message,
@@ -148,69 +177,94 @@ func (c *Client) Publish(ctx context.Context, e *Envelope) (Sent, error) {
 // the cause: ctx's error when ctx ends first. It creates no consumer (see
 // Listener).
 func (c *Client) WaitReceipt(ctx context.Context, s Sent) (*Receipt, error) {
-	w := publish.NewReceipts(c.js)
-	defer w.Close()
-	return wait(ctx, w, s)
+	l := c.NewListener()
+	defer l.Close()
+	return l.Receipt(ctx, s)
 }
 
-// wait waits on w for s's receipt.
-func wait(ctx context.Context, w *publish.Receipts, s Sent) (*Receipt, error) {
-	r, err := w.Wait(ctx, s.Scope, s.IntentID, s.StreamSeq)
-	var ended *publish.WaitError
-	switch {
-	case errors.As(err, &ended):
-		return nil, fmt.Errorf("%w for stream message %d: %w", ErrNoReceipt, s.StreamSeq, ended.Cause())
-	case err != nil:
-		return nil, fmt.Errorf("%w for stream message %d: %w", ErrNoReceipt, s.StreamSeq, err)
-	}
-	return receipt(r), nil
-}
-
-// Listener listens for the receipts of one key's messages (its scope and
-// intent id), from before they are published: a receipt that arrives
-// however soon after the publish is not missed, and one stored earlier is
-// read from the stream. It creates no consumer: it subscribes to the key's
-// receipts subject (receipts.<scope>.<intent>) and reads stored receipts
-// through the JetStream API's direct get of the last message on that
-// subject ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>), so
-// that a caller's permissions may confine it to its own scope. Close it
-// when done.
+// Listener listens for the receipts of the messages of one or more keys
+// (a scope and an intent id each), from before they are published: a
+// receipt that arrives however soon after the publish is not missed, and
+// one stored earlier is read from the stream. One listener serves any
+// number of messages and waits. It creates no consumer: it subscribes to
+// each key's receipts subject (receipts.<scope>.<intent>) and reads stored
+// receipts through the JetStream API's direct get of the last message on
+// that subject ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>), so
+// that a caller's permissions may confine it to its own scope. A Listener
+// is safe for concurrent use; Close it when done.
 type Listener struct {
-	w *publish.Receipts
+	w *receiptWatch
+}
+
+// NewListener returns a listener that listens for no key yet: Watch each
+// envelope before publishing it.
+func (c *Client) NewListener() *Listener {
+	return &Listener{w: newReceiptWatch(c.js)}
 }
 
 // Listen starts listening for the receipts of e's key. Publish e after it
 // and wait with Listener.Receipt; Send does all three.
 func (c *Client) Listen(e *Envelope) (*Listener, error) {
-	w := publish.NewReceipts(c.js)
-	if err := w.Watch(e.Scope(), e.IntentID()); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("send: %w", err)
+	l := c.NewListener()
+	if err := l.Watch(e); err != nil {
+		l.Close()
+		return nil, err
 	}
-	return &Listener{w: w}, nil
+	return l, nil
+}
+
+// Watch listens for the receipts of e's key too; it does nothing if the
+// key is listened for already.
+func (l *Listener) Watch(e *Envelope) error { return l.WatchKey(e.scope, e.intentID) }
+
+// WatchKey listens for the receipts of the key (scope, intentID), as Watch
+// does for an envelope's, for a caller that knows the key of a message
+// published elsewhere (Sent.Scope and Sent.IntentID). Scope "" is the
+// default scope.
+func (l *Listener) WatchKey(scope, intentID string) error {
+	if err := l.w.Watch(scope, intentID); err != nil {
+		return fmt.Errorf("send: listening for receipts: %w", err)
+	}
+	return nil
 }
 
 // Receipt returns the first terminal receipt for the sent message, as
 // WaitReceipt does; it may be called again after a wait that ended without
-// one. Every error it returns matches ErrNoReceipt.
+// one, and for any message (its key is listened for from this call on if
+// it was not watched). Every error it returns matches ErrNoReceipt.
 func (l *Listener) Receipt(ctx context.Context, s Sent) (*Receipt, error) {
-	return wait(ctx, l.w, s)
+	r, err := l.w.Wait(ctx, s.Scope, s.IntentID, s.StreamSeq)
+	var ended *NoReceiptError
+	switch {
+	case errors.As(err, &ended):
+		return nil, err
+	case err != nil:
+		return nil, noReceipt(s.StreamSeq, err, nil)
+	}
+	return receipt(r)
 }
 
 // Close stops listening; a Receipt still waiting ends with ErrNoReceipt.
 func (l *Listener) Close() { l.w.Close() }
 
 // Send listens for the envelope's receipts, publishes it and waits, until
-// ctx ends, for its receipt. An error that matches ErrNoReceipt comes after
-// the message was published (Sent says which); any other means it was not,
-// or not for certain.
-func (c *Client) Send(ctx context.Context, e *Envelope) (Sent, *Receipt, error) {
+// ctx ends (or the Deadline option's time), for its receipt. An error that
+// matches ErrNoReceipt comes after the message was published (Sent says
+// which); any other means it was not, or not for certain
+// (ErrNotPublished).
+func (c *Client) Send(ctx context.Context, e *Envelope, opts ...Option) (Sent, *Receipt, error) {
+	o, err := apply(opts)
+	if err != nil {
+		return Sent{}, nil, err
+	}
+	ctx, cancel := o.within(ctx)
+	defer cancel()
 	l, err := c.Listen(e)
 	if err != nil {
-		return Sent{}, nil, fmt.Errorf("nothing published: %w", err)
+		return Sent{}, nil, fmt.Errorf("%w: nothing published", err)
 	}
 	defer l.Close()
-	s, err := c.Publish(ctx, e)
+	s, err := c.publish(ctx, e, o)
 	if err != nil {
 		return s, nil, err
 	}
@@ -226,23 +280,31 @@ func str(s *string) string {
 }
 
 // ParseReceipt reads a task-receipt.v1 document strictly, as the commands
-// do.
+// do. Its errors match ErrBadReceipt.
 func ParseReceipt(data []byte) (*Receipt, error) {
 	r, err := document.DecodeReceipt(data)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %s", ErrBadReceipt, err)
 	}
-	return receipt(&publish.Receipt{Receipt: r, Raw: append([]byte(nil), data...)}), nil
+	return receipt(&storedReceipt{Receipt: r, Raw: append([]byte(nil), data...)})
 }
 
-func receipt(p *publish.Receipt) *Receipt {
+// receipt is the public form of a decoded receipt; its times must parse.
+func receipt(p *storedReceipt) (*Receipt, error) {
 	r := p.Receipt
 	out := &Receipt{
 		ReceiptID: r.ReceiptID, Outcome: Outcome(r.Outcome),
 		IntentID: str(r.IntentID), Scope: r.Scope, RequestID: str(r.RequestID), ApprovalID: str(r.ApprovalID), TaskID: str(r.TaskID),
-		TaskDeleted: r.TaskDeleted, StoreID: str(r.StoreID), IssuedAt: r.IssuedAt, Raw: p.Raw,
+		TaskDeleted: r.TaskDeleted, StoreID: str(r.StoreID), Raw: p.Raw, Counts: r.Counts,
 		Delivery: Delivery{StreamSeq: r.Delivery.StreamSeq, Delivered: r.Delivery.Delivered, Attempt: r.Delivery.Attempt,
-			Executor: r.Delivery.Executor, StoredAt: r.Delivery.StoredAt},
+			Executor: r.Delivery.Executor},
+	}
+	var err error
+	if out.IssuedAt, err = parseTime(r.IssuedAt); err != nil {
+		return nil, fmt.Errorf("%w: issued_at: %s", ErrBadReceipt, err)
+	}
+	if out.Delivery.StoredAt, err = parseTime(r.Delivery.StoredAt); err != nil {
+		return nil, fmt.Errorf("%w: delivery.stored_at: %s", ErrBadReceipt, err)
 	}
 	if r.Rejection != nil {
 		out.Rejection = &Rejection{Check: r.Rejection.Check, Path: r.Rejection.Path, Reason: r.Rejection.Reason}
@@ -250,8 +312,13 @@ func receipt(p *publish.Receipt) *Receipt {
 	if r.Failure != nil {
 		out.Failure = &Failure{Reason: r.Failure.Reason, Attempts: r.Failure.Attempts}
 	}
-	if r.Counts != nil {
-		out.Counts = &Counts{RequestsReceived: r.Counts.RequestsReceived, CreatesExecuted: r.Counts.CreatesExecuted, TasksExisting: r.Counts.TasksExisting}
+	return out, nil
+}
+
+// parseTime reads an RFC 3339 time; "" is the zero time.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
 	}
-	return out
+	return time.Parse(time.RFC3339Nano, s)
 }

@@ -21,19 +21,23 @@ type Documents struct {
 // The gate's check names, in the order it runs them. A Refusal and a
 // rejected receipt name one of them.
 const (
-	CheckEnvelope         = gate.CheckEnvelope
-	CheckApprovalFormat   = gate.CheckApprovalFormat
-	CheckSignature        = gate.CheckSignature
-	CheckExpiry           = gate.CheckExpiry
-	CheckCandidateBinding = gate.CheckCandidateBinding
-	CheckRequestBinding   = gate.CheckRequestBinding
-	CheckCapability       = gate.CheckCapability
-	CheckScope            = gate.CheckScope
+	CheckEnvelope         = "envelope"
+	CheckApprovalFormat   = "approval_format"
+	CheckSignature        = "signature"
+	CheckExpiry           = "expiry"
+	CheckCandidateBinding = "candidate_binding"
+	CheckRequestBinding   = "request_binding"
+	CheckCapability       = "capability"
+	CheckDestination      = "destination"
+	CheckScope            = "scope"
 )
 
 var (
 	// ErrRefused is matched by every Refusal.
 	ErrRefused = errors.New("send: refused by the local gate")
+	// ErrInvalid is matched by the error of Build for a document that is
+	// not JSON (or absent), and of ParseEnvelope (through ErrNotEnvelope).
+	ErrInvalid = errors.New("send: invalid document")
 	// ErrNoCheck is returned by the zero Check, which runs nothing.
 	ErrNoCheck = errors.New("send: no check chosen: use Bindings or Trusted")
 	// ErrNoTrustedApprovers is returned by a Trusted check without trusted
@@ -41,35 +45,31 @@ var (
 	ErrNoTrustedApprovers = errors.New("send: no trusted approvers: Trusted needs them; Bindings runs the checks that need none")
 )
 
-// Refusal is the gate's refusal of a message: the check that failed, the
-// field path (such as $.approval.capabilities) and a reason a person can
-// act on. Nothing was published.
+// Refusal is the gate's refusal of a message: the check that failed (one
+// of the Check constants), the field path (such as
+// $.approval.capabilities) and a reason a person can act on. Nothing was
+// published.
 type Refusal struct {
 	Check  string
 	Path   string
 	Reason string
-	cause  error
 }
 
 func (r *Refusal) Error() string {
-	return fmt.Sprintf("gate: %s failed at %s: %s", r.Check, r.Path, r.Reason)
+	return fmt.Sprintf("send: %s failed at %s: %s", r.Check, r.Path, r.Reason)
 }
 
-// Unwrap gives ErrRefused and, where there is one, the gate's own error.
-func (r *Refusal) Unwrap() []error {
-	if r.cause != nil {
-		return []error{ErrRefused, r.cause}
-	}
-	return []error{ErrRefused}
-}
+// Unwrap gives ErrRefused.
+func (r *Refusal) Unwrap() error { return ErrRefused }
 
-// refusal turns the gate's error into a Refusal; other errors pass.
+// refusal turns the gate's error into a Refusal; any other is the
+// package's own error, without the gate's types.
 func refusal(err error) error {
 	var ge *gate.Error
 	if errors.As(err, &ge) {
-		return &Refusal{Check: ge.Check, Path: ge.Path, Reason: ge.Reason, cause: err}
+		return &Refusal{Check: ge.Check, Path: ge.Path, Reason: ge.Reason}
 	}
-	return err
+	return fmt.Errorf("send: checking: %v", err)
 }
 
 // Verdict is what a local check found: the ids and the digests it
@@ -168,8 +168,8 @@ func (c Check) Documents(d Documents) (*Verdict, error) {
 	return verdict(v, nil), nil
 }
 
-// Envelope runs the check on the message exactly as an executor reads it,
-// and on a pass lets the envelope keep the ids it found.
+// Envelope runs the check on the message exactly as an executor reads it.
+// It changes nothing in e.
 func (c Check) Envelope(e *Envelope) (*Verdict, error) {
 	g, err := c.checker()
 	if err != nil {
@@ -186,55 +186,46 @@ func (c Check) Envelope(e *Envelope) (*Verdict, error) {
 	if err != nil {
 		return nil, refusal(err)
 	}
-	e.scope, e.intentID, e.identified = v.Request.Scope, v.Request.IntentID, true
 	return verdict(v, nc), nil
 }
 
 // Envelope is one task-envelope.v1 message: the three documents side by
 // side, each with its own bytes (compacted), so that its digest is
-// unchanged.
+// unchanged. An Envelope is never changed once made, and is safe for
+// concurrent use.
 type Envelope struct {
-	data       []byte
-	scope      string
-	intentID   string
-	identified bool
+	data []byte
+	// scope and intentID are the key an executor reads from data, read
+	// once when the envelope is made.
+	scope    string
+	intentID string
+}
+
+// newEnvelope makes the envelope of data, reading its key once.
+func newEnvelope(data []byte) *Envelope {
+	id := document.Identify(data)
+	return &Envelope{data: data, scope: id.Scope, intentID: id.IntentID}
 }
 
 // Build lays the three documents in one envelope. It checks nothing but
-// that each is JSON: run a Check first, or the executors' gate decides
-// alone.
+// that each is JSON (its errors match ErrInvalid): run a Check first, or
+// the executors' gate decides alone.
 func Build(d Documents) (*Envelope, error) {
 	b, err := document.BuildEnvelope(d.Candidate, d.Request, d.Approval)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: building the envelope: %v", ErrInvalid, err)
 	}
-	return &Envelope{data: b}, nil
+	return newEnvelope(b), nil
 }
 
-// Bytes returns the message.
+// Bytes returns the message. The caller must not change it.
 func (e *Envelope) Bytes() []byte { return e.data }
 
 // IntentID is the intent id an executor reads from the message, which
-// names its subjects: the checked one after Check.Envelope passed, else
-// read from the message as far as it can be ("" when it names none).
-func (e *Envelope) IntentID() string {
-	e.identify()
-	return e.intentID
-}
+// names its subjects ("" when it names none an executor could read).
+func (e *Envelope) IntentID() string { return e.intentID }
 
 // Scope is the caller scope an executor reads from the message, which
-// names its subjects with the intent id: the checked one after
-// Check.Envelope passed, else read from the message as far as it can be
-// ("" when it names none or none that is a scope: the default scope).
-func (e *Envelope) Scope() string {
-	e.identify()
-	return e.scope
-}
-
-// identify reads the scope and the intent id from the message, once.
-func (e *Envelope) identify() {
-	if !e.identified {
-		id := document.Identify(e.data)
-		e.scope, e.intentID, e.identified = id.Scope, id.IntentID, true
-	}
-}
+// names its subjects with the intent id ("" when it names none, or none
+// that is a scope: the default scope).
+func (e *Envelope) Scope() string { return e.scope }

@@ -82,8 +82,8 @@ func TestALocalCheckRunsTheModeItIsGivenByName(t *testing.T) {
 					}
 					var refused *send.Refusal
 					if tc.wantCheck != "" && (!errors.As(r.err, &refused) || refused.Check != tc.wantCheck ||
-						r.err.Error() != "gate: "+refused.Check+" failed at "+refused.Path+": "+refused.Reason) {
-						t.Fatalf("%v, want a refusal at %s in the gate's words", r.err, tc.wantCheck)
+						r.err.Error() != "send: "+refused.Check+" failed at "+refused.Path+": "+refused.Reason) {
+						t.Fatalf("%v, want a refusal at %s in the package's words", r.err, tc.wantCheck)
 					}
 					continue
 				}

@@ -7,11 +7,20 @@ import (
 	"time"
 )
 
+// Outcome is what a create call did: Created, Replayed or Conflict. A
+// receipt carries the same values (and two more of the executor's own).
+type Outcome string
+
 // Outcomes of a create call.
 const (
-	Created  = "created"
-	Replayed = "replayed"
-	Conflict = "idempotency_conflict"
+	// Created: the service created the task.
+	Created Outcome = "created"
+	// Replayed: the key was created before; the service returned the first
+	// task and created nothing.
+	Replayed Outcome = "replayed"
+	// Conflict: the key was created before from another request digest;
+	// nothing was created or changed.
+	Conflict Outcome = "idempotency_conflict"
 )
 
 // Task is the content of a task as the approval gives it. Unknown values
@@ -78,16 +87,18 @@ type Request struct {
 }
 
 // Counts are a service's own three counters, for services that keep them.
+// The same names, and in JSON the same members, are used wherever the
+// counters are shown (a receipt, the fake task service's replies).
 type Counts struct {
-	RequestsReceived int64
-	CreatesExecuted  int64
-	TasksExisting    int64
+	RequestsReceived int64 `json:"requests_received"`
+	CreatesExecuted  int64 `json:"creates_executed"`
+	TasksExisting    int64 `json:"tasks_existing"`
 }
 
 // Result answers a create call.
 type Result struct {
 	// Outcome is Created, Replayed or Conflict.
-	Outcome string
+	Outcome Outcome
 	// TaskID names the task the intent id is bound to: the one created, the
 	// first one for a replay, and the existing one for a conflict.
 	TaskID string

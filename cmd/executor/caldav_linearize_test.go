@@ -184,7 +184,7 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 				t.Errorf("%d calls for %d messages, %d without response, %d replies lost: the faults did not bite",
 					v.res.Operations, len(seqs), v.res.WithoutResponse, proxy.Dropped())
 			}
-			if answered[taskservice.Replayed] == 0 || answered[taskservice.Conflict] == 0 {
+			if answered[string(taskservice.Replayed)] == 0 || answered[string(taskservice.Conflict)] == 0 {
 				t.Errorf("calls answered %v: want replays and conflicts among them", answered)
 			}
 			if v.sessions <= len(executors) {
@@ -195,7 +195,7 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 			}
 			// The same records with one replay's task id changed are not
 			// linearizable, and the check names the intent.
-			if i := slices.IndexFunc(h.Calls, func(c history.Call) bool { return c.Answered && c.Outcome == taskservice.Replayed }); i >= 0 {
+			if i := slices.IndexFunc(h.Calls, func(c history.Call) bool { return c.Answered && c.Outcome == string(taskservice.Replayed) }); i >= 0 {
 				tampered := slices.Clone(h.Calls)
 				tampered[i].TaskID += "-other"
 				bad, err := linearize.Check(tampered, linearize.Options{})
@@ -274,7 +274,7 @@ func TestCalDAVDeletesAreLinearizable(t *testing.T) {
 			}
 
 			recreated := slices.Clone(h.Calls)
-			recreated[marked].Outcome, recreated[marked].TaskDeleted = taskservice.Created, false
+			recreated[marked].Outcome, recreated[marked].TaskDeleted = string(taskservice.Created), false
 			withoutDelete := slices.DeleteFunc(slices.Clone(h.Calls), func(c history.Call) bool { return c.Op == history.OpDelete })
 			for name, calls := range map[string][]history.Call{
 				"the replay after the delete turned into a create": recreated,

@@ -28,7 +28,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
@@ -131,7 +130,7 @@ func publishSpread(ctx context.Context, js jetstream.JetStream, envelopes [][]by
 	p := &spreadPublish{seqs: make([]uint64, 0, len(envelopes)), done: make(chan error, 1)}
 	go func() {
 		for _, e := range envelopes {
-			sent, err := publish.Send(ctx, js, e)
+			sent, err := testenv.Publish(ctx, js, e)
 			if err != nil {
 				p.done <- err
 				return
@@ -155,18 +154,18 @@ func (p *spreadPublish) sent() []uint64 {
 
 // send publishes envelope in this process and waits for its first terminal
 // receipt.
-func (r *davRig) send(t *testing.T, envelope []byte) *publish.Receipt {
+func (r *davRig) send(t *testing.T, envelope []byte) *testenv.Receipt {
 	t.Helper()
 	return sendAndWait(t, r.env, envelope)
 }
 
 // sendAndWait publishes envelope in this process to env's pipeline and
 // waits for its first terminal receipt.
-func sendAndWait(t *testing.T, env *testenv.Env, envelope []byte) *publish.Receipt {
+func sendAndWait(t *testing.T, env *testenv.Env, envelope []byte) *testenv.Receipt {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sent, err := publish.Send(ctx, env.JS, envelope)
+	sent, err := testenv.Publish(ctx, env.JS, envelope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +369,7 @@ func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *t
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					sent, err := publish.Send(ctx, r.env.JS, s.Original.Envelope())
+					sent, err := testenv.Publish(ctx, r.env.JS, s.Original.Envelope())
 					if err != nil {
 						errs <- err
 						return

@@ -31,10 +31,11 @@ import (
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 var (
@@ -405,10 +406,10 @@ func TestChaos(t *testing.T) {
 			for i := p; i < len(w.envelopes); i += 4 {
 				time.Sleep(time.Until(next))
 				next = next.Add(interval)
-				id := publish.NewMsgID()
+				id := send.NewMsgID()
 				for pubCtx.Err() == nil {
 					ctx, cancel := context.WithTimeout(pubCtx, 3*time.Second)
-					sent, err := publish.SendWithID(ctx, js, w.envelopes[i], id)
+					sent, err := testenv.Publish(ctx, js, w.envelopes[i], send.MsgID(id))
 					cancel()
 					if err == nil {
 						published.Store(sent.StreamSeq, sent.IntentID)

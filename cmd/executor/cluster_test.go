@@ -26,9 +26,10 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 var (
@@ -377,10 +378,10 @@ func TestClusterThreeNodesR3SurvivesANodeKilledAndRestarted(t *testing.T) {
 			defer wg.Done()
 			for i := s; i < len(envelopes); i += senders {
 				time.Sleep(time.Until(flowStart.Add(time.Duration(i) * interval)))
-				id := publish.NewMsgID()
+				id := send.NewMsgID()
 				for pubCtx.Err() == nil {
 					ctx, cancel := context.WithTimeout(pubCtx, 3*time.Second)
-					sent, err := publish.SendWithID(ctx, js, envelopes[i], id)
+					sent, err := testenv.Publish(ctx, js, envelopes[i], send.MsgID(id))
 					cancel()
 					if err == nil {
 						results[i] = sendResult{seq: sent.StreamSeq, at: time.Now()}

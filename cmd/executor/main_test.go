@@ -17,7 +17,6 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
@@ -94,11 +93,11 @@ func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 	}
 }
 
-func receiptFor(t *testing.T, js jetstream.JetStream, intent string, seq uint64) *publish.Receipt {
+func receiptFor(t *testing.T, js jetstream.JetStream, intent string, seq uint64) *testenv.Receipt {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rc, err := publish.WaitReceipt(ctx, js, "", intent, seq)
+	rc, err := testenv.WaitReceipt(ctx, js, "", intent, seq)
 	if err != nil {
 		t.Fatalf("waiting for the receipt of message %d: %v", seq, err)
 	}
@@ -116,7 +115,7 @@ func TestAnExecutorKilledBetweenTheCallAndTheAckLeadsToAReplay(t *testing.T) {
 			first := startExecutor(t, env.URL(), "exec-doomed", "--fault", point+":kill")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			sent, err := publish.Send(ctx, env.JS, s.Original.Envelope())
+			sent, err := testenv.Publish(ctx, env.JS, s.Original.Envelope())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +193,7 @@ func TestThreeExecutorProcessesShareOneConsumer(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < len(envelopes); i += 8 {
-				sent, err := publish.Send(ctx, env.JS, envelopes[i])
+				sent, err := testenv.Publish(ctx, env.JS, envelopes[i])
 				if err != nil {
 					errs <- err
 					return
@@ -276,7 +275,7 @@ func TestServeDrainsAndExitsCleanlyOnSIGTERM(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sent, err := publish.Send(ctx, env.JS, s.Original.Envelope())
+	sent, err := testenv.Publish(ctx, env.JS, s.Original.Envelope())
 	if err != nil {
 		t.Fatal(err)
 	}

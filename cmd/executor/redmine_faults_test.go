@@ -25,8 +25,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
@@ -105,7 +105,7 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 			for j, s := range sides {
 				holds[j] = k.hold(s.proxy)
 			}
-			sent, err := publish.Send(ctx, r.env.JS, envelope)
+			sent, err := testenv.Publish(ctx, r.env.JS, envelope)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T
 		intent := document.Identify(a.Envelope()).IntentID
 		intents = append(intents, intent)
 		hold := proxy.HoldAnswer(http.MethodGet, "/issues.json")
-		first, err := publish.Send(ctx, r.env.JS, a.Envelope())
+		first, err := testenv.Publish(ctx, r.env.JS, a.Envelope())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestRedmineHeldStopsAHolderWhoseLockRanOutWithItsDeadlineAhead(t *testing.T
 		case <-ctx.Done():
 			t.Fatalf("trial %s: the lookup never reached the proxy", intent)
 		}
-		resend, err := publish.Send(ctx, r.env.JS, a.Envelope())
+		resend, err := testenv.Publish(ctx, r.env.JS, a.Envelope())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +408,7 @@ func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
 	if proxy.Dropped() == 0 || v.res.WithoutResponse == 0 {
 		t.Errorf("%d answers lost, %d calls without response: the faults did not bite", proxy.Dropped(), v.res.WithoutResponse)
 	}
-	if answered[taskservice.Replayed] == 0 || answered[taskservice.Conflict] == 0 {
+	if answered[string(taskservice.Replayed)] == 0 || answered[string(taskservice.Conflict)] == 0 {
 		t.Errorf("calls answered %v: want replays and conflicts among them", answered)
 	}
 	// What Redmine holds agrees: one issue per intent.
@@ -421,18 +421,18 @@ func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
 	// refuses it and names the intent.
 	createdAnswered := map[string]bool{}
 	for _, c := range h.Calls {
-		if c.Answered && c.Outcome == taskservice.Created {
+		if c.Answered && c.Outcome == string(taskservice.Created) {
 			createdAnswered[c.IntentID] = true
 		}
 	}
 	i := slices.IndexFunc(h.Calls, func(c history.Call) bool {
-		return c.Answered && c.Outcome == taskservice.Replayed && createdAnswered[c.IntentID]
+		return c.Answered && c.Outcome == string(taskservice.Replayed) && createdAnswered[c.IntentID]
 	})
 	if i < 0 {
 		t.Fatal("no replayed call of an intent with an answered create, to turn into a second issue")
 	}
 	doubled := slices.Clone(h.Calls)
-	doubled[i].Outcome, doubled[i].TaskID = taskservice.Created, redmine.TaskID(1_000_000)
+	doubled[i].Outcome, doubled[i].TaskID = string(taskservice.Created), redmine.TaskID(1_000_000)
 	bad, err := linearize.Check(doubled, linearize.Options{})
 	if err != nil {
 		t.Fatal(err)

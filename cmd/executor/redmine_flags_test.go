@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sendtwice/sendtwice/internal/ledger"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -376,7 +375,7 @@ func TestServeRefusesARedmineWithoutTheKeyField(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The approval waits in the stream while the executors are refused.
-	if _, err := publish.Send(ctx, env.JS, s.Original.Envelope()); err != nil {
+	if _, err := testenv.Publish(ctx, env.JS, s.Original.Envelope()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

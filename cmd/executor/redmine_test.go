@@ -27,7 +27,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/ledger"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -265,7 +264,7 @@ func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sent, err := publish.Send(ctx, r.env.JS, s.Original.Envelope())
+			sent, err := testenv.Publish(ctx, r.env.JS, s.Original.Envelope())
 			if err != nil {
 				errs <- err
 				return

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -54,10 +53,10 @@ func TestVerifyOfARealRedmine(t *testing.T) {
 	t.Setenv(redmineAPIKeyEnv, srv.APIKey) // the executor process inherits it
 	startExecutor(t, env.URL(), "exec-1", redmineFlagsOf(srv, srv.FieldName)...)
 
-	var first *publish.Receipt
+	var first *testenv.Receipt
 	for i, e := range [][]byte{s.Original.Envelope(), s.Original.Envelope(), s.Changed.Envelope(), s.NewIntent.Envelope()} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		sent, err := publish.Send(ctx, env.JS, e)
+		sent, err := testenv.Publish(ctx, env.JS, e)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redrive"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 const redriveHelp = `redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
@@ -110,7 +110,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// One watch for the whole run, however many messages it waits
 		// for: a subscription per intent and reads of the stored
 		// receipts, no consumer.
-		r.receipts = publish.NewReceipts(js)
+		r.receipts = send.NewClient(js).NewListener()
 		defer r.receipts.Close()
 	}
 	var dls []*redrive.DeadLetter
@@ -162,7 +162,7 @@ type redriver struct {
 	sent   []*redriveItem // the republished ones, with their intents
 	// receipts watches the intents of the republished messages, from
 	// before each is published (nil without --wait).
-	receipts *publish.Receipts
+	receipts *send.Listener
 }
 
 func (r *redriver) printf(format string, args ...any) {
@@ -246,7 +246,7 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 			continue
 		}
 		if r.receipts != nil {
-			if err := r.receipts.Watch(dl.Scope, dl.IntentID); err != nil {
+			if err := r.receipts.WatchKey(dl.Scope, dl.IntentID); err != nil {
 				return r.stopped(err)
 			}
 		}
@@ -284,12 +284,12 @@ func (r *redriver) stopped(err error) error {
 func (r *redriver) waitReceipts(ctx context.Context, wait time.Duration) error {
 	bad := 0
 	for _, it := range r.sent {
-		rc, err := r.receipts.Wait(ctx, it.Scope, it.IntentID, it.NewApprovalSeq)
+		rc, err := r.receipts.Receipt(ctx, send.Sent{Scope: it.Scope, IntentID: it.IntentID, StreamSeq: it.NewApprovalSeq})
 		if err != nil {
 			bad++
 			it.WaitError = err.Error()
-			var ended *publish.WaitError
-			if errors.As(err, &ended) {
+			var ended *send.NoReceiptError
+			if errors.As(err, &ended) && ctx.Err() != nil {
 				it.WaitError = fmt.Sprintf("no receipt within %s", wait)
 				if ended.ReadErr != nil {
 					it.WaitError += fmt.Sprintf(" (the last read of the stored receipts failed: %v)", ended.ReadErr)
@@ -299,13 +299,14 @@ func (r *redriver) waitReceipts(ctx context.Context, wait time.Duration) error {
 				it.NewApprovalSeq, it.DeadLetterSeq, it.WaitError)
 			continue
 		}
-		it.Outcome, it.TaskID = rc.Outcome, rc.TaskID
+		it.Outcome = string(rc.Outcome)
 		task := ""
-		if rc.TaskID != nil {
-			task = ", task " + *rc.TaskID
+		if rc.TaskID != "" {
+			it.TaskID = &rc.TaskID
+			task = ", task " + rc.TaskID
 		}
 		r.printf("receipt: approvals message %d (dead letter %d): %s%s\n", it.NewApprovalSeq, it.DeadLetterSeq, rc.Outcome, task)
-		if rc.Outcome != document.OutcomeCreated && rc.Outcome != document.OutcomeReplayed {
+		if rc.Outcome != send.Created && rc.Outcome != send.Replayed {
 			bad++
 		}
 	}

@@ -16,22 +16,22 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // deadLetter publishes each envelope and waits until it is dead-lettered;
 // the caller has made the task service fail. It returns the sends.
-func deadLetter(t *testing.T, env *testenv.Env, envelopes ...[]byte) []publish.Sent {
+func deadLetter(t *testing.T, env *testenv.Env, envelopes ...[]byte) []send.Sent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var sends []publish.Sent
+	var sends []send.Sent
 	for _, e := range envelopes {
-		sent, err := publish.Send(ctx, env.JS, e)
+		sent, err := testenv.Publish(ctx, env.JS, e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func deadLetter(t *testing.T, env *testenv.Env, envelopes ...[]byte) []publish.S
 
 // outageStack starts a stack and an executor, dead-letters the given
 // envelopes while the task service is down, and brings the service back.
-func outageStack(t *testing.T, envelopes ...[]byte) (*testenv.Env, []publish.Sent) {
+func outageStack(t *testing.T, envelopes ...[]byte) (*testenv.Env, []send.Sent) {
 	t.Helper()
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1", CallTimeout: 200 * time.Millisecond})

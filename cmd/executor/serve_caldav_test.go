@@ -10,7 +10,6 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
@@ -40,7 +39,7 @@ func TestServeChecksTheCalDAVLoginBeforeItTakesAMessage(t *testing.T) {
 	// The approval waits in the stream while the executors are refused.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sent, err := publish.Send(ctx, r.env.JS, s.Original.Envelope())
+	sent, err := testenv.Publish(ctx, r.env.JS, s.Original.Envelope())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
@@ -106,7 +105,7 @@ func TestServeOpensAtMostDefaultMaxConnsConnectionsToTheCalDAVServer(t *testing.
 		if err != nil {
 			t.Fatal(err)
 		}
-		sent, err := publish.Send(ctx, env.JS, a.Envelope())
+		sent, err := testenv.Publish(ctx, env.JS, a.Envelope())
 		if err != nil {
 			t.Fatal(err)
 		}

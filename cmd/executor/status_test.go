@@ -14,7 +14,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
@@ -31,7 +30,7 @@ func stackWithOneCreatedReceipt(t *testing.T) *testenv.Env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sent, err := publish.Send(ctx, env.JS, s.Original.Envelope())
+	sent, err := testenv.Publish(ctx, env.JS, s.Original.Envelope())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +86,11 @@ func TestStatusShowsTheKeysAndEachScopesCountersWhenThereIsMoreThanOneScope(t *t
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		sent, err := publish.Send(ctx, env.JS, teamB.Envelope())
+		sent, err := testenv.Publish(ctx, env.JS, teamB.Envelope())
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc, err := publish.WaitReceipt(ctx, env.JS, sent.Scope, sent.IntentID, sent.StreamSeq)
+		rc, err := testenv.WaitReceipt(ctx, env.JS, sent.Scope, sent.IntentID, sent.StreamSeq)
 		if err != nil || rc.Outcome != document.OutcomeCreated {
 			t.Fatalf("team-b's receipt %+v, %v; want created", rc, err)
 		}

@@ -30,11 +30,12 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 var roles = []string{"provisioning", "publisher", "executor", "service", "operator"}
@@ -251,26 +252,26 @@ func msg(subject, body string) *nats.Msg {
 }
 
 // watchReceipts waits for receipts as a publisher under deploy/auth does,
-// with its own code (publish.Receipts): a subscription on the key's
+// with its own code (send.Listener): a subscription on the key's
 // receipts subject, taken before publishing, and a direct get of the last
 // receipt stored on it. A publisher may create no consumer.
 func watchReceipts(t *testing.T, js jetstream.JetStream, scope, intentID string) *receiptWatch {
 	t.Helper()
-	w := &receiptWatch{r: publish.NewReceipts(js), scope: scope, intent: intentID}
+	w := &receiptWatch{r: testenv.NewListener(js), scope: scope, intent: intentID}
 	t.Cleanup(w.r.Close)
-	if err := w.r.Watch(scope, intentID); err != nil {
+	if err := w.r.WatchKey(scope, intentID); err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
 
 type receiptWatch struct {
-	r             *publish.Receipts
+	r             testenv.Listener
 	scope, intent string
 }
 
 // await returns the first terminal receipt for the approval at streamSeq.
-func (w *receiptWatch) await(ctx context.Context, streamSeq uint64) (*publish.Receipt, error) {
+func (w *receiptWatch) await(ctx context.Context, streamSeq uint64) (*testenv.Receipt, error) {
 	return w.r.Wait(ctx, w.scope, w.intent, streamSeq)
 }
 
@@ -376,7 +377,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	var receipts [][]byte
 	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
 		w := watchReceipts(t, js, "", document.Identify(s.Original.Envelope()).IntentID)
-		sent, err := publish.Send(ctx, js, s.Original.Envelope())
+		sent, err := testenv.Publish(ctx, js, s.Original.Envelope())
 		if err != nil {
 			t.Fatalf("the publisher could not publish: %v", err)
 		}
@@ -435,7 +436,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the operator could not redrive: %v", err)
 		}
-		rc, err := publish.WaitReceipt(ctx, ojs, sent.Scope, sent.IntentID, sent.StreamSeq)
+		rc, err := testenv.WaitReceipt(ctx, ojs, sent.Scope, sent.IntentID, sent.StreamSeq)
 		if err != nil || rc.Outcome != document.OutcomeReplayed {
 			t.Fatalf("the redriven approval: %+v, %v; want replayed", rc, err)
 		}
@@ -670,7 +671,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if rc, err := w.await(wctx, seq); !errors.Is(err, publish.ErrNoReceipt) {
+		if rc, err := w.await(wctx, seq); !errors.Is(err, send.ErrNoReceipt) {
 			t.Fatalf("the other publisher's wait for message %d on intent-0009 took the receipt sent to it: %+v, %v", seq, rc, err)
 		}
 		job("publisher", "name another publisher's `receipts.<scope>.<intent>` as the reply of its own direct get",

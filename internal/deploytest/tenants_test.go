@@ -12,9 +12,10 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // testTenants shows deploy/auth's example tenants confined to their caller
@@ -40,7 +41,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 		c    *conn
 		js   jetstream.JetStream
 		seq  uint64 // its own approval's stream sequence
-		rc   *publish.Receipt
+		rc   *testenv.Receipt
 	}
 	var ts []*tenant
 	for _, name := range tenants {
@@ -57,7 +58,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 		}
 		since := me.c.mark()
 		w := watchReceipts(t, me.js, me.name, intent)
-		sent, err := publish.Send(ctx, me.js, a.Envelope())
+		sent, err := testenv.Publish(ctx, me.js, a.Envelope())
 		if err != nil {
 			t.Fatalf("%s could not publish an approval of its own scope: %v", me.name, err)
 		}
@@ -74,7 +75,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 			t.Fatalf("%s's receipt: %s, want its message created in its own scope", me.name, me.rc.Raw)
 		}
 		// The stored lookup alone: a new watch, after the receipt was stored.
-		stored, err := publish.WaitReceipt(ctx, me.js, me.name, intent, sent.StreamSeq)
+		stored, err := testenv.WaitReceipt(ctx, me.js, me.name, intent, sent.StreamSeq)
 		if err != nil || stored.ReceiptID != me.rc.ReceiptID {
 			t.Fatalf("%s reading its stored receipt: %+v, %v; want %s", me.name, stored, err, me.rc.ReceiptID)
 		}
@@ -205,8 +206,8 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 			// message, although it is stored.
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			rc, err := publish.WaitReceipt(wctx, me.js, other.name, intent, other.seq)
-			if !errors.Is(err, publish.ErrNoReceipt) {
+			rc, err := testenv.WaitReceipt(wctx, me.js, other.name, intent, other.seq)
+			if !errors.Is(err, send.ErrNoReceipt) {
 				t.Errorf("%s waiting for %s's receipt: %+v, %v; want no receipt", me.name, other.name, rc, err)
 			}
 		})

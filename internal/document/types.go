@@ -79,11 +79,12 @@ func ValidDestination(s string) bool {
 	return true
 }
 
-// Receipt outcomes.
+// Receipt outcomes: the task service's three (taskservice.Outcome) and the
+// executor's two.
 const (
-	OutcomeCreated      = "created"
-	OutcomeReplayed     = "replayed"
-	OutcomeConflict     = "idempotency_conflict"
+	OutcomeCreated      = string(taskservice.Created)
+	OutcomeReplayed     = string(taskservice.Replayed)
+	OutcomeConflict     = string(taskservice.Conflict)
 	OutcomeRejected     = "rejected"
 	OutcomeDeadLettered = "dead_lettered"
 )
@@ -272,11 +273,7 @@ type Failure struct {
 }
 
 // Counts are the task service's three counters as of the call.
-type Counts struct {
-	RequestsReceived int64 `json:"requests_received"`
-	CreatesExecuted  int64 `json:"creates_executed"`
-	TasksExisting    int64 `json:"tasks_existing"`
-}
+type Counts = taskservice.Counts
 
 // Delivery says which delivery of which stream message a receipt is for.
 type Delivery struct {

@@ -412,7 +412,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		return
 	}
 	e.fault(AfterCall, d)
-	r := e.receipt(d, resp.Outcome)
+	r := e.receipt(d, string(resp.Outcome))
 	r.TaskID = &resp.TaskID
 	r.TaskDeleted = resp.TaskDeleted
 	if resp.StoreID != "" {

@@ -8,7 +8,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -44,7 +43,7 @@ func TestAReceiptIsFiledUnderTheScopeOfItsDeliverySubject(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rc, err := publish.WaitReceipt(ctx, env.JS, tc.scope, intent, ack.Sequence)
+			rc, err := testenv.WaitReceipt(ctx, env.JS, tc.scope, intent, ack.Sequence)
 			if err != nil {
 				t.Fatalf("no receipt on %s: %v", topology.ReceiptSubject(tc.scope, intent), err)
 			}

@@ -19,7 +19,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -171,7 +170,7 @@ func TestEightScopesOfTheSameSixteenIntentIdsCreateOneTaskPerKeyUnderResendsRede
 	for p := 0; p < nScopes; p++ {
 		wg.Go(func() {
 			for i := p; i < len(sends); i += nScopes {
-				s, err := publish.Send(ctx, env.JS, sends[i])
+				s, err := testenv.Publish(ctx, env.JS, sends[i])
 				if err != nil {
 					t.Errorf("publishing: %v", err)
 					return

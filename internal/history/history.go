@@ -207,7 +207,7 @@ func (s recorded) Create(ctx context.Context, req taskservice.Request) (taskserv
 			ret.Class = "permanent"
 		}
 	} else {
-		ret.Outcome, ret.TaskID, ret.StoreID, ret.TaskDeleted = res.Outcome, res.TaskID, res.StoreID, res.TaskDeleted
+		ret.Outcome, ret.TaskID, ret.StoreID, ret.TaskDeleted = string(res.Outcome), res.TaskID, res.StoreID, res.TaskDeleted
 	}
 	_ = s.r.write(ret)
 	return res, err

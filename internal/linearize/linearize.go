@@ -452,17 +452,17 @@ func step(s, in, out any) (bool, any) {
 	if o.TaskID == "" {
 		return false, st
 	}
-	switch o.Outcome {
+	switch taskservice.Outcome(o.Outcome) {
 	case taskservice.Created:
 		if st.Bound {
 			return false, st
 		}
 		return true, state{Bound: true, Digest: i.RequestDigest, TaskID: o.TaskID}
 	case taskservice.Replayed, taskservice.Conflict:
-		if !st.Bound || (st.Digest == i.RequestDigest) != (o.Outcome == taskservice.Replayed) {
+		if !st.Bound || (st.Digest == i.RequestDigest) != (o.Outcome == string(taskservice.Replayed)) {
 			return false, st
 		}
-		if o.Outcome == taskservice.Replayed && o.TaskDeleted != st.Deleted {
+		if o.Outcome == string(taskservice.Replayed) && o.TaskDeleted != st.Deleted {
 			// A replay says whether the task was deleted, and only then.
 			return false, st
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // This file is the wire contract of the fake task service: the NATS subjects
@@ -28,9 +30,9 @@ const (
 
 // Outcomes of a create call (see the package documentation, "What it does").
 const (
-	OutcomeCreated  = "created"
-	OutcomeReplayed = "replayed"
-	OutcomeConflict = "idempotency_conflict"
+	OutcomeCreated  = string(taskservice.Created)
+	OutcomeReplayed = string(taskservice.Replayed)
+	OutcomeConflict = string(taskservice.Conflict)
 	// OutcomeRefused is the outcome of a request record whose call did not
 	// match its request document (see RequestRecord.Refusal). Such a call
 	// is answered with a "400" error reply, never with a CreateResponse.
@@ -39,11 +41,7 @@ const (
 
 // Counts are the service's three counters. The same names are used wherever
 // the counters are shown.
-type Counts struct {
-	RequestsReceived int64 `json:"requests_received"`
-	CreatesExecuted  int64 `json:"creates_executed"`
-	TasksExisting    int64 `json:"tasks_existing"`
-}
+type Counts = taskservice.Counts
 
 // Task is the content of a task as the caller asks for it. Unknown values stay
 // null: nothing guesses a person or a date.

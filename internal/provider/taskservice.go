@@ -37,14 +37,10 @@ func (s contract) Create(ctx context.Context, req taskservice.Request) (taskserv
 		return taskservice.Result{}, taskservice.Permanent(err)
 	}
 	return taskservice.Result{
-		Outcome:     resp.Outcome,
+		Outcome:     taskservice.Outcome(resp.Outcome),
 		TaskID:      resp.TaskID,
 		StoreID:     resp.StoreID,
 		TaskDeleted: resp.TaskDeleted,
-		Counts: &taskservice.Counts{
-			RequestsReceived: resp.Counts.RequestsReceived,
-			CreatesExecuted:  resp.Counts.CreatesExecuted,
-			TasksExisting:    resp.Counts.TasksExisting,
-		},
+		Counts:      &resp.Counts,
 	}, nil
 }

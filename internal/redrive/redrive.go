@@ -14,8 +14,8 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // HeaderRedriveOf names, on an approval message republished from a dead
@@ -151,13 +151,13 @@ func MsgID(dl *DeadLetter, force bool) string {
 // (another redrive within the duplicate window); nothing new was stored
 // then, and Sent.StreamSeq is that earlier message. Callers check Redriven
 // first; Redrive itself does not.
-func Redrive(ctx context.Context, js jetstream.JetStream, dl *DeadLetter, force bool) (publish.Sent, error) {
+func Redrive(ctx context.Context, js jetstream.JetStream, dl *DeadLetter, force bool) (send.Sent, error) {
 	if len(dl.Envelope) == 0 {
-		return publish.Sent{}, fmt.Errorf("redrive: dead letter %d has no payload to republish", dl.Seq)
+		return send.Sent{}, fmt.Errorf("redrive: dead letter %d has no payload to republish", dl.Seq)
 	}
 	h := nats.Header{}
 	h.Set(HeaderRedriveOf, strconv.FormatUint(dl.Seq, 10))
-	sent, err := publish.SendWithHeaders(ctx, js, dl.Envelope, MsgID(dl, force), h)
+	sent, err := send.NewClient(js).Publish(ctx, send.Unchecked(dl.Envelope), send.MsgID(MsgID(dl, force)), send.Header(h))
 	if err != nil {
 		return sent, fmt.Errorf("redrive: republishing dead letter %d: %w", dl.Seq, err)
 	}

@@ -213,7 +213,7 @@ var scenarios = []struct {
 		}
 		close(start)
 		wg.Wait()
-		outcomes := map[string]int{}
+		outcomes := map[taskservice.Outcome]int{}
 		for i := range n {
 			if errs[i] != nil {
 				t.Errorf("call %d: %v", i, errs[i])

@@ -94,7 +94,7 @@ func TestTheLedgersRemainingWindow(t *testing.T) {
 					time.Sleep(delay)
 					delErr = owner.Delete(ctx, req.IntentID)
 				}()
-				var outcomes []string
+				var outcomes []taskservice.Outcome
 				res, err := deliver(ctx, kept, req)
 				if err != nil {
 					t.Fatalf("trial %d: %v", i, err)

@@ -47,7 +47,7 @@ func issuesOf(t *testing.T, s *redminetest.Server, scope, intent string) []redmi
 	return out
 }
 
-func mustCreate(t *testing.T, svc taskservice.Service, req taskservice.Request, want string) taskservice.Result {
+func mustCreate(t *testing.T, svc taskservice.Service, req taskservice.Request, want taskservice.Outcome) taskservice.Result {
 	t.Helper()
 	res, err := svc.Create(context.Background(), req)
 	if err != nil {
@@ -336,7 +336,7 @@ func TestConcurrentCreatesMakeOneIssue(t *testing.T) {
 			adapters := []*redmine.Adapter{onServer(t, s, tc.locks, mod), onServer(t, s, tc.locks, mod)}
 			var wg sync.WaitGroup
 			var mu sync.Mutex
-			outcomes := map[string]int{}
+			outcomes := map[taskservice.Outcome]int{}
 			var errs []error
 			start := make(chan struct{})
 			for i := range calls {

@@ -1,4 +1,4 @@
-package publish
+package send
 
 import (
 	"context"
@@ -19,14 +19,11 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-// ErrNoReceipt is returned when the wait ends before a receipt arrives.
-var ErrNoReceipt = errors.New("publish: no receipt yet")
+// errClosed is why a wait on a closed listener ended.
+var errClosed = errors.New("send: the listener is closed")
 
-// ErrClosed is returned by a Receipts that was closed.
-var ErrClosed = errors.New("publish: the receipts watch is closed")
-
-// Receipt is a receipt with its raw bytes as stored.
-type Receipt struct {
+// storedReceipt is a receipt with its raw bytes as stored.
+type storedReceipt struct {
 	*document.Receipt
 	Raw []byte
 }
@@ -48,7 +45,7 @@ const (
 	requestTimeout = 5 * time.Second
 )
 
-// Receipts waits for the receipts of approval messages without creating a
+// receiptWatch waits for the receipts of approval messages without creating a
 // consumer. For each key (scope, intent) it watches, a core NATS
 // subscription on the key's receipts subject (topology.ReceiptSubject,
 // receipts.<scope>.<intent>) rings when an executor publishes a receipt,
@@ -85,8 +82,8 @@ const (
 // the connection's inbox. Nothing else: no consumer, no stream info. The
 // RECEIPTS stream must allow direct gets (topology provisions it so).
 //
-// A Receipts is safe for concurrent use; Close it to unsubscribe.
-type Receipts struct {
+// A receiptWatch is safe for concurrent use; Close it to unsubscribe.
+type receiptWatch struct {
 	nc     *nats.Conn
 	get    string // the direct get subject of the RECEIPTS stream, without the subject read
 	msgGet string // the message get subject of the RECEIPTS stream
@@ -108,7 +105,7 @@ type watched struct {
 	reading sync.Mutex // one read of the stored receipts at a time
 	next    uint64     // the RECEIPTS sequence a scan goes on from (under reading)
 
-	// Under Receipts.mu:
+	// Under receiptWatch.mu:
 	rung    map[uint64]struct{} // messages whose receipt was seen published, not yet read stored
 	live    []liveCopy          // receipts seen published and not yet known stored, oldest first
 	batches map[string]struct{} // atomic batches known stored
@@ -127,14 +124,14 @@ type liveCopy struct {
 const maxLive = 1024
 
 type result struct {
-	r   *Receipt
+	r   *storedReceipt
 	err error
 }
 
-// NewReceipts returns a watch over the RECEIPTS stream of js's server (its
+// newReceiptWatch returns a watch over the RECEIPTS stream of js's server (its
 // API prefix or domain included). Close it when done.
-func NewReceipts(js jetstream.JetStream) *Receipts {
-	r := &Receipts{nc: js.Conn(), get: apiPrefix(js.Options()) + "DIRECT.GET." + topology.ReceiptsStream,
+func newReceiptWatch(js jetstream.JetStream) *receiptWatch {
+	r := &receiptWatch{nc: js.Conn(), get: apiPrefix(js.Options()) + "DIRECT.GET." + topology.ReceiptsStream,
 		msgGet: apiPrefix(js.Options()) + "STREAM.MSG.GET." + topology.ReceiptsStream, watched: map[string]*watched{}}
 	r.status = r.nc.StatusChanged(nats.CONNECTED)
 	go func() {
@@ -162,7 +159,7 @@ func apiPrefix(o jetstream.JetStreamOptions) string {
 	return jetstream.DefaultAPIPrefix
 }
 
-// ring wakes the waits of w. Receipts.mu is held.
+// ring wakes the waits of w. receiptWatch.mu is held.
 func (w *watched) ring() {
 	close(w.changed)
 	w.changed = make(chan struct{})
@@ -172,17 +169,17 @@ func (w *watched) ring() {
 // is the default scope, intentID "" a message that names no intent. It
 // does nothing if the key is watched already. A message of that key
 // published after Watch returns has its receipt seen when it is published.
-func (r *Receipts) Watch(scope, intentID string) error {
+func (r *receiptWatch) Watch(scope, intentID string) error {
 	_, err := r.watch(scope, intentID)
 	return err
 }
 
-func (r *Receipts) watch(scope, intentID string) (*watched, error) {
+func (r *receiptWatch) watch(scope, intentID string) (*watched, error) {
 	subject := topology.ReceiptSubject(scope, intentID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if w := r.watched[subject]; w != nil {
 		return w, nil
@@ -191,7 +188,7 @@ func (r *Receipts) watch(scope, intentID string) (*watched, error) {
 		first: map[uint64]result{}, changed: make(chan struct{})}
 	sub, err := r.nc.Subscribe(subject, func(m *nats.Msg) { r.published(w, m) })
 	if err != nil {
-		return nil, fmt.Errorf("publish: listening for receipts on %s: %w", subject, err)
+		return nil, fmt.Errorf("send: listening for receipts on %s: %w", subject, err)
 	}
 	w.sub = sub
 	r.watched[subject] = w
@@ -200,7 +197,7 @@ func (r *Receipts) watch(scope, intentID string) (*watched, error) {
 
 // published notes a receipt seen on the subscription: the message it names
 // is read from the stream at once, and again until the stream holds it.
-func (r *Receipts) published(w *watched, m *nats.Msg) {
+func (r *receiptWatch) published(w *watched, m *nats.Msg) {
 	seq, err := strconv.ParseUint(m.Header.Get(topology.HeaderStreamSeq), 10, 64)
 	if err != nil {
 		return // not a receipt of an approval message
@@ -227,8 +224,8 @@ func (r *Receipts) published(w *watched, m *nats.Msg) {
 // names the batch a message belongs to.
 const headerBatchID = "Nats-Batch-Id"
 
-// Close unsubscribes; waits still running end with ErrClosed.
-func (r *Receipts) Close() {
+// Close unsubscribes; waits still running end with errClosed.
+func (r *receiptWatch) Close() {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -248,7 +245,7 @@ func (r *Receipts) Close() {
 // watching the key first if it is not watched yet. It returns an error
 // matching ErrNoReceipt when ctx ends first, and also says why the last
 // read of the stored receipts failed, if it did.
-func (r *Receipts) Wait(ctx context.Context, scope, intentID string, streamSeq uint64) (*Receipt, error) {
+func (r *receiptWatch) Wait(ctx context.Context, scope, intentID string, streamSeq uint64) (*storedReceipt, error) {
 	w, err := r.watch(scope, intentID)
 	if err != nil {
 		return nil, err
@@ -263,7 +260,7 @@ func (r *Receipts) Wait(ctx context.Context, scope, intentID string, streamSeq u
 		changed, closed := w.changed, r.closed
 		r.mu.Unlock()
 		if closed {
-			return nil, ErrClosed
+			return nil, errClosed
 		}
 		readErr = r.read(ctx, w, streamSeq)
 		r.mu.Lock()
@@ -299,33 +296,39 @@ func (r *Receipts) Wait(ctx context.Context, scope, intentID string, streamSeq u
 	}
 }
 
-// WaitError is the error of a wait that ended before the receipt. It
-// matches ErrNoReceipt and wraps why the wait ended (ctx's error) and, when
-// the last read of the stored receipts had failed, that failure.
-type WaitError struct {
+// NoReceiptError is the error of a wait that ended before the receipt of
+// a published message: the message is stored, an executor may still carry
+// it out, and sending again is safe. It matches ErrNoReceipt and wraps why
+// the wait ended (ctx's error, or the listener closed) and, when the last
+// read of the stored receipts had failed, that failure.
+type NoReceiptError struct {
+	// StreamSeq is the APPROVALS sequence of the message waited for.
 	StreamSeq uint64
-	Err       error
-	ReadErr   error
+	// Err says why the wait ended.
+	Err error
+	// ReadErr is the failure of the last read of the stored receipts; nil
+	// when it succeeded.
+	ReadErr error
 }
 
 func noReceipt(seq uint64, cause, readErr error) error {
-	return &WaitError{StreamSeq: seq, Err: cause, ReadErr: readErr}
+	return &NoReceiptError{StreamSeq: seq, Err: cause, ReadErr: readErr}
 }
 
-// Cause says why the wait ended, with the last failed read if there was one.
-func (e *WaitError) Cause() error {
+// cause says why the wait ended, with the last failed read if there was one.
+func (e *NoReceiptError) cause() string {
 	if e.ReadErr != nil {
-		return fmt.Errorf("%w (the last read of the stored receipts failed: %w)", e.Err, e.ReadErr)
+		return fmt.Sprintf("%v (the last read of the stored receipts failed: %v)", e.Err, e.ReadErr)
 	}
-	return e.Err
+	return fmt.Sprint(e.Err)
 }
 
-func (e *WaitError) Error() string {
-	return fmt.Sprintf("%s for stream message %d: %s", ErrNoReceipt, e.StreamSeq, e.Cause())
+func (e *NoReceiptError) Error() string {
+	return fmt.Sprintf("%s for stream message %d: %s", ErrNoReceipt, e.StreamSeq, e.cause())
 }
 
 // Unwrap gives ErrNoReceipt, why the wait ended and the failed read.
-func (e *WaitError) Unwrap() []error {
+func (e *NoReceiptError) Unwrap() []error {
 	out := []error{ErrNoReceipt, e.Err}
 	if e.ReadErr != nil {
 		out = append(out, e.ReadErr)
@@ -338,7 +341,7 @@ func (e *WaitError) Unwrap() []error {
 // receipt of the approval message at want unknown although it may be
 // stored (it was seen published, or the last receipt names a later
 // message), it scans the key's stored receipts (scan).
-func (r *Receipts) read(ctx context.Context, w *watched, want uint64) error {
+func (r *receiptWatch) read(ctx context.Context, w *watched, want uint64) error {
 	w.reading.Lock()
 	defer w.reading.Unlock()
 	m, err := r.last(ctx, w.subject)
@@ -366,7 +369,7 @@ func (r *Receipts) read(ctx context.Context, w *watched, want uint64) error {
 // at a time with the stream's message get (next_by_subj). The first failure
 // turns scans off for r: a tenant's credentials allow only the direct get
 // of the last receipt of a key. w.reading is held.
-func (r *Receipts) scan(ctx context.Context, w *watched) {
+func (r *receiptWatch) scan(ctx context.Context, w *watched) {
 	for {
 		m, err := r.nextStored(ctx, w.next, w.subject)
 		if err != nil {
@@ -406,7 +409,7 @@ type storedMsg struct {
 
 // nextStored returns the first receipt stored on subject at or after
 // sequence from, or nil when there is none.
-func (r *Receipts) nextStored(ctx context.Context, from uint64, subject string) (*jetstream.RawStreamMsg, error) {
+func (r *receiptWatch) nextStored(ctx context.Context, from uint64, subject string) (*jetstream.RawStreamMsg, error) {
 	body, err := json.Marshal(msgGetRequest{Seq: from, NextBySubj: subject})
 	if err != nil {
 		return nil, err
@@ -436,14 +439,14 @@ func (r *Receipts) nextStored(ctx context.Context, from uint64, subject string) 
 		}
 	}
 	if m.Sequence < from || m.Subject != subject {
-		return nil, fmt.Errorf("publish: the stream answered a message get on %s from %d with %s at %d", subject, from, m.Subject, m.Sequence)
+		return nil, fmt.Errorf("send: the stream answered a message get on %s from %d with %s at %d", subject, from, m.Subject, m.Sequence)
 	}
 	return m, nil
 }
 
 // note takes one stored receipt into account, and with it every receipt
 // seen published in its atomic batch: the stream stored the batch whole.
-// Receipts.mu is held.
+// receiptWatch.mu is held.
 func (w *watched) note(m *jetstream.RawStreamMsg) {
 	// A message stored by an atomic batch keeps the batch's id: the batch
 	// was committed, and every receipt of it seen published is stored.
@@ -472,7 +475,7 @@ func (w *watched) note(m *jetstream.RawStreamMsg) {
 
 // noteReceipt takes one receipt known stored into account: the first
 // terminal one of message seq is its receipt. stored is its RECEIPTS
-// sequence (0 when it is known stored by its batch only). Receipts.mu is
+// sequence (0 when it is known stored by its batch only). receiptWatch.mu is
 // held.
 func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
 	delete(w.rung, seq)
@@ -486,16 +489,16 @@ func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
 	}
 	switch {
 	case err != nil:
-		w.first[seq] = result{err: fmt.Errorf("publish: the receipt for message %d (%s) does not decode: %w", seq, at, err)}
+		w.first[seq] = result{err: fmt.Errorf("%w: the receipt for message %d (%s) does not decode: %v", ErrBadReceipt, seq, at, err)}
 	case rc.Delivery.StreamSeq == seq && document.Terminal(rc.Outcome):
-		w.first[seq] = result{r: &Receipt{Receipt: rc, Raw: data}}
+		w.first[seq] = result{r: &storedReceipt{Receipt: rc, Raw: data}}
 		w.live = slices.DeleteFunc(w.live, func(c liveCopy) bool { return c.seq == seq })
 	}
 }
 
 // errRead marks a read of the stored receipts that may succeed when tried
 // again: no answer in time, nobody to answer, the stream's leader away.
-var errRead = errors.New("publish: reading stored receipts")
+var errRead = errors.New("send: reading stored receipts")
 
 func transient(err error) bool { return errors.Is(err, errRead) }
 
@@ -508,14 +511,14 @@ const (
 
 // last returns the last receipt stored on subject, or nil when there is
 // none, read with a direct get whose API subject names subject.
-func (r *Receipts) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+func (r *receiptWatch) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	api := r.get + "." + subject
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	reply, err := r.nc.RequestWithContext(rctx, api, nil)
 	switch {
 	case errors.Is(err, nats.ErrConnectionClosed):
-		return nil, fmt.Errorf("publish: reading stored receipts on %s: %w", subject, err)
+		return nil, fmt.Errorf("send: reading stored receipts on %s: %w", subject, err)
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("%w on %s: %w (no stream %s allowing direct gets answers %s; provisioning makes it so)",
 			errRead, subject, err, topology.ReceiptsStream, api)
@@ -530,31 +533,19 @@ func (r *Receipts) last(ctx context.Context, subject string) (*jetstream.RawStre
 		case strings.HasPrefix(status, "5"):
 			return nil, fmt.Errorf("%w on %s: the server answered %s %s", errRead, subject, status, desc)
 		}
-		return nil, fmt.Errorf("publish: reading stored receipts on %s: the server answered %s %s to %s", subject, status, desc, api)
+		return nil, fmt.Errorf("send: reading stored receipts on %s: the server answered %s %s to %s", subject, status, desc, api)
 	}
 	m := &jetstream.RawStreamMsg{Subject: reply.Header.Get(jetstream.SubjectHeader), Header: reply.Header, Data: reply.Data}
 	if m.Sequence, err = strconv.ParseUint(reply.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil {
-		return nil, fmt.Errorf("publish: reading stored receipts on %s: the answer to %s names no stream sequence: %w", subject, api, err)
+		return nil, fmt.Errorf("send: reading stored receipts on %s: the answer to %s names no stream sequence: %w", subject, api, err)
 	}
 	if ts := reply.Header.Get(jetstream.TimeStampHeaer); ts != "" {
 		if m.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
-			return nil, fmt.Errorf("publish: reading stored receipts on %s: the time stamp of RECEIPTS sequence %d: %w", subject, m.Sequence, err)
+			return nil, fmt.Errorf("send: reading stored receipts on %s: the time stamp of RECEIPTS sequence %d: %w", subject, m.Sequence, err)
 		}
 	}
 	if stream := reply.Header.Get(jetstream.StreamHeader); stream != topology.ReceiptsStream || m.Subject != subject {
-		return nil, fmt.Errorf("publish: reading stored receipts on %s: the stream answered with %s on stream %q at %d", subject, m.Subject, stream, m.Sequence)
+		return nil, fmt.Errorf("send: reading stored receipts on %s: the stream answered with %s on stream %q at %d", subject, m.Subject, stream, m.Sequence)
 	}
 	return m, nil
-}
-
-// WaitReceipt returns the first terminal receipt for the approval message
-// at streamSeq, published for the key (scope, intentID) (see Watch), with a
-// Receipts of its own: it reads the last receipt of that key stored so far
-// and waits for the next ones. It returns ErrNoReceipt when ctx ends
-// first. Where the message is yet to be published, Watch its key on a
-// Receipts first.
-func WaitReceipt(ctx context.Context, js jetstream.JetStream, scope, intentID string, streamSeq uint64) (*Receipt, error) {
-	r := NewReceipts(js)
-	defer r.Close()
-	return r.Wait(ctx, scope, intentID, streamSeq)
 }

@@ -1,4 +1,4 @@
-package publish_test
+package send_test
 
 import (
 	"context"
@@ -17,17 +17,17 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // receiptDoc is a created receipt of intent for approval message seq, with
 // its own receipt id.
 func receiptDoc(t *testing.T, intent string, seq uint64, id string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "receipts", "created.json"))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "receipts", "created.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func store(t *testing.T, js jetstream.JetStream, m *nats.Msg) {
 }
 
 // receiptID returns the receipt id a receipt carries.
-func receiptID(r *publish.Receipt) string {
+func receiptID(r *send.StoredReceipt) string {
 	if r == nil {
 		return ""
 	}
@@ -88,8 +88,8 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 		// receipt that came between the publish and the subscription.
 		unwatched bool
 		within    time.Duration
-		want      string // the receipt id reported; "" for ErrNoReceipt
-		wantErr   bool   // an error other than ErrNoReceipt
+		want      string // the receipt id reported; "" for send.ErrNoReceipt
+		wantErr   bool   // an error other than send.ErrNoReceipt
 	}{
 		{name: "a receipt stored before anyone subscribed is found", unwatched: true,
 			before: func(t *testing.T, intent string, seq uint64) {
@@ -138,11 +138,11 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			intent := fmt.Sprintf("intent-wait-%d", i)
-			sent, err := publish.SendIntent(context.Background(), env.JS, "", intent, envelope(t), publish.NewMsgID(), nil)
+			sent, err := send.PublishKey(context.Background(), env.JS, "", intent, envelope(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := publish.NewReceipts(env.JS)
+			w := send.NewReceiptWatch(env.JS)
 			defer w.Close()
 			if tc.unwatched {
 				tc.before(t, intent, sent.StreamSeq)
@@ -165,12 +165,12 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 			r, err := w.Wait(ctx, "", intent, sent.StreamSeq)
 			switch {
 			case tc.wantErr:
-				if err == nil || errors.Is(err, publish.ErrNoReceipt) {
+				if err == nil || errors.Is(err, send.ErrNoReceipt) {
 					t.Fatalf("got %s, %v; want an error that says why", receiptID(r), err)
 				}
 			case tc.want == "":
-				if r != nil || !errors.Is(err, publish.ErrNoReceipt) || !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("got %s, %v; want ErrNoReceipt at the deadline", receiptID(r), err)
+				if r != nil || !errors.Is(err, send.ErrNoReceipt) || !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("got %s, %v; want send.ErrNoReceipt at the deadline", receiptID(r), err)
 				}
 			case err != nil || r.ReceiptID != tc.want || r.Delivery.StreamSeq != sent.StreamSeq:
 				t.Fatalf("got %s, %v; want %s", receiptID(r), err, tc.want)
@@ -186,11 +186,11 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	env := testenv.Start(t)
 	intent := "intent-batch"
-	sent, err := publish.SendIntent(context.Background(), env.JS, "", intent, envelope(t), publish.NewMsgID(), nil)
+	sent, err := send.PublishKey(context.Background(), env.JS, "", intent, envelope(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := publish.NewReceipts(env.JS)
+	w := send.NewReceiptWatch(env.JS)
 	defer w.Close()
 	if err := w.Watch("", intent); err != nil {
 		t.Fatal(err)
@@ -207,8 +207,8 @@ func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	r, err := w.Wait(ctx, "", intent, sent.StreamSeq)
 	cancel()
-	if r != nil || !errors.Is(err, publish.ErrNoReceipt) {
-		t.Fatalf("before the commit: got %s, %v; want ErrNoReceipt", receiptID(r), err)
+	if r != nil || !errors.Is(err, send.ErrNoReceipt) {
+		t.Fatalf("before the commit: got %s, %v; want send.ErrNoReceipt", receiptID(r), err)
 	}
 
 	commit := receiptMsg(intent, sent.StreamSeq+1000, receiptDoc(t, intent, sent.StreamSeq+1000, "r-commit"))
@@ -247,11 +247,11 @@ func TestAReceiptStoredWhileTheConnectionIsAwayIsFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	intent := "intent-reconnect"
-	sent, err := publish.SendIntent(context.Background(), js, "", intent, envelope(t), publish.NewMsgID(), nil)
+	sent, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := publish.NewReceipts(js)
+	w := send.NewReceiptWatch(js)
 	defer w.Close()
 	if err := w.Watch("", intent); err != nil {
 		t.Fatal(err)
@@ -281,11 +281,11 @@ func TestOneWatchWaitsForManyMessagesWithoutAConsumer(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
 	cand := scenario.Candidate()
-	w := publish.NewReceipts(env.JS)
+	w := send.NewReceiptWatch(env.JS)
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var sends []publish.Sent
+	var sends []send.Sent
 	for n := 1; n <= 50; n++ {
 		a, err := scenario.Generate(cand, "watch", n)
 		if err != nil {
@@ -295,7 +295,7 @@ func TestOneWatchWaitsForManyMessagesWithoutAConsumer(t *testing.T) {
 		if err := w.Watch("", intent); err != nil {
 			t.Fatal(err)
 		}
-		sent, err := publish.SendIntent(ctx, env.JS, "", intent, a.Envelope(), publish.NewMsgID(), nil)
+		sent, err := send.PublishKey(ctx, env.JS, "", intent, a.Envelope())
 		if err != nil {
 			t.Fatal(err)
 		}

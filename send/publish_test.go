@@ -1,17 +1,19 @@
-package publish_test
+package send_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 func envelope(t *testing.T) []byte {
@@ -21,6 +23,16 @@ func envelope(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return s.Original.Envelope()
+}
+
+// parsed is the scenario's original envelope.
+func parsed(t *testing.T) *send.Envelope {
+	t.Helper()
+	e, err := send.ParseEnvelope(envelope(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 func lastSeq(t *testing.T, js jetstream.JetStream) uint64 {
@@ -38,13 +50,13 @@ func lastSeq(t *testing.T, js jetstream.JetStream) uint64 {
 	return info.State.LastSeq
 }
 
-func TestSendWithHeadersStoresTheCallersHeadersBesideItsOwnMessageID(t *testing.T) {
+func TestPublishStoresTheCallersHeadersBesideItsMessageID(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	h := nats.Header{}
 	h.Set("Sendtwice-Test", "kept")
-	sent, err := publish.SendWithHeaders(ctx, env.JS, envelope(t), "send-with-headers-1", h)
+	sent, err := send.NewClient(env.JS).Publish(ctx, parsed(t), send.MsgID("send-with-headers-1"), send.Header(h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,20 +74,20 @@ func TestSendWithHeadersStoresTheCallersHeadersBesideItsOwnMessageID(t *testing.
 	if m.Header.Get("Sendtwice-Test") != "kept" || m.Header.Get(jetstream.MsgIDHeader) != "send-with-headers-1" {
 		t.Fatalf("stored headers %v", m.Header)
 	}
-	again, err := publish.SendWithHeaders(ctx, env.JS, envelope(t), "send-with-headers-1", h)
+	again, err := send.NewClient(env.JS).Publish(ctx, parsed(t), send.MsgID("send-with-headers-1"), send.Header(h))
 	if err != nil || !again.Duplicate || again.StreamSeq != sent.StreamSeq {
 		t.Fatalf("a retry with the same id: %+v, %v; want the first message, as a duplicate", again, err)
 	}
 }
 
-func TestSendWithHeadersRefusesAMessageIDInTheHeadersAndStoresNothing(t *testing.T) {
+func TestPublishRefusesAMessageIDInTheHeadersAndStoresNothing(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	h := nats.Header{}
 	h.Set(jetstream.MsgIDHeader, "smuggled")
-	if _, err := publish.SendWithHeaders(ctx, env.JS, envelope(t), "send-own-id", h); err == nil {
-		t.Fatal("a message id in the headers was accepted")
+	if _, err := send.NewClient(env.JS).Publish(ctx, parsed(t), send.MsgID("send-own-id"), send.Header(h)); !errors.Is(err, send.ErrOption) || !strings.HasPrefix(err.Error(), "send: ") {
+		t.Fatalf("a message id in the headers: %v; want send.ErrOption", err)
 	}
 	if n := lastSeq(t, env.JS); n != 0 {
 		t.Fatalf("the APPROVALS stream holds %d messages, want none", n)

@@ -1,0 +1,120 @@
+package send
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/sendtwice/sendtwice/internal/topology"
+)
+
+// ErrOption is matched by the error of a Publish or Send given an option it
+// cannot honour (a message id in Header, an empty MsgID); nothing was
+// published.
+var ErrOption = errors.New("send: invalid option")
+
+// Option changes one Publish or Send.
+type Option func(*options)
+
+type options struct {
+	msgID    string
+	header   nats.Header
+	deadline time.Time
+	err      error
+}
+
+// MsgID publishes under the caller's message id instead of a new one. A
+// caller that retries one publish (after a lost connection, a server
+// restart) passes the same id to each try, so that the stream stores the
+// message once and Sent.Duplicate says a try found it stored; every other
+// publish needs an id of its own (NewMsgID). Publishing an envelope again
+// under a new id is a real send, which the task service answers Replayed.
+func MsgID(id string) Option {
+	return func(o *options) {
+		if id == "" && o.err == nil {
+			o.err = fmt.Errorf("%w: an empty message id (NewMsgID makes one)", ErrOption)
+		}
+		o.msgID = id
+	}
+}
+
+// NewMsgID returns a message id for one publish, unique to it.
+func NewMsgID() string { return "send-" + nuid.Next() }
+
+// Header adds the caller's headers to the message (such as where it comes
+// from). The subject and the message id are the package's: a header that
+// names a message id (Nats-Msg-Id) is refused with ErrOption; use MsgID.
+func Header(h nats.Header) Option {
+	return func(o *options) {
+		if h.Get(jetstream.MsgIDHeader) != "" && o.err == nil {
+			o.err = fmt.Errorf("%w: a %s header: the message id is set with MsgID", ErrOption, jetstream.MsgIDHeader)
+		}
+		if o.header == nil {
+			o.header = nats.Header{}
+		}
+		for k, vs := range h {
+			for _, v := range vs {
+				o.header.Add(k, v)
+			}
+		}
+	}
+}
+
+// Deadline bounds the call: the publish and, for Send, the wait for the
+// receipt end at t (or when ctx ends, if that comes first).
+func Deadline(t time.Time) Option {
+	return func(o *options) { o.deadline = t }
+}
+
+// Timeout is Deadline at d from the start of the call.
+func Timeout(d time.Duration) Option {
+	return Deadline(time.Now().Add(d))
+}
+
+// apply reads opts over the defaults: a new message id, no headers, no
+// deadline but ctx's.
+func apply(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.msgID == "" && o.err == nil {
+		o.msgID = NewMsgID()
+	}
+	return o, o.err
+}
+
+// within is ctx bounded by the deadline option, if one was given.
+func (o options) within(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.deadline.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, o.deadline)
+}
+
+// publishKey stores data on the APPROVALS stream under the approvals
+// subject of the key (scope, intentID), approvals.<scope>.<intent> (scope
+// "" is the default scope), with o's message id and headers, and waits for
+// the stream's ack. Its error is the stream's or the connection's.
+func publishKey(ctx context.Context, js jetstream.JetStream, scope, intentID string, data []byte, o options) (Sent, error) {
+	s := Sent{Subject: topology.ApprovalSubject(scope, intentID), MsgID: o.msgID, Scope: scope, IntentID: intentID}
+	m := nats.NewMsg(s.Subject)
+	for k, vs := range o.header {
+		for _, v := range vs {
+			m.Header.Add(k, v)
+		}
+	}
+	m.Data = data
+	ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(s.MsgID), jetstream.WithExpectStream(topology.ApprovalsStream),
+		jetstream.WithRetryAttempts(5))
+	if err != nil {
+		return s, err
+	}
+	s.StreamSeq, s.Duplicate = ack.Sequence, ack.Duplicate
+	return s, nil
+}
