@@ -125,7 +125,7 @@ func TestSendThatPublishedButGotNoReceiptSaysSoAndEndsWith6(t *testing.T) {
 			if err := env.JS.DeleteStream(context.Background(), topology.ReceiptsStream); err != nil {
 				t.Fatal(err)
 			}
-		}, "2s", "no receipt: none within 2s (the last read of the stored receipts failed: publish: reading stored receipts on receipts.default.intent-0001: " +
+		}, "2s", "no receipt: none within 2s (the last read of the stored receipts failed: send: reading stored receipts on receipts.default.intent-0001: " +
 			"nats: no responders available for request (no stream RECEIPTS allowing direct gets answers $JS.API.DIRECT.GET.RECEIPTS.receipts.default.intent-0001"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -91,9 +91,7 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 		}
 		defer listen.Close()
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	sent, err := client.Publish(pctx, env)
+	sent, err := client.Publish(ctx, env, send.Timeout(30*time.Second))
 	if err != nil {
 		return err
 	}

@@ -504,7 +504,7 @@ func TestNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := s.get(t, press(t, s, approveForm("reviewer-1")))
-	p.expect(t, http.StatusOK, `data-state="failed"`, "<strong>Not sent:</strong> publish: storing the approval on APPROVALS",
+	p.expect(t, http.StatusOK, `data-state="failed"`, "<strong>Not sent:</strong> send: not acknowledged by the stream: storing the approval on APPROVALS",
 		"Is NATS reachable and an executor running", `<span class="tag failed">not sent</span>`)
 
 	// The candidate file is gone: nothing can be sent with the kept approval.
