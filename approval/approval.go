@@ -31,11 +31,11 @@ var (
 
 // DefaultLifetime is how long a signed approval stays valid when Options
 // name no NotAfter nor Lifetime.
-const DefaultLifetime = approve.DefaultLifetime
+const DefaultLifetime = 7 * 24 * time.Hour
 
 // DefaultProvider is the provider of a Request that names none: the fake
 // task service.
-const DefaultProvider = document.ProviderFake
+const DefaultProvider = "fake-task-provider.v1"
 
 // own turns an internal error into one of the package's: its text, without
 // its type, behind the sentinel that classifies it.
