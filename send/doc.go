@@ -1,39 +1,68 @@
 // Package send is the Go API for services that publish approved task
 // requests from their own code: it lays the three documents of one request
-// (the action candidate, the task request and the reviewer's approval) in
-// one task-envelope.v1 message, checks it locally as the executors will,
-// publishes it onto the APPROVALS stream and waits for its receipt.
+// (the action candidate, the task request and the reviewer's approval; see
+// package approval for making them) in one task-envelope.v1 message,
+// checks it locally as the executors will, publishes it onto the APPROVALS
+// stream and waits for its receipt.
 //
 //	docs := send.Documents{Candidate: c, Request: r, Approval: a}
 //	if _, err := send.Trusted(approvers, nil).Documents(docs); err != nil {
 //		// a *send.Refusal names the check, the path and the reason
 //	}
 //	env, err := send.Build(docs)
-//	sent, receipt, err := send.NewClient(js).Send(ctx, env)
+//	sent, receipt, err := send.NewClient(js).Send(ctx, env, send.Timeout(time.Minute))
 //	switch receipt.Outcome {
 //	case send.Created, send.Replayed: // the task exists: receipt.TaskID
 //	}
 //
-// Each Publish is a real send with a message id of its own: publishing the
-// same envelope again reaches the task service again, which answers
-// Replayed with the first task. That is what makes "send again" safe after
-// a timeout, and why the package never retries a send under a new id on its
-// own.
+// # Sending again
+//
+// Each Publish is a real send with a message id of its own (NewMsgID):
+// publishing the same envelope again reaches the task service again, which
+// answers Replayed with the first task. That is what makes "send again"
+// safe after a timeout, and why the package never retries a send under a
+// new id on its own. A caller that retries one publish itself (across a
+// reconnect, a server restart) passes the same id to every try with the
+// MsgID option: the stream stores the message once, and Sent.Duplicate
+// says that a try found it stored. Header adds the caller's headers (never
+// a message id of its own), Deadline and Timeout bound the publish and,
+// for Send, the wait.
+//
+// # Waiting for the receipt
 //
 // A message is published on its key's subject, approvals.<scope>.<intent_id>
 // (the request's scope, "default" when it names none). Waiting creates no
-// JetStream consumer: Send (and Listen, for a caller that publishes
-// itself) subscribes to the key's receipts subject,
-// receipts.<scope>.<intent_id>, before publishing, and reads each receipt
-// back as the RECEIPTS stream stored it through a direct get of the last
-// receipt of that subject
+// JetStream consumer: Send (and a Listener, for a caller that publishes
+// itself or waits for many messages on one) subscribes to the key's
+// receipts subject, receipts.<scope>.<intent_id>, before publishing, and
+// reads each receipt back as the RECEIPTS stream stored it through a direct
+// get of the last receipt of that subject
 // ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent_id>); WaitReceipt,
-// for a message published earlier, first reads what is stored. So a
-// publisher needs only to publish approvals.<scope>.> and
+// for a message published earlier, first reads what is stored. A receipt
+// hidden from that read by a later one of its key is found by a scan of
+// the key's stored receipts, where the credentials allow it. So a publisher
+// needs only to publish approvals.<scope>.> and
 // $JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.> and to subscribe to
-// receipts.<scope>.> and its inbox: permissions confine it to its scopes. Every error of a wait for a published
-// message matches ErrNoReceipt: the message is stored, an executor may
+// receipts.<scope>.> and its inbox: permissions confine it to its scopes.
+//
+// A Receipt is typed: its Outcome is a taskservice.Outcome (Created,
+// Replayed, Conflict) or one of the executors' own (Rejected,
+// DeadLettered), its Counts are taskservice.Counts, its times are
+// time.Time.
+//
+// # Errors
+//
+// Every error starts "send: " and classifies with errors.Is and errors.As
+// against the package's own sentinels and types, never the module's
+// internal ones: ErrInvalid and ErrNotEnvelope for a document that cannot
+// be sent, a *Refusal (ErrRefused) for what a local check refused,
+// ErrOption for an option it cannot honour, ErrNotPublished when the stream
+// did not acknowledge the message (it may or may not be stored), and a
+// *NoReceiptError (ErrNoReceipt) for every wait for a published message
+// that ended without its receipt: the message is stored, an executor may
 // still carry it out, and sending again is safe.
+//
+// # Local checks
 //
 // The local check runs the executors' gate before anything is published.
 // Its mode is always named: Bindings runs the checks that need no keys,
@@ -42,8 +71,9 @@
 // is advice, not permission: the executors run the gate again on every
 // delivery, and their verdict is the one in the receipt.
 //
-// The commands (publisher send and check) and the approval console send
-// through this package. It must never expose the module's internal types,
+// This is the module's one send path: the commands (publisher send and
+// check, executor redrive), the approval console, the demo and the tests
+// send through it. It must never expose the module's internal types,
 // never publish what a local check refused, never reuse a message id for
 // another send, never report a receipt that is not for its own message or
 // that the stream did not store, and never create a consumer to wait.

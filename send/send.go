@@ -36,7 +36,8 @@ var (
 	// ErrRefused is matched by every Refusal.
 	ErrRefused = errors.New("send: refused by the local gate")
 	// ErrInvalid is matched by the error of Build for a document that is
-	// not JSON (or absent), and of ParseEnvelope (through ErrNotEnvelope).
+	// not JSON (or absent), of ParseEnvelope (with ErrNotEnvelope), and of
+	// trusted approvers that say nothing usable.
 	ErrInvalid = errors.New("send: invalid document")
 	// ErrNoCheck is returned by the zero Check, which runs nothing.
 	ErrNoCheck = errors.New("send: no check chosen: use Bindings or Trusted")

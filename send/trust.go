@@ -2,7 +2,9 @@ package send
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
@@ -24,11 +26,17 @@ type TrustedApprovers struct {
 }
 
 // LoadTrustedApprovers reads a trusted-approvers file (the executors'
-// --trusted-approvers; publisher keygen --trusted writes one).
+// --trusted-approvers; publisher keygen --trusted writes one). A file that
+// cannot be read matches its os error (fs.ErrNotExist, ...); one that
+// does not say who is trusted matches ErrInvalid.
 func LoadTrustedApprovers(path string) (*TrustedApprovers, error) {
 	kr, err := sign.LoadTrusted(path)
-	if err != nil {
-		return nil, err
+	var pathErr *fs.PathError
+	switch {
+	case errors.As(err, &pathErr):
+		return nil, fmt.Errorf("send: reading the trusted approvers: %w", err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: the trusted approvers in %s: %v", ErrInvalid, path, err)
 	}
 	return &TrustedApprovers{keys: kr}, nil
 }
@@ -38,7 +46,7 @@ func NewTrustedApprovers(approvers ...Approver) (*TrustedApprovers, error) {
 	list := make([]sign.Approver, 0, len(approvers))
 	for _, a := range approvers {
 		if len(a.PublicKey) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("send: approver %q: a public key of %d bytes, want %d", a.Name, len(a.PublicKey), ed25519.PublicKeySize)
+			return nil, fmt.Errorf("%w: approver %q: a public key of %d bytes, want %d", ErrInvalid, a.Name, len(a.PublicKey), ed25519.PublicKeySize)
 		}
 		e := sign.ApproverFor(a.Name, a.PublicKey)
 		e.Scopes = a.Scopes
@@ -46,7 +54,7 @@ func NewTrustedApprovers(approvers ...Approver) (*TrustedApprovers, error) {
 	}
 	kr, err := sign.NewKeyring(list...)
 	if err != nil {
-		return nil, fmt.Errorf("send: %w", err)
+		return nil, fmt.Errorf("%w: the trusted approvers: %v", ErrInvalid, err)
 	}
 	return &TrustedApprovers{keys: kr}, nil
 }

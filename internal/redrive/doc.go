@@ -2,7 +2,7 @@
 // outage, an operator can finish them: a dead letter's payload (the original
 // envelope, byte for byte) is published again on the APPROVALS subject of its
 // intent as a new message, through the same send as the publisher's
-// (internal/publish), and the executors carry it out like any other message.
+// (package send), and the executors carry it out like any other message.
 // The task service is keyed by the intent id, so a redrive answers created
 // when no earlier attempt reached the service and replayed when one did;
 // it never creates a second task.
