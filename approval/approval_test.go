@@ -158,11 +158,8 @@ func TestApprove(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
-	if _, err := approval.NewKey("../alice"); err == nil {
-		t.Fatal("a reviewer name with a path in it was accepted")
-	} else {
-		mustBeOwn(t, err, approval.ErrInvalid)
-	}
+	_, err := approval.NewKey("../alice")
+	mustBeOwn(t, err, approval.ErrInvalid)
 	k, err := approval.NewKey("alice")
 	if err != nil {
 		t.Fatal(err)
@@ -179,11 +176,7 @@ func TestKeys(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the key file's mode is %v, want 0600", fi.Mode().Perm())
 	}
-	if err := k.Save(dir); err == nil {
-		t.Fatal("Save overwrote a key file")
-	} else {
-		mustBeOwn(t, err, approval.ErrKey)
-	}
+	mustBeOwn(t, k.Save(dir), approval.ErrKey) // it refuses to overwrite a key file
 	loaded, err := approval.LoadKey(path)
 	if err != nil {
 		t.Fatal(err)
@@ -194,16 +187,10 @@ func TestKeys(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := approval.LoadKey(path); err == nil {
-		t.Fatal("a key file others may read was loaded")
-	} else {
-		mustBeOwn(t, err, approval.ErrKey)
-	}
-	if _, err := approval.LoadKey(filepath.Join(dir, "nobody.key")); err == nil {
-		t.Fatal("a missing key file was loaded")
-	} else {
-		mustBeOwn(t, err, approval.ErrKey)
-	}
+	_, err = approval.LoadKey(path) // others may read it
+	mustBeOwn(t, err, approval.ErrKey)
+	_, err = approval.LoadKey(filepath.Join(dir, "nobody.key"))
+	mustBeOwn(t, err, approval.ErrKey)
 
 	// The private key shows nowhere: not in the key's strings, not in an
 	// error.
