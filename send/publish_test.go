@@ -93,3 +93,22 @@ func TestPublishRefusesAMessageIDInTheHeadersAndStoresNothing(t *testing.T) {
 		t.Fatalf("the APPROVALS stream holds %d messages, want none", n)
 	}
 }
+
+func TestTheDeadlineBoundsThePublishAndTheWait(t *testing.T) {
+	env := testenv.Start(t) // no executor: no receipt ever comes
+	c := send.NewClient(env.JS)
+	if _, err := c.Publish(context.Background(), parsed(t), send.Deadline(time.Now().Add(-time.Second))); !errors.Is(err, send.ErrNotPublished) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a publish past its deadline: %v; want ErrNotPublished and the deadline", err)
+	}
+	if n := lastSeq(t, env.JS); n != 0 {
+		t.Fatalf("the APPROVALS stream holds %d messages, want none", n)
+	}
+	sent, r, err := c.Send(context.Background(), parsed(t), send.Timeout(500*time.Millisecond))
+	var ended *send.NoReceiptError
+	if r != nil || !errors.As(err, &ended) || !errors.Is(err, context.DeadlineExceeded) || ended.StreamSeq != sent.StreamSeq || sent.StreamSeq == 0 {
+		t.Fatalf("a send whose receipt never comes: %+v, %v, %v; want a NoReceiptError at the deadline for its message", sent, r, err)
+	}
+	if _, err := c.Publish(context.Background(), parsed(t), send.MsgID("")); !errors.Is(err, send.ErrOption) {
+		t.Fatalf("an empty message id: %v; want ErrOption", err)
+	}
+}
