@@ -2,6 +2,7 @@ package send_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,7 +50,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := send.Bindings().Documents(edited); err != nil {
+	if _, err := send.Bindings().Documents(edited); errors.Is(err, send.ErrRefused) {
 		fmt.Println("edited request: refused locally; nothing published")
 	}
 

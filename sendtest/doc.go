@@ -21,8 +21,8 @@
 // Start ties everything to a testing.TB; New and Close are for code that
 // has none (an Example, a TestMain).
 //
-// It must never listen off loopback, never leave a process, a goroutine or
-// a file behind once the test (or Close) is done, never expose a type of
+// It must never listen off loopback, never leave a process, a server or a
+// file behind once the test (or Close) is done, never expose a type of
 // the module's internal packages, and never accept an approval its
 // reviewer did not sign.
 package sendtest

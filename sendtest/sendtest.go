@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -94,7 +93,7 @@ func New() (*Pipeline, error) {
 }
 
 func start(dir string) (p *Pipeline, err error) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 	reviewer, err := approval.NewKey(ReviewerName)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStart, err)
