@@ -2,6 +2,7 @@ package sendtest_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -108,13 +109,22 @@ func TestADroppedReplyIsAnsweredReplayed(t *testing.T) {
 	}
 }
 
-func TestAClosedPipelineRefusesConnections(t *testing.T) {
+// Close leaves nothing of what New made, and refuses what comes after.
+func TestCloseLeavesNothingBehind(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where New makes its directory
 	p, err := sendtest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if made, _ := os.ReadDir(tmp); len(made) == 0 {
+		t.Fatal("New made no directory under TMPDIR")
+	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if left, err := os.ReadDir(tmp); err != nil || len(left) > 0 {
+		t.Errorf("after Close, TMPDIR holds %v (%v)", left, err)
 	}
 	if err := p.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
