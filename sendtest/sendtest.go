@@ -27,7 +27,9 @@ import (
 // (approved_by of the approvals Approve signs).
 const ReviewerName = "sendtest-reviewer"
 
-// Errors of the package; every error it returns matches one of them.
+// Errors of the package: every error of New, Connect, Counts and
+// DropReplies matches one of them (Approve's are approval's, Close's
+// those of what it stops).
 var (
 	// ErrStart: the pipeline could not be started.
 	ErrStart = errors.New("sendtest: starting the pipeline")
@@ -92,7 +94,7 @@ func New() (*Pipeline, error) {
 	return p, nil
 }
 
-func start(dir string) (p *Pipeline, err error) {
+func start(dir string) (_ *Pipeline, err error) {
 	quiet := slog.New(slog.DiscardHandler)
 	reviewer, err := approval.NewKey(ReviewerName)
 	if err != nil {
@@ -113,7 +115,7 @@ func start(dir string) (p *Pipeline, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
-	p = &Pipeline{stack: stack, reviewer: reviewer, trusted: trusted}
+	p := &Pipeline{stack: stack, reviewer: reviewer, trusted: trusted}
 	p.onClose(stack.Close)
 	defer func() {
 		if err != nil {
