@@ -38,7 +38,8 @@ func TestTheExamplesBuildInAnotherModule(t *testing.T) {
 		}
 	}
 
-	out, err := goIn(app, goBin, append([]string{"test", "-count=1", "-run", "^Example"}, pkgs...)...)
+	// -ldflags=-w: no debug information, which halves the links' work.
+	out, err := goIn(app, goBin, append([]string{"test", "-count=1", "-ldflags=-w", "-run", "^Example"}, pkgs...)...)
 	if err != nil {
 		t.Fatalf("the Examples fail in another module: %v\n%s", err, out)
 	}
