@@ -109,7 +109,9 @@ func internalUses(t *testing.T, dir string) []string {
 }
 
 func TestThePublicAPINamesNoInternalType(t *testing.T) {
-	for _, use := range internalUses(t, ".") {
-		t.Error(use)
+	for _, dir := range []string{".", "../sendtest"} {
+		for _, use := range internalUses(t, dir) {
+			t.Error(use)
+		}
 	}
 }

@@ -4,20 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/sendtwice/sendtwice/internal/embedded"
-	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/approval"
 	"github.com/sendtwice/sendtwice/send"
+	"github.com/sendtwice/sendtwice/sendtest"
 )
 
 // A service that holds the three documents checks them, sends them, and
@@ -25,39 +16,45 @@ import (
 // with the same task, and the task service created one task. A request
 // edited after its approval is refused locally and never published.
 func Example() {
-	url, stop := startPipeline()
-	defer stop()
-
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("..", "testdata", "seed", name))
-		if err != nil {
-			panic(err)
-		}
-		return b
-	}
-	docs := send.Documents{Candidate: read("candidate.json"), Request: read("request.json"), Approval: read("approval.json")}
-
-	// Without the executors' trusted approvers, the checks that need no keys.
-	v, err := send.Bindings().Documents(docs)
+	// The deployment: a NATS server, the fake task service and an executor
+	// that trusts one reviewer (sendtest stands in for them here).
+	p, err := sendtest.New()
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("local check: pass, intent %s (not checked: %v)\n", v.IntentID, v.NotChecked)
+	defer p.Close()
 
+	candidate := []byte(`{"schema_version": "action-candidate.v1", "candidate_id": "cand-0001",
+		"source": {"transcript_id": "transcript-weekly-sync-2026-11-27", "version": "v3"}, "kind": "commitment",
+		"summary": "Someone said they would add the missing checks", "speaker_ref": null,
+		"evidence": [{"quote": "I'll add the missing checks", "start_ms": 812000, "end_ms": 816500}]}`)
+	request, err := approval.NewRequest(candidate, approval.Request{RequestID: "task-request-0001", IntentID: "intent-0001", Title: "Add the missing checks"})
+	if err != nil {
+		panic(err)
+	}
+	approved, err := p.Approve(candidate, request)
+	if err != nil {
+		panic(err)
+	}
+	docs := send.Documents{Candidate: candidate, Request: request, Approval: approved}
+
+	// The executors' checks, run locally against their trusted approvers.
+	if _, err := send.Trusted(p.Trusted(), nil).Documents(docs); err != nil {
+		panic(err)
+	}
+	fmt.Println("local check: pass")
+
+	// A request edited after its approval no longer matches it.
 	edited := docs
-	edited.Request = read("request-changed.json")
-	_, err = send.Bindings().Documents(edited)
-	var refused *send.Refusal
-	if errors.As(err, &refused) {
-		fmt.Printf("edited request: refused at %s (%s); nothing published\n", refused.Check, refused.Path)
-	}
-
-	nc, err := nats.Connect(url)
+	edited.Request, err = approval.NewRequest(candidate, approval.Request{RequestID: "task-request-0001", IntentID: "intent-0001", Title: "Delete the checks"})
 	if err != nil {
 		panic(err)
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	if _, err := send.Bindings().Documents(edited); errors.Is(err, send.ErrRefused) {
+		fmt.Println("edited request: refused locally; nothing published")
+	}
+
+	js, err := p.Connect()
 	if err != nil {
 		panic(err)
 	}
@@ -78,42 +75,8 @@ func Example() {
 	}
 
 	// Output:
-	// local check: pass, intent intent-0001 (not checked: [signature expiry scope])
-	// edited request: refused at request_binding ($.approval.request.request_id); nothing published
+	// local check: pass
+	// edited request: refused locally; nothing published
 	// first send: created fake-task-0001; requests received 1, creates executed 1, tasks existing 1
 	// second send: replayed fake-task-0001; requests received 2, creates executed 1, tasks existing 1
-}
-
-// startPipeline starts what a deployment runs, in this process: a NATS
-// server with JetStream, the fake task service and one executor that
-// accepts unsigned approvals (the seed approval is unsigned).
-func startPipeline() (url string, stop func()) {
-	dir, err := os.MkdirTemp("", "send-example-")
-	if err != nil {
-		panic(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Host: "127.0.0.1", Port: -1, Logger: quiet})
-	if err != nil {
-		panic(err)
-	}
-	nc, err := nats.Connect(st.URL())
-	if err != nil {
-		panic(err)
-	}
-	ex, err := executor.New(nc, executor.Config{ID: "exec-1", Logger: quiet, TaskService: provider.NewClient(nc).TaskService(),
-		Gate: &gate.Checker{AllowUnsigned: true}})
-	if err != nil {
-		panic(err)
-	}
-	stopEx, err := ex.Start(context.Background())
-	if err != nil {
-		panic(err)
-	}
-	return st.URL(), func() {
-		_ = stopEx()
-		nc.Close()
-		_ = st.Close()
-		_ = os.RemoveAll(dir)
-	}
 }

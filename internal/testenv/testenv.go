@@ -100,10 +100,6 @@ func (e *Env) RestartService(dir string) {
 // (or stop is called) and returns it once it consumes.
 func (e *Env) Executor(cfg executor.Config) (ex *executor.Executor, stop func()) {
 	e.T.Helper()
-	nc, err := nats.Connect(e.URL(), nats.Name("test-executor"))
-	if err != nil {
-		e.T.Fatalf("connecting an executor: %v", err)
-	}
 	if cfg.Topology == (topology.Config{}) {
 		cfg.Topology = Topology
 	}
@@ -113,30 +109,17 @@ func (e *Env) Executor(cfg executor.Config) (ex *executor.Executor, stop func())
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 500 * time.Millisecond
 	}
-	if cfg.TaskService == nil {
-		c := provider.NewClient(nc)
-		c.Timeout = cfg.CallTimeout
-		cfg.TaskService = c.TaskService()
-	}
 	if cfg.Gate == nil {
 		// Tests send unsigned seed approvals unless they test signing.
 		cfg.Gate = &gate.Checker{AllowUnsigned: true}
 	}
-	ex, err = executor.New(nc, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ex, stopEx, err := e.Stack.StartExecutor(ctx, "test-executor", cfg)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stopRun, err := ex.Start(ctx)
-	if err != nil {
-		nc.Close()
-		e.T.Fatalf("starting an executor: %v", err)
-	}
-	stop = func() {
-		_ = stopRun()
-		nc.Close()
-	}
+	stop = func() { _ = stopEx() }
 	e.T.Cleanup(stop)
 	return ex, stop
 }

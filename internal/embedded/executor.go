@@ -1,0 +1,44 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/provider"
+)
+
+// StartExecutor starts an executor instance in this process on a NATS
+// connection of its own to the stack's server (named name), and returns
+// once it consumes (executor.Start; ctx bounds only that wait). Without
+// cfg.TaskService it calls the stack's fake task service over that
+// connection, each call bounded by cfg.CallTimeout. stop stops the
+// executor, then closes its connection; it may be called more than once.
+func (st *Stack) StartExecutor(ctx context.Context, name string, cfg executor.Config) (ex *executor.Executor, stop func() error, err error) {
+	nc, err := nats.Connect(st.URL(), nats.Name(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded: connecting executor %s: %w", name, err)
+	}
+	if cfg.TaskService == nil {
+		c := provider.NewClient(nc)
+		c.Timeout = cfg.CallTimeout
+		cfg.TaskService = c.TaskService()
+	}
+	ex, err = executor.New(nc, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("embedded: executor %s: %w", name, err)
+	}
+	stopRun, err := ex.Start(ctx)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("embedded: starting executor %s: %w", name, err)
+	}
+	return ex, func() error {
+		err := stopRun()
+		nc.Close()
+		return err
+	}, nil
+}
