@@ -34,4 +34,6 @@
 // The package must never make up an id that another send could carry,
 // never report a receipt that is not for its own message or that the
 // RECEIPTS stream did not store, and never create a consumer to wait.
+//
+// It must never import Pebble, nats-server or a test rig.
 package publish

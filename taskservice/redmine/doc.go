@@ -64,6 +64,7 @@
 // bounded (MaxConns). 5xx, 408, 429, timeouts and lost connections are
 // transient; 401, 403, 404 and 422 (with Redmine's "errors") permanent.
 //
-// It must never import anything of NATS or Pebble, nor any package of this
-// module but taskservice: an application uses it without internal/.
+// It must never import anything but the standard library and taskservice
+// (nothing of NATS or Pebble, nor another package of this module): an
+// application uses it without internal/.
 package redmine
