@@ -177,22 +177,6 @@ func (a *Adapter) Scope() string { return "each caller scope, in the collection 
 // CollectionURL is the normalized collection URL (it ends in "/").
 func (a *Adapter) CollectionURL() string { return a.normalized }
 
-// ResourceURL is the URL of the resource that holds the task of intentID
-// in the default scope.
-func (a *Adapter) ResourceURL(intentID string) (string, error) {
-	return a.ScopedResourceURL(taskservice.DefaultScope, intentID)
-}
-
-// ScopedResourceURL is the URL of the resource that holds the task of
-// (scope, intentID) (see ScopedResourceName).
-func (a *Adapter) ScopedResourceURL(scope, intentID string) (string, error) {
-	u, err := a.resourceURL(scope, intentID)
-	if err != nil {
-		return "", err
-	}
-	return u.String(), nil
-}
-
 func (a *Adapter) resourceURL(scope, intentID string) (*url.URL, error) {
 	name, err := ScopedResourceName(scope, intentID)
 	if err != nil {
