@@ -17,13 +17,14 @@
 // fails, printing the chain of imports, when a package reaches, directly or
 // through others, what its doc.go refuses. "Anything but" names all a
 // package may import itself; what an allowed package imports is for its own
-// doc.go to say. A few rules must stay stated (internal/canon, internal/queue
-// and taskservice import only the standard library, taskservice/redmine only
-// that and taskservice, internal/gate, internal/document and
-// internal/subjects nothing of NATS, internal/provider no document, gate or
-// sign, internal/metrics no gate, internal/executor no provider, the public
-// packages no Pebble, nats-server or test rig, the test rigs are imported by
-// no production package): a doc.go that drops one fails too.
+// doc.go to say. A few rules must stay stated, and a doc.go that drops one
+// fails too: internal/canon, internal/queue and taskservice import only the
+// standard library; taskservice/redmine only that, taskservice and the two
+// small packages it shares with caldav; internal/gate, internal/document and
+// internal/subjects nothing of NATS; internal/provider no document, gate or
+// sign; internal/metrics no gate; internal/executor no provider; the public
+// packages no Pebble, nats-server or test rig; and the test rigs are
+// imported by no production package.
 //
 // The package has no code of its own, and it must never import anything but
 // the standard library: it is a test.

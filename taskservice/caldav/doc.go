@@ -140,5 +140,6 @@
 //     no DUE without a due date.
 //
 // It must never import anything but the standard library, taskservice,
-// go-webdav, go-ical, internal/canon, internal/document and internal/redact.
+// go-webdav, go-ical, taskservice/internal/endpoint, internal/canon,
+// internal/document and internal/redact.
 package caldav
