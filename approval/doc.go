@@ -18,5 +18,5 @@
 // The package must never write a private key where others may read it,
 // never show a private key in a string, an error or a log, never return an
 // approval the executors' binding checks would refuse, and never import
-// anything of NATS or Pebble.
+// Pebble, nats-server or a test rig.
 package approval

@@ -77,4 +77,6 @@
 // never publish what a local check refused, never reuse a message id for
 // another send, never report a receipt that is not for its own message or
 // that the stream did not store, and never create a consumer to wait.
+//
+// It must never import Pebble, nats-server or a test rig.
 package send

@@ -8,7 +8,8 @@
 // The executor reaches every task service through Service and nothing else.
 // The fake task service over NATS is one implementation (in the provider
 // package of this module); the CalDAV adapter (package
-// taskservice/caldav) is another. A user connects their own system by
+// taskservice/caldav) and the Redmine adapter (package taskservice/redmine)
+// are two more. A user connects their own system by
 // writing a type with one method, Create, that keeps the contract below.
 //
 // # The contract
@@ -69,6 +70,7 @@
 // killed executor): then it lasts until the redelivery, whose answer
 // writes the ledger.
 //
-// This package must never import anything of NATS, of Pebble or of the rest
-// of this module: it is the line an adapter is written against.
+// This package must never import anything but the standard library (nothing
+// of NATS, of Pebble or of the rest of this module): it is the line an
+// adapter is written against.
 package taskservice

@@ -8,4 +8,7 @@
 // approved, and never write "approved" into the candidate itself: the approval
 // is a separate document with its own digest. Write never hands out an
 // approval that the gate's binding checks would refuse.
+//
+// It must never import the NATS client or Pebble: it writes documents and sends
+// nothing.
 package approve

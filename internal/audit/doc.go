@@ -65,4 +65,7 @@
 //
 // It only reads. It must never publish, ack, or call the task service's
 // create endpoint, so that running it cannot change what it measures.
+//
+// It must never import internal/embedded or nats-server: it reads a
+// deployment and never starts one.
 package audit

@@ -46,7 +46,8 @@
 // runs the task service as the provider command ("provider serve") or with
 // the embedded stack, and checks with the audit. It must never change
 // how an executor or the task service behaves to make a figure look better,
-// never report a figure from a run that failed its check, and never be
-// imported by a package the pipeline runs on (only by the publisher
-// command).
+// and never report a figure from a run that failed its check. No package
+// the pipeline runs on imports it (only the publisher command does).
+//
+// It must never import a test rig.
 package bench

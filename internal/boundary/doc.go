@@ -1,21 +1,31 @@
 // Package boundary holds the test that keeps the packages' nevers about
-// imports true. It reads the module's import graph (go list -deps -json) and
-// fails when a package reaches, directly or through others, a package its
-// doc.go says it must never import:
+// imports true. Every package of the module but the commands states in its
+// doc.go what it must never import, in a sentence the test reads:
 //
-//   - internal/canon and internal/subjects import only the standard library;
-//   - internal/gate and internal/document import nothing of NATS;
-//   - internal/provider imports no document, gate or sign;
-//   - internal/metrics imports no gate;
-//   - internal/executor imports no provider: it reaches task services only
-//     through taskservice;
-//   - taskservice, the public contract, imports only the standard library;
-//   - no production package imports a test rig (internal/testenv,
-//     internal/deploytest, internal/davtest, internal/redminetest).
+//	It must never import NATS, Pebble or a test rig.
+//	It must never import anything but the standard library and taskservice.
+//	It must never be imported by a production package.
 //
-// Each line is checked against the sentence that draws it in that package's
-// doc.go, so that neither can change without the other, and every package
-// but the commands has a doc.go that says what it must never do.
+// The words are few: NATS (anything of github.com/nats-io), the NATS
+// client, nats-server, Pebble, pgx, Prometheus, go-webdav, go-ical,
+// porcupine, the standard library, the rest of this module, a test rig (a
+// package that says it must never be imported by a production package), or
+// a package of the module by its path (internal/gate, taskservice). A doc.go
+// with no such sentence, or with a word the test does not know, fails it.
 //
-// The package has no code of its own and must never gain any: it is a test.
+// The test then reads the module's import graph (go list -deps -json) and
+// fails, printing the chain of imports, when a package reaches, directly or
+// through others, what its doc.go refuses. "Anything but" names all a
+// package may import itself; what an allowed package imports is for its own
+// doc.go to say. A few rules must stay stated, and a doc.go that drops one
+// fails too: internal/canon, internal/queue and taskservice import only the
+// standard library; taskservice/redmine only that, taskservice and the two
+// small packages it shares with caldav; internal/gate, internal/document and
+// internal/subjects nothing of NATS; internal/provider no document, gate or
+// sign; internal/metrics no gate; internal/executor no provider; the public
+// packages no Pebble, nats-server or test rig; and the test rigs are
+// imported by no production package.
+//
+// The package has no code of its own, and it must never import anything but
+// the standard library: it is a test.
 package boundary

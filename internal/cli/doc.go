@@ -9,4 +9,7 @@
 // the first SIGINT or SIGTERM shuts down in order, a second exits at once).
 //
 // It must never hold command logic; mains stay thin and call into internal/.
+//
+// It must never import Pebble or nats-server: a command that only sends
+// stays free of the server's parts.
 package cli

@@ -69,4 +69,7 @@
 // make an approval in another name than its signing key's owner (with
 // KeyOwner), and never answer a request that lacks an allowed host or the
 // session cookie.
+//
+// It must never import Pebble or nats-server: it is a client of the
+// pipeline, with a publisher's rights only.
 package console

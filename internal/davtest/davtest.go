@@ -6,18 +6,17 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/proctest"
 )
 
 // Kind names a CalDAV server.
@@ -81,9 +80,8 @@ type Server struct {
 	argv []string
 	env  []string
 
+	proc    proctest.Process
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
 	markers int
 }
 
@@ -105,7 +103,7 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 		Storage: filepath.Join(dir, "storage"),
 		LogFile: filepath.Join(dir, "server.log"),
 	}
-	port := freePort(t)
+	port := proctest.FreePort(t, "davtest")
 	s.BaseURL = "http://127.0.0.1:" + strconv.Itoa(port)
 	s.Client = &http.Client{}
 	if opts.TLS {
@@ -135,6 +133,8 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 		t.Fatalf("davtest: unknown server %q", k)
 	}
 	s.CollectionURL = s.BaseURL + s.CollectionPath
+	s.proc = proctest.Process{Rig: "davtest", Name: string(k), Argv: s.argv, Dir: dir, Env: s.env, OutFile: s.LogFile,
+		Grace: 5 * time.Second, Tails: func() string { return "its log:\n" + s.tail() }}
 	s.PrincipalURL = s.BaseURL + s.PrincipalPath
 	t.Cleanup(func() {
 		s.Stop()
@@ -196,64 +196,13 @@ mask_passwords = True
 	return path
 }
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("davtest: finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // start runs the command and waits until the server answers HTTP.
 func (s *Server) start() {
 	s.t.Helper()
-	log, err := os.OpenFile(s.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer log.Close()
-	cmd := exec.Command(s.argv[0], s.argv[1:]...)
-	cmd.Dir = s.dir
-	cmd.Env = s.env
-	cmd.Stdout = log
-	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("davtest: starting %s: %v", s.Kind, err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
-
-	deadline := time.Now().Add(15 * time.Second)
-	client := &http.Client{Timeout: time.Second, Transport: s.Client.Transport}
-	for {
-		select {
-		case <-exited:
-			s.t.Fatalf("davtest: %s exited while starting; its log:\n%s", s.Kind, s.tail())
-		default:
-		}
-		resp, err := client.Get(s.BaseURL + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("davtest: %s did not answer on %s within 15s: %v; its log:\n%s", s.Kind, s.BaseURL, err, s.tail())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	s.proc.Start(s.t, s.BaseURL+"/", &http.Client{Timeout: time.Second, Transport: s.Client.Transport}, 15*time.Second, 20*time.Millisecond)
 }
 
-func (s *Server) tail() string {
-	b, _ := os.ReadFile(s.LogFile)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
+func (s *Server) tail() string { return proctest.TailOf(s.LogFile, 4000) }
 
 // makeCollection makes the calendar collection (and, on Radicale, the
 // principal collection above it).
@@ -360,22 +309,7 @@ func (s *Server) do(method, path string, body []byte, h http.Header) (int, error
 
 // Stop stops the server (SIGTERM, then SIGKILL after 5 s). Its storage and
 // log stay. Stopping a stopped server does nothing.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-	}
-}
+func (s *Server) Stop() { s.proc.Stop() }
 
 // Restart stops the server and starts it again on the same port with the
 // same storage.
@@ -387,17 +321,7 @@ func (s *Server) Restart() {
 
 // Running reports whether the server's process is running.
 func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.exited:
-		return false
-	default:
-		return true
-	}
+	return s.proc.Running()
 }
 
 // ResourcePath is the path of the resource name in the collection.

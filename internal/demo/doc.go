@@ -21,4 +21,7 @@
 // It must never fake a row: each figure printed is read from a receipt, from
 // the fake task service's counters or from a real service's own listing at
 // that moment.
+//
+// It must never import a test rig or pgx: what it shows is the pipeline
+// as shipped.
 package demo

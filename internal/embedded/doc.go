@@ -8,4 +8,6 @@
 //
 // It must never start a server that acknowledges a stored message before it is
 // synced, and never listen beyond the address it is given.
+//
+// It must never import internal/executor or a test rig.
 package embedded

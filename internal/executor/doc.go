@@ -1,7 +1,8 @@
 // Package executor consumes approved requests from the APPROVALS stream and,
 // for each delivery, in this order: parses it strictly and runs the gate,
-// calls the task service over NATS keyed by the request's scope and intent
-// id (with the approval's not_after, which bounds how long the service must
+// calls the task service (through the taskservice contract: the fake task
+// service over NATS, a CalDAV collection or a Redmine project over HTTP)
+// keyed by the request's scope and intent id (with the approval's not_after, which bounds how long the service must
 // keep the key, and the request document itself, in the canonical form the
 // gate hashed, so that the service can check that the task it creates is
 // the approved one), publishes a task-receipt.v1 (naming the key's scope,
@@ -10,8 +11,8 @@
 // service answers as replayed: never a second task.
 //
 // It must never call the task service for a message the gate refused, never
-// ack a message before its receipt is stored, never reach the service but over
-// NATS, and never drop a message silently: a message that keeps failing ends in
+// ack a message before its receipt is stored, never reach the service but through
+// Config.TaskService, and never drop a message silently: a message that keeps failing ends in
 // the dead-letter stream with a dead_lettered receipt. The executors, not the
 // server, own the end of a message's life: the consumer never gives up on a
 // message, and a delivery past the budget (topology.Config.MaxDeliver) is
@@ -35,7 +36,7 @@
 // difference refuses to start, or stops taking deliveries and returns the
 // difference from Run.
 //
-// It must never import package provider: it reaches every task service,
+// It must never import internal/provider: it reaches every task service,
 // the fake one included, only through the taskservice contract
 // (Config.TaskService). Each call carries the request's provider and
 // destination; an executor serving several destinations gives the calls a

@@ -35,4 +35,7 @@
 // come back to the caller. A line that cannot be written is reported
 // (Recorder.Err, OnError) but never fails the call. Lines are not fsynced:
 // they survive the process, not the machine.
+//
+// It must never import anything but the standard library and taskservice:
+// it wraps any Service, whoever calls it.
 package history

@@ -51,4 +51,7 @@
 // Ensure creates or updates the bucket, file storage, replicated like the
 // streams; the executor provisions it beside the streams (serve, unless
 // --no-provision, and provision), and Open only finds it.
+//
+// It must never import Pebble, nats-server or internal/executor: the
+// executor keeps its ledger through it, not the other way round.
 package ledger

@@ -47,5 +47,6 @@
 // them.
 //
 // This package works on recorded histories only: it must never import NATS,
-// Pebble or anything that reaches a running service.
+// Pebble, internal/executor or internal/provider: nothing that reaches a
+// running service.
 package linearize

@@ -5,4 +5,6 @@
 // It must never open a connection, never retry anything, and never hold
 // anything of the pipeline (documents, streams, the task service): it knows a
 // *nats.Conn and nothing else.
+//
+// It must never import anything but the standard library and NATS.
 package natsconn

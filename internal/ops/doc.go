@@ -11,4 +11,7 @@
 // only and only read (the registry, the checks), and no check may run
 // unbounded (each gets CheckTimeout). It serves no secrets and must never be
 // the way into the process: no endpoint accepts a change.
+//
+// It must never import anything but the standard library and Prometheus:
+// it knows nothing of the pipeline it reports on.
 package ops

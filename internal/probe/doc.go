@@ -70,4 +70,7 @@
 // Rows that cannot be measured for a target (no way to lose a reply, no way
 // to delete) are unknown; a verdict with unknown rows and no unsafe one is
 // "not proven safe", never "safe".
+//
+// It must never import NATS or Pebble: it reaches a task service through
+// the taskservice contract alone.
 package probe

@@ -262,7 +262,8 @@
 //   - Create a task other than the one its request document holds, or act
 //     on a request that does not hash to the call's digest.
 //   - Guess a person or a date: unknown assignee and due date stay null.
-//   - Import package document, gate or sign: it knows a create call's
+//   - Import anything the gate reads documents with (it must never import
+//     internal/document, internal/gate or internal/sign): it knows a create call's
 //     fields (scope, intent id, request digest, task, not_after) and the
 //     members of the
 //     request document it compares them with, read with its own strict

@@ -7,4 +7,6 @@
 // It must never return any byte of those parts, also for a URL that does
 // not parse, and never fail: whatever it is given, it returns something safe
 // to print.
+//
+// It must never import anything but the standard library.
 package redact

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/proctest"
 )
 
 // recipe names the way a template is made; change it whenever prepare or
@@ -378,7 +379,7 @@ func run(app string, env []string, logFile string, argv ...string) error {
 	cmd.Stdout = log
 	cmd.Stderr = log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("redminetest: preparing Redmine: %s: %w; the end of its output:\n%s", strings.Join(argv, " "), err, tailOf(logFile, 3000))
+		return fmt.Errorf("redminetest: preparing Redmine: %s: %w; the end of its output:\n%s", strings.Join(argv, " "), err, proctest.TailOf(logFile, 3000))
 	}
 	return nil
 }
@@ -446,23 +447,4 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 		return err
 	}
 	return out.Close()
-}
-
-// tailOf returns the last n bytes of a file, or a note that it cannot be
-// read.
-func tailOf(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "(" + path + " does not exist)"
-	}
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	if len(b) > n {
-		b = b[len(b)-n:]
-		if i := strings.IndexByte(string(b), '\n'); i >= 0 && i < len(b)-1 {
-			b = b[i+1:]
-		}
-	}
-	return string(b)
 }

@@ -3,16 +3,15 @@ package redminetest
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/proctest"
 )
 
 // debianRedmine is where Debian's redmine package installs the application.
@@ -56,9 +55,7 @@ type Server struct {
 	pidFile string
 	page    int // issues per page of a listing; 0: 100
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	proc proctest.Process
 }
 
 // required are files of the packages Redmine needs here, with the
@@ -123,11 +120,14 @@ func Start(t testing.TB, opts Options) *Server {
 		OutFile:   filepath.Join(dir, "server.out"),
 		Dir:       dir,
 		t:         t,
-		port:      freePort(t),
+		port:      proctest.FreePort(t, "redminetest"),
 		env:       railsEnv(dir),
 		pidFile:   filepath.Join(dir, "server.pid"),
 	}
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.port)
+	s.proc = proctest.Process{Rig: "redminetest", Name: "Redmine",
+		Argv: []string{"bin/rails", "server", "-e", "production", "-b", "127.0.0.1", "-p", strconv.Itoa(s.port), "-P", s.pidFile},
+		Dir:  filepath.Join(dir, "app"), Env: s.env, OutFile: s.OutFile, Group: true, Grace: 10 * time.Second, Tails: s.tails}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -146,16 +146,6 @@ func Start(t testing.TB, opts Options) *Server {
 	return s
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("redminetest: finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startTimeout bounds a boot (about 3 s on two idle cores).
 const startTimeout = 90 * time.Second
 
@@ -163,74 +153,21 @@ const startTimeout = 90 * time.Second
 // HTTP.
 func (s *Server) start() {
 	s.t.Helper()
-	out, err := os.OpenFile(s.OutFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer out.Close()
 	os.Remove(s.pidFile)
-	cmd := exec.Command("bin/rails", "server", "-e", "production", "-b", "127.0.0.1", "-p", strconv.Itoa(s.port), "-P", s.pidFile)
-	cmd.Dir = filepath.Join(s.Dir, "app")
-	cmd.Env = s.env
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("redminetest: starting Redmine: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
-
-	deadline := time.Now().Add(startTimeout)
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		select {
-		case <-exited:
-			s.t.Fatalf("redminetest: Redmine exited while starting (%v).\n%s", cmd.ProcessState, s.tails())
-		default:
-		}
-		resp, err := client.Get(s.URL + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			s.t.Fatalf("redminetest: Redmine did not answer on %s within %s: %v\n%s", s.URL, startTimeout, err, s.tails())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.proc.Start(s.t, s.URL+"/", &http.Client{Timeout: 2 * time.Second}, startTimeout, 50*time.Millisecond)
 }
 
 // tails is the end of the server's output and of its request log, for a
 // failure's message.
 func (s *Server) tails() string {
 	return fmt.Sprintf("the end of Redmine's output (%s):\n%s\nthe end of Redmine's log (%s):\n%s",
-		s.OutFile, tailOf(s.OutFile, 2000), s.LogFile, tailOf(s.LogFile, 4000))
+		s.OutFile, proctest.TailOf(s.OutFile, 2000), s.LogFile, proctest.TailOf(s.LogFile, 4000))
 }
 
 // Stop stops the server: SIGTERM to its process group, SIGKILL after
 // 10 s. Its database and logs stay. Stopping a stopped server does
 // nothing.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	}
-}
+func (s *Server) Stop() { s.proc.Stop() }
 
 // Restart stops the server and starts it again on the same port with the
 // same database.
@@ -241,19 +178,7 @@ func (s *Server) Restart() {
 }
 
 // Running reports whether the server's process is running.
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (s *Server) Running() bool { return s.proc.Running() }
 
 // Rails runs Ruby code with bin/rails runner in the server's application,
 // on its database (the server may be running), and returns what it

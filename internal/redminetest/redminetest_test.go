@@ -194,9 +194,7 @@ func TestServer(t *testing.T) {
 	})
 
 	t.Run("a server that dies is reported with the end of its log", func(t *testing.T) {
-		s.mu.Lock()
-		pid := s.cmd.Process.Pid
-		s.mu.Unlock()
+		pid := s.proc.Pid()
 		syscall.Kill(-pid, syscall.SIGKILL)
 		for s.Running() {
 			time.Sleep(10 * time.Millisecond)

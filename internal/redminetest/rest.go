@@ -214,17 +214,6 @@ func (s *Server) CloseIssue(t testing.TB, id int) {
 	}
 }
 
-// SetMark changes (or, with "", clears) the issue's mark, as a person
-// editing the issue would.
-func (s *Server) SetMark(t testing.TB, id int, mark string) {
-	t.Helper()
-	code, b := s.Do(t, http.MethodPut, fmt.Sprintf("/issues/%d.json", id),
-		map[string]any{"issue": map[string]any{"custom_fields": []map[string]any{{"id": s.FieldID, "value": mark}}}})
-	if code != http.StatusNoContent && code != http.StatusOK {
-		t.Fatalf("redminetest: changing the mark of issue %d answered %d: %s", id, code, b)
-	}
-}
-
 // DeleteIssue deletes the issue; it fails the test unless Redmine answers
 // 204 (404 included: the issue was not there).
 func (s *Server) DeleteIssue(t testing.TB, id int) {

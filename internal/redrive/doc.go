@@ -18,4 +18,7 @@
 //
 // It only reads the DEADLETTERS stream; it never deletes or changes a dead
 // letter, so the record of the failure stays.
+//
+// It must never import internal/embedded or nats-server: it works on a
+// running deployment and never starts one.
 package redrive

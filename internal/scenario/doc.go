@@ -11,4 +11,7 @@
 // The files under testdata/ at the project root are this package's output,
 // kept current by its golden test (go test ./internal/scenario -update). It
 // must never be used to bypass the gate: it builds inputs, it decides nothing.
+//
+// It must never import the NATS client, Pebble or internal/executor: it builds
+// documents and runs nothing.
 package scenario

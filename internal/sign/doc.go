@@ -8,4 +8,7 @@
 // the caller scopes each approver may approve: only "default" when an entry
 // names none, every scope for ["*"]) for executors. It must never print, log or put into an error message any
 // private key material.
+//
+// It must never import NATS or Pebble: keys and signatures depend on no
+// transport and no store.
 package sign

@@ -9,8 +9,9 @@
 // executors' intent ledger on it, as the commands do.
 //
 // It is a test rig. Like the other rigs (internal/deploytest,
-// internal/davtest), it must never be imported by a production package: a
-// command or any package's non-test files (internal/boundary checks it).
+// internal/davtest, internal/redminetest, internal/proctest), it must never
+// be imported by a production package: a command or any package's non-test
+// files (internal/boundary checks it).
 // It must never weaken what it starts to make a test pass: the server
 // fsyncs before every ack as in production, and an executor started
 // without a gate policy accepts unsigned approvals only because tests say

@@ -18,4 +18,7 @@
 // executors call and where (TaskService: serve writes it at start), so that
 // status and verify read the service the pipeline uses. It never holds a
 // password or an API key.
+//
+// It must never import Pebble, nats-server or internal/executor: the
+// executor provisions through it, not the other way round.
 package topology

@@ -9,10 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/redact"
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/internal/endpoint"
 )
 
 // DefaultTimeout bounds one HTTP exchange when Config gives neither an
@@ -73,34 +72,9 @@ type Adapter struct {
 // New checks cfg and returns an adapter for its collection. It makes no
 // request; the first Create or Tasks does.
 func New(cfg Config) (*Adapter, error) {
-	if strings.TrimSpace(cfg.CollectionURL) == "" {
-		return nil, errors.New("caldav: CollectionURL is empty")
-	}
-	// The URL is shown only through redact.URL: its user information, query
-	// and fragment can carry a password or a token.
-	shown := redact.URL(cfg.CollectionURL)
-	u, err := url.Parse(cfg.CollectionURL)
+	n, err := endpoint.Parse("caldav: CollectionURL", "give them as Username and Password", cfg.CollectionURL)
 	if err != nil {
-		// url.Parse's error quotes the URL, or the piece that failed.
-		return nil, fmt.Errorf("caldav: CollectionURL %q does not parse as a URL", shown)
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-	default:
-		return nil, fmt.Errorf("caldav: CollectionURL %q: the scheme must be http or https", shown)
-	}
-	if u.User != nil {
-		// Not shown at all: a user with a password is refused as a whole.
-		return nil, errors.New("caldav: CollectionURL must not carry a user or password; give them as Username and Password")
-	}
-	if u.Host == "" || u.Hostname() == "" {
-		return nil, fmt.Errorf("caldav: CollectionURL %q names no host", shown)
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawFragment != "" {
-		return nil, fmt.Errorf("caldav: CollectionURL %q must not have a query or a fragment", shown)
-	}
-	if u.Opaque != "" {
-		return nil, fmt.Errorf("caldav: CollectionURL %q is not a hierarchical URL", shown)
+		return nil, err
 	}
 	if strings.Contains(cfg.Username, ":") {
 		return nil, errors.New("caldav: Username must not contain ':' (HTTP basic authentication cannot carry it)")
@@ -114,25 +88,7 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("caldav: MaxConns %d is negative", cfg.MaxConns)
 	}
-	n := normalize(u)
-
-	var client http.Client
-	if cfg.HTTPClient != nil {
-		client = *cfg.HTTPClient
-	} else {
-		client.Timeout = cfg.Timeout
-		if client.Timeout == 0 {
-			client.Timeout = DefaultTimeout
-		}
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxConnsPerHost = cfg.MaxConns
-		if t.MaxConnsPerHost == 0 {
-			t.MaxConnsPerHost = DefaultMaxConns
-		}
-		t.MaxIdleConnsPerHost = t.MaxConnsPerHost
-		client.Transport = t
-	}
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client := endpoint.Client(cfg.HTTPClient, cfg.Timeout, DefaultTimeout, cfg.MaxConns, DefaultMaxConns)
 
 	sum := sha256.Sum256([]byte(n.String()))
 	return &Adapter{
@@ -141,28 +97,8 @@ func New(cfg Config) (*Adapter, error) {
 		storeID:    "caldav-" + hex.EncodeToString(sum[:])[:16],
 		user:       cfg.Username,
 		pass:       cfg.Password,
-		client:     &client,
+		client:     client,
 	}, nil
-}
-
-// normalize returns u with a lower-case scheme and host, without a default
-// port, with a clean path that ends in "/".
-func normalize(u *url.URL) *url.URL {
-	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Host)
-	if h, p, err := net.SplitHostPort(host); err == nil {
-		if scheme == "http" && p == "80" || scheme == "https" && p == "443" {
-			host = h
-			if strings.Contains(h, ":") {
-				host = "[" + h + "]"
-			}
-		}
-	}
-	p := path.Clean("/" + u.Path)
-	if p != "/" {
-		p += "/"
-	}
-	return &url.URL{Scheme: scheme, Host: host, Path: p}
 }
 
 // StoreID names the scope in which intent ids are remembered: "caldav-"
@@ -176,22 +112,6 @@ func (a *Adapter) Scope() string { return "each caller scope, in the collection 
 
 // CollectionURL is the normalized collection URL (it ends in "/").
 func (a *Adapter) CollectionURL() string { return a.normalized }
-
-// ResourceURL is the URL of the resource that holds the task of intentID
-// in the default scope.
-func (a *Adapter) ResourceURL(intentID string) (string, error) {
-	return a.ScopedResourceURL(taskservice.DefaultScope, intentID)
-}
-
-// ScopedResourceURL is the URL of the resource that holds the task of
-// (scope, intentID) (see ScopedResourceName).
-func (a *Adapter) ScopedResourceURL(scope, intentID string) (string, error) {
-	u, err := a.resourceURL(scope, intentID)
-	if err != nil {
-		return "", err
-	}
-	return u.String(), nil
-}
 
 func (a *Adapter) resourceURL(scope, intentID string) (*url.URL, error) {
 	name, err := ScopedResourceName(scope, intentID)

@@ -138,4 +138,8 @@
 //     information, query or fragment (internal/redact).
 //   - Never guess: no ATTENDEE or assignee without an assignee reference,
 //     no DUE without a due date.
+//
+// It must never import anything but the standard library, taskservice,
+// go-webdav, go-ical, taskservice/internal/endpoint, internal/canon,
+// internal/document and internal/redact.
 package caldav

@@ -105,25 +105,25 @@ func ScopedResourceName(scope, intentID string) (string, error) {
 	return name, nil
 }
 
-// ScopeAndIntentFromResourceName reverses ScopedResourceName: a name
+// scopeAndIntentFromResourceName reverses ScopedResourceName: a name
 // without a scope is in taskservice.DefaultScope.
-func ScopeAndIntentFromResourceName(name string) (scope, intentID string, err error) {
+func scopeAndIntentFromResourceName(name string) (scope, intentID string, err error) {
 	scope, rest, ok := strings.Cut(name, scopeSeparator)
 	if !ok {
-		intentID, err = IntentIDFromResourceName(name)
+		intentID, err = intentIDFromResourceName(name)
 		return taskservice.DefaultScope, intentID, err
 	}
 	if !document.ValidScope(scope) || scope == taskservice.DefaultScope {
 		return "", "", fmt.Errorf("%w: %q does not start with a scope other than %s and %q", ErrResourceName, name, taskservice.DefaultScope, scopeSeparator)
 	}
-	intentID, err = IntentIDFromResourceName(rest)
+	intentID, err = intentIDFromResourceName(rest)
 	return scope, intentID, err
 }
 
-// IntentIDFromResourceName reverses ResourceName. It refuses every name
+// intentIDFromResourceName reverses ResourceName. It refuses every name
 // that ResourceName does not produce, so that one intent id has exactly one
 // name.
-func IntentIDFromResourceName(name string) (string, error) {
+func intentIDFromResourceName(name string) (string, error) {
 	enc, ok := strings.CutSuffix(name, ResourceSuffix)
 	if !ok || enc == "" || len(name) > MaxResourceNameBytes {
 		return "", fmt.Errorf("%w: %q is not an encoded intent id followed by %s", ErrResourceName, name, ResourceSuffix)

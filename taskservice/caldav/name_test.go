@@ -22,9 +22,9 @@ func TestResourceName(t *testing.T) {
 			t.Errorf("ResourceName(%q) = %q, %v; want %q", c.id, got, err, c.name)
 			continue
 		}
-		back, err := IntentIDFromResourceName(got)
+		back, err := intentIDFromResourceName(got)
 		if err != nil || back != c.id {
-			t.Errorf("IntentIDFromResourceName(%q) = %q, %v; want %q", got, back, err, c.id)
+			t.Errorf("intentIDFromResourceName(%q) = %q, %v; want %q", got, back, err, c.id)
 		}
 	}
 }
@@ -41,9 +41,9 @@ func TestResourceNameRefuses(t *testing.T) {
 		t.Errorf("an intent id one byte too long: %v", err)
 	}
 	for _, name := range []string{"", ".ics", "a", "a.ICS", "a~2f.ics", "a~41.ics", "a~4.ics", "a~.ics", "a b.ics", ".a.ics", "a/b.ics", "~2E~2E.ics"} {
-		if id, err := IntentIDFromResourceName(name); err == nil {
+		if id, err := intentIDFromResourceName(name); err == nil {
 			if again, _ := ResourceName(id); again != name {
-				t.Errorf("IntentIDFromResourceName(%q) = %q, which encodes to %q", name, id, again)
+				t.Errorf("intentIDFromResourceName(%q) = %q, which encodes to %q", name, id, again)
 			}
 		}
 	}
@@ -62,7 +62,7 @@ func FuzzResourceName(f *testing.F) {
 				t.Fatalf("ResourceName(%q) refused a short id: %v", id, err)
 			}
 		} else {
-			back, err := IntentIDFromResourceName(name)
+			back, err := intentIDFromResourceName(name)
 			if err != nil || back != id {
 				t.Fatalf("decode(encode(%q)) = %q, %v", id, back, err)
 			}
@@ -75,9 +75,9 @@ func FuzzResourceName(f *testing.F) {
 			}
 		}
 		// Read as a name: whatever decodes encodes back to itself.
-		if back, err := IntentIDFromResourceName(id); err == nil {
+		if back, err := intentIDFromResourceName(id); err == nil {
 			if again, err := ResourceName(back); err != nil || again != id {
-				t.Fatalf("IntentIDFromResourceName(%q) = %q, which encodes to %q, %v", id, back, again, err)
+				t.Fatalf("intentIDFromResourceName(%q) = %q, which encodes to %q, %v", id, back, again, err)
 			}
 		}
 	})
@@ -97,13 +97,13 @@ func TestScopedResourceName(t *testing.T) {
 			if err != nil || got != c.want {
 				t.Fatalf("ScopedResourceName(%q, %q) = %q, %v; want %q", c.scope, c.id, got, err, c.want)
 			}
-			scope, id, err := ScopeAndIntentFromResourceName(got)
+			scope, id, err := scopeAndIntentFromResourceName(got)
 			wantScope := c.scope
 			if wantScope == "" {
 				wantScope = "default"
 			}
 			if err != nil || scope != wantScope || id != c.id {
-				t.Errorf("ScopeAndIntentFromResourceName(%q) = %q, %q, %v; want %q, %q", got, scope, id, err, wantScope, c.id)
+				t.Errorf("scopeAndIntentFromResourceName(%q) = %q, %q, %v; want %q, %q", got, scope, id, err, wantScope, c.id)
 			}
 		})
 	}
@@ -120,7 +120,7 @@ func TestScopedResourceName(t *testing.T) {
 	}
 	for _, name := range []string{"default~~intent-1.ics", "Team~~intent-1.ics", "team-a~~.ics"} {
 		t.Run("the name "+name+" is not one ScopedResourceName makes", func(t *testing.T) {
-			if _, _, err := ScopeAndIntentFromResourceName(name); !errors.Is(err, ErrResourceName) {
+			if _, _, err := scopeAndIntentFromResourceName(name); !errors.Is(err, ErrResourceName) {
 				t.Errorf("%v; want ErrResourceName", err)
 			}
 		})

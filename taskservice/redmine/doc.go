@@ -64,6 +64,8 @@
 // bounded (MaxConns). 5xx, 408, 429, timeouts and lost connections are
 // transient; 401, 403, 404 and 422 (with Redmine's "errors") permanent.
 //
-// It must never import anything of NATS or Pebble, nor any package of this
-// module but taskservice: an application uses it without internal/.
+// It must never import anything but the standard library, taskservice,
+// taskservice/internal/endpoint and internal/redact (which reach only the
+// standard library): nothing of NATS or Pebble, nothing of the pipeline, so
+// that an application uses it alone.
 package redmine

@@ -85,7 +85,7 @@ func TestCheckClassifiesTheServersAnswers(t *testing.T) {
 			[]string{"422", "Subject cannot be blank; Tracker is invalid"}},
 		{"a 422 that echoes the API key is shown without it", 422, `{"errors":["key ` + apiKey + ` is odd"]}`, "", true, []string{"422", "key [API key] is odd"}},
 		{"a redirect is not followed and its target shown without its query", 302, ``, "https://login.example/sso?token=" + apiKey, true,
-			[]string{"302", "https://login.example/sso?…", "not followed"}},
+			[]string{"302", "https://login.example/sso?REDACTED", "not followed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var followed atomic.Int32

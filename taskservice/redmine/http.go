@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sendtwice/sendtwice/internal/redact"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -107,7 +108,7 @@ func (a *Adapter) statusError(method string, target *url.URL, what string, resp 
 	case code == http.StatusNotFound:
 		msg += ": not found, or not visible to the API key's user"
 	case code >= 300 && code < 400:
-		msg += fmt.Sprintf(" with a redirect to %q, which is not followed: configure Redmine's own URL", redactURL(resp.Header.Get("Location")))
+		msg += fmt.Sprintf(" with a redirect to %q, which is not followed: configure Redmine's own URL", redact.URL(resp.Header.Get("Location")))
 	}
 	return taskservice.Permanent(a.scrub(errors.New(msg)))
 }

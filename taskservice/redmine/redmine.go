@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
-	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/internal/endpoint"
 )
 
 // Defaults.
@@ -120,30 +119,9 @@ var (
 
 // New checks cfg's form and returns an adapter; it makes no request.
 func New(cfg Config) (*Adapter, error) {
-	if strings.TrimSpace(cfg.URL) == "" {
-		return nil, errors.New("redmine: URL is empty")
-	}
-	shown := redactURL(cfg.URL)
-	u, err := url.Parse(cfg.URL)
+	n, err := endpoint.Parse("redmine: URL", "give an API key", cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("redmine: URL %q does not parse as a URL", shown)
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-	default:
-		return nil, fmt.Errorf("redmine: URL %q: the scheme must be http or https", shown)
-	}
-	if u.User != nil {
-		return nil, errors.New("redmine: URL must not carry a user or password; give an API key")
-	}
-	if u.Host == "" || u.Hostname() == "" {
-		return nil, fmt.Errorf("redmine: URL %q names no host", shown)
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawFragment != "" {
-		return nil, fmt.Errorf("redmine: URL %q must not have a query or a fragment", shown)
-	}
-	if u.Opaque != "" {
-		return nil, fmt.Errorf("redmine: URL %q is not a hierarchical URL", shown)
+		return nil, err
 	}
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, errors.New("redmine: the API key is empty")
@@ -175,26 +153,8 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("redmine: MaxConns %d is negative", cfg.MaxConns)
 	}
-	n := normalize(u)
-
-	var client http.Client
-	if cfg.HTTPClient != nil {
-		client = *cfg.HTTPClient
-	} else {
-		client.Timeout = cfg.Timeout
-		if client.Timeout == 0 {
-			client.Timeout = DefaultTimeout
-		}
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxConnsPerHost = cfg.MaxConns
-		if t.MaxConnsPerHost == 0 {
-			t.MaxConnsPerHost = DefaultMaxConns
-		}
-		t.MaxIdleConnsPerHost = t.MaxConnsPerHost
-		client.Transport = t
-	}
 	// The API key stays with the configured server: never follow.
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client := endpoint.Client(cfg.HTTPClient, cfg.Timeout, DefaultTimeout, cfg.MaxConns, DefaultMaxConns)
 
 	a := &Adapter{
 		base:       n,
@@ -205,7 +165,7 @@ func New(cfg Config) (*Adapter, error) {
 		locks:      cfg.Locks,
 		lockTTL:    cfg.LockTTL,
 		lockPoll:   cfg.LockPoll,
-		client:     &client,
+		client:     client,
 	}
 	if a.lockTTL == 0 {
 		// Two HTTP exchanges (a lookup and a create) and 10 s to spare.
@@ -230,41 +190,6 @@ func New(cfg Config) (*Adapter, error) {
 }
 
 var projectRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
-
-// normalize returns u with a lower-case scheme and host, without a default
-// port, with a clean path that ends in "/".
-func normalize(u *url.URL) *url.URL {
-	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Host)
-	if h, p, err := net.SplitHostPort(host); err == nil {
-		if scheme == "http" && p == "80" || scheme == "https" && p == "443" {
-			host = h
-			if strings.Contains(h, ":") {
-				host = "[" + h + "]"
-			}
-		}
-	}
-	p := path.Clean("/" + u.Path)
-	if p != "/" {
-		p += "/"
-	}
-	return &url.URL{Scheme: scheme, Host: host, Path: p}
-}
-
-// redactURL shows a URL without its user information, query and fragment,
-// which can carry a password or a key.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(a URL that does not parse)"
-	}
-	u.User = nil
-	if u.RawQuery != "" || u.ForceQuery {
-		u.RawQuery, u.ForceQuery = "…", false
-	}
-	u.Fragment, u.RawFragment = "", ""
-	return u.String()
-}
 
 // StoreID names the scope in which keys are remembered (the project on
 // this server), as receipts carry it: "redmine-" and the first 16

@@ -1,0 +1,168 @@
+package proctest
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// FreePort returns a port on 127.0.0.1 that was free a moment ago. rig
+// starts the test's failure message ("davtest").
+func FreePort(t testing.TB, rig string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("%s: finding a free port: %v", rig, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Process is a server process, started and stopped again as often as a
+// test needs. Set its fields before the first Start.
+type Process struct {
+	// Rig and Name start the failure messages: "davtest: radicale ...".
+	Rig, Name string
+	// Argv, Dir and Env are the command's; its stdout and stderr are
+	// appended to OutFile.
+	Argv    []string
+	Dir     string
+	Env     []string
+	OutFile string
+	// Group runs the command in a process group of its own and signals
+	// the group (a server that forks workers).
+	Group bool
+	// Grace is how long Stop waits after SIGTERM before SIGKILL.
+	Grace time.Duration
+	// Tails says, for a failure's message, what the logs end with.
+	Tails func() string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Start runs the command and waits until url answers a GET through client
+// (any status), polling every poll; it fails the test when the process
+// exits first or when timeout passes (stopping the process).
+func (p *Process) Start(t testing.TB, url string, client *http.Client, timeout, poll time.Duration) {
+	t.Helper()
+	out, err := os.OpenFile(p.OutFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
+	cmd.Dir = p.Dir
+	cmd.Env = p.Env
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if p.Group {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: starting %s: %v", p.Rig, p.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("%s: %s exited while starting (%v).\n%s", p.Rig, p.Name, cmd.ProcessState, p.Tails())
+		default:
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			t.Fatalf("%s: %s did not answer on %s within %s: %v\n%s", p.Rig, p.Name, url, timeout, err, p.Tails())
+		}
+		time.Sleep(poll)
+	}
+}
+
+// Stop stops the process: SIGTERM, then SIGKILL after Grace. Stopping a
+// stopped process does nothing.
+func (p *Process) Stop() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	signal := func(sig syscall.Signal) {
+		if p.Group {
+			syscall.Kill(-cmd.Process.Pid, sig)
+		} else {
+			cmd.Process.Signal(sig)
+		}
+	}
+	signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(p.Grace):
+		signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// Running reports whether the process is running.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// TailOf returns the last n bytes of a file from a line's start, or a note
+// that it cannot be read.
+func TailOf(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "(" + path + " does not exist)"
+	}
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := strings.IndexByte(string(b), '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
+// Pid is the process's id, 0 when it is not started.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
