@@ -24,5 +24,7 @@
 // It must never listen off loopback, never leave a process, a server or a
 // file behind once the test (or Close) is done, never expose a type of
 // the module's internal packages, and never accept an approval its
-// reviewer did not sign.
+// reviewer did not sign; the module's commands leave it to tests.
+//
+// It must never import pgx or a test rig.
 package sendtest

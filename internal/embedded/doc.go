@@ -5,9 +5,11 @@
 // StartStack adds the fake task service over a Pebble store in the same
 // directory, unless told that the executors call another task service
 // (StackOptions.NoService): then no store is opened or made.
+// Stack.StartExecutor starts an executor on its own connection to the
+// stack, as the public test kit (sendtest) and the test rigs do.
 //
 // It must never start a server that acknowledges a stored message before it is
 // synced, and never listen beyond the address it is given.
 //
-// It must never import internal/executor or a test rig.
+// It must never import pgx or a test rig.
 package embedded
