@@ -74,13 +74,7 @@ func caldavCall(intent, destination string) taskservice.Request {
 
 func TestCalDAVDestinationFlags(t *testing.T) {
 	dir := t.TempDir()
-	file := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	file := func(name, content string) string { return writeFileIn(t, dir, name, content) }
 	const a, b, c = "http://127.0.0.1:5232/alice/tasks/", "http://127.0.0.1:5232/alice/team/", "http://127.0.0.1:5232/alice/ops/"
 	destFile := file("destinations", "# the team's calendars\n\nteam "+b+"\n  ops\t"+c+"\n")
 	for _, tc := range []struct {

@@ -61,10 +61,7 @@ func outageStack(t *testing.T, envelopes ...[]byte) (*testenv.Env, []publish.Sen
 
 func seedScenario(t *testing.T) *scenario.Seed {
 	t.Helper()
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	return s
 }
 

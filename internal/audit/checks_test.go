@@ -17,6 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -38,10 +39,7 @@ const auditedStore = "store-0123456789abcdef"
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	return &world{t: t, now: auditedAt, seed: s, first: map[string]provider.FirstResult{}, in: &audit.Input{
 		Messages:    map[uint64]document.Identity{},
 		Approvals:   map[uint64]audit.Message{},

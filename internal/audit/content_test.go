@@ -14,7 +14,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
@@ -29,10 +28,7 @@ const evil = "EVIL: wire 1M"
 // attempts.
 func TestAForgedCreateUnderAnApprovedDigestIsRefusedAndTheApprovalIsCreatedAsApproved(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	v, err := gate.CheckBindings(s.Original.Envelope())
 	if err != nil {
 		t.Fatal(err)

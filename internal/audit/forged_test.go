@@ -17,7 +17,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -128,10 +127,7 @@ func expectViolation(t *testing.T, rep audit.Report, says ...string) {
 func TestVerifyFailsOnATaskCreatedByCallingTheServiceDirectly(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	if rep := verify(t, env); !rep.OK {
 		t.Fatalf("verify failed before the direct call:\n%s", allViolations(rep))
@@ -148,10 +144,7 @@ func TestVerifyFailsOnATaskCreatedByCallingTheServiceDirectly(t *testing.T) {
 func TestVerifyPassesADirectCallOnlyWhenCallsFromOutsideAreAllowed(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	callService(t, env, s.NewIntent.Envelope(), "intent-outside", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -170,10 +163,7 @@ func TestVerifyPassesADirectCallOnlyWhenCallsFromOutsideAreAllowed(t *testing.T)
 
 func TestVerifyFailsWhenTheCallAndReceiptOfAMessageAreForAnotherIntent(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	// A message for intent-0001; the service records a call for intent-0002
 	// under its call reference, and RECEIPTS holds a receipt for
 	// intent-0002 at its sequence.
@@ -189,10 +179,7 @@ func TestVerifyFailsWhenTheCallAndReceiptOfAMessageAreForAnotherIntent(t *testin
 
 func TestVerifyFailsWhenAMessageTheGateRefusesHasACreatedReceiptAndACall(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	// Bound to another candidate: the executor's gate would refuse it.
 	var tampered []byte
 	for _, c := range s.TamperedCases() {
@@ -211,10 +198,7 @@ func TestVerifyFailsWhenAMessageTheGateRefusesHasACreatedReceiptAndACall(t *test
 func TestVerifyFailsWhenTheApprovalsStreamIsPurgedWhileItsRecordsAreYoung(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope())
 	st, err := env.JS.Stream(ctx5(t), topology.ApprovalsStream)
 	if err != nil {
@@ -229,10 +213,7 @@ func TestVerifyFailsWhenTheApprovalsStreamIsPurgedWhileItsRecordsAreYoung(t *tes
 func TestVerifyReportsAnUndecodableReceiptWithItsSequence(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	bad := storeRawReceipt(t, env, 1, "intent-0001", document.OutcomeCreated, []byte(`{"schema_version": "task-receipt.v1", "outcome": `))
 	sendAll(t, env, s.Original.Envelope())
@@ -253,10 +234,7 @@ func TestVerifyReportsAnUndecodableReceiptWithItsSequence(t *testing.T) {
 func TestVerifyFailsWhenAMessageForAnotherServiceHasACreatedReceipt(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

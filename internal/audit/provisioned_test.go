@@ -14,7 +14,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -87,10 +86,7 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
 			env.Executor(executor.Config{ID: "exec-1"})
-			s, err := scenario.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := testenv.Seed(t)
 			sendAll(t, env, s.Original.Envelope())
 			c.change(t, env)
 			rep := verify(t, env)
@@ -115,10 +111,7 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 func TestVerifyJudgesAgeByTheMaxAgeProvisionedNotALoweredOne(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope())
 	st, err := env.JS.Stream(ctx5(t), topology.ApprovalsStream)
 	if err != nil {
@@ -209,10 +202,7 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testing.T) {
 	env := testenv.Start(t)
 	_, stop := env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	dead := statusOnDeadLetters(t, env)
 	// The same look-alike in RECEIPTS, followed by a receipt, where a
@@ -258,10 +248,7 @@ func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
 func TestVerifyFailsOnAMessageWithACreatedAndADeadLetteredReceipt(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	rc := sendAll(t, env, s.Original.Envelope())[0]
 	if rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("outcome %s", rc.Outcome)
