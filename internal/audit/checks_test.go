@@ -204,6 +204,7 @@ func (w *world) purge() {
 	w.in.Stream.Msgs = 0
 }
 
+// failing lists the numbers of the checks that failed.
 func failing(rep audit.Report) []int {
 	var out []int
 	for _, c := range rep.Checks {
@@ -212,6 +213,15 @@ func failing(rep audit.Report) []int {
 		}
 	}
 	return out
+}
+
+// expectFailing fails the test unless the checks that fail in rep are
+// exactly those numbered fail.
+func expectFailing(t *testing.T, rep audit.Report, fail []int) {
+	t.Helper()
+	if got := failing(rep); !slices.Equal(got, fail) {
+		t.Fatalf("failing checks %v, want %v:\n%s", got, fail, violations(rep))
+	}
 }
 
 // violations lists the report's violations, each after its check's number.

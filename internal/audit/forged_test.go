@@ -101,22 +101,12 @@ func storeRawReceipt(t *testing.T, env *testenv.Env, seq uint64, intent, outcome
 	return ack.Sequence
 }
 
-func allViolations(rep audit.Report) string {
-	var b strings.Builder
-	for _, c := range rep.Checks {
-		for _, v := range c.Violations {
-			b.WriteString(strconv.Itoa(c.N) + ": " + v + "\n")
-		}
-	}
-	return b.String()
-}
-
 func expectViolation(t *testing.T, rep audit.Report, says ...string) {
 	t.Helper()
 	if rep.OK {
 		t.Fatal("verify passed")
 	}
-	all := allViolations(rep)
+	all := violations(rep)
 	for _, s := range says {
 		if !strings.Contains(all, s) {
 			t.Errorf("no violation says %q:\n%s", s, all)
@@ -130,7 +120,7 @@ func TestVerifyFailsOnATaskCreatedByCallingTheServiceDirectly(t *testing.T) {
 	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	if rep := verify(t, env); !rep.OK {
-		t.Fatalf("verify failed before the direct call:\n%s", allViolations(rep))
+		t.Fatalf("verify failed before the direct call:\n%s", violations(rep))
 	}
 
 	// A create with no approval message and no call reference.
@@ -154,7 +144,7 @@ func TestVerifyPassesADirectCallOnlyWhenCallsFromOutsideAreAllowed(t *testing.T)
 		t.Fatal(err)
 	}
 	if rep := audit.VerifyWith(in, audit.Options{AllowExternal: 1}); !rep.OK {
-		t.Fatalf("verify failed with one call from outside allowed:\n%s", allViolations(rep))
+		t.Fatalf("verify failed with one call from outside allowed:\n%s", violations(rep))
 	}
 	if rep := audit.VerifyWith(in, audit.Options{AllowExternal: 0}); rep.OK {
 		t.Fatal("verify passed with no call from outside allowed")

@@ -22,17 +22,6 @@ import (
 // back, or store in the streams what the pipeline never writes, on a real
 // stack, and expect verify to report it rather than pass or abort.
 
-// failingChecks lists the numbers of the checks that failed.
-func failingChecks(rep audit.Report) []int {
-	var out []int
-	for _, c := range rep.Checks {
-		if !c.OK {
-			out = append(out, c.N)
-		}
-	}
-	return out
-}
-
 func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 	updateStream := func(name string, change func(*jetstream.StreamConfig)) func(*testing.T, *testenv.Env) {
 		return func(t *testing.T, env *testenv.Env) {
@@ -91,13 +80,13 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 			c.change(t, env)
 			rep := verify(t, env)
 			expectViolation(t, rep)
-			all := allViolations(rep)
+			all := violations(rep)
 			for _, w := range c.says {
 				if !strings.Contains(all, w) {
 					t.Errorf("no violation says %q:\n%s", w, all)
 				}
 			}
-			if got := failingChecks(rep); !slices.Equal(got, []int{13}) {
+			if got := failing(rep); !slices.Equal(got, []int{13}) {
 				t.Errorf("failing checks %v, want [13]:\n%s", got, all)
 			}
 		})
@@ -226,9 +215,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 	if len(rep.Checks) != 14 {
 		t.Fatalf("%d checks ran, want all 14", len(rep.Checks))
 	}
-	if got := failingChecks(rep); !slices.Equal(got, []int{8, 14}) {
-		t.Fatalf("failing checks %v, want [8 14]:\n%s", got, allViolations(rep))
-	}
+	expectFailing(t, rep, []int{8, 14})
 }
 
 func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
@@ -254,7 +241,7 @@ func TestVerifyFailsOnAMessageWithACreatedAndADeadLetteredReceipt(t *testing.T) 
 		t.Fatalf("outcome %s", rc.Outcome)
 	}
 	if rep := verify(t, env); !rep.OK {
-		t.Fatalf("verify failed before the dead letter:\n%s", allViolations(rep))
+		t.Fatalf("verify failed before the dead letter:\n%s", violations(rep))
 	}
 	// A later delivery dead-letters the message its first one created, as
 	// an executor that did not look for the stored receipt did.
