@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,12 +35,7 @@ import (
 // password in the environment.
 func parseCalDAVFlags(t *testing.T, args ...string) *taskServiceFlags {
 	t.Helper()
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	ts := taskServiceFlagsVar(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
+	ts := parseTaskServiceFlags(t, args...)
 	ts.getenv = func(string) string { return "" }
 	return ts
 }
