@@ -27,6 +27,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -139,20 +140,8 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%s: %s", k, v.res)
-			files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := history.Read(files...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			answered := map[string]int{}
-			for _, c := range h.Calls {
-				if c.Answered {
-					answered[c.Outcome]++
-				}
-			}
+			h := readCallRecords(t, callsDir)
+			answered := answeredOutcomes(h)
 			dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
 			if err != nil {
 				t.Fatal(err)
@@ -223,10 +212,7 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 // same records with that replay turned into a create (a task made again),
 // or without the delete, are not.
 func TestCalDAVDeletesAreLinearizable(t *testing.T) {
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" a task deleted by its owner and then sent again is a linearizable replay marked deleted", func(t *testing.T) {
 			r := startDAVRig(t, k)
@@ -252,14 +238,7 @@ func TestCalDAVDeletesAreLinearizable(t *testing.T) {
 			r.send(t, s.Changed.Envelope())
 			r.send(t, s.NewIntent.Envelope())
 
-			files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := history.Read(files...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := readCallRecords(t, callsDir)
 			marked := slices.IndexFunc(h.Calls, func(c history.Call) bool { return c.Answered && c.TaskDeleted })
 			if marked < 0 {
 				t.Fatalf("no recorded call was replayed with the deleted mark: %+v", h.Calls)
@@ -291,4 +270,29 @@ func TestCalDAVDeletesAreLinearizable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readCallRecords reads every executor's call record in callsDir.
+func readCallRecords(t *testing.T, callsDir string) history.History {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Read(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// answeredOutcomes counts the answered calls of h by outcome.
+func answeredOutcomes(h history.History) map[string]int {
+	answered := map[string]int{}
+	for _, c := range h.Calls {
+		if c.Answered {
+			answered[c.Outcome]++
+		}
+	}
+	return answered
 }

@@ -266,10 +266,7 @@ func ptr(s *string) string {
 }
 
 func TestCalDAVTheSeedsLineCountsTwoOneOneOnTheServer(t *testing.T) {
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("two publisher processes send one approval to "+string(k)+": created, replayed, 2 calls received, one 201, one VTODO", func(t *testing.T) {
 			r := startDAVRig(t, k)
@@ -295,10 +292,7 @@ func TestCalDAVTheSeedsLineCountsTwoOneOneOnTheServer(t *testing.T) {
 }
 
 func TestCalDAVAChangedRequestConflictsAndTwoIntentsMakeTwoTasks(t *testing.T) {
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" a changed request under one intent conflicts and leaves the first VTODO byte for byte; another intent with the same content is a second VTODO", func(t *testing.T) {
 			r := startDAVRig(t, k)
@@ -344,10 +338,7 @@ func TestCalDAVAChangedRequestConflictsAndTwoIntentsMakeTwoTasks(t *testing.T) {
 
 func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *testing.T) {
 	const copies = 64
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run(fmt.Sprintf("on %s %d concurrent deliveries of one approval across three executor processes get one 201", k, copies), func(t *testing.T) {
 			r := startDAVRig(t, k)
@@ -362,26 +353,7 @@ func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *t
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			r.awaitPullers(ctx, t, 3)
-			seqs := make([]uint64, copies)
-			var wg sync.WaitGroup
-			errs := make(chan error, copies)
-			for i := range copies {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sent, err := testenv.Publish(ctx, r.env.JS, s.Original.Envelope())
-					if err != nil {
-						errs <- err
-						return
-					}
-					seqs[i] = sent.StreamSeq
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatalf("publishing: %v", err)
-			}
+			seqs := publishCopies(ctx, t, r.env.JS, s.Original.Envelope(), copies)
 			byseq := awaitReceipts(t, r.env, seqs, 60*time.Second)
 			outcomes := map[string]int{}
 			executors := map[string]int{}
@@ -417,10 +389,7 @@ func TestCalDAVSixtyFourDeliveriesOfOneIntentAcrossThreeExecutorsCreateOnce(t *t
 }
 
 func TestCalDAVALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" the reply to the PUT is lost, the redelivery is replayed and the server holds one VTODO", func(t *testing.T) {
 			r := startDAVRig(t, k)
@@ -483,27 +452,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 			// The batch is spread over about a second and a half; the
 			// server restarts once a few receipts are in.
 			pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
-			for {
-				n, err := audit.CountReceipts(ctx, r.env.JS)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n[document.OutcomeCreated] >= 3 {
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatal("no receipts before the restart")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			r.srv.Restart()
-			restartedAfter, err := audit.CountReceipts(ctx, r.env.JS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if restartedAfter[document.OutcomeCreated] >= batch {
-				t.Fatalf("all %d receipts were in when the server was back: the restart was not mid-run", batch)
-			}
+			restartedAfter := restartMidRun(ctx, t, r.env.JS, batch, "the server", r.srv.Restart)
 			if err := <-pub.done; err != nil {
 				t.Fatalf("publishing: %v", err)
 			}
@@ -536,7 +485,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 				}
 			}
 			t.Logf("%s: restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; %d PUTs for %d intents; %d VTODOs listed, %d stored",
-				k, restartedAfter[document.OutcomeCreated], outcomes, redelivered, len(dead), puts, batch, l.VTODOs, len(r.srv.StoredNames()))
+				k, restartedAfter, outcomes, redelivered, len(dead), puts, batch, l.VTODOs, len(r.srv.StoredNames()))
 			if len(dead) != 0 {
 				t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
 			}
@@ -551,10 +500,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 }
 
 func TestCalDAVATaskDeletedByAUserIsReplayedAsDeletedAndNotCreatedAgain(t *testing.T) {
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" a resend after a calendar app deleted the task is replayed from the intent ledger and creates nothing", func(t *testing.T) {
 			r := startDAVRig(t, k)
@@ -622,10 +568,7 @@ func handMadeTodo(uid, intent string) []byte {
 }
 
 func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" verify holds after a clean run and names the intent of a task added by hand", func(t *testing.T) {
 			r := startDAVRig(t, k)
@@ -690,4 +633,62 @@ func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// restartMidRun waits until the first few receipts of a batch of size batch
+// say created, restarts the task service with restart, and fails the test
+// if every receipt of the batch was in by then (named for the service, as
+// server): the restart was not mid-run. It returns how many said created
+// when the service was back.
+func restartMidRun(ctx context.Context, t *testing.T, js jetstream.JetStream, batch int, server string, restart func()) int64 {
+	t.Helper()
+	for {
+		n, err := audit.CountReceipts(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[document.OutcomeCreated] >= 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no receipts before the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	restart()
+	restartedAfter, err := audit.CountReceipts(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restartedAfter[document.OutcomeCreated] >= int64(batch) {
+		t.Fatalf("all %d receipts were in when %s was back: the restart was not mid-run", batch, server)
+	}
+	return restartedAfter[document.OutcomeCreated]
+}
+
+// publishCopies publishes n copies of envelope at once, as n senders would,
+// and returns their stream sequences.
+func publishCopies(ctx context.Context, t *testing.T, js jetstream.JetStream, envelope []byte, n int) []uint64 {
+	t.Helper()
+	seqs := make([]uint64, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent, err := testenv.Publish(ctx, js, envelope)
+			if err != nil {
+				errs <- err
+				return
+			}
+			seqs[i] = sent.StreamSeq
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("publishing: %v", err)
+	}
+	return seqs
 }

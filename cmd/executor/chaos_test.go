@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/audit"
@@ -289,15 +288,7 @@ func TestChaos(t *testing.T) {
 	count := func(name string) { fmu.Lock(); faults[name]++; fmu.Unlock() }
 
 	natsProc := supervise(t, "nats", func() *exec.Cmd { return roleCmd("nats", filepath.Join(dir, "nats"), url, port) })
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testenv.Connect(t, url, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
 	topo := topology.Config{AckWait: 2 * time.Second, MaxDeliver: 20, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
 	waitFor(t, 20*time.Second, "the topology", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

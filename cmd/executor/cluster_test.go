@@ -297,16 +297,7 @@ func TestClusterThreeNodesR3SurvivesANodeKilledAndRestarted(t *testing.T) {
 	})
 	formed := time.Since(began)
 
-	nc, err := nats.Connect(servers, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.ReconnectWait(100*time.Millisecond), nats.Name("cluster-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testenv.Connect(t, servers, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond), nats.Name("cluster-test"))
 
 	// The topology at three replicas, exactly as the executors set it up
 	// (--replicas 3 --ack-wait 2s --max-deliver 10).

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -61,10 +60,7 @@ func TestServeStopsWhenItsConsumerIsRewrittenWhileItRuns(t *testing.T) {
 		done <- run(context.Background(), []string{"serve", "--server", env.URL(), "--insecure-allow-unsigned", "--no-provision", "--id", "exec-1",
 			"--consumer-check", "1s"}, io.Discard, &errOut)
 	}()
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	rc, err := demo.SendAndWait(context.Background(), env.JS, s.Original.Envelope(), 30*time.Second)
 	if err != nil {
 		t.Fatalf("sending before the rewrite: %v\n%s", err, errOut.String())

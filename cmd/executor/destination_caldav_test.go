@@ -9,6 +9,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -25,10 +26,7 @@ func TestApprovalsAreCarriedOutOnlyInTheDestinationTheyNameOnACalDAVServer(t *te
 	}
 	p := r.executor(t, r.srv.CollectionURL, "exec-dest", "--destination", "team="+r.srv.BaseURL+teamPath, "--log-level", "info")
 
-	seed, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed := testenv.Seed(t)
 	elsewhere, err := scenario.CalDAV.At("ops").Generate(scenario.Candidate(), "ops", 1)
 	if err != nil {
 		t.Fatal(err)

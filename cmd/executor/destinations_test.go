@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,12 +35,7 @@ import (
 // password in the environment.
 func parseCalDAVFlags(t *testing.T, args ...string) *taskServiceFlags {
 	t.Helper()
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	ts := taskServiceFlagsVar(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
+	ts := parseTaskServiceFlags(t, args...)
 	ts.getenv = func(string) string { return "" }
 	return ts
 }
@@ -74,13 +68,7 @@ func caldavCall(intent, destination string) taskservice.Request {
 
 func TestCalDAVDestinationFlags(t *testing.T) {
 	dir := t.TempDir()
-	file := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	file := func(name, content string) string { return writeFileIn(t, dir, name, content) }
 	const a, b, c = "http://127.0.0.1:5232/alice/tasks/", "http://127.0.0.1:5232/alice/team/", "http://127.0.0.1:5232/alice/ops/"
 	destFile := file("destinations", "# the team's calendars\n\nteam "+b+"\n  ops\t"+c+"\n")
 	for _, tc := range []struct {

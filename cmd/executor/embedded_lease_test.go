@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 // inProcess is "executor serve --embedded" running in this test's process.
@@ -59,16 +60,9 @@ func serveEmbedded(t *testing.T, args ...string) *inProcess {
 
 func TestAnEmbeddedExecutorWhoseTaskServiceLosesItsLeaseStops(t *testing.T) {
 	p := serveEmbedded(t, "--insecure-allow-unsigned", "--log-level", "warn")
-	nc, err := nats.Connect(p.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.Connect(t, p.url)
 	var kv jetstream.KeyValue
+	var err error
 	waitFor(t, 30*time.Second, "the embedded task service's lease", func() bool {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -14,7 +14,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
@@ -49,10 +48,7 @@ func TestTheLinearizabilityCheckFailsAndNamesTheIntentWhenTheServiceBreaksTheCon
 		{name: "a service that creates on every call fails naming the intent", unsafe: true},
 		{name: "a service that replays with a wrong task id fails naming the intent", bug: wrongTaskOnReplay},
 	}
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := testenv.StartWith(t, embedded.StackOptions{UnsafeCreateEveryCall: tt.unsafe})

@@ -105,10 +105,7 @@ func receiptFor(t *testing.T, js jetstream.JetStream, intent string, seq uint64)
 }
 
 func TestAnExecutorKilledBetweenTheCallAndTheAckLeadsToAReplay(t *testing.T) {
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	for _, point := range []string{"after-call", "after-receipt", "before-ack"} {
 		t.Run("killed "+point+", the redelivery is replayed", func(t *testing.T) {
 			env := testenv.Start(t)
@@ -269,19 +266,7 @@ func TestThreeExecutorProcessesShareOneConsumer(t *testing.T) {
 func TestServeDrainsAndExitsCleanlyOnSIGTERM(t *testing.T) {
 	env := testenv.Start(t)
 	p := startExecutor(t, env.URL(), "exec-1")
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sent, err := testenv.Publish(ctx, env.JS, s.Original.Envelope())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rc := receiptFor(t, env.JS, sent.IntentID, sent.StreamSeq); rc.Outcome != document.OutcomeCreated {
-		t.Fatalf("receipt %s, want created", rc.Outcome)
-	}
+	sendSeedCreated(t, env)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

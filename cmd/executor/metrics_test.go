@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 // httpGet fetches url with a short timeout.
@@ -115,10 +115,7 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 	}
 
 	// Send the seed approval twice, from two separate publisher processes.
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	file := filepath.Join(dir, "envelope.json")
 	if err := os.WriteFile(file, s.Original.Envelope(), 0o600); err != nil {
 		t.Fatal(err)

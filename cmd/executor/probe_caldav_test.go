@@ -8,8 +8,6 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -202,13 +200,7 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 	}
 	s := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
 	dir := t.TempDir()
-	writeFile := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	writeFile := func(name, content string) string { return writeFileIn(t, dir, name, content) }
 	base := []string{"--task-service", "caldav", "--caldav-url", s.CollectionURL, "--caldav-user", user, "--concurrency", "4", "--yes"}
 
 	t.Run("the password from --caldav-password-file", func(t *testing.T) {

@@ -138,15 +138,11 @@ func TestProbeAgainstAServiceWithoutFaultsDoesNotProveItSafe(t *testing.T) {
 	if exitCode(err) != 1 || !errors.Is(err, errSilent) {
 		t.Fatalf("probe ended with %v (exit %d), want exit 1\n%s%s", err, exitCode(err), out, errOut)
 	}
-	for _, want := range []string{
+	expectLines(t, "the report", out,
 		"a lost reply, then a retry: a lost reply could not be arranged: the fake task service has no fault switch",
 		"verdict: not proven safe for at-least-once delivery",
 		"  - not measured: a lost reply, then a retry",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the report lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }
 
 func TestProbeRefusesBadFlags(t *testing.T) {
@@ -206,5 +202,16 @@ func TestProbeEmbeddedPrintsTheGoldenTable(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("probe --embedded printed, unlike %s (-update-probe rewrites it):\n%s", path, got)
+	}
+}
+
+// expectLines fails the test, naming what printed out, for each of wants
+// that out does not contain.
+func expectLines(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
 	}
 }

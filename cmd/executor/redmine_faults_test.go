@@ -375,20 +375,8 @@ func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := history.Read(files...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	answered := map[string]int{}
-	for _, c := range h.Calls {
-		if c.Answered {
-			answered[c.Outcome]++
-		}
-	}
+	h := readCallRecords(t, callsDir)
+	answered := answeredOutcomes(h)
 	outcomes := map[string]int{}
 	for _, seq := range seqs {
 		if len(byseq[seq]) > 0 {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,23 +33,14 @@ const redmineKey = "REDMINE-KEY-7d31e0"
 // env (nil: empty).
 func parseRedmineTS(t *testing.T, env map[string]string, args ...string) *taskServiceFlags {
 	t.Helper()
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	ts := taskServiceFlagsVar(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
+	ts := parseTaskServiceFlags(t, args...)
 	ts.getenv = func(k string) string { return env[k] }
 	return ts
 }
 
 func writeTestFile(t *testing.T, name, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeFileIn(t, t.TempDir(), name, content)
 }
 
 const redmineURL = "http://127.0.0.1:1/"
@@ -366,10 +356,7 @@ func TestRedmineCallsShareABoundedNumberOfConnections(t *testing.T) {
 // wrong API key stops it with Redmine's 401.
 func TestServeRefusesARedmineWithoutTheKeyField(t *testing.T) {
 	redminetest.Require(t)
-	s, err := scenario.Redmine.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.Redmine)
 	srv := redminetest.Start(t, redminetest.Options{})
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

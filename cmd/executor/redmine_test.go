@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -183,10 +182,7 @@ func verifyRedmine(t *testing.T, r *redmineRig) (string, error) {
 
 func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
-	s, err := scenario.Redmine.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.Redmine)
 	r := startRedmineRig(t)
 	r.executor(t, r.srv.URL, "exec-1", patient...)
 	first := sendByProcess(t, r.env.URL(), s.Original.Envelope())
@@ -212,10 +208,7 @@ func TestRedmineTheSeedsStoryCreatesOneIssueAndReplaysIt(t *testing.T) {
 
 func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
-	s, err := scenario.Redmine.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.Redmine)
 	r := startRedmineRig(t)
 	r.executor(t, r.srv.URL, "exec-1", patient...)
 	created := sendAndWait(t, r.env, s.Original.Envelope())
@@ -243,10 +236,7 @@ func TestRedmineAChangedRequestUnderTheSameKeyConflictsAndChangesNothing(t *test
 func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const copies = 64
-	s, err := scenario.Redmine.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.Redmine)
 	r := startRedmineRig(t)
 	// Each instance takes at most 22 deliveries at once, so that all three
 	// share the 64; the deliveries that find the key locked wait for it
@@ -257,26 +247,7 @@ func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	awaitPullers(ctx, t, r.env, 3)
-	seqs := make([]uint64, copies)
-	var wg sync.WaitGroup
-	errs := make(chan error, copies)
-	for i := range copies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sent, err := testenv.Publish(ctx, r.env.JS, s.Original.Envelope())
-			if err != nil {
-				errs <- err
-				return
-			}
-			seqs[i] = sent.StreamSeq
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("publishing: %v", err)
-	}
+	seqs := publishCopies(ctx, t, r.env.JS, s.Original.Envelope(), copies)
 	byseq := awaitReceipts(t, r.env, seqs, 90*time.Second)
 	outcomes, executors := map[string]int{}, map[string]int{}
 	for _, seq := range seqs {
@@ -308,10 +279,7 @@ func TestRedmineSixtyFourDeliveriesAcrossThreeExecutorsMakeOneIssue(t *testing.T
 
 func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
-	s, err := scenario.Redmine.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.Redmine)
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)
 	viaProxy := proxy.Rewrite(r.srv.URL)
@@ -368,27 +336,7 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	defer cancel()
 	awaitPullers(ctx, t, r.env, 2)
 	pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
-	for {
-		n, err := audit.CountReceipts(ctx, r.env.JS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n[document.OutcomeCreated] >= 3 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no receipts before the restart")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.srv.Restart()
-	restartedAfter, err := audit.CountReceipts(ctx, r.env.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if restartedAfter[document.OutcomeCreated] >= batch {
-		t.Fatalf("all %d receipts were in when Redmine was back: the restart was not mid-run", batch)
-	}
+	restartedAfter := restartMidRun(ctx, t, r.env.JS, batch, "Redmine", r.srv.Restart)
 	if err := <-pub.done; err != nil {
 		t.Fatalf("publishing: %v", err)
 	}
@@ -413,7 +361,7 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	received, created := r.srv.Posts()
 	c := r.issues(t)
 	t.Logf("restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; Redmine's log: %d POSTs, %d answered 201; %d issues listed",
-		restartedAfter[document.OutcomeCreated], outcomes, redelivered, len(dead), received, created, c.total)
+		restartedAfter, outcomes, redelivered, len(dead), received, created, c.total)
 	for _, intent := range intents {
 		if n := len(c.byIntent[intent]); n != 1 {
 			t.Errorf("intent %s has %d issues %v, want 1", intent, n, c.byIntent[intent])

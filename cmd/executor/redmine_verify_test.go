@@ -44,10 +44,7 @@ func runRedmineVerify(t *testing.T, env *testenv.Env, srv *redminetest.Server) (
 // receipt names is reported.
 func TestVerifyOfARealRedmine(t *testing.T) {
 	redminetest.Require(t)
-	s, err := scenario.Redmine.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.Redmine)
 	srv := redminetest.Start(t, redminetest.Options{})
 	env := testenv.Start(t)
 	t.Setenv(redmineAPIKeyEnv, srv.APIKey) // the executor process inherits it

@@ -61,10 +61,7 @@ func outageStack(t *testing.T, envelopes ...[]byte) (*testenv.Env, []send.Sent) 
 
 func seedScenario(t *testing.T) *scenario.Seed {
 	t.Helper()
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	return s
 }
 
@@ -73,6 +70,22 @@ func redriveCmd(env *testenv.Env, args ...string) (stdout, stderr string, err er
 	var out, errOut bytes.Buffer
 	err = run(context.Background(), append([]string{"redrive", "--server", env.URL()}, args...), &out, &errOut)
 	return out.String(), errOut.String(), err
+}
+
+// redriveAll runs redrive --all and fails the test unless it succeeds and
+// adds exactly added messages to APPROVALS (as want says); it returns what
+// redrive printed.
+func redriveAll(t *testing.T, env *testenv.Env, added uint64, want string) string {
+	t.Helper()
+	before := approvalsLastSeq(t, env)
+	out, errOut, err := redriveCmd(env, "--all", "--wait", "30s")
+	if err != nil {
+		t.Fatalf("redrive --all: %v\n%s%s", err, out, errOut)
+	}
+	if after := approvalsLastSeq(t, env); after != before+added {
+		t.Fatalf("APPROVALS went from %d to %d, want %s:\n%s", before, after, want, out)
+	}
+	return out
 }
 
 func approvalsLastSeq(t *testing.T, env *testenv.Env) uint64 {
@@ -200,14 +213,7 @@ func TestRedriveAllRepublishesEachDeadLetterOnceAndSkipsThemNextTime(t *testing.
 	s := seedScenario(t)
 	env, sends := outageStack(t, s.Original.Envelope(), s.NewIntent.Envelope())
 	before := approvalsLastSeq(t, env)
-
-	out, errOut, err := redriveCmd(env, "--all", "--wait", "30s")
-	if err != nil {
-		t.Fatalf("redrive --all: %v\n%s%s", err, out, errOut)
-	}
-	if after := approvalsLastSeq(t, env); after != before+2 {
-		t.Fatalf("APPROVALS went from %d to %d, want two new messages:\n%s", before, after, out)
-	}
+	out := redriveAll(t, env, 2, "two new messages")
 	// The dead letters are in the order the messages failed in.
 	redriven := regexp.MustCompile(`(?m)^redriven: dead letter (\d+) \(approvals message (\d+), intent (\S+)\) as approvals message (\d+)$`).FindAllStringSubmatch(out, -1)
 	if len(redriven) != 2 {
@@ -232,7 +238,7 @@ func TestRedriveAllRepublishesEachDeadLetterOnceAndSkipsThemNextTime(t *testing.
 		t.Errorf("%d created receipts printed, want 2:\n%s", n, out)
 	}
 
-	out, errOut, err = redriveCmd(env, "--all")
+	out, errOut, err := redriveCmd(env, "--all")
 	if err != nil {
 		t.Fatalf("second redrive --all: %v\n%s%s", err, out, errOut)
 	}
@@ -368,15 +374,7 @@ func TestRedriveAllRepublishesAMessageWithTwoDeadLettersOnce(t *testing.T) {
 	if _, err := env.JS.PublishMsg(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	before := approvalsLastSeq(t, env)
-
-	out, errOut, err := redriveCmd(env, "--all", "--wait", "30s")
-	if err != nil {
-		t.Fatalf("redrive --all: %v\n%s%s", err, out, errOut)
-	}
-	if after := approvalsLastSeq(t, env); after != before+1 {
-		t.Fatalf("APPROVALS went from %d to %d, want one new message:\n%s", before, after, out)
-	}
+	out := redriveAll(t, env, 1, "one new message")
 	want := fmt.Sprintf("skipped: dead letter %d (approvals message %d, intent %s): dead letter %d of the same message is redriven",
 		dls[0].Seq+1, sends[0].StreamSeq, sends[0].IntentID, dls[0].Seq)
 	if !strings.Contains(out, want) {

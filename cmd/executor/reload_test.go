@@ -11,13 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 func TestARevokedReviewersApprovalIsRejectedAtSignatureAfterSIGHUPWithoutARestart(t *testing.T) {
@@ -32,15 +30,7 @@ func TestARevokedReviewersApprovalIsRejectedAtSignatureAfterSIGHUPWithoutARestar
 		t.Fatal(err)
 	}
 	p := serveEmbedded(t, "--trusted-approvers", trusted, "--id", "exec-reload", "--log-level", "info")
-	nc, err := nats.Connect(p.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.Connect(t, p.url)
 	seed, err := scenario.BuildSigned(reviewer, time.Now().UTC().Add(-time.Minute), time.Hour)
 	if err != nil {
 		t.Fatal(err)

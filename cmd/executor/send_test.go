@@ -11,7 +11,6 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
@@ -26,10 +25,7 @@ func sendCmd(args ...string) (stdout, stderr string, err error) {
 func TestSendPublishesAStoredEnvelopeTwiceAndTheSecondReceiptSaysReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	file := filepath.Join(t.TempDir(), "envelope.json")
 	if err := os.WriteFile(file, s.Original.Envelope(), 0o600); err != nil {
 		t.Fatal(err)
@@ -60,16 +56,13 @@ func TestSendPublishesAStoredEnvelopeTwiceAndTheSecondReceiptSaysReplayed(t *tes
 }
 
 func TestSendRefusesWhatIsNotAnEnvelopeAndPublishesNothing(t *testing.T) {
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	file := filepath.Join(t.TempDir(), "request.json")
 	if err := os.WriteFile(file, s.Original.Request, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// No server listens there: the file is refused before any connection.
-	_, _, err = sendCmd("--server", "nats://127.0.0.1:1", "--envelope", file)
+	_, _, err := sendCmd("--server", "nats://127.0.0.1:1", "--envelope", file)
 	if !errors.Is(err, send.ErrNotEnvelope) || exitCode(err) != 1 || !strings.Contains(err.Error(), "nothing published") {
 		t.Fatalf("send of a task request: %v (exit %d), want ErrNotEnvelope, exit 1", err, exitCode(err))
 	}
@@ -106,10 +99,7 @@ func TestSendHelpAndUsage(t *testing.T) {
 // the message was published and that sending again is safe, and ends with
 // status 6.
 func TestSendThatPublishedButGotNoReceiptSaysSoAndEndsWith6(t *testing.T) {
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	file := filepath.Join(t.TempDir(), "envelope.json")
 	if err := os.WriteFile(file, s.Original.Envelope(), 0o600); err != nil {
 		t.Fatal(err)

@@ -19,10 +19,7 @@ import (
 // that is down at start is waited for, and nothing is lost either way.
 func TestServeChecksTheCalDAVLoginBeforeItTakesAMessage(t *testing.T) {
 	const user, password = "alice", "pw-3c9e41-not-for-print"
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
 	r := &davRig{env: testenv.Start(t), srv: srv}
 	passwordFile := func(pw string) string {

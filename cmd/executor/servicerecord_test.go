@@ -53,10 +53,7 @@ func markedTodo(scope, intent, title string) []byte {
 func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	const user, password = "alice", "pw-5e1b77-not-for-print"
 	t.Setenv(caldavPasswordEnv, "")
-	s, err := scenario.CalDAV.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.CalDAV)
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
 	r := &davRig{env: testenv.Start(t), srv: srv}
 	pwFile := filepath.Join(t.TempDir(), "password")
@@ -308,10 +305,7 @@ func rawServiceRecord(t *testing.T, env *testenv.Env) string {
 // asks for it with the command line to run.
 func TestStatusAndVerifyUseTheRedmineProjectServeRecorded(t *testing.T) {
 	redminetest.Require(t)
-	s, err := scenario.Redmine.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.SeedFor(t, scenario.Redmine)
 	r := startRedmineRig(t)
 	r.executor(t, r.srv.URL, "exec-1", patient...)
 	if rc := sendAndWait(t, r.env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {

@@ -14,17 +14,31 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-func TestTaskServiceFlags(t *testing.T) {
-	parseTS := func(t *testing.T, args ...string) *taskServiceFlags {
-		t.Helper()
-		fs := flag.NewFlagSet("x", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		ts := taskServiceFlagsVar(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		return ts
+// writeFileIn writes content to the file name in dir, readable by its
+// owner only, and returns its path.
+func writeFileIn(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	return path
+}
+
+// parseTaskServiceFlags parses args into task service flags.
+func parseTaskServiceFlags(t *testing.T, args ...string) *taskServiceFlags {
+	t.Helper()
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	ts := taskServiceFlagsVar(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func TestTaskServiceFlags(t *testing.T) {
+	parseTS := parseTaskServiceFlags
 	t.Run("the fake task service over NATS is the default", func(t *testing.T) {
 		ts := parseTS(t)
 		if ts.Kind != taskServiceFake || ts.check() != nil || !ts.needsNATS() {
@@ -51,13 +65,7 @@ func TestTaskServiceFlags(t *testing.T) {
 	noEnv := func(string) string { return "" }
 	const url = "http://127.0.0.1:5232/alice/tasks/"
 	dir := t.TempDir()
-	file := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	file := func(name, content string) string { return writeFileIn(t, dir, name, content) }
 	usageErr := func(t *testing.T, ts *taskServiceFlags, want ...string) error {
 		t.Helper()
 		err := ts.check()

@@ -19,6 +19,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 func TestServeRefusesToStartWithoutATrustPolicy(t *testing.T) {
@@ -65,10 +66,7 @@ func TestServeWithTrustedApproversAcceptsOnlySignedApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unsigned, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	unsigned := testenv.Seed(t)
 	var rc *document.Receipt
 	waitFor(t, 30*time.Second, "a receipt for the unsigned approval", func() bool {
 		rc, err = demo.SendAndWait(context.Background(), js, unsigned.Original.Envelope(), 5*time.Second)

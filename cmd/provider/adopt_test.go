@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 // hostService serves the store in dir on the server at url in this process
@@ -33,15 +33,8 @@ func hostService(t *testing.T, url, dir string) *provider.Hosted {
 // adoptionRecord reads the adoption record's value and revision.
 func adoptionRecord(t *testing.T, url string) (string, uint64) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testenv.Connect(t, url)
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, provider.AdoptionBucket)

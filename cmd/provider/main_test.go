@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -24,17 +23,7 @@ type syncBuffer = testenv.Buffer
 
 func startNATS(t *testing.T) string {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
+	return testenv.NATS(t)
 }
 
 // invoke runs one command line with NATS_URL set to url and returns its
@@ -101,18 +90,38 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// startServe runs provider serve with args in the background and returns
+// its log and a stop that cancels it and fails the test unless serve
+// returns without an error within 20 seconds.
+func startServe(t *testing.T, args ...string) (*syncBuffer, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	serveLog := &syncBuffer{}
+	served := make(chan error, 1)
+	go func() {
+		served <- newApp(&bytes.Buffer{}, serveLog, func(string) string { return "" }).run(ctx, args)
+	}()
+	stop := func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Fatalf("serve: %v\n%s", err, serveLog.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop")
+		}
+	}
+	return serveLog, stop
+}
+
 func TestServeStatsRecordsFault(t *testing.T) {
 	url := startNATS(t)
 	dir := t.TempDir()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	serveLog := &syncBuffer{}
-	served := make(chan error, 1)
-	go func() {
-		served <- newApp(&bytes.Buffer{}, serveLog, func(string) string { return "" }).
-			run(ctx, []string{"serve", "--server", url, "--data", dir, "--allow-faults", "--log-format", "json"})
-	}()
+	serveLog, stopServe := startServe(t, "serve", "--server", url, "--data", dir, "--allow-faults", "--log-format", "json")
 
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -221,15 +230,7 @@ func TestServeStatsRecordsFault(t *testing.T) {
 		}
 	})
 
-	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("serve: %v\n%s", err, serveLog.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	stopServe()
 	t.Run("after shutdown the data directory holds the counters", func(t *testing.T) {
 		st, err := provider.Open(dir, provider.Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -53,14 +52,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	serveLog := &syncBuffer{}
-	served := make(chan error, 1)
-	go func() {
-		served <- newApp(&bytes.Buffer{}, serveLog, func(string) string { return "" }).
-			run(ctx, []string{"serve", "--server", url, "--data", dir, "--http", addr})
-	}()
+	serveLog, stopServe := startServe(t, "serve", "--server", url, "--data", dir, "--http", addr)
 	base := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -115,15 +107,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 		t.Error("/metrics lacks the Go runtime and process metrics")
 	}
 
-	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("serve: %v\n%s", err, serveLog.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	stopServe()
 	if _, _, err := fetch(base + "/healthz"); err == nil {
 		t.Error("the HTTP server still answers after serve returned")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -38,10 +39,7 @@ const auditedStore = "store-0123456789abcdef"
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	return &world{t: t, now: auditedAt, seed: s, first: map[string]provider.FirstResult{}, in: &audit.Input{
 		Messages:    map[uint64]document.Identity{},
 		Approvals:   map[uint64]audit.Message{},
@@ -206,6 +204,7 @@ func (w *world) purge() {
 	w.in.Stream.Msgs = 0
 }
 
+// failing lists the numbers of the checks that failed.
 func failing(rep audit.Report) []int {
 	var out []int
 	for _, c := range rep.Checks {
@@ -214,6 +213,15 @@ func failing(rep audit.Report) []int {
 		}
 	}
 	return out
+}
+
+// expectFailing fails the test unless the checks that fail in rep are
+// exactly those numbered fail.
+func expectFailing(t *testing.T, rep audit.Report, fail []int) {
+	t.Helper()
+	if got := failing(rep); !slices.Equal(got, fail) {
+		t.Fatalf("failing checks %v, want %v:\n%s", got, fail, violations(rep))
+	}
 }
 
 // violations lists the report's violations, each after its check's number.

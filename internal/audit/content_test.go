@@ -14,7 +14,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
@@ -29,10 +28,7 @@ const evil = "EVIL: wire 1M"
 // attempts.
 func TestAForgedCreateUnderAnApprovedDigestIsRefusedAndTheApprovalIsCreatedAsApproved(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	v, err := gate.CheckBindings(s.Original.Envelope())
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +107,7 @@ func TestAForgedCreateUnderAnApprovedDigestIsRefusedAndTheApprovalIsCreatedAsApp
 	}
 
 	rep := audit.Verify(in)
-	if got := failing(rep); !slices.Equal(got, []int{12}) {
-		t.Fatalf("failing checks %v, want [12]:\n%s", got, violations(rep))
-	}
+	expectFailing(t, rep, []int{12})
 	expectViolation(t, rep, `request 1 (intent "intent-0001", call reference "APPROVALS:1:2:made-up") was refused by the service, request_format failed at request`,
 		`request 2 (intent "intent-0001", call reference "APPROVALS:1:3:made-up") was refused by the service, request_binding failed at task.title`,
 		`request 3 (intent "intent-0001", call reference "APPROVALS:1:4:made-up") was refused by the service, request_digest failed at request_digest`)
@@ -221,9 +215,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 			w := newWorld(t)
 			tc.build(w)
 			rep := audit.VerifyWith(w.in, tc.opts)
-			if got := failing(rep); !slices.Equal(got, tc.fail) {
-				t.Fatalf("failing checks %v, want %v:\n%s", got, tc.fail, violations(rep))
-			}
+			expectFailing(t, rep, tc.fail)
 			for _, s := range tc.says {
 				if !strings.Contains(violations(rep), s) {
 					t.Errorf("no violation says %q:\n%s", s, violations(rep))

@@ -17,7 +17,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -102,22 +101,12 @@ func storeRawReceipt(t *testing.T, env *testenv.Env, seq uint64, intent, outcome
 	return ack.Sequence
 }
 
-func allViolations(rep audit.Report) string {
-	var b strings.Builder
-	for _, c := range rep.Checks {
-		for _, v := range c.Violations {
-			b.WriteString(strconv.Itoa(c.N) + ": " + v + "\n")
-		}
-	}
-	return b.String()
-}
-
 func expectViolation(t *testing.T, rep audit.Report, says ...string) {
 	t.Helper()
 	if rep.OK {
 		t.Fatal("verify passed")
 	}
-	all := allViolations(rep)
+	all := violations(rep)
 	for _, s := range says {
 		if !strings.Contains(all, s) {
 			t.Errorf("no violation says %q:\n%s", s, all)
@@ -128,13 +117,10 @@ func expectViolation(t *testing.T, rep audit.Report, says ...string) {
 func TestVerifyFailsOnATaskCreatedByCallingTheServiceDirectly(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	if rep := verify(t, env); !rep.OK {
-		t.Fatalf("verify failed before the direct call:\n%s", allViolations(rep))
+		t.Fatalf("verify failed before the direct call:\n%s", violations(rep))
 	}
 
 	// A create with no approval message and no call reference.
@@ -148,10 +134,7 @@ func TestVerifyFailsOnATaskCreatedByCallingTheServiceDirectly(t *testing.T) {
 func TestVerifyPassesADirectCallOnlyWhenCallsFromOutsideAreAllowed(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	callService(t, env, s.NewIntent.Envelope(), "intent-outside", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -161,7 +144,7 @@ func TestVerifyPassesADirectCallOnlyWhenCallsFromOutsideAreAllowed(t *testing.T)
 		t.Fatal(err)
 	}
 	if rep := audit.VerifyWith(in, audit.Options{AllowExternal: 1}); !rep.OK {
-		t.Fatalf("verify failed with one call from outside allowed:\n%s", allViolations(rep))
+		t.Fatalf("verify failed with one call from outside allowed:\n%s", violations(rep))
 	}
 	if rep := audit.VerifyWith(in, audit.Options{AllowExternal: 0}); rep.OK {
 		t.Fatal("verify passed with no call from outside allowed")
@@ -170,10 +153,7 @@ func TestVerifyPassesADirectCallOnlyWhenCallsFromOutsideAreAllowed(t *testing.T)
 
 func TestVerifyFailsWhenTheCallAndReceiptOfAMessageAreForAnotherIntent(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	// A message for intent-0001; the service records a call for intent-0002
 	// under its call reference, and RECEIPTS holds a receipt for
 	// intent-0002 at its sequence.
@@ -189,10 +169,7 @@ func TestVerifyFailsWhenTheCallAndReceiptOfAMessageAreForAnotherIntent(t *testin
 
 func TestVerifyFailsWhenAMessageTheGateRefusesHasACreatedReceiptAndACall(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	// Bound to another candidate: the executor's gate would refuse it.
 	var tampered []byte
 	for _, c := range s.TamperedCases() {
@@ -211,10 +188,7 @@ func TestVerifyFailsWhenAMessageTheGateRefusesHasACreatedReceiptAndACall(t *test
 func TestVerifyFailsWhenTheApprovalsStreamIsPurgedWhileItsRecordsAreYoung(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope())
 	st, err := env.JS.Stream(ctx5(t), topology.ApprovalsStream)
 	if err != nil {
@@ -229,10 +203,7 @@ func TestVerifyFailsWhenTheApprovalsStreamIsPurgedWhileItsRecordsAreYoung(t *tes
 func TestVerifyReportsAnUndecodableReceiptWithItsSequence(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	bad := storeRawReceipt(t, env, 1, "intent-0001", document.OutcomeCreated, []byte(`{"schema_version": "task-receipt.v1", "outcome": `))
 	sendAll(t, env, s.Original.Envelope())
@@ -253,10 +224,7 @@ func TestVerifyReportsAnUndecodableReceiptWithItsSequence(t *testing.T) {
 func TestVerifyFailsWhenAMessageForAnotherServiceHasACreatedReceipt(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

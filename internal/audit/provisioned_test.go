@@ -14,7 +14,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -22,17 +21,6 @@ import (
 // These tests change the streams and the consumer behind provisioning's
 // back, or store in the streams what the pipeline never writes, on a real
 // stack, and expect verify to report it rather than pass or abort.
-
-// failingChecks lists the numbers of the checks that failed.
-func failingChecks(rep audit.Report) []int {
-	var out []int
-	for _, c := range rep.Checks {
-		if !c.OK {
-			out = append(out, c.N)
-		}
-	}
-	return out
-}
 
 func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 	updateStream := func(name string, change func(*jetstream.StreamConfig)) func(*testing.T, *testenv.Env) {
@@ -87,21 +75,18 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
 			env.Executor(executor.Config{ID: "exec-1"})
-			s, err := scenario.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := testenv.Seed(t)
 			sendAll(t, env, s.Original.Envelope())
 			c.change(t, env)
 			rep := verify(t, env)
 			expectViolation(t, rep)
-			all := allViolations(rep)
+			all := violations(rep)
 			for _, w := range c.says {
 				if !strings.Contains(all, w) {
 					t.Errorf("no violation says %q:\n%s", w, all)
 				}
 			}
-			if got := failingChecks(rep); !slices.Equal(got, []int{13}) {
+			if got := failing(rep); !slices.Equal(got, []int{13}) {
 				t.Errorf("failing checks %v, want [13]:\n%s", got, all)
 			}
 		})
@@ -115,10 +100,7 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 func TestVerifyJudgesAgeByTheMaxAgeProvisionedNotALoweredOne(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope())
 	st, err := env.JS.Stream(ctx5(t), topology.ApprovalsStream)
 	if err != nil {
@@ -209,10 +191,7 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testing.T) {
 	env := testenv.Start(t)
 	_, stop := env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
 	dead := statusOnDeadLetters(t, env)
 	// The same look-alike in RECEIPTS, followed by a receipt, where a
@@ -236,9 +215,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 	if len(rep.Checks) != 14 {
 		t.Fatalf("%d checks ran, want all 14", len(rep.Checks))
 	}
-	if got := failingChecks(rep); !slices.Equal(got, []int{8, 14}) {
-		t.Fatalf("failing checks %v, want [8 14]:\n%s", got, allViolations(rep))
-	}
+	expectFailing(t, rep, []int{8, 14})
 }
 
 func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
@@ -258,16 +235,13 @@ func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
 func TestVerifyFailsOnAMessageWithACreatedAndADeadLetteredReceipt(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	rc := sendAll(t, env, s.Original.Envelope())[0]
 	if rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("outcome %s", rc.Outcome)
 	}
 	if rep := verify(t, env); !rep.OK {
-		t.Fatalf("verify failed before the dead letter:\n%s", allViolations(rep))
+		t.Fatalf("verify failed before the dead letter:\n%s", violations(rep))
 	}
 	// A later delivery dead-letters the message its first one created, as
 	// an executor that did not look for the stored receipt did.

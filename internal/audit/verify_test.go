@@ -11,7 +11,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
@@ -55,10 +54,7 @@ func figure(rep audit.Report, n int, name string) int64 {
 func TestVerifyHoldsAfterResendsConflictsRejectionsAndALostReply(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope(), s.Changed.Envelope(), s.NewIntent.Envelope())
 	for _, c := range s.TamperedCases() {
 		sendAll(t, env, c.Envelope)
@@ -91,10 +87,7 @@ func TestVerifyHoldsAfterResendsConflictsRejectionsAndALostReply(t *testing.T) {
 func TestVerifyFailsAndNamesTheIntentsWhenTheServiceCreatesOnEveryCall(t *testing.T) {
 	env := testenv.StartWith(t, embedded.StackOptions{UnsafeCreateEveryCall: true})
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope(), s.NewIntent.Envelope())
 	rep := verify(t, env)
 	if rep.OK {
@@ -116,10 +109,7 @@ func TestVerifyFailsAndNamesTheIntentsWhenTheServiceCreatesOnEveryCall(t *testin
 
 func TestVerifyFailsWhenAMessageHasNoReceipt(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	// No executor runs: the message stays without a receipt.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -21,20 +21,8 @@ import (
 // as one atomic batch whose commit is a request, as the executor's receipt
 // batches are. One op is one receipt stored.
 func BenchmarkReceiptBatch(b *testing.B) {
-	srv, err := embedded.Start(embedded.Options{Dir: b.TempDir(), Port: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js := testenv.JetStream(b)
+	nc := js.Conn()
 	ctx := context.Background()
 	if _, err := js.CreateOrUpdateStream(ctx, topology.ReceiptsConfig(topology.Config{})); err != nil {
 		b.Fatal(err)

@@ -238,13 +238,8 @@ func TestAKilledReceiptBatchLeavesNoMessageAckedWithoutItsReceipt(t *testing.T) 
 				if err != nil {
 					t.Fatal(err)
 				}
-				finished := 0
-				for _, seq := range seqs {
-					if len(in.Receipts[seq]) > 0 {
-						finished++
-					}
-				}
-				if finished == n && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0 {
+				finished, all := finishedOf(in, seqs)
+				if all {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -300,13 +295,8 @@ func TestWithoutAtomicBatchesOnTheStreamEveryReceiptIsStoredAlone(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		finished := 0
-		for _, seq := range seqs {
-			if len(in.Receipts[seq]) > 0 {
-				finished++
-			}
-		}
-		if finished == n && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0 {
+		finished, all := finishedOf(in, seqs)
+		if all {
 			// Every check holds but the one that compares the stream with
 			// what was provisioned, which names the stream made behind
 			// provisioning's back.
@@ -336,6 +326,18 @@ func TestWithoutAtomicBatchesOnTheStreamEveryReceiptIsStoredAlone(t *testing.T) 
 
 // waitForReceipts waits until every message in seqs has a receipt and the
 // consumer has nothing left, and returns what verify reads.
+// finishedOf counts the messages of seqs that have their receipt in in,
+// and says whether all have and the consumer has nothing pending or
+// waiting for an acknowledgement.
+func finishedOf(in *audit.Input, seqs []uint64) (finished int, all bool) {
+	for _, seq := range seqs {
+		if len(in.Receipts[seq]) > 0 {
+			finished++
+		}
+	}
+	return finished, finished == len(seqs) && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0
+}
+
 func waitForReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.Duration) *audit.Input {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
@@ -343,13 +345,7 @@ func waitForReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.
 	for {
 		in, err := audit.Load(ctx, env.NC)
 		if err == nil {
-			finished := 0
-			for _, seq := range seqs {
-				if len(in.Receipts[seq]) > 0 {
-					finished++
-				}
-			}
-			if finished == len(seqs) && in.Consumer.Pending == 0 && in.Consumer.AckPending == 0 {
+			if _, all := finishedOf(in, seqs); all {
 				return in
 			}
 		}

@@ -7,17 +7,14 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 // TestTheExecutorSendsTheRequestItsApprovalCovers checks the request bytes
 // an executor hands to the task service: the canonical form of the
 // envelope's request, which hashes to the approved digest.
 func TestTheExecutorSendsTheRequestItsApprovalCovers(t *testing.T) {
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	v, err := gate.CheckBindings(s.Original.Envelope())
 	if err != nil {
 		t.Fatal(err)

@@ -23,10 +23,7 @@ import (
 
 func seed(t testing.TB) *scenario.Seed {
 	t.Helper()
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.Seed(t)
 	return s
 }
 

@@ -6,35 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 // batchServer is a real embedded server with one stream, BATCHES on
 // batches.>, that allows atomic publish (or not).
 func batchServer(t *testing.T, atomic bool) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the server did not start")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t)
+	nc := js.Conn()
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "BATCHES", Subjects: []string{"batches.>"}, AllowAtomicPublish: atomic}); err != nil {
 		t.Fatal(err)
 	}

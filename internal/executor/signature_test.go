@@ -55,10 +55,7 @@ func TestForgedOrExpiredApprovalsNeverReachTheService(t *testing.T) {
 		_ = json.Unmarshal(s.Original.Approval, &m)
 		origSig = m["signature"]
 	}
-	unsigned, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	unsigned := testenv.Seed(t)
 	for _, c := range []struct {
 		name, check string
 		envelope    []byte

@@ -472,22 +472,13 @@ func TestTheAdoptionRecordMustBeOneThatLasts(t *testing.T) {
 func TestARoleWithoutTheRecordsPermissionsIsToldSo(t *testing.T) {
 	// The service's permissions as they were before the record: the lease,
 	// the ping, and nothing of the adoption bucket.
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(),
+	ns := startServer(t, &server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(),
 		Users: []*server.User{{Username: "service", Password: "pw", Permissions: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{"$JS.API.INFO", "$SRV.PING.fake-task-provider",
 				"$JS.API.STREAM.INFO.KV_" + LeaseBucket, "$JS.API.STREAM.CREATE.KV_" + LeaseBucket,
 				"$JS.API.DIRECT.GET.KV_" + LeaseBucket + ".>", "$KV." + LeaseBucket + "." + LeaseKey}},
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "fake-task-provider.>", "$SRV.>"}},
 		}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("service", "pw"))
 	if err != nil {
 		t.Fatal(err)

@@ -102,8 +102,15 @@ func newRequest(intent, content string) CreateRequest {
 // lease needs) for the test and returns its URL.
 func startNATS(tb testing.TB) string {
 	tb.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: tb.TempDir()})
+	return startServer(tb, &server.Options{Port: -1, JetStream: true, StoreDir: tb.TempDir()}).ClientURL()
+}
+
+// startServer runs an embedded NATS server with o on 127.0.0.1, quiet, for
+// the test, and stops it when the test ends.
+func startServer(tb testing.TB, o *server.Options) *server.Server {
+	tb.Helper()
+	o.Host, o.NoLog, o.NoSigs = "127.0.0.1", true, true
+	ns, err := server.NewServer(o)
 	if err != nil {
 		tb.Fatalf("new nats server: %v", err)
 	}
@@ -115,7 +122,7 @@ func startNATS(tb testing.TB) string {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
-	return ns.ClientURL()
+	return ns
 }
 
 func connect(tb testing.TB, url string) *nats.Conn {

@@ -553,17 +553,7 @@ func TestTheCreateEndpointsStatsAreHonest(t *testing.T) {
 // that a test can stop it and start it again with the same state.
 func natsAt(t *testing.T, port int, dir string) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
+	return startServer(t, &server.Options{Port: port, JetStream: true, StoreDir: dir})
 }
 
 func TestAnInstanceThatLostNATSLongerThanItsLeaseDoesNotAnswerForIt(t *testing.T) {
@@ -637,18 +627,10 @@ func TestAnInstanceThatLostNATSLongerThanItsLeaseDoesNotAnswerForIt(t *testing.T
 
 func TestTheLeaseNeedsAServerThatCanKeepIt(t *testing.T) {
 	t.Run("a server without JetStream is refused at once, saying why", func(t *testing.T) {
-		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ns.Start()
-		if !ns.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats server not ready")
-		}
-		t.Cleanup(ns.Shutdown)
+		ns := startServer(t, &server.Options{Port: -1})
 		st := openStore(t, t.TempDir(), Options{})
 		start := time.Now()
-		_, err = Serve(connect(t, ns.ClientURL()), st, ServiceConfig{Logger: quietLogger()})
+		_, err := Serve(connect(t, ns.ClientURL()), st, ServiceConfig{Logger: quietLogger()})
 		if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) || !strings.Contains(err.Error(), "needs JetStream") {
 			t.Errorf("error %v, want a refusal naming JetStream", err)
 		}
