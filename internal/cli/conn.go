@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/redact"
 )
 
@@ -142,6 +144,38 @@ func (c *ConnConfig) Connect(name string, log *slog.Logger, extra ...nats.Option
 		return nil, err
 	}
 	return connect(c.Server, name, log, append(opts, extra...)...)
+}
+
+// Conn is a command's connection to NATS with its JetStream handle (Open).
+type Conn struct {
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	log *slog.Logger
+}
+
+// Open connects as Connect does and opens JetStream on the connection: what
+// a command that reads or writes the streams starts with. Close it when
+// done.
+func (c *ConnConfig) Open(name string, log *slog.Logger, extra ...nats.Option) (*Conn, error) {
+	nc, err := c.Connect(name, log, extra...)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	return &Conn{NC: nc, JS: js, log: log}, nil
+}
+
+// Close drains the connection (natsconn.Drain), so that whatever was handed
+// to it goes out before it closes; it is closed when Close returns. A drain
+// that fails is told to the logger given to Open, if any.
+func (c *Conn) Close() {
+	if err := natsconn.Drain(c.NC, 0); err != nil && c.log != nil {
+		c.log.Warn("draining the connection", "err", err)
+	}
 }
 
 // RedactURL shows a server URL list without what may be secret: passwords
