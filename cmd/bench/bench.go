@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,8 +181,7 @@ func (f *benchFlags) connection(fs *flag.FlagSet, o *bench.Options) error {
 	}
 	var given []string
 	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey", "tls-ca", "tlsca", "tls-first":
+		if slices.Contains(cli.AuthFlagNames, fl.Name) {
 			given = append(given, "--"+fl.Name)
 		}
 	})

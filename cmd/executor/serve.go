@@ -311,7 +311,7 @@ func noneIfZero(d time.Duration) time.Duration {
 // embeddedConflicts are the connection flags that make no sense with
 // --embedded: where to connect and how to authenticate or encrypt. Only
 // --inbox-prefix goes with it.
-var embeddedConflicts = append([]string{"server"}, slices.DeleteFunc(slices.Clone(cli.ConnFlagNames), func(n string) bool { return n == "inbox-prefix" })...)
+var embeddedConflicts = append([]string{"server"}, cli.AuthFlagNames...)
 
 // checkEmbeddedConn refuses connection flags given with --embedded, which
 // would otherwise be ignored without a word: the executor connects to the

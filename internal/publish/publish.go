@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -60,7 +61,7 @@ func SendWithHeaders(ctx context.Context, js jetstream.JetStream, envelope []byt
 // read, see document.Identify), so the envelope is not read again. The
 // subject is that key's approvals subject, approvals.<scope>.<intent>.
 func SendIntent(ctx context.Context, js jetstream.JetStream, scope, intentID string, envelope []byte, msgID string, header nats.Header) (Sent, error) {
-	s := Sent{Subject: topology.ApprovalSubject(scope, intentID), MsgID: msgID, Scope: scope, IntentID: intentID}
+	s := Sent{Subject: subjects.Approval(scope, intentID), MsgID: msgID, Scope: scope, IntentID: intentID}
 	if header.Get(jetstream.MsgIDHeader) != "" {
 		return s, errors.New("publish: the message id is the msgID argument, not a header")
 	}

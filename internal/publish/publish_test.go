@@ -10,6 +10,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -48,7 +49,7 @@ func TestSendWithHeadersStoresTheCallersHeadersBesideItsOwnMessageID(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sent.Subject != topology.ApprovalSubject("", "intent-0001") || sent.IntentID != "intent-0001" || sent.Duplicate {
+	if sent.Subject != subjects.Approval("", "intent-0001") || sent.IntentID != "intent-0001" || sent.Duplicate {
 		t.Fatalf("sent %+v", sent)
 	}
 	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)

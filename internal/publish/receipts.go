@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -178,7 +179,7 @@ func (r *Receipts) Watch(scope, intentID string) error {
 }
 
 func (r *Receipts) watch(scope, intentID string) (*watched, error) {
-	subject := topology.ReceiptSubject(scope, intentID)
+	subject := subjects.Receipt(scope, intentID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
