@@ -426,7 +426,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	ex, err := s.newExecutor(ctx, checker)
 	if err != nil {
-		s.nc.Close()
+		s.conn.Close()
 		return err
 	}
 	return s.run(ctx, ex)
