@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -102,7 +103,7 @@ func (o options) within(ctx context.Context) (context.Context, context.CancelFun
 // "" is the default scope), with o's message id and headers, and waits for
 // the stream's ack. Its error is the stream's or the connection's.
 func publishKey(ctx context.Context, js jetstream.JetStream, scope, intentID string, data []byte, o options) (Sent, error) {
-	s := Sent{Subject: topology.ApprovalSubject(scope, intentID), MsgID: o.msgID, Scope: scope, IntentID: intentID}
+	s := Sent{Subject: subjects.Approval(scope, intentID), MsgID: o.msgID, Scope: scope, IntentID: intentID}
 	m := nats.NewMsg(s.Subject)
 	for k, vs := range o.header {
 		for _, v := range vs {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
 )
@@ -60,7 +61,7 @@ func TestPublishStoresTheCallersHeadersBesideItsMessageID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sent.Subject != topology.ApprovalSubject("", "intent-0001") || sent.IntentID != "intent-0001" || sent.Duplicate {
+	if sent.Subject != subjects.Approval("", "intent-0001") || sent.IntentID != "intent-0001" || sent.Duplicate {
 		t.Fatalf("sent %+v", sent)
 	}
 	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -47,7 +48,7 @@ const (
 
 // receiptWatch waits for the receipts of approval messages without creating a
 // consumer. For each key (scope, intent) it watches, a core NATS
-// subscription on the key's receipts subject (topology.ReceiptSubject,
+// subscription on the key's receipts subject (subjects.Receipt,
 // receipts.<scope>.<intent>) rings when an executor publishes a receipt,
 // and the receipt is then read as the RECEIPTS stream stored it, with the
 // JetStream API's direct get of the last message on that subject
@@ -175,7 +176,7 @@ func (r *receiptWatch) Watch(scope, intentID string) error {
 }
 
 func (r *receiptWatch) watch(scope, intentID string) (*watched, error) {
-	subject := topology.ReceiptSubject(scope, intentID)
+	subject := subjects.Receipt(scope, intentID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

@@ -18,6 +18,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
@@ -40,7 +41,7 @@ func receiptDoc(t *testing.T, intent string, seq uint64, id string) []byte {
 // receiptMsg is a receipt message as an executor publishes it, naming
 // approval message seq in its header.
 func receiptMsg(intent string, seq uint64, body []byte) *nats.Msg {
-	m := nats.NewMsg(topology.ReceiptSubject("", intent))
+	m := nats.NewMsg(subjects.Receipt("", intent))
 	m.Data = body
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(seq, 10))
 	m.Header.Set(topology.HeaderOutcome, document.OutcomeCreated)

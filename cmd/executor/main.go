@@ -1,9 +1,10 @@
 // Command executor consumes approved requests: it runs the gate, calls the
-// fake task service keyed by the intent id, and publishes receipts. It can
-// also run everything in one process (serve --embedded), show status, send
-// a stored envelope and wait for its receipt (send), play the whole
-// story (demo), and list a CalDAV account's calendars that accept tasks
-// (calendars).
+// task service keyed by the intent id through one contract (taskservice),
+// whichever service it is (the fake over NATS, CalDAV or Redmine), and
+// publishes receipts. It can also run everything in one process (serve
+// --embedded), show status, send a stored envelope and wait for its receipt
+// (send), play the whole story (demo), and list a CalDAV account's calendars
+// that accept tasks (calendars).
 package main
 
 import (

@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -70,15 +68,12 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *replicas < 0 || *replicas > 5 {
 		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
 	}
-	nc, err := conn.Connect("executor-provision", nil)
+	c, err := conn.Open("executor-provision", nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer c.Close()
+	js := c.JS
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	log, _ := cli.NewLogger(stderr, "text", "warn")

@@ -94,15 +94,12 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case *dryRun && *wait > 0:
 		return redriveUsage(fs, "--dry-run publishes nothing, so there is nothing to --wait for")
 	}
-	nc, err := conn.Connect("executor-redrive", nil)
+	c, err := conn.Open("executor-redrive", nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer c.Close()
+	js := c.JS
 	rctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	r := &redriver{js: js, force: *force, dryRun: *dryRun, out: stdout, quiet: *asJSON}

@@ -18,6 +18,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
@@ -141,8 +142,8 @@ func TestARedrivenDeadLetterComesBackCreatedOnceTheServiceIsBack(t *testing.T) {
 	if !bytes.Equal(m.Data, orig.Data) {
 		t.Errorf("the redriven payload differs from the original")
 	}
-	if m.Subject != topology.ApprovalSubject("", "intent-0001") {
-		t.Errorf("redriven on %s, want %s", m.Subject, topology.ApprovalSubject("", "intent-0001"))
+	if m.Subject != subjects.Approval("", "intent-0001") {
+		t.Errorf("redriven on %s, want %s", m.Subject, subjects.Approval("", "intent-0001"))
 	}
 	if got := m.Header.Get(redrive.HeaderRedriveOf); got != "1" {
 		t.Errorf("%s = %q, want the dead letter's sequence 1", redrive.HeaderRedriveOf, got)
@@ -367,7 +368,7 @@ func TestRedriveAllRepublishesAMessageWithTwoDeadLettersOnce(t *testing.T) {
 	if err != nil || len(dls) != 1 {
 		t.Fatalf("dead letters %v: %v", dls, err)
 	}
-	again := nats.NewMsg(topology.DeadLetterSubjectFor("", sends[0].IntentID))
+	again := nats.NewMsg(subjects.DeadLetter("", sends[0].IntentID))
 	again.Data = dls[0].Envelope
 	again.Header.Set(topology.HeaderReason, dls[0].Reason)
 	again.Header.Set(topology.HeaderStreamSeq, fmt.Sprint(sends[0].StreamSeq))
@@ -394,7 +395,7 @@ func storeDeadLetters(t *testing.T, env *testenv.Env, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := nats.NewMsg(topology.DeadLetterSubjectFor("", document.Identify(a.Envelope()).IntentID))
+		m := nats.NewMsg(subjects.DeadLetter("", document.Identify(a.Envelope()).IntentID))
 		m.Data = a.Envelope()
 		m.Header.Set(topology.HeaderReason, "task service call failed")
 		m.Header.Set(topology.HeaderStreamSeq, fmt.Sprint(i))

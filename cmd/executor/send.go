@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/send"
@@ -57,15 +55,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("nothing published: %s: %w", *file, err)
 	}
-	nc, err := conn.Connect("executor-send", nil)
+	c, err := conn.Open("executor-send", nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer c.Close()
+	js := c.JS
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	sent, r, err := send.NewClient(js).Send(wctx, env)

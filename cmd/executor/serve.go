@@ -23,7 +23,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/metrics"
-	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/sign"
@@ -312,7 +311,7 @@ func noneIfZero(d time.Duration) time.Duration {
 // embeddedConflicts are the connection flags that make no sense with
 // --embedded: where to connect and how to authenticate or encrypt. Only
 // --inbox-prefix goes with it.
-var embeddedConflicts = append([]string{"server"}, slices.DeleteFunc(slices.Clone(cli.ConnFlagNames), func(n string) bool { return n == "inbox-prefix" })...)
+var embeddedConflicts = append([]string{"server"}, cli.AuthFlagNames...)
 
 // checkEmbeddedConn refuses connection flags given with --embedded, which
 // would otherwise be ignored without a word: the executor connects to the
@@ -377,6 +376,7 @@ type serving struct {
 	// serving on its own (its lease taken by another instance), this
 	// process stops too, rather than run executors against no service.
 	service *provider.Service
+	conn    *cli.Conn // drained at the end of run
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	topo    topology.Config
@@ -426,7 +426,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	ex, err := s.newExecutor(ctx, checker)
 	if err != nil {
-		s.nc.Close()
+		s.conn.Close()
 		return err
 	}
 	return s.run(ctx, ex)
@@ -525,16 +525,12 @@ func (s *serving) startEmbedded() error {
 // ends first, the connection is closed and s.nc stays nil.
 func (s *serving) connect(ctx context.Context) error {
 	f := s.f
-	nc, err := f.conn.Connect("executor", s.log)
+	c, err := f.conn.Open("executor", s.log)
 	if err != nil {
 		return err
 	}
+	nc, js := c.NC, c.JS
 	s.checks = append(s.checks, ops.Check{Name: "nats", Func: func(context.Context) error { return connected(nc) }})
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return err
-	}
 	topo := topology.Config{AckWait: *f.ackWait, MaxDeliver: *f.maxDeliver, Replicas: *f.replicas, MaxBytes: *f.maxBytes}
 	topo, err = topology.Await(ctx, js, topo,
 		topology.SetUpOptions{NoProvision: *f.noProvision, ReplicasGiven: f.replicasSet, Logger: s.log}, *f.waitJS)
@@ -545,7 +541,7 @@ func (s *serving) connect(ctx context.Context) error {
 		}
 		return err
 	}
-	s.nc, s.js, s.topo = nc, js, topo
+	s.conn, s.nc, s.js, s.topo = c, nc, js, topo
 	return nil
 }
 
@@ -596,7 +592,10 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 		Topology:    s.topo,
 		Logger:      s.log,
 		Fault:       executor.Faults(f.faults, s.log),
-		NoProvision: *f.noProvision,
+		// connect has set up the streams and the consumer (or, with
+		// --no-provision, found the consumer): the executor only binds to
+		// it, so that serve sets them up once.
+		NoProvision: true,
 		Gate:        checker,
 		OnReceipt:   s.em.ObserveReceipt,
 		OnRetry:     s.em.ObserveRetry,
@@ -645,9 +644,7 @@ func (s *serving) run(ctx context.Context, ex *executor.Executor) error {
 		runErr = errors.Join(runErr, fmt.Errorf("serve: the embedded task service stopped serving: %w", err))
 	default:
 	}
-	if err := natsconn.Drain(s.nc, 0); err != nil {
-		s.log.Warn("draining the connection", "err", err)
-	}
+	s.conn.Close()
 	return runErr
 }
 

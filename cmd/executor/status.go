@@ -98,17 +98,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	nc, err := conn.Connect("executor-status", nil)
+	c, err := conn.Open("executor-status", nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer c.Close()
+	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	rec, source, err := settleTaskService(ctx, js, tsf, "status", cli.RedactURL(conn.Server))
 	if err == nil && source == fromDefault {
 		fmt.Fprintln(stderr, noRecordNote("status"))

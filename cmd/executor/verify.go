@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
@@ -147,17 +146,14 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		opts.Gate = &gate.Checker{Keys: keys, AllowUnsigned: *insecure, MaxLifetime: *maxLifetime}
 	}
-	nc, err := conn.Connect("executor-verify", nil)
+	c, err := conn.Open("executor-verify", nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer c.Close()
+	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	_, source, err := settleTaskService(ctx, js, tsf, "verify", cli.RedactURL(conn.Server))
 	if err != nil {
 		return err

@@ -64,12 +64,12 @@ Run it where the service runs, with the service role's credentials (and its
 		return fmt.Errorf("provider: opening the store: %w", err)
 	}
 	defer func() { _ = st.Close() }()
-	nc, err := cf.connect("provider adopt", log)
+	nc, err := cf.open("provider adopt", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	res, err := provider.Adopt(ctx, nc, st, provider.AdoptConfig{Replaces: *replace, DataDir: abs, Replicas: *replicas, Logger: log})
+	res, err := provider.Adopt(ctx, nc.NC, st, provider.AdoptConfig{Replaces: *replace, DataDir: abs, Replicas: *replicas, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -139,10 +139,27 @@ func (cf *common) logger(w io.Writer) (*slog.Logger, error) {
 // connect connects to NATS as name; a flag that cannot make a connection
 // option is a usage error.
 func (cf *common) connect(name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
-	if _, err := cf.conn.Options(); err != nil {
-		return nil, usageErr("%v", err)
+	if err := cf.checkConn(); err != nil {
+		return nil, err
 	}
 	return cf.conn.Connect(name, log, extra...)
+}
+
+// open is connect for a command that closes the connection when done: its
+// Close drains it.
+func (cf *common) open(name string, log *slog.Logger) (*cli.Conn, error) {
+	if err := cf.checkConn(); err != nil {
+		return nil, err
+	}
+	return cf.conn.Open(name, log)
+}
+
+// checkConn makes a flag that cannot make a connection option a usage error.
+func (cf *common) checkConn() error {
+	if _, err := cf.conn.Options(); err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
 }
 
 // clientFlags are the flags of the subcommands that call the service.
@@ -158,15 +175,15 @@ func (c *app) clientFlags(fs *flag.FlagSet) *clientFlags {
 }
 
 // dial connects to NATS for a client subcommand; close the connection when done.
-func (cf *clientFlags) dial(name string) (*nats.Conn, *provider.Client, error) {
+func (cf *clientFlags) dial(name string) (*cli.Conn, *provider.Client, error) {
 	if _, err := cf.logger(io.Discard); err != nil {
 		return nil, nil, err
 	}
-	nc, err := cf.connect("provider "+name, nil)
+	nc, err := cf.open("provider "+name, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	client := provider.NewClient(nc)
+	client := provider.NewClient(nc.NC)
 	client.Timeout = cf.timeout
 	return nc, client, nil
 }

@@ -13,8 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/console"
@@ -189,15 +187,12 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !isLoopback(host) {
 		log.Warn("the console listens beyond this machine: its address and session cookie travel unencrypted (plain HTTP)", "listen", *f.listen)
 	}
-	nc, err := f.conn.Connect("publisher-console", log)
+	natsConn, err := f.conn.Open("publisher-console", log)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer natsConn.Close()
+	js := natsConn.JS
 	ln, err := net.Listen("tcp", *f.listen)
 	if err != nil {
 		return err

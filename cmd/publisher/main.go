@@ -28,7 +28,6 @@ Usage:
   publisher keygen --name NAME [--dir DIR] [--trusted FILE] [--scope SCOPE]...
   publisher trust --trusted FILE --name NAME (--scope SCOPE... | --default-scope-only)
   publisher console [--listen HOST:PORT] [--candidates DIR] [--key FILE] [--server URL] [--by NAME]
-  publisher bench [--server URL | --embedded] ...
   publisher --version
 
 Run 'publisher COMMAND --help' for a command's flags.
@@ -76,8 +75,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runKeygen(args[1:], stdout, stderr)
 	case "trust":
 		return runTrust(args[1:], stdout, stderr)
-	case "bench":
-		return runBench(ctx, args[1:], stdout, stderr)
 	case "console":
 		return runConsole(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

@@ -23,6 +23,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -687,7 +688,7 @@ func TestSendWaitsInVainWithoutAnExecutor(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 			t.Fatalf("stdout %q: %v", r.stdout, err)
 		}
-		if !got.Published || got.StreamSeq != approvalsState(t, env).LastSeq || got.Subject != topology.ApprovalSubject("", "intent-0001") {
+		if !got.Published || got.StreamSeq != approvalsState(t, env).LastSeq || got.Subject != subjects.Approval("", "intent-0001") {
 			t.Errorf("printed %+v", got)
 		}
 	})

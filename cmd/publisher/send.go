@@ -6,8 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/send"
@@ -72,15 +70,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // sendEnvelope publishes env and, with a wait, prints its receipt.
 func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope, wait time.Duration, asJSON bool, stdout io.Writer) error {
-	nc, err := conn.Connect("publisher", nil)
+	c, err := conn.Open("publisher", nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer c.Close()
+	js := c.JS
 	client := send.NewClient(js)
 	var listen *send.Listener
 	if wait > 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -34,7 +35,7 @@ func ctx5(t *testing.T) context.Context {
 // running, and returns its stream sequence.
 func publishApproval(t *testing.T, env *testenv.Env, intent string, envelope []byte) uint64 {
 	t.Helper()
-	ack, err := env.JS.Publish(ctx5(t), topology.ApprovalSubject("", intent), envelope)
+	ack, err := env.JS.Publish(ctx5(t), subjects.Approval("", intent), envelope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func storeReceipt(t *testing.T, env *testenv.Env, seq uint64, attempt, intent st
 
 func storeRawReceipt(t *testing.T, env *testenv.Env, seq uint64, intent, outcome string, body []byte) uint64 {
 	t.Helper()
-	m := nats.NewMsg(topology.ReceiptSubject("", intent))
+	m := nats.NewMsg(subjects.Receipt("", intent))
 	m.Data = body
 	m.Header.Set(topology.HeaderOutcome, outcome)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(seq, 10))

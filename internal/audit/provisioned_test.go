@@ -14,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -159,7 +160,7 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 		t.Fatal(err)
 	}
 	pull := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + topology.ReceiptsStream + ".spy")
-	pull.Reply = topology.DeadLetterSubjectFor("", "intent-0001")
+	pull.Reply = subjects.DeadLetter("", "intent-0001")
 	pull.Data = []byte(`{"batch": 1, "expires": 100000000}`)
 	if err := env.NC.PublishMsg(pull); err != nil {
 		t.Fatal(err)
@@ -178,7 +179,7 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	fake := nats.NewMsg(topology.DeadLetterSubjectFor("", "intent-0001"))
+	fake := nats.NewMsg(subjects.DeadLetter("", "intent-0001"))
 	fake.Header.Set("Status", "408")
 	fake.Header.Set("Description", "Request Timeout")
 	ack, err := env.JS.PublishMsg(ctx5(t), fake)
@@ -197,7 +198,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 	// The same look-alike in RECEIPTS, followed by a receipt, where a
 	// reader that takes it for the answer to its pull stops or waits for
 	// it for ever.
-	fake := nats.NewMsg(topology.ReceiptSubject("", "intent-0001"))
+	fake := nats.NewMsg(subjects.Receipt("", "intent-0001"))
 	fake.Header.Set("Status", "404")
 	ack, err := env.JS.PublishMsg(ctx5(t), fake)
 	if err != nil {
@@ -220,7 +221,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 
 func TestVerifyReportsAStatusMessageStoredAsAnApproval(t *testing.T) {
 	env := testenv.Start(t)
-	fake := nats.NewMsg(topology.ApprovalSubject("", "intent-0001"))
+	fake := nats.NewMsg(subjects.Approval("", "intent-0001"))
 	fake.Header.Set("Status", "408")
 	ack, err := env.JS.PublishMsg(ctx5(t), fake)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -173,7 +174,7 @@ func TestReadRunReceiptsKeepsTheRunsReceiptsFromTheSequenceGiven(t *testing.T) {
 	}
 	store := func(seq uint64, body []byte) uint64 {
 		t.Helper()
-		m := nats.NewMsg(topology.ReceiptSubject("", "intent-"+strconv.FormatUint(seq, 10)))
+		m := nats.NewMsg(subjects.Receipt("", "intent-"+strconv.FormatUint(seq, 10)))
 		m.Data = body
 		m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(seq, 10))
 		ack, err := js.PublishMsg(ctx, m)

@@ -1,4 +1,4 @@
-// Package bench is the load generator behind "publisher bench": it measures
+// Package bench is the load generator behind the bench command (cmd/bench): it measures
 // the pipeline's durable end-to-end throughput and latency against an
 // embedded or a running deployment, and, in the same run, the references the
 // figures are compared with.

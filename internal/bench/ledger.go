@@ -19,6 +19,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -343,7 +344,7 @@ func (l *ledgerSink) record(msg jetstream.Msg) error {
 		return fmt.Errorf("bench: encoding a receipt: %w", err)
 	}
 	l.res.receiptBytes.Store(int64(len(body)))
-	m := nats.NewMsg("bench.ledger.out." + strings.TrimPrefix(topology.ReceiptSubject("", intent), "receipts."))
+	m := nats.NewMsg("bench.ledger.out." + strings.TrimPrefix(subjects.Receipt("", intent), "receipts."))
 	m.Data = body
 	m.Header.Set(topology.HeaderOutcome, outcome)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(meta.Sequence.Stream, 10))

@@ -16,6 +16,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -118,7 +119,7 @@ func TestLedgerReferenceDecidesAsTheService(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.Envelopes = append(w.Envelopes, e)
-		w.Subjects = append(w.Subjects, topology.ApprovalSubject("", intent))
+		w.Subjects = append(w.Subjects, subjects.Approval("", intent))
 		want = append(want, outcome)
 	}
 	add(a, document.OutcomeCreated)

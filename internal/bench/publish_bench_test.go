@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkApprovalBatches(b *testing.B) {
 					for k := range per {
 						msgs := make([]*nats.Msg, size)
 						for i := range msgs {
-							msgs[i] = &nats.Msg{Subject: topology.ApprovalSubject("", fmt.Sprintf("intent-%d-%d-%d", p, k, i)), Data: body}
+							msgs[i] = &nats.Msg{Subject: subjects.Approval("", fmt.Sprintf("intent-%d-%d-%d", p, k, i)), Data: body}
 						}
 						t0 := time.Now()
 						if _, err := publishAtomicSeqs(ctx, nc, topology.ApprovalsStream, msgs); err != nil {

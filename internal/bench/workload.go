@@ -14,7 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
-	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 )
 
 // Workload is a set of approvals to send, in sending order.
@@ -203,7 +203,7 @@ func generate(spec workloadSpec) (*Workload, error) {
 	w.Subjects = make([]string, len(envs))
 	for i, k := range order {
 		w.Envelopes[i] = envs[k]
-		w.Subjects[i] = topology.ApprovalSubject("", intents[k])
+		w.Subjects[i] = subjects.Approval("", intents[k])
 	}
 	return w, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -15,22 +14,6 @@ import (
 
 // DefaultServer is used when neither --server nor NATS_URL is given.
 const DefaultServer = "nats://127.0.0.1:4222"
-
-// ServerFlag adds --server to fs, taking $NATS_URL after parsing (ApplyEnv)
-// when it is not given: the URL may hold a password, which --help must not
-// print.
-func ServerFlag(fs *flag.FlagSet) *string {
-	s := new(string)
-	ServerFlagVar(fs, s, os.Getenv)
-	return s
-}
-
-// ServerFlagVar is ServerFlag storing into p and reading the environment
-// through getenv.
-func ServerFlagVar(fs *flag.FlagSet, p *string, getenv func(string) string) {
-	envStringVar(fs, getenv, p, "NATS_URL", DefaultServer, []string{"server"},
-		"NATS server `URL`s, comma-separated (default $NATS_URL, else "+DefaultServer+")")
-}
 
 // LogFlags adds --log-format and --log-level to fs.
 func LogFlags(fs *flag.FlagSet) (format, level *string) {

@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/redact"
 )
 
@@ -43,20 +45,6 @@ func ConnFlags(fs *flag.FlagSet) *ConnConfig {
 
 // ConnFlagsEnv is ConnFlags reading the environment through getenv.
 func ConnFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *ConnConfig {
-	c := AuthFlagsEnv(fs, getenv)
-	ServerFlagVar(fs, &c.Server, getenv)
-	c.env = append(c.env, fs.Lookup("server").Value.(*envString))
-	return c
-}
-
-// AuthFlags adds only the authentication, TLS and inbox flags to fs, for
-// commands that define --server themselves.
-func AuthFlags(fs *flag.FlagSet) *ConnConfig {
-	return AuthFlagsEnv(fs, os.Getenv)
-}
-
-// AuthFlagsEnv is AuthFlags reading the environment through getenv.
-func AuthFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *ConnConfig {
 	c := &ConnConfig{}
 	add := func(p *string, env string, names []string, usage string) {
 		c.env = append(c.env, envStringVar(fs, getenv, p, env, "", names, usage))
@@ -70,12 +58,15 @@ func AuthFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *ConnConfig {
 	add(&c.TLSCA, "NATS_CA", []string{"tls-ca", "tlsca"}, "CA certificate `FILE` to verify the server (PEM; default $NATS_CA)")
 	fs.BoolVar(&c.TLSFirst, "tls-first", false, "start TLS before the NATS protocol handshake")
 	add(&c.InboxPrefix, "NATS_INBOX_PREFIX", []string{"inbox-prefix"}, "subject `PREFIX` of this client's replies instead of _INBOX, for permissions that give each role its own inbox (default $NATS_INBOX_PREFIX)")
+	c.env = append(c.env, envStringVar(fs, getenv, &c.Server, "NATS_URL", DefaultServer, []string{"server"},
+		"NATS server `URL`s, comma-separated (default $NATS_URL, else "+DefaultServer+")"))
 	return c
 }
 
-// ConnFlagNames are the names of the flags AuthFlags defines.
-var ConnFlagNames = []string{"creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey",
-	"tls-ca", "tlsca", "tls-first", "inbox-prefix"}
+// AuthFlagNames are the names of the authentication and TLS flags ConnFlags
+// defines: what a server without either (an embedded one) refuses.
+var AuthFlagNames = []string{"creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey",
+	"tls-ca", "tlsca", "tls-first"}
 
 // applyEnv fills the fields whose flags were not given from the environment,
 // once.
@@ -142,6 +133,38 @@ func (c *ConnConfig) Connect(name string, log *slog.Logger, extra ...nats.Option
 		return nil, err
 	}
 	return connect(c.Server, name, log, append(opts, extra...)...)
+}
+
+// Conn is a command's connection to NATS with its JetStream handle (Open).
+type Conn struct {
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	log *slog.Logger
+}
+
+// Open connects as Connect does and opens JetStream on the connection: what
+// a command that reads or writes the streams starts with. Close it when
+// done.
+func (c *ConnConfig) Open(name string, log *slog.Logger, extra ...nats.Option) (*Conn, error) {
+	nc, err := c.Connect(name, log, extra...)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	return &Conn{NC: nc, JS: js, log: log}, nil
+}
+
+// Close drains the connection (natsconn.Drain), so that whatever was handed
+// to it goes out before it closes; it is closed when Close returns. A drain
+// that fails is told to the logger given to Open, if any.
+func (c *Conn) Close() {
+	if err := natsconn.Drain(c.NC, 0); err != nil && c.log != nil {
+		c.log.Warn("draining the connection", "err", err)
+	}
 }
 
 // RedactURL shows a server URL list without what may be secret: passwords

@@ -1,8 +1,9 @@
-// Package cli is the command-line kit the three commands (executor,
-// publisher, provider) share: the NATS connection flags (--server with
+// Package cli is the command-line kit the commands (executor, publisher,
+// provider, bench) share: the NATS connection flags (--server with
 // $NATS_URL, authentication, TLS and --inbox-prefix, with the environment
 // read after parsing so that --help never prints a value taken from it),
-// connecting with sensible reconnect settings, the version from the build
+// connecting with sensible reconnect settings (Open: with a JetStream handle,
+// and a Close that drains the connection), the version from the build
 // information, slog loggers (text on a terminal, JSON on request), flag sets
 // and parsing, usage errors and exit statuses (with the error and status of
 // a send that published but got no receipt), and signal handling (Main:

@@ -34,6 +34,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
 )
@@ -416,7 +417,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 		job("operator", "`executor verify` and `status`: read the three streams through consumers of its own (ephemeral, removed after a minute unused), the consumer's state, the service's counters and records",
 			"`$JS.API.CONSUMER.CREATE.<stream>.<own name>[.<filter>]`, `$JS.API.CONSUMER.INFO.*.*`, `fake-task-provider.stats`, `.records`", seenAllowed)
-		dead := nats.NewMsg(topology.DeadLetterSubjectFor("", "intent-0001"))
+		dead := nats.NewMsg(subjects.DeadLetter("", "intent-0001"))
 		dead.Data = s.Original.Envelope()
 		dead.Header.Set(topology.HeaderReason, "task service call failed")
 		dead.Header.Set(topology.HeaderStreamSeq, "1")
@@ -478,7 +479,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		// As the executor reads it: MSG.GET with the subject in the body
 		// (its role reads every scope's receipts).
 		a := exConn.try(t, msg("$JS.API.STREAM.MSG.GET."+topology.ReceiptsStream,
-			`{"seq":1,"next_by_subj":"`+topology.ReceiptSubject("", "intent-0001")+`"}`))
+			`{"seq":1,"next_by_subj":"`+subjects.Receipt("", "intent-0001")+`"}`))
 		var got struct {
 			Message *struct {
 				Subject string `json:"subject"`
@@ -486,7 +487,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 			} `json:"message"`
 		}
 		if a.msg == nil || json.Unmarshal(a.msg.Data, &got) != nil || got.Message == nil ||
-			got.Message.Subject != topology.ReceiptSubject("", "intent-0001") || !bytes.Contains(got.Message.Header, []byte(topology.HeaderStreamSeq)) {
+			got.Message.Subject != subjects.Receipt("", "intent-0001") || !bytes.Contains(got.Message.Header, []byte(topology.HeaderStreamSeq)) {
 			t.Fatalf("the executor could not read a stored receipt: %s", a.seen())
 		}
 		job("executor", "read a stored receipt back before dead-lettering", "`$JS.API.STREAM.INFO.RECEIPTS`, `$JS.API.STREAM.MSG.GET.RECEIPTS`", seenAllowed)
@@ -495,7 +496,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	t.Run("an envelope on another intent's subject is rejected at envelope without a call", func(t *testing.T) {
 		before := hosted.Store.Stats()
 		w := watchReceipts(t, js, "", "intent-0001")
-		m := nats.NewMsg(topology.ApprovalSubject("", "intent-0002"))
+		m := nats.NewMsg(subjects.Approval("", "intent-0002"))
 		m.Data = s.Original.Envelope()
 		ack, err := js.PublishMsg(ctx, m)
 		if err != nil {
@@ -530,14 +531,14 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	})
 
 	t.Run("the streams refuse a message larger than the gate accepts", func(t *testing.T) {
-		big := nats.NewMsg(topology.ApprovalSubject("", "intent-big"))
+		big := nats.NewMsg(subjects.Approval("", "intent-big"))
 		big.Data = bytes.Repeat([]byte(" "), document.Limits.MaxBytes+topology.HeaderAllowance+1)
 		if _, err := js.PublishMsg(ctx, big); err == nil {
 			t.Fatal("APPROVALS stored a message larger than the gate accepts")
 		} else if !strings.Contains(err.Error(), "maximum") {
 			t.Fatalf("publishing an oversized approval: %v, want the stream's size refusal", err)
 		}
-		for _, subject := range []string{topology.ReceiptSubject("", "intent-big"), topology.DeadLetterSubjectFor("", "intent-big")} {
+		for _, subject := range []string{subjects.Receipt("", "intent-big"), subjects.DeadLetter("", "intent-big")} {
 			m := nats.NewMsg(subject)
 			m.Data = bytes.Repeat([]byte(" "), topology.DeadLetterMaxMsg+1)
 			if _, err := exJS.PublishMsg(ctx, m); err == nil {
@@ -562,8 +563,8 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 
 	t.Run("each role publishes only onto its own streams", func(t *testing.T) {
 		for _, c := range []*conn{pub, exConn, op, svcConn} {
-			approval := topology.ApprovalSubject("", "intent-0001")
-			for _, subject := range []string{approval, topology.ReceiptSubject("", "intent-0001"), topology.DeadLetterSubjectFor("", "intent-0001")} {
+			approval := subjects.Approval("", "intent-0001")
+			for _, subject := range []string{approval, subjects.Receipt("", "intent-0001"), subjects.DeadLetter("", "intent-0001")} {
 				may := map[string]bool{"publisher": subject == approval, "operator": subject == approval,
 					"executor": subject != approval}[c.role]
 				if may {
@@ -651,8 +652,8 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		other := connectAs(t, url, "publisher", pw["publisher"])
 		ojs, _ := jetstream.New(other.Conn)
 		w := watchReceipts(t, ojs, "", "intent-0009")
-		m := msg("$JS.API.DIRECT.GET.RECEIPTS."+topology.ReceiptSubject("", "intent-0001"), "")
-		m.Reply = topology.ReceiptSubject("", "intent-0009")
+		m := msg("$JS.API.DIRECT.GET.RECEIPTS."+subjects.Receipt("", "intent-0001"), "")
+		m.Reply = subjects.Receipt("", "intent-0009")
 		spy, err := other.SubscribeSync(m.Reply)
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -282,14 +283,14 @@ func testReplyInjection(t *testing.T, ctx context.Context, spies *spyTables, pjs
 	}{
 		{"provisioning", "JetStream API (`$JS.API.INFO`)", msg("$JS.API.INFO", "")},
 
-		{"publisher", "direct get on RECEIPTS", msg("$JS.API.DIRECT.GET.RECEIPTS."+topology.ReceiptSubject("", "intent-0001"), "")},
+		{"publisher", "direct get on RECEIPTS", msg("$JS.API.DIRECT.GET.RECEIPTS."+subjects.Receipt("", "intent-0001"), "")},
 		{"publisher", "JetStream API (`STREAM.INFO.RECEIPTS`)", msg("$JS.API.STREAM.INFO.RECEIPTS", "")},
 		{"publisher", "publish onto APPROVALS, the ack to the reply", wrongStream("approvals.spy")},
 		{"publisher", "pull a consumer on RECEIPTS (`MSG.NEXT`)", msg("$JS.API.CONSUMER.MSG.NEXT.RECEIPTS.spy-operator", nextNoWait)},
 		{"publisher", "task service (`fake-task-provider.create`)", msg(provider.SubjectCreate, `{}`)},
 
-		{"tenant-a", "direct get on RECEIPTS, its own scope", msg("$JS.API.DIRECT.GET.RECEIPTS."+topology.ReceiptSubject("tenant-a", "intent-0002"), "")},
-		{"tenant-a", "publish onto APPROVALS, its own scope, the ack to the reply", wrongStream(topology.ApprovalSubject("tenant-a", "spy"))},
+		{"tenant-a", "direct get on RECEIPTS, its own scope", msg("$JS.API.DIRECT.GET.RECEIPTS."+subjects.Receipt("tenant-a", "intent-0002"), "")},
+		{"tenant-a", "publish onto APPROVALS, its own scope, the ack to the reply", wrongStream(subjects.Approval("tenant-a", "spy"))},
 
 		{"executor", "pull its consumer (`MSG.NEXT.APPROVALS.executor`)", msg("$JS.API.CONSUMER.MSG.NEXT.APPROVALS.executor", nextNoWait)},
 		{"executor", "`MSG.GET` on RECEIPTS", msg("$JS.API.STREAM.MSG.GET.RECEIPTS", `{"last_by_subj":"receipts.default.intent-0001"}`)},

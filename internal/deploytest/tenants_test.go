@@ -14,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
 )
@@ -62,7 +63,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 		if err != nil {
 			t.Fatalf("%s could not publish an approval of its own scope: %v", me.name, err)
 		}
-		if want := topology.ApprovalSubject(me.name, intent); sent.Subject != want {
+		if want := subjects.Approval(me.name, intent); sent.Subject != want {
 			t.Fatalf("%s published on %s, want %s", me.name, sent.Subject, want)
 		}
 		me.seq = sent.StreamSeq
@@ -94,10 +95,10 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 				t.Fatal(err)
 			}
 			for _, try := range []struct{ action, subject, shown string }{
-				{"publish an approval of the other's scope", topology.ApprovalSubject(other.name, intent), "`approvals.<other>.<intent>`"},
-				{"publish an approval of the default scope", topology.ApprovalSubject("", intent), "`approvals.default.<intent>`"},
-				{"publish onto a stream", topology.ReceiptSubject(me.name, intent), "`receipts.<own>.<intent>`"},
-				{"publish onto a stream", topology.DeadLetterSubjectFor(me.name, intent), "`deadletters.<own>.<intent>`"},
+				{"publish an approval of the other's scope", subjects.Approval(other.name, intent), "`approvals.<other>.<intent>`"},
+				{"publish an approval of the default scope", subjects.Approval("", intent), "`approvals.default.<intent>`"},
+				{"publish onto a stream", subjects.Receipt(me.name, intent), "`receipts.<own>.<intent>`"},
+				{"publish onto a stream", subjects.DeadLetter(me.name, intent), "`deadletters.<own>.<intent>`"},
 			} {
 				m := msg(try.subject, "")
 				m.Data = a.Envelope()
@@ -116,7 +117,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 			}
 			before := counts()
 			w := watchReceipts(t, me.js, me.name, intent)
-			m := nats.NewMsg(topology.ApprovalSubject(me.name, intent))
+			m := nats.NewMsg(subjects.Approval(me.name, intent))
 			m.Data = a.Envelope()
 			ack, err := me.js.PublishMsg(ctx, m)
 			if err != nil {
@@ -138,7 +139,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 		})
 
 		t.Run(me.name+" may not read "+other.name+"'s receipts", func(t *testing.T) {
-			otherSubject := topology.ReceiptSubject(other.name, intent)
+			otherSubject := subjects.Receipt(other.name, intent)
 			for _, subject := range []string{otherSubject, "receipts." + other.name + ".>", "receipts.*." + intent, "receipts.>"} {
 				could := me.c.canSubscribe(t, subject)
 				if could {
@@ -182,7 +183,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 				_ = c.Flush()
 				subs[who] = sub
 			}
-			mine := me.c.try(t, msg(direct+topology.ReceiptSubject(me.name, intent), ""))
+			mine := me.c.try(t, msg(direct+subjects.Receipt(me.name, intent), ""))
 			if mine.msg == nil || mine.seen() != seenAllowed {
 				t.Fatalf("%s reading its own stored receipt: %s", me.name, mine.seen())
 			}

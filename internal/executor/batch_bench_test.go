@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkReceiptBatch(b *testing.B) {
 		body[i] = 'a' + byte(i%26)
 	}
 	receipt := func(i int) *nats.Msg {
-		m := nats.NewMsg(topology.ReceiptSubject("", fmt.Sprintf("intent-bench-%07d", i)))
+		m := nats.NewMsg(subjects.Receipt("", fmt.Sprintf("intent-bench-%07d", i)))
 		m.Data = body
 		m.Header.Set(topology.HeaderOutcome, "created")
 		m.Header.Set(topology.HeaderStreamSeq, strconv.Itoa(i))

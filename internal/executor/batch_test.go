@@ -21,6 +21,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -156,7 +157,7 @@ func publishApprovals(t *testing.T, js jetstream.JetStream, prefix string, n int
 			t.Fatal(err)
 		}
 		env := a.Envelope()
-		f, err := js.PublishAsync(topology.ApprovalSubject("", document.Identify(env).IntentID), env)
+		f, err := js.PublishAsync(subjects.Approval("", document.Identify(env).IntentID), env)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -183,7 +184,7 @@ func TestARunningExecutorStopsTakingDeliveriesOnceItsConsumerIsChanged(t *testin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := env.JS.Publish(ctx, topology.ApprovalSubject("", "intent-0001"), s.Original.Envelope()); err != nil {
+	if _, err := env.JS.Publish(ctx, subjects.Approval("", "intent-0001"), s.Original.Envelope()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)

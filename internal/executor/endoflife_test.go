@@ -20,6 +20,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -334,7 +335,7 @@ func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *te
 			id := document.Identify(envelope)
 			others := func(from, n int) {
 				for i := from; i < from+n; i++ {
-					m := nats.NewMsg(topology.ReceiptSubject("", id.IntentID))
+					m := nats.NewMsg(subjects.Receipt("", id.IntentID))
 					m.Header.Set(topology.HeaderStreamSeq, strconv.Itoa(1000+i))
 					m.Header.Set(topology.HeaderOutcome, document.OutcomeReplayed)
 					task := "fake-task-0001"

@@ -294,7 +294,7 @@ type delivery struct {
 	// scope is the scope its receipts and dead letters are filed under:
 	// the one its subject names (subjects.ScopeOfApproval), so that they
 	// land where the one who could publish it may read them and never
-	// under another scope; topology.ScopeUnknown when the subject names
+	// under another scope; subjects.ScopeUnknown when the subject names
 	// none. The gate refuses a message whose request names another scope
 	// than its subject.
 	scope  string
@@ -646,7 +646,7 @@ type msgGetResponse struct {
 func (e *Executor) storedReceipt(d *delivery) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	subject := topology.ReceiptSubject(d.scope, d.id.IntentID)
+	subject := subjects.Receipt(d.scope, d.id.IntentID)
 	seq := strconv.FormatUint(d.seq, 10)
 	req := msgGetRequest{NextFor: subject, Seq: 1}
 	if !d.stored.IsZero() {
@@ -733,7 +733,7 @@ func (e *Executor) deadLetterEnding(d *delivery, reason, ending string) {
 	// The ending is kept whole, however long the reason: readers look for
 	// it (send.Failure.NothingCreated).
 	reason = clipTo(reason, document.MaxTextBytes-len("; "+ending)) + "; " + ending
-	m := nats.NewMsg(topology.DeadLetterSubjectFor(d.scope, d.id.IntentID))
+	m := nats.NewMsg(subjects.DeadLetter(d.scope, d.id.IntentID))
 	m.Data = d.msg.Data()
 	m.Header.Set(topology.HeaderReason, reason)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))
@@ -836,7 +836,7 @@ func (e *Executor) pendingReceipt(d *delivery, r *document.Receipt, term bool) (
 	if err != nil {
 		return nil, fmt.Errorf("executor: encoding a receipt: %w", err)
 	}
-	m := nats.NewMsg(topology.ReceiptSubject(d.scope, d.id.IntentID))
+	m := nats.NewMsg(subjects.Receipt(d.scope, d.id.IntentID))
 	m.Data = body
 	m.Header.Set(topology.HeaderOutcome, r.Outcome)
 	m.Header.Set(topology.HeaderStreamSeq, strconv.FormatUint(d.seq, 10))

@@ -17,8 +17,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
-	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 func seed(t testing.TB) *scenario.Seed {
@@ -179,7 +179,7 @@ func sendOnly(t testing.TB, js jetstream.JetStream, envelope []byte) uint64 {
 	defer cancel()
 	m := envelope
 	id := document.Identify(m)
-	ack, err := js.Publish(ctx, topology.ApprovalSubject("", id.IntentID), m)
+	ack, err := js.Publish(ctx, subjects.Approval("", id.IntentID), m)
 	if err != nil {
 		t.Fatal(err)
 	}

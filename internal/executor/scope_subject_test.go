@@ -8,8 +8,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
-	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // A delivery's receipt is filed under the scope its subject names, where
@@ -31,10 +31,10 @@ func TestAReceiptIsFiledUnderTheScopeOfItsDeliverySubject(t *testing.T) {
 		scope         string // where the receipt is filed
 		rejected      bool   // at envelope
 	}{
-		{"a request of team-a on team-a's subject is filed under team-a", topology.ApprovalSubject("team-a", intent), scoped.Envelope(), "team-a", false},
-		{"a request of team-a on team-b's subject is refused and filed under team-b", topology.ApprovalSubject("team-b", intent), scoped.Envelope(), "team-b", true},
-		{"a request of the default scope on team-b's subject is refused and filed under team-b", topology.ApprovalSubject("team-b", intent), s.Original.Envelope(), "team-b", true},
-		{"a request on a subject that names no scope is refused and filed under the unknown scope", "approvals." + intent, s.Original.Envelope(), topology.ScopeUnknown, true},
+		{"a request of team-a on team-a's subject is filed under team-a", subjects.Approval("team-a", intent), scoped.Envelope(), "team-a", false},
+		{"a request of team-a on team-b's subject is refused and filed under team-b", subjects.Approval("team-b", intent), scoped.Envelope(), "team-b", true},
+		{"a request of the default scope on team-b's subject is refused and filed under team-b", subjects.Approval("team-b", intent), s.Original.Envelope(), "team-b", true},
+		{"a request on a subject that names no scope is refused and filed under the unknown scope", "approvals." + intent, s.Original.Envelope(), subjects.ScopeUnknown, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -45,7 +45,7 @@ func TestAReceiptIsFiledUnderTheScopeOfItsDeliverySubject(t *testing.T) {
 			}
 			rc, err := testenv.WaitReceipt(ctx, env.JS, tc.scope, intent, ack.Sequence)
 			if err != nil {
-				t.Fatalf("no receipt on %s: %v", topology.ReceiptSubject(tc.scope, intent), err)
+				t.Fatalf("no receipt on %s: %v", subjects.Receipt(tc.scope, intent), err)
 			}
 			refused := rc.Outcome == document.OutcomeRejected && rc.Rejection != nil && rc.Rejection.Check == gate.CheckEnvelope
 			if refused != tc.rejected {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -22,7 +23,7 @@ func storeDeadLetter(t *testing.T, js jetstream.JetStream, payload []byte, appro
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m := nats.NewMsg(topology.DeadLetterSubjectFor("", "intent-0001"))
+	m := nats.NewMsg(subjects.DeadLetter("", "intent-0001"))
 	m.Data = payload
 	m.Header.Set(topology.HeaderReason, "task service call failed on delivery 4 of 4: no responders")
 	m.Header.Set(topology.HeaderStreamSeq, approvalSeq)

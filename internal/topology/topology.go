@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/sendtwice/sendtwice/internal/subjects"
 )
 
 // Names of the streams, subjects and the consumer.
@@ -189,78 +187,62 @@ func CallBound(cc jetstream.ConsumerConfig) int {
 	return max(cc.MaxDeliver, 0)
 }
 
-// ApprovalsConfig is the APPROVALS stream: file storage, limits retention.
-func ApprovalsConfig(c Config) jetstream.StreamConfig {
+// streamConfig is what the three streams share: file storage, limits
+// retention, c's age, de-duplication window, replicas and size, and
+// DiscardNew: a full stream refuses new messages rather than dropping stored
+// ones.
+func streamConfig(c Config, name, description, subject string, maxMsg int32) jetstream.StreamConfig {
 	c = c.withDefaults()
 	return jetstream.StreamConfig{
-		Name:        ApprovalsStream,
-		Description: "approved task requests, one envelope a message",
-		Subjects:    []string{ApprovalsSubjects},
+		Name:        name,
+		Description: description,
+		Subjects:    []string{subject},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      c.MaxAge,
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
-		MaxMsgSize:  ApprovalMaxMsg,
+		MaxMsgSize:  maxMsg,
 		MaxBytes:    c.MaxBytes,
-		// A full stream refuses new approvals: dropping the oldest would
-		// silently lose approvals no executor has handled yet.
-		Discard: jetstream.DiscardNew,
-		// Publishers with many approvals at hand store them as atomic
-		// batches: one sync for the batch instead of one per message.
-		AllowAtomicPublish: true,
+		Discard:     jetstream.DiscardNew,
 	}
+}
+
+// ApprovalsConfig is the APPROVALS stream. A full stream refuses new
+// approvals: dropping the oldest would silently lose approvals no executor
+// has handled yet.
+func ApprovalsConfig(c Config) jetstream.StreamConfig {
+	sc := streamConfig(c, ApprovalsStream, "approved task requests, one envelope a message", ApprovalsSubjects, ApprovalMaxMsg)
+	// Publishers with many approvals at hand store them as atomic
+	// batches: one sync for the batch instead of one per message.
+	sc.AllowAtomicPublish = true
+	return sc
 }
 
 // ReceiptsConfig is the RECEIPTS stream. Executors store receipts in atomic
 // batches: the stream stores a batch whole or not at all, with one sync, and
-// acknowledges its commit only once all of it is synced.
+// acknowledges its commit only once all of it is synced. A full stream
+// refuses new receipts; the executor naks and retries, so a message is never
+// acked without its receipt.
 func ReceiptsConfig(c Config) jetstream.StreamConfig {
-	c = c.withDefaults()
-	return jetstream.StreamConfig{
-		Name:        ReceiptsStream,
-		Description: "task-receipt.v1 documents, receipts.<scope>.<intent>",
-		Subjects:    []string{ReceiptsSubjects},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      c.MaxAge,
-		Duplicates:  c.DuplicateWindow,
-		Replicas:    c.Replicas,
-		MaxMsgSize:  ReceiptMaxMsg,
-		MaxBytes:    c.MaxBytes,
-		// A full stream refuses new receipts; the executor naks and
-		// retries, so a message is never acked without its receipt.
-		Discard:            jetstream.DiscardNew,
-		AllowAtomicPublish: true,
-		// A publisher reads the stored receipts of its intent by a direct
-		// get whose subject names the receipts subject
-		// ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>), so that
-		// a permission confines it to its own scope's receipts. The older
-		// $JS.API.STREAM.MSG.GET.RECEIPTS carries the subject in its body,
-		// where no permission can see it.
-		AllowDirect: true,
-	}
+	sc := streamConfig(c, ReceiptsStream, "task-receipt.v1 documents, receipts.<scope>.<intent>", ReceiptsSubjects, ReceiptMaxMsg)
+	sc.AllowAtomicPublish = true
+	// A publisher reads the stored receipts of its intent by a direct
+	// get whose subject names the receipts subject
+	// ($JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>), so that
+	// a permission confines it to its own scope's receipts. The older
+	// $JS.API.STREAM.MSG.GET.RECEIPTS carries the subject in its body,
+	// where no permission can see it.
+	sc.AllowDirect = true
+	return sc
 }
 
 // DeadLetterConfig is the dead-letter stream: the original payload, with
-// the reason and the delivery in headers.
+// the reason and the delivery in headers. A full stream refuses new dead
+// letters; the message stays in APPROVALS and is tried again, rather than
+// dropping older ones.
 func DeadLetterConfig(c Config) jetstream.StreamConfig {
-	c = c.withDefaults()
-	return jetstream.StreamConfig{
-		Name:        DeadLetterStream,
-		Description: "approvals that kept failing: original payload, reason in headers",
-		Subjects:    []string{DeadLetterSubject},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      c.MaxAge,
-		Duplicates:  c.DuplicateWindow,
-		Replicas:    c.Replicas,
-		MaxMsgSize:  DeadLetterMaxMsg,
-		MaxBytes:    c.MaxBytes,
-		// A full stream refuses new dead letters; the message stays in
-		// APPROVALS and is tried again, rather than dropping older ones.
-		Discard: jetstream.DiscardNew,
-	}
+	return streamConfig(c, DeadLetterStream, "approvals that kept failing: original payload, reason in headers", DeadLetterSubject, DeadLetterMaxMsg)
 }
 
 // ConsumerConfig is the one durable pull consumer all executors share.
@@ -368,22 +350,3 @@ func DeadLetterBudget(c Config) Budget {
 	}
 	return b
 }
-
-// Unknown is the subject token used when a message's intent id is unknown.
-const Unknown = subjects.Unknown
-
-// ScopeUnknown is the scope token of receipts and dead letters of a message
-// whose subject names no scope (subjects.ScopeUnknown).
-const ScopeUnknown = subjects.ScopeUnknown
-
-// ApprovalSubject is where an approved request for this key (scope, intent)
-// is published (subjects.Approval).
-func ApprovalSubject(scope, intentID string) string { return subjects.Approval(scope, intentID) }
-
-// ReceiptSubject is where receipts for this key are published
-// (subjects.Receipt).
-func ReceiptSubject(scope, intentID string) string { return subjects.Receipt(scope, intentID) }
-
-// DeadLetterSubjectFor is where a dead letter for this key is published
-// (subjects.DeadLetter).
-func DeadLetterSubjectFor(scope, intentID string) string { return subjects.DeadLetter(scope, intentID) }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
-const benchHelp = `bench [backlog|live] [--embedded | --server URL] [flags]
+const benchHelp = `Usage: bench [backlog|live] [--embedded | --server URL] [flags]
+       bench --version
 
 Measures durable end-to-end throughput (backlog) or publish→receipt latency (live), with
 the references measured in the same run: naive JetStream (consume, publish one receipt-sized
@@ -52,7 +54,9 @@ With --server (default $NATS_URL), the deployment's task service must be running
 provisions the streams if they are missing, creates and deletes the references' streams, and
 connects with --creds, --nkey or --user/--password ($NATS_PASSWORD) and the --tls-* files.
 That account needs to publish approvals, consume, store receipts, manage streams and call the
-service: an operator's account, not one of the least-privilege roles in deploy/auth.`
+service: an operator's account, not one of the least-privilege roles in deploy/auth.
+
+`
 
 // benchFlags are the command line of a bench run beyond bench.Options.
 type benchFlags struct {
@@ -68,12 +72,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		o.Mode, args = args[0], args[1:]
 	}
-	fs := newFlagSet("bench", benchHelp, stderr)
+	fs := cli.NewFlagSet("bench", benchHelp, stderr)
 	f := benchFlagSet(fs, &o)
 	if err := fs.Set("log-level", "warn"); err != nil {
 		return err
 	}
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if err := f.apply(fs, &o, stderr); err != nil {
@@ -177,8 +181,7 @@ func (f *benchFlags) connection(fs *flag.FlagSet, o *bench.Options) error {
 	}
 	var given []string
 	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "creds", "nkey", "user", "password", "tls-cert", "tlscert", "tls-key", "tlskey", "tls-ca", "tlsca", "tls-first":
+		if slices.Contains(cli.AuthFlagNames, fl.Name) {
 			given = append(given, "--"+fl.Name)
 		}
 	})
@@ -216,6 +219,12 @@ func (f *benchFlags) embedded(o *bench.Options) (cleanup func(), err error) {
 		o.Dir, cleanup = dir, func() { os.RemoveAll(dir) }
 	}
 	return cleanup, nil
+}
+
+// usageErr prints the usage and returns a usage error (exit status 2).
+func usageErr(fs *flag.FlagSet, format string, args ...any) error {
+	fs.Usage()
+	return &cli.ExitError{Code: cli.ExitUsage, Err: fmt.Errorf(format, args...)}
 }
 
 // errNoProvider says that no provider command was found to serve the task

@@ -22,7 +22,7 @@ import (
 // with one and two executors pass the check, and the service's memory is
 // reported.
 func TestBenchBacklogMeasuresAndChecks(t *testing.T) {
-	r := publisher(t, nil, "bench", "--embedded", "--provider-bin", buildProvider(t), "--approvals", "300", "--executors", "1,2", "--ref-approvals", "200",
+	r := benchCmd(t, "--embedded", "--provider-bin", buildProvider(t), "--approvals", "300", "--executors", "1,2", "--ref-approvals", "200",
 		"--concurrency", "16", "--resend", "0.2", "--conflict", "0.1")
 	r.expect(t, 0)
 	for _, want := range []string{
@@ -73,17 +73,17 @@ func buildProvider(t *testing.T) string {
 	return bin
 }
 
-// Without a provider command beside the publisher or on $PATH, an embedded
+// Without a provider command beside the bench or on $PATH, an embedded
 // run with the service in its own process says how to get one, before it
 // starts anything.
 func TestBenchWithoutAProviderCommandSaysHowToBuildOne(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	r := publisher(t, nil, "bench", "--embedded", "--approvals", "10", "--no-references")
+	r := benchCmd(t, "--embedded", "--approvals", "10", "--no-references")
 	r.expect(t, 1)
 	if !strings.Contains(r.stderr, "go build ./cmd/provider") || !strings.Contains(r.stderr, "--provider-bin") {
 		t.Errorf("the error does not say how to get a provider command:\n%s", r.stderr)
 	}
-	r = publisher(t, nil, "bench", "--embedded", "--provider-bin", filepath.Join(t.TempDir(), "provider"), "--approvals", "10")
+	r = benchCmd(t, "--embedded", "--provider-bin", filepath.Join(t.TempDir(), "provider"), "--approvals", "10")
 	r.expect(t, 1)
 	if !strings.Contains(r.stderr, "--provider-bin") {
 		t.Errorf("a missing --provider-bin is not named:\n%s", r.stderr)
@@ -92,7 +92,7 @@ func TestBenchWithoutAProviderCommandSaysHowToBuildOne(t *testing.T) {
 
 // A short live run: latency percentiles and the check.
 func TestBenchLiveReportsLatency(t *testing.T) {
-	r := publisher(t, nil, "bench", "live", "--embedded", "--service-in-process", "--no-references",
+	r := benchCmd(t, "live", "--embedded", "--service-in-process", "--no-references",
 		"--rate", "40", "--duration", "1s", "--publishers", "2")
 	r.expect(t, 0)
 	if !regexp.MustCompile(`(?m)^  40/s\s+\d+/s\s+1\s+40\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+ ms\s+[0-9.]+\s+ok: 40/40 with receipt`).MatchString(r.stdout) {
@@ -112,7 +112,7 @@ func TestBenchLiveReportsLatency(t *testing.T) {
 // instead of the fake task service: the check counts the collection's tasks.
 func TestBenchLiveAgainstACalDAVCollection(t *testing.T) {
 	dav := davtest.Start(t, davtest.Radicale, davtest.Options{})
-	r := publisher(t, nil, "bench", "live", "--embedded", "--service-in-process", "--no-references",
+	r := benchCmd(t, "live", "--embedded", "--service-in-process", "--no-references",
 		"--rate", "20", "--duration", "1s", "--concurrency", "16", "--caldav-url", dav.CollectionURL)
 	r.expect(t, 0)
 	if !regexp.MustCompile(`(?m)^  20/s\s.*ok: 20/20 with receipt; CalDAV tasks \+(\d+) = distinct intents (\d+);`).MatchString(r.stdout) {
@@ -125,15 +125,15 @@ func TestBenchLiveAgainstACalDAVCollection(t *testing.T) {
 
 func TestBenchRefusesBadUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"bench", "--embedded", "--rate", "fast"},
-		{"bench", "sideways", "--embedded"},
-		{"bench", "--embedded", "--executors", "one"},
-		{"bench", "--embedded", "--ledger", "maybe"},
+		{"--embedded", "--rate", "fast"},
+		{"sideways", "--embedded"},
+		{"--embedded", "--executors", "one"},
+		{"--embedded", "--ledger", "maybe"},
 	} {
-		publisher(t, nil, args...).expect(t, 2)
+		benchCmd(t, args...).expect(t, 2)
 	}
 	// Preloading needs the store in hand.
-	publisher(t, nil, "bench", "--server", "nats://127.0.0.1:1", "--preload", "10").expect(t, 1)
+	benchCmd(t, "--server", "nats://127.0.0.1:1", "--preload", "10").expect(t, 1)
 }
 
 // Against a server that requires a user and password, with the task service
@@ -180,7 +180,7 @@ func TestBenchAgainstAServerThatRequiresAPassword(t *testing.T) {
 	}
 
 	t.Setenv("NATS_PASSWORD", password)
-	r := publisher(t, nil, "bench", "--server", url, "--user", user, "--approvals", "60", "--ref-approvals", "30", "--concurrency", "8")
+	r := benchCmd(t, "--server", url, "--user", user, "--approvals", "60", "--ref-approvals", "30", "--concurrency", "8")
 	r.expect(t, 0)
 	noLeak(r)
 	if !strings.Contains(r.stdout, "ok: 60/60 with receipt") || !regexp.MustCompile(`naive JetStream\s+30 in`).MatchString(r.stdout) {
@@ -190,7 +190,7 @@ func TestBenchAgainstAServerThatRequiresAPassword(t *testing.T) {
 	// The password inside the URL: used, and redacted in the report.
 	t.Setenv("NATS_PASSWORD", "")
 	withPass := strings.Replace(url, "nats://", "nats://"+user+":"+password+"@", 1)
-	r = publisher(t, nil, "bench", "--server", withPass, "--approvals", "20", "--no-references", "--concurrency", "8")
+	r = benchCmd(t, "--server", withPass, "--approvals", "20", "--no-references", "--concurrency", "8")
 	r.expect(t, 0)
 	noLeak(r)
 	if !strings.Contains(r.stdout, "against:   server nats://"+user+":REDACTED@") {
@@ -198,7 +198,7 @@ func TestBenchAgainstAServerThatRequiresAPassword(t *testing.T) {
 	}
 
 	t.Setenv("NATS_PASSWORD", "wrong-"+password)
-	r = publisher(t, nil, "bench", "--server", url, "--user", user, "--approvals", "20", "--no-references")
+	r = benchCmd(t, "--server", url, "--user", user, "--approvals", "20", "--no-references")
 	r.expect(t, 1)
 	noLeak(r)
 	if !strings.Contains(r.stderr, "Authorization Violation") {
