@@ -17,7 +17,7 @@ func TestProbe(t *testing.T) {
 			http.Error(w, "[-]nats failed: NATS connection RECONNECTING", http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok\n"))
 	}))
 	defer srv.Close()
 

@@ -278,7 +278,7 @@ func TestErrorDetails(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := DefaultLimits
-			if tc.want == ErrTooDeep {
+			if errors.Is(tc.want, ErrTooDeep) {
 				lim.MaxDepth = 2
 			}
 			_, err := Parse([]byte(tc.in), lim)
@@ -289,7 +289,7 @@ func TestErrorDetails(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("error %T is not a *canon.Error", err)
 			}
-			if e.Offset != tc.offset || e.Path != tc.path || e.Unwrap() != tc.want {
+			if e.Offset != tc.offset || e.Path != tc.path || !errors.Is(e.Unwrap(), tc.want) {
 				t.Errorf("got offset %d path %q sentinel %v; want %d %q %v",
 					e.Offset, e.Path, e.Unwrap(), tc.offset, tc.path, tc.want)
 			}

@@ -131,8 +131,8 @@ func FuzzParse(f *testing.F) {
 				}
 				continue
 			}
-			e, ok := err.(*Error)
-			if !ok {
+			var e *Error
+			if !errors.As(err, &e) {
 				t.Fatalf("Parse(%q): error %T is not a *canon.Error", in, err)
 			}
 			if e.Err == nil || e.Offset < 0 || e.Offset > len(in) || e.Path == "" {

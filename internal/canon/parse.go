@@ -1,6 +1,7 @@
 package canon
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -380,7 +381,7 @@ func (p *parser) number() (any, error) {
 		if len(shown) > 40 {
 			shown = shown[:37] + "..."
 		}
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+		if errors.Is(err, strconv.ErrRange) {
 			return nil, p.fail(start, ErrNumberRange,
 				fmt.Sprintf("number %s is not a finite IEEE-754 double", shown))
 		}

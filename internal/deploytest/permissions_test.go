@@ -365,7 +365,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the executor could not start under its permissions: %v", err)
 	}
-	defer stopEx()
+	defer func() { _ = stopEx() }()
 
 	// The publisher sends an approval twice and reads its receipts.
 	pub := connectAs(t, url, "publisher", pw["publisher"])

@@ -101,7 +101,7 @@ func (o *oneTask) Create(ctx context.Context, req taskservice.Request) (taskserv
 		if release {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), oneTaskReleaseTimeout)
 			defer cancel()
-			lk.Release(rctx) // an error leaves the lock to its TTL
+			_ = lk.Release(rctx) // an error leaves the lock to its TTL
 		}
 	}()
 	for _, rt := range o.r.routes {

@@ -144,7 +144,7 @@ func TestGateChecksInOrder(t *testing.T) {
 	o := s.Original
 	// A message with every fault at once must stop at the first check in order.
 	bad := strings.Replace(string(o.Envelope()), `"create_fake_task"`, `"publish"`, 1)
-	bad = strings.Replace(bad, `"v3"`, `"v4"`, -1)
+	bad = strings.ReplaceAll(bad, `"v3"`, `"v4"`)
 	_, err := gate.CheckBindings([]byte(bad))
 	var ge *gate.Error
 	if !errors.As(err, &ge) || ge.Check != gate.CheckCandidateBinding {

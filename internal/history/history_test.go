@@ -52,7 +52,7 @@ func TestTheRecorderPassesCallsAndResultsThroughUnchanged(t *testing.T) {
 			}))
 			req := request("intent-a", "APPROVALS:1:1:1")
 			res, err := svc.Create(context.Background(), req)
-			if err != tt.err || res.Outcome != tt.res.Outcome || res.TaskID != tt.res.TaskID || res.Counts != tt.res.Counts {
+			if !errors.Is(err, tt.err) || res.Outcome != tt.res.Outcome || res.TaskID != tt.res.TaskID || res.Counts != tt.res.Counts {
 				t.Fatalf("got %+v, %v; want %+v, %v", res, err, tt.res, tt.err)
 			}
 			if got.IntentID != req.IntentID || got.CallRef != req.CallRef || got.Task.Title != req.Task.Title {

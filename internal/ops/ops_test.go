@@ -100,7 +100,8 @@ func TestEndpoints(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := http.Get(base + "/healthz"); err == nil {
+	if resp, err := http.Get(base + "/healthz"); err == nil {
+		_ = resp.Body.Close()
 		t.Error("still serving after Close")
 	}
 }

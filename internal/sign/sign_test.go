@@ -115,7 +115,7 @@ func TestKeyFiles(t *testing.T) {
 		if err := os.Chmod(p, 0o640); err != nil {
 			t.Fatal(err)
 		}
-		defer os.Chmod(p, 0o600)
+		defer func() { _ = os.Chmod(p, 0o600) }()
 		if _, err := sign.LoadKey(p); !errors.Is(err, sign.ErrKeyFile) {
 			t.Fatalf("got %v", err)
 		}
