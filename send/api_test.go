@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,88 +17,94 @@ import (
 func internalUses(t *testing.T, dir string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, p := range pkgs {
-		for name, f := range p.Files {
-			internal := map[string]bool{}
-			for _, imp := range f.Imports {
-				path, _ := strconv.Unquote(imp.Path.Value)
-				if strings.Contains(path, "/internal/") {
-					alias := path[strings.LastIndex(path, "/")+1:]
-					if imp.Name != nil {
-						alias = imp.Name.Name
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		name := filepath.Join(dir, e.Name())
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		internal := map[string]bool{}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if strings.Contains(path, "/internal/") {
+				alias := path[strings.LastIndex(path, "/")+1:]
+				if imp.Name != nil {
+					alias = imp.Name.Name
+				}
+				internal[alias] = true
+			}
+		}
+		report := func(where string, expr ast.Node) {
+			if expr == nil {
+				return
+			}
+			ast.Inspect(expr, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] {
+						out = append(out, name+": "+where+" names "+id.Name+"."+sel.Sel.Name)
 					}
-					internal[alias] = true
+				}
+				return true
+			})
+		}
+		fields := func(where string, fl *ast.FieldList, exportedOnly bool) {
+			if fl == nil {
+				return
+			}
+			for _, fd := range fl.List {
+				exported := len(fd.Names) == 0
+				for _, n := range fd.Names {
+					exported = exported || n.IsExported()
+				}
+				if exported || !exportedOnly {
+					report(where, fd.Type)
 				}
 			}
-			report := func(where string, expr ast.Node) {
-				if expr == nil {
-					return
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if !d.Name.IsExported() {
+					continue
 				}
-				ast.Inspect(expr, func(n ast.Node) bool {
-					if sel, ok := n.(*ast.SelectorExpr); ok {
-						if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] {
-							out = append(out, name+": "+where+" names "+id.Name+"."+sel.Sel.Name)
-						}
+				if d.Recv != nil {
+					recv := d.Recv.List[0].Type
+					if star, ok := recv.(*ast.StarExpr); ok {
+						recv = star.X
 					}
-					return true
-				})
-			}
-			fields := func(where string, fl *ast.FieldList, exportedOnly bool) {
-				if fl == nil {
-					return
-				}
-				for _, fd := range fl.List {
-					exported := len(fd.Names) == 0
-					for _, n := range fd.Names {
-						exported = exported || n.IsExported()
-					}
-					if exported || !exportedOnly {
-						report(where, fd.Type)
-					}
-				}
-			}
-			for _, d := range f.Decls {
-				switch d := d.(type) {
-				case *ast.FuncDecl:
-					if !d.Name.IsExported() {
+					if id, ok := recv.(*ast.Ident); ok && !id.IsExported() {
 						continue
 					}
-					if d.Recv != nil {
-						recv := d.Recv.List[0].Type
-						if star, ok := recv.(*ast.StarExpr); ok {
-							recv = star.X
-						}
-						if id, ok := recv.(*ast.Ident); ok && !id.IsExported() {
+				}
+				fields(d.Name.Name, d.Type.Params, false)
+				fields(d.Name.Name, d.Type.Results, false)
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if !s.Name.IsExported() {
 							continue
 						}
-					}
-					fields(d.Name.Name, d.Type.Params, false)
-					fields(d.Name.Name, d.Type.Results, false)
-				case *ast.GenDecl:
-					for _, s := range d.Specs {
-						switch s := s.(type) {
-						case *ast.TypeSpec:
-							if !s.Name.IsExported() {
-								continue
-							}
-							switch ty := s.Type.(type) {
-							case *ast.StructType:
-								fields(s.Name.Name, ty.Fields, true)
-							case *ast.InterfaceType:
-								fields(s.Name.Name, ty.Methods, true)
-							default:
-								report(s.Name.Name, s.Type)
-							}
-						case *ast.ValueSpec:
-							for _, n := range s.Names {
-								if n.IsExported() {
-									report(n.Name, s.Type)
-								}
+						switch ty := s.Type.(type) {
+						case *ast.StructType:
+							fields(s.Name.Name, ty.Fields, true)
+						case *ast.InterfaceType:
+							fields(s.Name.Name, ty.Methods, true)
+						default:
+							report(s.Name.Name, s.Type)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								report(n.Name, s.Type)
 							}
 						}
 					}

@@ -202,7 +202,7 @@ func (p *Pipeline) Counts(ctx context.Context) (send.Counts, error) {
 	if err != nil {
 		return send.Counts{}, fmt.Errorf("%w: reading the counters: %w", ErrService, err)
 	}
-	return send.Counts{RequestsReceived: c.RequestsReceived, CreatesExecuted: c.CreatesExecuted, TasksExisting: c.TasksExisting}, nil
+	return c, nil
 }
 
 // DropReplies makes the task service drop its replies to the next n

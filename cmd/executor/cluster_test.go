@@ -70,9 +70,9 @@ func natsServerBinary(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	goBin, err := exec.LookPath("go")
+	goBin, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("finding the go command: %v", err)
 	}
 	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
 	start := time.Now()

@@ -182,7 +182,7 @@ func TestStatusGivesUpOnATaskServiceThatTakesTheCallButNeverAnswers(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := env.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -86,25 +86,25 @@ func TestTaskServiceFlags(t *testing.T) {
 	} {
 		t.Run("with the fake service "+flagArgs[0]+" is refused", func(t *testing.T) {
 			ts := parseTS(t, append([]string{"--task-service", "fake"}, flagArgs...)...)
-			usageErr(t, ts, "need --task-service caldav")
+			_ = usageErr(t, ts, "need --task-service caldav")
 		})
 	}
 	t.Run("caldav needs a collection: --caldav-url, --destination or --destinations", func(t *testing.T) {
 		ts := parseTS(t, "--task-service", "caldav")
 		ts.getenv = noEnv
-		usageErr(t, ts, "needs a calendar collection", "--caldav-url")
+		_ = usageErr(t, ts, "needs a calendar collection", "--caldav-url")
 	})
 	for _, content := range []string{"", "\n", "\r\n"} {
 		t.Run("an empty password file is refused", func(t *testing.T) {
 			ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice",
 				"--caldav-password-file", file("empty", content))
-			usageErr(t, ts, "--caldav-password-file", "is empty")
+			_ = usageErr(t, ts, "--caldav-password-file", "is empty")
 		})
 	}
 	t.Run("a missing password file is refused", func(t *testing.T) {
 		ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice",
 			"--caldav-password-file", filepath.Join(dir, "missing"))
-		usageErr(t, ts, "--caldav-password-file")
+		_ = usageErr(t, ts, "--caldav-password-file")
 	})
 	t.Run("a password without a user is refused", func(t *testing.T) {
 		ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-password-file", file("pw", "s3cret-file\n"))

@@ -48,8 +48,6 @@ const (
 	exitNoAnswer = cli.ExitNoReceipt // published, but no receipt (--wait ran out, or the wait failed)
 )
 
-var errUsage = cli.ErrUsage
-
 // exitCode reports err on stderr, unless already reported, and returns the
 // exit status.
 func exitCode(err error, stderr io.Writer) int { return cli.Report("publisher", err, stderr) }

@@ -232,7 +232,7 @@ func (s *Server) MakeCalendar(path, displayName string, components ...string) {
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?><c:mkcalendar xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav"><d:set><d:prop>`)
 	if displayName != "" {
 		b.WriteString("<d:displayname>")
-		xml.EscapeText(&b, []byte(displayName))
+		_ = xml.EscapeText(&b, []byte(displayName))
 		b.WriteString("</d:displayname>")
 	}
 	if len(components) > 0 {

@@ -49,7 +49,8 @@ func TestServers(t *testing.T) {
 				t.Errorf("GET after a restart answered %d", code)
 			}
 			s.Stop()
-			if _, err := http.Get(s.CollectionURL); err == nil {
+			if resp, err := http.Get(s.CollectionURL); err == nil {
+				resp.Body.Close()
 				t.Errorf("the stopped server still answers")
 			}
 		})

@@ -297,13 +297,13 @@ func (p *Proxy) serve(client net.Conn) {
 		if drop || stall {
 			// Read the whole answer, so the server has finished; then
 			// hang up on both sides (drop) or on the server only (stall).
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			server.Close()
 			if stall {
 				// Hold the client's connection open and silent until the
 				// client gives up, or Close closes it.
-				io.Copy(io.Discard, client)
+				_, _ = io.Copy(io.Discard, client)
 			}
 			return
 		}

@@ -21,7 +21,7 @@ func counting(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64) {
 		} else {
 			gets.Add(1)
 		}
-		io.WriteString(w, r.Method)
+		_, _ = io.WriteString(w, r.Method)
 	}))
 	t.Cleanup(s.Close)
 	return s, &gets, &posts

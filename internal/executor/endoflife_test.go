@@ -275,7 +275,7 @@ func TestADeliveryWithoutJetStreamMetadataIsGivenBackNotTerminated(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	answers, err := env.NC.SubscribeSync("test.not-an-ack-subject")
 	if err != nil {
 		t.Fatal(err)

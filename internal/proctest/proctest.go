@@ -72,7 +72,7 @@ func (p *Process) Start(t testing.TB, url string, client *http.Client, timeout, 
 		t.Fatalf("%s: starting %s: %v", p.Rig, p.Name, err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); close(exited) }()
 	p.mu.Lock()
 	p.cmd, p.exited = cmd, exited
 	p.mu.Unlock()
@@ -109,9 +109,9 @@ func (p *Process) Stop() {
 	}
 	signal := func(sig syscall.Signal) {
 		if p.Group {
-			syscall.Kill(-cmd.Process.Pid, sig)
+			_ = syscall.Kill(-cmd.Process.Pid, sig)
 		} else {
-			cmd.Process.Signal(sig)
+			_ = cmd.Process.Signal(sig)
 		}
 	}
 	signal(syscall.SIGTERM)

@@ -133,7 +133,7 @@ func TestANewStoreIsRefusedAfterTheHolderDied(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the adopted store did not serve again: %v", err)
 		}
-		defer svc.Stop()
+		defer func() { _ = svc.Stop() }()
 		again := createRetrying(t, client, req)
 		if again.Outcome != OutcomeReplayed || again.TaskID != first.TaskID || again.StoreID != a.StoreID || again.Counts != counts(2, 1, 1) {
 			t.Errorf("resend: %+v; want replayed %s by %s with 2, 1, 1", again, first.TaskID, a.StoreID)
@@ -188,7 +188,7 @@ func TestADeploymentKeepsItsStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer svc.Stop()
+		defer func() { _ = svc.Stop() }()
 		a, _ := adopted(t, url)
 		host, _ := os.Hostname()
 		if a.StoreID != st.ID() || a.Host != host || a.Path != dir || a.PID != os.Getpid() || a.How != AdoptedAtFirstStart || a.Replaces != "" {
@@ -217,7 +217,7 @@ func TestADeploymentKeepsItsStore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart on the same store: %v", err)
 		}
-		defer svc.Stop()
+		defer func() { _ = svc.Stop() }()
 		if _, again := adopted(t, url); again != rev {
 			t.Errorf("record revision %d after the restart, want %d: a restart rewrote it", again, rev)
 		}
@@ -243,7 +243,7 @@ func TestADeploymentKeepsItsStore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("failover to the copy: %v", err)
 		}
-		defer svc.Stop()
+		defer func() { _ = svc.Stop() }()
 		if resp := createRetrying(t, NewClient(connect(t, url)), newRequest("after-failover", "x")); resp.StoreID != id {
 			t.Errorf("create answered by %s, want %s", resp.StoreID, id)
 		}

@@ -57,7 +57,7 @@ func runRole(role string) error {
 		}
 		select {}
 	}
-	defer svc.Stop()
+	defer func() { _ = svc.Stop() }()
 	cnc, err := nats.Connect(url)
 	if err != nil {
 		return err

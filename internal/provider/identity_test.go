@@ -313,7 +313,7 @@ func TestAKilledInstancesLease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart on the same store: %v", err)
 		}
-		defer svc.Stop()
+		defer func() { _ = svc.Stop() }()
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("taking over took %v; the lease lives a minute", took)
 		}

@@ -118,12 +118,12 @@ func loadOrPrepare(fieldName string) (*template, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return nil, fmt.Errorf("redminetest: locking the cache: %w", err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 
 	final := filepath.Join(root, key)
 	if tpl, err := readTemplate(final); err == nil {
 		now := time.Now()
-		os.Chtimes(final, now, now) // used: removeStale keeps it
+		_ = os.Chtimes(final, now, now) // used: removeStale keeps it
 		return tpl, nil
 	}
 	os.RemoveAll(final) // an unreadable leftover

@@ -170,7 +170,9 @@ func TestServer(t *testing.T) {
 			t.Fatalf("a reporter's POST answered %d: %s", code, b)
 		}
 		var made struct{ Issue struct{ ID int } }
-		json.Unmarshal(b, &made)
+		if err := json.Unmarshal(b, &made); err != nil {
+			t.Fatalf("reading the created issue: %v", err)
+		}
 		const wrongKey = "0123456789abcdef0123456789abcdef01234567"
 		for _, c := range []struct {
 			name, key, method, path string
@@ -195,7 +197,7 @@ func TestServer(t *testing.T) {
 
 	t.Run("a server that dies is reported with the end of its log", func(t *testing.T) {
 		pid := s.proc.Pid()
-		syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		for s.Running() {
 			time.Sleep(10 * time.Millisecond)
 		}

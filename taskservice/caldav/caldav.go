@@ -520,7 +520,7 @@ func (a *Adapter) get(ctx context.Context, target *url.URL) (*ical.Calendar, *ht
 const maxResourceBytes = 1 << 20
 
 func drain(resp *http.Response) {
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxResourceBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResourceBytes))
 	resp.Body.Close()
 }
 

@@ -88,7 +88,7 @@ func TestARefusedCreateSaysItsTrueReason(t *testing.T) {
 					// A lookup (as the intent ledger makes before a resend)
 					// gives the same reason, except for the UID clash, whose
 					// name holds nothing.
-					if _, found, ferr := a.Find(context.Background(), req); c.is != caldav.ErrUIDClash && (found || !errors.Is(ferr, c.is)) {
+					if _, found, ferr := a.Find(context.Background(), req); !errors.Is(c.is, caldav.ErrUIDClash) && (found || !errors.Is(ferr, c.is)) {
 						t.Errorf("Find: found %v, %v; want the same reason", found, ferr)
 					}
 					if after := s.StoredNames(); strings.Join(after, " ") != strings.Join(before, " ") {

@@ -68,7 +68,7 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		if release {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			defer cancel()
-			lk.Release(rctx) // an error leaves the lock to its TTL
+			_ = lk.Release(rctx) // an error leaves the lock to its TTL
 		}
 	}()
 

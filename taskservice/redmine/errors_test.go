@@ -98,7 +98,7 @@ func TestCheckClassifiesTheServersAnswers(t *testing.T) {
 					w.Header().Set("Location", tc.location)
 				}
 				w.WriteHeader(tc.status)
-				w.Write([]byte(tc.body))
+				_, _ = w.Write([]byte(tc.body))
 			})
 			a := adapter(t, s.URL, l, nil)
 			err := a.Check(context.Background())
@@ -186,7 +186,7 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 		{"a created issue releases the lock", created, 0, false, false, "", false},
 		{"a 422 is permanent with Redmine's message and releases the lock", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(422)
-			w.Write([]byte(`{"errors":["Due date must be greater than start date"]}`))
+			_, _ = w.Write([]byte(`{"errors":["Due date must be greater than start date"]}`))
 		}, 0, true, true, "Due date must be greater than start date", false},
 		{"a 502 is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(502)
@@ -196,12 +196,12 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 			conn.Close()
 		}, 0, true, false, "POST", true},
 		{"an answer slower than the timeout is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body) // then the server sees the client hang up
+			_, _ = io.Copy(io.Discard, r.Body) // then the server sees the client hang up
 			<-r.Context().Done()
 		}, 300 * time.Millisecond, true, false, "POST", true},
 		{"a 201 without the mark is permanent and releases the lock", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusCreated)
-			json.NewEncoder(w).Encode(map[string]any{"issue": map[string]any{"id": 42, "custom_fields": []any{}}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"issue": map[string]any{"id": 42, "custom_fields": []any{}}})
 		}, 0, true, true, "did not keep its mark", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,7 +231,7 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 				t.Errorf("lock kept = %v, want %v (Lock: %v)", kept, tc.kept, lerr)
 			}
 			if lerr == nil {
-				lk.Release(ctx)
+				_ = lk.Release(ctx)
 			}
 		})
 	}
@@ -267,7 +267,7 @@ func TestCreateWaitsForAHeldLock(t *testing.T) {
 			done <- err
 		}()
 		time.Sleep(50 * time.Millisecond)
-		lk.Release(bg)
+		_ = lk.Release(bg)
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestALockLostDuringTheLookupStopsTheCreate(t *testing.T) {
 					issues = append(issues, map[string]any{"id": 1000 + i, "subject": "not ours"})
 				}
 			}
-			json.NewEncoder(w).Encode(map[string]any{"issues": issues, "total_count": 101})
+			_ = json.NewEncoder(w).Encode(map[string]any{"issues": issues, "total_count": 101})
 			return
 		}
 		rest.ServeHTTP(w, r)

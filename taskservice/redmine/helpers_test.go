@@ -45,11 +45,10 @@ func request(intent, digest string) taskservice.Request {
 // requests that did not carry the API key in its header.
 type stub struct {
 	*httptest.Server
-	posts       atomic.Int32
-	keyMissing  atomic.Int32
-	keyInURL    atomic.Int32
-	post        http.HandlerFunc
-	checkStatus int // when not 0, every request is answered with it
+	posts      atomic.Int32
+	keyMissing atomic.Int32
+	keyInURL   atomic.Int32
+	post       http.HandlerFunc
 }
 
 func newStub(t *testing.T, post http.HandlerFunc) *stub {
@@ -68,7 +67,7 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 		s.keyInURL.Add(1)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	reply := func(v any) { json.NewEncoder(w).Encode(v) }
+	reply := func(v any) { _ = json.NewEncoder(w).Encode(v) }
 	switch {
 	case r.URL.Path == "/users/current.json":
 		reply(map[string]any{"user": map[string]any{"id": 1, "login": "admin", "admin": true, "api_key": apiKey}})
@@ -98,9 +97,9 @@ func created(w http.ResponseWriter, r *http.Request) {
 			} `json:"custom_fields"`
 		} `json:"issue"`
 	}
-	json.NewDecoder(r.Body).Decode(&body)
+	_ = json.NewDecoder(r.Body).Decode(&body) // a body that does not decode makes an issue without a subject, which the test sees
 	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(map[string]any{"issue": map[string]any{"id": 41, "subject": body.Issue.Subject, "custom_fields": body.Issue.CustomFields}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"issue": map[string]any{"id": 41, "subject": body.Issue.Subject, "custom_fields": body.Issue.CustomFields}})
 }
 
 // adapter makes an adapter for url with the key, locks and a short

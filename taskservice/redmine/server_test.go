@@ -266,7 +266,7 @@ func TestOnRedmine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer lk.Release(ctx)
+		defer func() { _ = lk.Release(ctx) }()
 		short, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		res, err := a.Create(short, req)
