@@ -619,9 +619,10 @@ const ReceiptScanLimit = 256
 var receiptClockAllowance = time.Minute
 
 // storedReceipt returns the outcome of a receipt already stored for this
-// delivery's message, or "" when there is none. Every receipt is a terminal
-// outcome, the executor's (rejected, dead_lettered) or the service's
-// (created, replayed, idempotency_conflict). Receipts of the intent stored
+// delivery's message, or "" when there is none: a receipt whose headers
+// name the message with a terminal outcome (storedmsg.Ends, as every reader
+// of receipts decides), the executor's (rejected, dead_lettered) or the
+// service's (created, replayed, idempotency_conflict). Receipts of the intent stored
 // before the message are skipped (they are of its earlier sends); the
 // first ReceiptScanLimit after are read.
 func (e *Executor) storedReceipt(d *delivery) (string, error) {
