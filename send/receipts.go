@@ -2,7 +2,6 @@ package send
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -86,8 +86,8 @@ const (
 // A receiptWatch is safe for concurrent use; Close it to unsubscribe.
 type receiptWatch struct {
 	nc     *nats.Conn
-	get    string // the direct get subject of the RECEIPTS stream, without the subject read
-	msgGet string // the message get subject of the RECEIPTS stream
+	get    string           // the direct get subject of the RECEIPTS stream, without the subject read
+	msgGet storedmsg.Getter // the message get of the RECEIPTS stream
 	status chan nats.Status
 	// noScan is set once a message get failed: these credentials may read
 	// the last receipt of a key only (a tenant's), or the stream does not
@@ -132,8 +132,8 @@ type result struct {
 // newReceiptWatch returns a watch over the RECEIPTS stream of js's server (its
 // API prefix or domain included). Close it when done.
 func newReceiptWatch(js jetstream.JetStream) *receiptWatch {
-	r := &receiptWatch{nc: js.Conn(), get: apiPrefix(js.Options()) + "DIRECT.GET." + topology.ReceiptsStream,
-		msgGet: apiPrefix(js.Options()) + "STREAM.MSG.GET." + topology.ReceiptsStream, watched: map[string]*watched{}}
+	r := &receiptWatch{nc: js.Conn(), get: storedmsg.APIPrefix(js) + "DIRECT.GET." + topology.ReceiptsStream,
+		msgGet: storedmsg.NewGetter(js, topology.ReceiptsStream), watched: map[string]*watched{}}
 	r.status = r.nc.StatusChanged(nats.CONNECTED)
 	go func() {
 		// Receipts published while the subscriptions were away are read
@@ -147,17 +147,6 @@ func newReceiptWatch(js jetstream.JetStream) *receiptWatch {
 		}
 	}()
 	return r
-}
-
-// apiPrefix is the JetStream API prefix js sends its requests to.
-func apiPrefix(o jetstream.JetStreamOptions) string {
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	}
-	return jetstream.DefaultAPIPrefix
 }
 
 // ring wakes the waits of w. receiptWatch.mu is held.
@@ -199,8 +188,8 @@ func (r *receiptWatch) watch(scope, intentID string) (*watched, error) {
 // published notes a receipt seen on the subscription: the message it names
 // is read from the stream at once, and again until the stream holds it.
 func (r *receiptWatch) published(w *watched, m *nats.Msg) {
-	seq, err := strconv.ParseUint(m.Header.Get(topology.HeaderStreamSeq), 10, 64)
-	if err != nil {
+	seq, ok := storedmsg.Named(m.Header)
+	if !ok {
 		return // not a receipt of an approval message
 	}
 	r.mu.Lock()
@@ -357,7 +346,7 @@ func (r *receiptWatch) read(ctx context.Context, w *watched, want uint64) error 
 	// stored since the last scan.
 	_, found := w.first[want]
 	_, seen := w.rung[want]
-	lastFor, _ := strconv.ParseUint(m.Header.Get(topology.HeaderStreamSeq), 10, 64)
+	lastFor, _ := storedmsg.Named(m.Header)
 	hidden := !found && (seen || lastFor > want)
 	r.mu.Unlock()
 	if hidden && !r.noScan.Load() {
@@ -387,62 +376,12 @@ func (r *receiptWatch) scan(ctx context.Context, w *watched) {
 	}
 }
 
-// msgGetRequest and msgGetResponse are the JetStream API's message get, as
-// package jetstream sends and decodes it.
-type msgGetRequest struct {
-	Seq        uint64 `json:"seq"`
-	NextBySubj string `json:"next_by_subj"`
-}
-
-type msgGetResponse struct {
-	Type    string              `json:"type"`
-	Error   *jetstream.APIError `json:"error,omitempty"`
-	Message *storedMsg          `json:"message,omitempty"`
-}
-
-type storedMsg struct {
-	Subject  string    `json:"subject"`
-	Sequence uint64    `json:"seq"`
-	Header   []byte    `json:"hdrs,omitempty"`
-	Data     []byte    `json:"data,omitempty"`
-	Time     time.Time `json:"time"`
-}
-
 // nextStored returns the first receipt stored on subject at or after
 // sequence from, or nil when there is none.
 func (r *receiptWatch) nextStored(ctx context.Context, from uint64, subject string) (*jetstream.RawStreamMsg, error) {
-	body, err := json.Marshal(msgGetRequest{Seq: from, NextBySubj: subject})
-	if err != nil {
-		return nil, err
-	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	reply, err := r.nc.RequestWithContext(rctx, r.msgGet, body)
-	if err != nil {
-		return nil, err
-	}
-	var resp msgGetResponse
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, err
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, nil
-	case resp.Error != nil:
-		return nil, resp.Error
-	case resp.Message == nil:
-		return nil, jetstream.ErrInvalidJetStreamResponse
-	}
-	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data, Time: resp.Message.Time}
-	if len(resp.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, err
-		}
-	}
-	if m.Sequence < from || m.Subject != subject {
-		return nil, fmt.Errorf("send: the stream answered a message get on %s from %d with %s at %d", subject, from, m.Subject, m.Sequence)
-	}
-	return m, nil
+	return r.msgGet.Next(rctx, subject, storedmsg.From{Seq: from})
 }
 
 // note takes one stored receipt into account, and with it every receipt
@@ -467,8 +406,8 @@ func (w *watched) note(m *jetstream.RawStreamMsg) {
 			w.noteReceipt(c.seq, 0, c.data)
 		}
 	}
-	seq, err := strconv.ParseUint(m.Header.Get(topology.HeaderStreamSeq), 10, 64)
-	if err != nil {
+	seq, ok := storedmsg.Named(m.Header)
+	if !ok {
 		return // names no approval message: nobody's receipt
 	}
 	w.noteReceipt(seq, m.Sequence, m.Data)
@@ -491,7 +430,7 @@ func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
 	switch {
 	case err != nil:
 		w.first[seq] = result{err: fmt.Errorf("%w: the receipt for message %d (%s) does not decode: %v", ErrBadReceipt, seq, at, err)}
-	case rc.Delivery.StreamSeq == seq && document.Terminal(rc.Outcome):
+	case rc.Of(seq):
 		w.first[seq] = result{r: &storedReceipt{Receipt: rc, Raw: data}}
 		w.live = slices.DeleteFunc(w.live, func(c liveCopy) bool { return c.seq == seq })
 	}

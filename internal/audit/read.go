@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -86,7 +87,7 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 		return fmt.Errorf("audit: reading stream %s: %w", stream, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	next := apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + name
+	next := storedmsg.APIPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + name
 	req, _ := json.Marshal(map[string]any{"batch": readBatch, "expires": (5 * time.Second).Nanoseconds()})
 	var done uint64 // the highest sequence handed to fn
 	for {
@@ -159,18 +160,6 @@ func pause(ctx context.Context) bool {
 	case <-time.After(250 * time.Millisecond):
 		return true
 	}
-}
-
-// apiPrefix is the JetStream API prefix js sends its requests to.
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	}
-	return jetstream.DefaultAPIPrefix
 }
 
 // errReadOnly refuses to acknowledge a message the audit read.

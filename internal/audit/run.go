@@ -124,7 +124,7 @@ func VerifyRun(in *RunInput) RunReport {
 		for _, r := range in.Receipts[seq] {
 			rep.Receipts++
 			rep.Outcomes[r.Outcome]++
-			terminal = terminal || document.Terminal(r.Outcome)
+			terminal = terminal || r.Of(seq)
 		}
 		if terminal {
 			rep.WithReceipt++

@@ -424,7 +424,7 @@ func checkTerminal(in *Input) Check {
 	for _, seq := range sortedSeqs(in.Messages) {
 		terminal := false
 		for _, r := range in.Receipts[seq] {
-			terminal = terminal || document.Terminal(r.Outcome)
+			terminal = terminal || r.Of(seq)
 		}
 		_, isDead := in.DeadLetters[seq]
 		if terminal {

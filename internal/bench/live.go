@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -226,8 +225,8 @@ func (s *stack) watchReceipts(ctx context.Context, m runMark, n int) (*arrivals,
 	}
 	a.cc, err = cons.Consume(func(msg jetstream.Msg) {
 		at := time.Now()
-		seq, _ := strconv.ParseUint(msg.Headers().Get(topology.HeaderStreamSeq), 10, 64)
-		if seq <= m.approval || !document.Terminal(msg.Headers().Get(topology.HeaderOutcome)) {
+		seq, ok := storedmsg.Ends(msg.Headers())
+		if !ok || seq <= m.approval {
 			return
 		}
 		a.mu.Lock()

@@ -298,3 +298,22 @@ func Terminal(outcome string) bool {
 	}
 	return false
 }
+
+// Ends returns the approval message a receipt ends, from the message it
+// names (its stream sequence, Delivery.StreamSeq, also carried in a stored
+// receipt's header) and its outcome, and whether it ends one: only a
+// terminal outcome does. Every reader that looks for the receipt of an
+// approval message asks here, whether it reads receipts or their headers.
+func Ends(named uint64, outcome string) (uint64, bool) {
+	if !Terminal(outcome) {
+		return 0, false
+	}
+	return named, true
+}
+
+// Of reports whether r is a terminal receipt of the approval message at
+// stream sequence seq (see Ends).
+func (r *Receipt) Of(seq uint64) bool {
+	ended, ok := Ends(r.Delivery.StreamSeq, r.Outcome)
+	return ok && ended == seq
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -617,70 +618,37 @@ const ReceiptScanLimit = 256
 // stamping by its own clock. Tests set it to zero (one server, one clock).
 var receiptClockAllowance = time.Minute
 
-// receiptsGet is the JetStream API subject that reads one stored receipt.
-const receiptsGet = "$JS.API.STREAM.MSG.GET." + topology.ReceiptsStream
-
-// msgGetRequest asks for the first message on a subject at or after a
-// sequence or a time (JetStream's stream message get; the jetstream package
-// offers no start time).
-type msgGetRequest struct {
-	Seq       uint64     `json:"seq,omitempty"`
-	NextFor   string     `json:"next_by_subj"`
-	StartTime *time.Time `json:"start_time,omitempty"`
-}
-
-type msgGetResponse struct {
-	Error   *jetstream.APIError `json:"error,omitempty"`
-	Message *struct {
-		Sequence uint64 `json:"seq"`
-		Header   []byte `json:"hdrs,omitempty"`
-	} `json:"message,omitempty"`
-}
-
 // storedReceipt returns the outcome of a receipt already stored for this
-// delivery's message, or "" when there is none. Every receipt is a terminal
-// outcome, the executor's (rejected, dead_lettered) or the service's
-// (created, replayed, idempotency_conflict). Receipts of the intent stored
+// delivery's message, or "" when there is none: a receipt whose headers
+// name the message with a terminal outcome (storedmsg.Ends, as every reader
+// of receipts decides), the executor's (rejected, dead_lettered) or the
+// service's (created, replayed, idempotency_conflict). Receipts of the intent stored
 // before the message are skipped (they are of its earlier sends); the
 // first ReceiptScanLimit after are read.
 func (e *Executor) storedReceipt(d *delivery) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	subject := subjects.Receipt(d.scope, d.id.IntentID)
-	seq := strconv.FormatUint(d.seq, 10)
-	req := msgGetRequest{NextFor: subject, Seq: 1}
+	from := storedmsg.From{Seq: 1}
 	if !d.stored.IsZero() {
-		from := d.stored.Add(-receiptClockAllowance)
-		req.Seq, req.StartTime = 0, &from
+		from = storedmsg.From{Time: d.stored.Add(-receiptClockAllowance)}
 	}
+	get := storedmsg.NewGetter(e.js, topology.ReceiptsStream)
 	for range ReceiptScanLimit {
-		body, err := json.Marshal(req)
-		if err != nil {
-			return "", fmt.Errorf("executor: encoding a request for receipts on %s: %w", subject, err)
-		}
-		answer, err := e.nc.RequestWithContext(ctx, receiptsGet, body)
-		if err != nil {
-			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, err)
-		}
-		var resp msgGetResponse
-		if err := json.Unmarshal(answer.Data, &resp); err != nil {
-			return "", fmt.Errorf("executor: reading receipts on %s: an answer that does not decode: %w", subject, err)
-		}
+		m, err := get.Next(ctx, subject, from)
 		switch {
-		case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		case errors.Is(err, storedmsg.ErrHeader):
+			// Headers that do not decode name no message: not its receipt.
+		case err != nil:
+			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, err)
+		case m == nil:
 			return "", nil
-		case resp.Error != nil:
-			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, resp.Error)
-		case resp.Message == nil:
-			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, jetstream.ErrInvalidJetStreamResponse)
-		}
-		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
-		if err == nil && h.Get(topology.HeaderStreamSeq) == seq {
-			if outcome := h.Get(topology.HeaderOutcome); outcome != "" {
-				return outcome, nil
+		default:
+			if seq, ok := storedmsg.Ends(m.Header); ok && seq == d.seq {
+				return m.Header.Get(topology.HeaderOutcome), nil
 			}
 		}
-		req = msgGetRequest{NextFor: subject, Seq: resp.Message.Sequence + 1}
+		from = storedmsg.From{Seq: m.Sequence + 1}
 	}
 	return "", nil
 }
