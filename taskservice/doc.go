@@ -70,7 +70,7 @@
 // killed executor): then it lasts until the redelivery, whose answer
 // writes the ledger.
 //
-// This package must never import anything but the standard library (nothing
-// of NATS, of Pebble or of the rest of this module): it is the line an
+// This package must never import anything but the standard library: nothing
+// of NATS, of Pebble or of the rest of this module, for it is the line an
 // adapter is written against.
 package taskservice

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/doc/comment"
 	"go/parser"
 	"go/token"
 	"io"
@@ -123,21 +124,54 @@ func prefix(p string) func(graph, []string, string, string) bool {
 }
 
 var (
-	importRule   = regexp.MustCompile(`(?i)\bnever (import|be imported by) ([^.:;()]+)`)
-	listSplitter = regexp.MustCompile(`,? (?:or|nor|and) |, `)
-	modulePath   = regexp.MustCompile(`^[a-z][a-z0-9]*(/[a-z][a-z0-9]*)*$`)
+	importRule = regexp.MustCompile(`(?i)\bnever (import|be imported by) ([^.:;()]+)`)
+	// looksLikeRule finds a sentence about imports in another form than
+	// importRule's ("never imports", "must not import", "imports nothing
+	// of"): the test cannot read it, so it must not pass it over.
+	looksLikeRule = regexp.MustCompile(`(?i)(?:\b(?:never|not|cannot|nor)|n['’]t)(?:\s+[\w/-]+){0,2}?\s+(?:be\s+)?import(?:s|ed|ing)?\b|\bimport(?:s|ed)?\s+(?:by\s+)?(?:no|nothing|none)\b`)
+	listSplitter  = regexp.MustCompile(`,? (?:or|nor|and) |, `)
+	modulePath    = regexp.MustCompile(`^[a-z][a-z0-9]*(/[a-z][a-z0-9]*)*$`)
 )
 
 // parse reads the import rules of the package comment doc of package path.
 // known reports whether a path names a package of the module. A doc that
 // states no rule, or a rule with a word parse does not know, is an error.
+// The code blocks of doc (its indented lines, as go doc shows them) are
+// examples, not rules: parse skips them.
 func parse(path, doc string, known func(string) bool) ([]rule, error) {
-	doc = strings.Join(strings.Fields(doc), " ")
+	doc = strings.Join(strings.Fields(prose(doc)), " ")
+	// "never be imported by X, and never import Y" holds two rules: each
+	// search starts after the list of the rule before.
+	var found [][]int
+	for at := 0; ; {
+		f := importRule.FindStringSubmatchIndex(doc[at:])
+		if f == nil {
+			break
+		}
+		for i := range f {
+			f[i] += at
+		}
+		found = append(found, f)
+		at = f[1]
+		if i := strings.Index(doc[f[4]:f[5]], " never "); i >= 0 {
+			at = f[4] + i + 1
+		}
+	}
+	for _, l := range looksLikeRule.FindAllStringIndex(doc, -1) {
+		if !slices.ContainsFunc(found, func(f []int) bool { return f[0] >= l[0] && f[0] < l[1] }) {
+			return nil, fmt.Errorf("%q: a sentence about imports the boundary test cannot read; write it as \"It must never import NATS or Pebble.\" or \"It must never be imported by a production package.\"", sentenceAt(doc, l[0]))
+		}
+	}
 	var rules []rule
-	for _, m := range importRule.FindAllStringSubmatch(doc, -1) {
+	for _, f := range found {
+		m := []string{doc[f[0]:f[1]], doc[f[2]:f[3]], doc[f[4]:f[5]]}
 		r := rule{doc: path, importedBy: m[1] != "import"}
 		// "never import X, and never block": the list ends at the next never.
-		list, _, _ := strings.Cut(m[2], " never ")
+		list, _, cut := strings.Cut(m[2], " never ")
+		if !cut && strings.HasPrefix(doc[f[1]:], "(") {
+			// "never import A (a note), B or C" would enforce A alone.
+			return nil, fmt.Errorf("%q: the list of a rule cannot hold parentheses; end the list with a colon and put the note after it", sentenceAt(doc, f[0]))
+		}
 		list = strings.TrimSuffix(strings.TrimSpace(list), " and")
 		list = strings.TrimSuffix(list, ",")
 		r.sentence = strings.TrimSpace(strings.TrimSuffix(m[0], m[2]) + list)
@@ -166,6 +200,55 @@ func parse(path, doc string, known func(string) bool) ([]rule, error) {
 		return nil, errors.New(`doc.go states no rule the boundary test reads ("It must never import NATS or Pebble.", "It must never import anything but the standard library.")`)
 	}
 	return rules, nil
+}
+
+// prose returns the text of a package comment without its code blocks.
+func prose(doc string) string {
+	var b strings.Builder
+	var text func([]comment.Text)
+	text = func(ts []comment.Text) {
+		for _, t := range ts {
+			switch t := t.(type) {
+			case comment.Plain:
+				b.WriteString(string(t))
+			case comment.Italic:
+				b.WriteString(string(t))
+			case *comment.Link:
+				text(t.Text)
+			case *comment.DocLink:
+				text(t.Text)
+			}
+		}
+	}
+	var blocks func([]comment.Block)
+	blocks = func(bs []comment.Block) {
+		for _, bl := range bs {
+			switch bl := bl.(type) {
+			case *comment.Paragraph:
+				text(bl.Text)
+			case *comment.Heading:
+				text(bl.Text)
+			case *comment.List:
+				for _, it := range bl.Items {
+					blocks(it.Content)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	var p comment.Parser
+	blocks(p.Parse(doc).Content)
+	return b.String()
+}
+
+// sentenceAt returns the sentence of doc that holds index i.
+func sentenceAt(doc string, i int) string {
+	start := strings.LastIndex(doc[:i], ". ") + 1
+	end := strings.Index(doc[i:], ". ")
+	if end < 0 {
+		return strings.TrimSpace(doc[start:])
+	}
+	return strings.TrimSpace(doc[start : i+end+1])
 }
 
 func words() []string {
@@ -346,7 +429,17 @@ func TestTheParserRefusesADocItCannotRead(t *testing.T) {
 		name, doc, want string
 	}{
 		{"no rule at all", "Package x does things. It must never do anything wrong.", "states no rule"},
-		{"the word never alone", "It never imports what it should not.", "states no rule"},
+		{"the word never alone", "It never imports what it should not.", `"It never imports what it should not.": a sentence about imports the boundary test cannot read`},
+		{"never imports beside a readable rule", "It must never import NATS. It never imports Pebble either.", `"It never imports Pebble either.": a sentence about imports`},
+		{"must not import beside a readable rule", "It must never import NATS. It must not import Pebble.", `"It must not import Pebble.": a sentence about imports`},
+		{"may not import beside a readable rule", "It must never import NATS. A command may not import it.", `"A command may not import it.": a sentence about imports`},
+		{"cannot import", "It must never import NATS, and it cannot import Pebble.", `"It must never import NATS, and it cannot import Pebble.": a sentence about imports`},
+		{"never directly import", "It must never import NATS and never directly import Pebble.", `a sentence about imports`},
+		{"imported by without be", "It must never import NATS. It is never imported by a command.", `"It is never imported by a command.": a sentence about imports`},
+		{"imports nothing of", "It must never import Pebble. It imports nothing of NATS.", `"It imports nothing of NATS.": a sentence about imports`},
+		{"a note in parentheses inside the list", "It must never import NATS (the client), Pebble or pgx.", `"It must never import NATS (the client), Pebble or pgx.": the list of a rule cannot hold parentheses`},
+		{"a note in parentheses after the list", "It must never import anything but the standard library (nothing else).", `the list of a rule cannot hold parentheses`},
+		{"a rule only in a code block", "Rules read:\n\n\tIt must never import NATS.\n\nThat is all.", "states no rule"},
 		{"an unknown word", "It must never import NATS or Kafka.", `"Kafka" is not a word`},
 		{"a package the module does not hold", "It must never import internal/nothere.", `"internal/nothere" is not a word`},
 		{"a full import path", "It must never import github.com/nats-io/nats.go.", `"github" is not a word`},
@@ -372,6 +465,10 @@ func TestTheParserRefusesADocItCannotRead(t *testing.T) {
 			rule{sentence: "never import package internal/gate, nor nats-server", words: []string{module + "/internal/gate", "nats-server"}}},
 		{"A rig: it must never be imported by a production package.",
 			rule{sentence: "never be imported by a production package", importedBy: true, words: []string{"a production package"}}},
+		{"A rule reads:\n\n\tIt must never import Kafka.\n\nIt must never import NATS: an example in a code block is no rule.",
+			rule{sentence: "never import NATS", words: []string{"NATS"}}},
+		{"It must never import NATS and never block (it is a queue).",
+			rule{sentence: "never import NATS", words: []string{"NATS"}}},
 	} {
 		got, err := parse(module+"/x", tc.doc, known)
 		tc.want.doc = module + "/x"
@@ -379,6 +476,12 @@ func TestTheParserRefusesADocItCannotRead(t *testing.T) {
 			got[0].importedBy != tc.want.importedBy || !slices.Equal(got[0].words, tc.want.words) {
 			t.Errorf("parse(%q) = %+v, %v; want %+v", tc.doc, got, err, tc.want)
 		}
+	}
+	// Two rules in one sentence are two rules.
+	doc := "A rig: it must never be imported by a production package, and never import anything but the standard library."
+	got, err := parse(module+"/x", doc, known)
+	if err != nil || len(got) != 2 || !got[0].importedBy || !got[1].but || !slices.Equal(got[1].words, []string{"the standard library"}) {
+		t.Errorf("parse(%q) = %+v, %v; want a rig's rule and \"anything but the standard library\"", doc, got, err)
 	}
 }
 
@@ -470,7 +573,7 @@ var stated = []struct {
 	{"internal/executor", false, []string{"internal/provider"}},
 	{"send", false, []string{"Pebble", "nats-server", "a test rig"}},
 	{"approval", false, []string{"Pebble", "nats-server", "a test rig"}},
-	{"sendtest", false, []string{"pgx"}},
+	{"sendtest", false, []string{"pgx", "a test rig"}},
 	{"internal/testenv", false, nil},
 	{"internal/deploytest", false, nil},
 	{"internal/davtest", false, nil},

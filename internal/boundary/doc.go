@@ -1,6 +1,6 @@
 // Package boundary holds the test that keeps the packages' nevers about
 // imports true. Every package of the module but the commands states in its
-// doc.go what it must never import, in a sentence the test reads:
+// doc.go, in a sentence the test reads, what it must keep out:
 //
 //	It must never import NATS, Pebble or a test rig.
 //	It must never import anything but the standard library and taskservice.
@@ -9,9 +9,14 @@
 // The words are few: NATS (anything of github.com/nats-io), the NATS
 // client, nats-server, Pebble, pgx, Prometheus, go-webdav, go-ical,
 // porcupine, the standard library, the rest of this module, a test rig (a
-// package that says it must never be imported by a production package), or
-// a package of the module by its path (internal/gate, taskservice). A doc.go
-// with no such sentence, or with a word the test does not know, fails it.
+// package whose doc.go states the third example's rule), or a package of the
+// module by its path (internal/gate, taskservice). A doc.go with no such
+// sentence, with a word the test does not know, with a note in parentheses
+// inside a rule's list, or with a sentence about imports in another form
+// than the examples' (the verb negated otherwise, or followed by "no" or
+// "nothing") fails it: the test would otherwise pass over a rule it cannot
+// read. The examples are a code block, as go doc shows them, and
+// the test skips code blocks.
 //
 // The test then reads the module's import graph (go list -deps -json) and
 // fails, printing the chain of imports, when a package reaches, directly or
@@ -22,9 +27,10 @@
 // standard library; taskservice/redmine only that, taskservice and the two
 // small packages it shares with caldav; internal/gate, internal/document and
 // internal/subjects nothing of NATS; internal/provider no document, gate or
-// sign; internal/metrics no gate; internal/executor no provider; the public
-// packages no Pebble, nats-server or test rig; and the test rigs are
-// imported by no production package.
+// sign; internal/metrics no gate; internal/executor no provider; send and
+// approval no Pebble, nats-server or test rig; sendtest, the test kit, which
+// runs the server and the service, no pgx or test rig; and a test rig stays
+// out of every production package.
 //
 // The package has no code of its own, and it must never import anything but
 // the standard library: it is a test.

@@ -64,8 +64,8 @@
 // the test's temporary directory, with HOME there too, and with TZ set to
 // the zone the person is in: todoman shows every time in that zone.
 //
-// It is a test rig: like internal/testenv it must never be imported by a
-// production package (internal/boundary checks it), and it never stands in
-// for a server: every figure a test reads from it comes from the real
+// It is a test rig, as internal/boundary checks: like internal/testenv it
+// must never be imported by a production package. It never stands in for
+// a server: every figure a test reads from it comes from the real
 // server's log or storage.
 package davtest

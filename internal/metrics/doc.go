@@ -25,8 +25,8 @@
 // started. requests_received and creates_executed never decrease.
 //
 // It only counts what it is told: it must never decide anything, never
-// change what it observes, and never import internal/gate (GateChecks names the
-// checks; a test holds them equal to the gate's). It reads the task
+// change what it observes, and never import internal/gate: GateChecks names the
+// checks, and a test holds them equal to the gate's. It reads the task
 // service's counters through the function it is given, never by a call of
 // its own.
 package metrics

@@ -98,8 +98,8 @@
 // listing and 422 "Project cannot be blank" on a create in it; a Reporter
 // may create issues but gets 403 on a delete. AddUser makes such users.
 //
-// It is a test rig: like internal/testenv it must never be imported by a
-// production package (internal/boundary checks it), and it never stands in
-// for Redmine: every figure a test reads from it comes from the real
+// It is a test rig, as internal/boundary checks: like internal/testenv it
+// must never be imported by a production package. It never stands in for
+// Redmine: every figure a test reads from it comes from the real
 // server's REST API or log.
 package redminetest

@@ -14,8 +14,7 @@
 // is a safe subject token, else a hash of it.
 //
 // It is only the naming, so that the gate can compare a delivery's subject
-// with the one its key must use: it must never import anything of NATS
-// (it imports the standard library and package document, for what a scope
-// is); the streams and the consumer that use these subjects are package
-// topology's.
+// with the one its key must use: it must never import anything of NATS. It
+// uses the standard library and package document, for what a scope is; the
+// streams and the consumer that use these subjects are package topology's.
 package subjects

@@ -65,7 +65,7 @@
 // transient; 401, 403, 404 and 422 (with Redmine's "errors") permanent.
 //
 // It must never import anything but the standard library, taskservice,
-// taskservice/internal/endpoint and internal/redact (which reach only the
-// standard library): nothing of NATS or Pebble, nothing of the pipeline, so
-// that an application uses it alone.
+// taskservice/internal/endpoint and internal/redact: the last two reach only
+// the standard library, so it holds nothing of NATS or Pebble, nothing of the
+// pipeline, and an application uses it alone.
 package redmine
