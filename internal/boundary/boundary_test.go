@@ -353,7 +353,7 @@ var docs = map[string]string{
 	"internal/metrics":     "It must never import the standard library nor internal/gate.",
 	"cmd/executor":         "", // a command states nothing
 	"internal/topology":    "It must never import pgx.",
-	"internal/publish":     "It must never import Pebble.",
+	"internal/storedmsg":   "It must never import Pebble, nats-server or internal/executor.",
 	"github.com/x/y":       "",
 	"github.com/nats-io/x": "",
 }
@@ -388,13 +388,13 @@ func TestTheBoundaryCheckRefusesAForbiddenEdge(t *testing.T) {
 		{"executor importing provider is refused",
 			[]string{"internal/executor -> internal/provider"}, "internal/executor imports " + module + "/internal/provider"},
 		{"send importing nats-server is refused",
-			[]string{"send -> internal/publish", "internal/publish -> github.com/nats-io/nats-server/v2/server"}, "send imports " + module + "/internal/publish → github.com/nats-io/nats-server/v2/server"},
+			[]string{"send -> internal/storedmsg", "internal/storedmsg -> github.com/nats-io/nats-server/v2/server"}, "send imports " + module + "/internal/storedmsg → github.com/nats-io/nats-server/v2/server"},
 		{"a standard package a rule names is refused",
 			[]string{"internal/metrics -> fmt"}, "internal/metrics imports fmt"},
 		{"a command importing testenv is refused",
 			[]string{"cmd/executor -> internal/testenv"}, `cmd/executor imports ` + module + `/internal/testenv, but internal/testenv/doc.go says: "never be imported by a production package"`},
 		{"a package reaching a rig through another is refused",
-			[]string{"send -> internal/publish", "internal/publish -> internal/deploytest"}, "send imports " + module + "/internal/publish → " + module + "/internal/deploytest"},
+			[]string{"send -> internal/storedmsg", "internal/storedmsg -> internal/deploytest"}, "send imports " + module + "/internal/storedmsg → " + module + "/internal/deploytest"},
 		{"a public package importing a rig is refused by its own rule too",
 			[]string{"send -> internal/testenv"}, `but send/doc.go says: "never import Pebble, nats-server or a test rig"`},
 	} {
