@@ -47,7 +47,7 @@
 // the embedded stack, and checks with the audit. It must never change
 // how an executor or the task service behaves to make a figure look better,
 // and never report a figure from a run that failed its check. No package
-// the pipeline runs on imports it (only the publisher command does).
+// the pipeline runs on imports it: only the bench command (cmd/bench) does.
 //
 // It must never import a test rig.
 package bench
