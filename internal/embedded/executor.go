@@ -2,11 +2,13 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -15,7 +17,10 @@ import (
 // once it consumes (executor.Start; ctx bounds only that wait). Without
 // cfg.TaskService it calls the stack's fake task service over that
 // connection, each call bounded by cfg.CallTimeout. stop stops the
-// executor, then closes its connection; it may be called more than once.
+// executor, then drains its connection (natsconn.Drain, bounded by
+// natsconn.DrainTimeout), as executor.Run asks of its caller, so that
+// every ack and publish handed to it goes out; it may be called more than
+// once.
 func (st *Stack) StartExecutor(ctx context.Context, name string, cfg executor.Config) (ex *executor.Executor, stop func() error, err error) {
 	nc, err := nats.Connect(st.URL(), nats.Name(name))
 	if err != nil {
@@ -38,7 +43,9 @@ func (st *Stack) StartExecutor(ctx context.Context, name string, cfg executor.Co
 	}
 	return ex, func() error {
 		err := stopRun()
-		nc.Close()
+		if derr := natsconn.Drain(nc, 0); derr != nil {
+			err = errors.Join(err, fmt.Errorf("embedded: draining executor %s's connection: %w", name, derr))
+		}
 		return err
 	}, nil
 }
