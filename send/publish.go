@@ -26,7 +26,9 @@ type options struct {
 	msgID    string
 	header   nats.Header
 	deadline time.Time
-	err      error
+	// timeout, when set, is turned into a deadline when a call starts.
+	timeout time.Duration
+	err     error
 }
 
 // MsgID publishes under the caller's message id instead of a new one. A
@@ -69,12 +71,13 @@ func Header(h nats.Header) Option {
 // Deadline bounds the call: the publish and, for Send, the wait for the
 // receipt end at t (or when ctx ends, if that comes first).
 func Deadline(t time.Time) Option {
-	return func(o *options) { o.deadline = t }
+	return func(o *options) { o.deadline, o.timeout = t, 0 }
 }
 
-// Timeout is Deadline at d from the start of the call.
+// Timeout is Deadline at d from the start of the call: an option made once
+// bounds every call it is given to by d from that call's start.
 func Timeout(d time.Duration) Option {
-	return Deadline(time.Now().Add(d))
+	return func(o *options) { o.deadline, o.timeout = time.Time{}, d }
 }
 
 // apply reads opts over the defaults: a new message id, no headers, no
@@ -86,6 +89,9 @@ func apply(opts []Option) (options, error) {
 	}
 	if o.msgID == "" && o.err == nil {
 		o.msgID = NewMsgID()
+	}
+	if o.timeout != 0 {
+		o.deadline = time.Now().Add(o.timeout)
 	}
 	return o, o.err
 }

@@ -113,3 +113,15 @@ func TestTheDeadlineBoundsThePublishAndTheWait(t *testing.T) {
 		t.Fatalf("an empty message id: %v; want ErrOption", err)
 	}
 }
+
+// A Timeout option counts from the start of each call it is given to, not
+// from when it was made: options built once serve every later call.
+func TestATimeoutMadeOnceBoundsEachCallFromItsStart(t *testing.T) {
+	env := testenv.Start(t)
+	opts := []send.Option{send.Timeout(time.Second)}
+	time.Sleep(1100 * time.Millisecond) // the option is older than its timeout
+	sent, err := send.NewClient(env.JS).Publish(context.Background(), parsed(t), opts...)
+	if err != nil || sent.StreamSeq == 0 {
+		t.Fatalf("a publish with a Timeout option made before its duration passed: %+v, %v; want it stored", sent, err)
+	}
+}
