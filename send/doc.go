@@ -24,7 +24,11 @@
 // new id on its own. A caller that retries one publish itself (across a
 // reconnect, a server restart) passes the same id to every try with the
 // MsgID option: the stream stores the message once, and Sent.Duplicate
-// says that a try found it stored. Header adds the caller's headers (never
+// says that a try found it stored, as long as the tries fall within the
+// APPROVALS stream's duplicate window (2 minutes by default: topology's
+// DuplicateWindow); a try after it is stored again, a new send. One id
+// belongs to one envelope: a Client refuses (ErrOption) an id it used for
+// another envelope within that window. Header adds the caller's headers (never
 // a message id of its own), Deadline and Timeout bound the publish and,
 // for Send, the wait.
 //

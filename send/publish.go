@@ -15,8 +15,8 @@ import (
 )
 
 // ErrOption is matched by the error of a Publish or Send given an option it
-// cannot honour (a message id in Header, an empty MsgID); nothing was
-// published.
+// cannot honour (a message id in Header, an empty MsgID, a MsgID the
+// Client used for another envelope); nothing was published.
 var ErrOption = errors.New("send: invalid option")
 
 // Option changes one Publish or Send.
@@ -34,9 +34,13 @@ type options struct {
 // MsgID publishes under the caller's message id instead of a new one. A
 // caller that retries one publish (after a lost connection, a server
 // restart) passes the same id to each try, so that the stream stores the
-// message once and Sent.Duplicate says a try found it stored; every other
-// publish needs an id of its own (NewMsgID). Publishing an envelope again
-// under a new id is a real send, which the task service answers Replayed.
+// message once and Sent.Duplicate says a try found it stored. The stream
+// remembers an id for its duplicate window only (2 minutes by default): a
+// try after that is stored again, as a new send. One id belongs to one
+// envelope: every other publish needs an id of its own (NewMsgID), and a
+// Client refuses with ErrOption an id it used for another envelope within
+// the window. Publishing an envelope again under a new id is a real send,
+// which the task service answers Replayed.
 func MsgID(id string) Option {
 	return func(o *options) {
 		if id == "" && o.err == nil {
