@@ -303,7 +303,11 @@ func (l *Listener) Receipt(ctx context.Context, s Sent) (*Receipt, error) {
 	case err != nil:
 		return nil, noReceipt(s.StreamSeq, err, nil)
 	}
-	return receipt(r)
+	out, err := receipt(r)
+	if err != nil { // its times do not parse (ErrBadReceipt)
+		return nil, noReceipt(s.StreamSeq, err, nil)
+	}
+	return out, nil
 }
 
 // Close stops listening; a Receipt still waiting ends with ErrNoReceipt.
