@@ -12,8 +12,9 @@ import (
 )
 
 // internalUses returns the internal packages that the exported API of the
-// files in dir names in a type: parameters, results, exported fields,
-// type definitions and typed declarations.
+// files in dir names: parameters, results, exported fields, type
+// definitions, and the types and initial values of exported variables and
+// constants.
 func internalUses(t *testing.T, dir string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -102,9 +103,18 @@ func internalUses(t *testing.T, dir string) []string {
 							report(s.Name.Name, s.Type)
 						}
 					case *ast.ValueSpec:
-						for _, n := range s.Names {
-							if n.IsExported() {
-								report(n.Name, s.Type)
+						for i, n := range s.Names {
+							if !n.IsExported() {
+								continue
+							}
+							report(n.Name, s.Type)
+							switch {
+							case len(s.Values) == len(s.Names):
+								report(n.Name, s.Values[i])
+							default: // one call for every name
+								for _, v := range s.Values {
+									report(n.Name, v)
+								}
 							}
 						}
 					}
@@ -116,9 +126,56 @@ func internalUses(t *testing.T, dir string) []string {
 }
 
 func TestThePublicAPINamesNoInternalType(t *testing.T) {
-	for _, dir := range []string{".", "../sendtest"} {
+	for _, dir := range []string{".", "../sendtest", "../approval"} {
 		for _, use := range internalUses(t, dir) {
 			t.Error(use)
 		}
+	}
+}
+
+// The check sees an internal name wherever the exported API could carry
+// one: a planted file that leaks through a parameter, a result, an
+// exported field, a type, and an exported variable's initial value is
+// reported for each, and its unexported parts are not.
+func TestTheAPICheckReportsAPlantedInternalName(t *testing.T) {
+	dir := t.TempDir()
+	src := `package planted
+
+import (
+	"github.com/sendtwice/sendtwice/internal/gate"
+	g "github.com/sendtwice/sendtwice/internal/sign"
+)
+
+var ErrX = gate.ErrY
+
+var errHidden = gate.ErrY
+
+const Limit = g.Max
+
+var A, B = gate.Pair()
+
+func Take(k *g.Key) {}
+
+func Give() gate.Verdict { return gate.Verdict{} }
+
+type Shown struct {
+	V      gate.Verdict
+	hidden g.Key
+}
+
+type Alias = gate.Verdict
+`
+	if err := os.WriteFile(filepath.Join(dir, "planted.go"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(internalUses(t, dir), "\n")
+	for _, want := range []string{"ErrX names gate.ErrY", "Limit names g.Max", "A names gate.Pair", "B names gate.Pair",
+		"Take names g.Key", "Give names gate.Verdict", "Shown names gate.Verdict", "Alias names gate.Verdict"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the check does not report %q; it reports:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "errHidden") || strings.Count(got, "g.Key") != 1 {
+		t.Errorf("the check reports an unexported name:\n%s", got)
 	}
 }

@@ -2,9 +2,11 @@ package send
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -140,11 +142,61 @@ type Delivery struct {
 // Client publishes envelopes onto the APPROVALS stream and reads their
 // receipts from the RECEIPTS stream.
 type Client struct {
-	js jetstream.JetStream
+	js  jetstream.JetStream
+	ids usedIDs
 }
 
 // NewClient returns a client over js (jetstream.New of a connection).
 func NewClient(js jetstream.JetStream) *Client { return &Client{js: js} }
+
+// usedIDs remembers which envelope each message id of a client's recent
+// publishes was for (by its SHA-256), for the stream's default duplicate
+// window and at most maxUsedIDs ids, so that an id given again for another
+// envelope is refused before anything is published.
+type usedIDs struct {
+	mu    sync.Mutex
+	byID  map[string]usedID
+	order []string // ids, oldest first
+}
+
+type usedID struct {
+	sum [sha256.Size]byte
+	at  time.Time
+}
+
+const maxUsedIDs = 1 << 16
+
+// claim records that id is published for e, or refuses it with ErrOption
+// when the client published it for another envelope within the window.
+func (u *usedIDs) claim(id string, e *Envelope) error {
+	sum, now := sha256.Sum256(e.data), time.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for len(u.order) > 0 {
+		first, ok := u.byID[u.order[0]]
+		if ok && now.Sub(first.at) < duplicateWindow && len(u.order) < maxUsedIDs {
+			break
+		}
+		delete(u.byID, u.order[0])
+		u.order = u.order[1:]
+	}
+	if prev, ok := u.byID[id]; ok {
+		if prev.sum != sum {
+			return fmt.Errorf("%w: message id %q was used for another envelope: one id names one envelope (NewMsgID makes a new one)", ErrOption, id)
+		}
+		return nil
+	}
+	if u.byID == nil {
+		u.byID = map[string]usedID{}
+	}
+	u.byID[id] = usedID{sum: sum, at: now}
+	u.order = append(u.order, id)
+	return nil
+}
+
+// duplicateWindow is how long the APPROVALS stream remembers a message id
+// by default (topology's DuplicateWindow).
+var duplicateWindow = topology.DefaultConfig().DuplicateWindow
 
 // Publish stores the envelope on the APPROVALS stream under its key's
 // subject, with a message id of its own unless MsgID gives one, and
@@ -154,13 +206,23 @@ func NewClient(js jetstream.JetStream) *Client { return &Client{js: js} }
 // that matches ErrNotPublished leaves it unknown whether the stream stored
 // the message; one that matches ErrOption means nothing was published.
 func (c *Client) Publish(ctx context.Context, e *Envelope, opts ...Option) (Sent, error) {
-	o, err := apply(opts)
+	o, err := c.options(e, opts)
 	if err != nil {
 		return Sent{}, err
 	}
 	ctx, cancel := o.within(ctx)
 	defer cancel()
 	return c.publish(ctx, e, o)
+}
+
+// options reads opts for one publish of e: its message id must not be one
+// the client used for another envelope.
+func (c *Client) options(e *Envelope, opts []Option) (options, error) {
+	o, err := apply(opts)
+	if err != nil {
+		return o, err
+	}
+	return o, c.ids.claim(o.msgID, e)
 }
 
 func (c *Client) publish(ctx context.Context, e *Envelope, o options) (Sent, error) {
@@ -241,7 +303,11 @@ func (l *Listener) Receipt(ctx context.Context, s Sent) (*Receipt, error) {
 	case err != nil:
 		return nil, noReceipt(s.StreamSeq, err, nil)
 	}
-	return receipt(r)
+	out, err := receipt(r)
+	if err != nil { // its times do not parse (ErrBadReceipt)
+		return nil, noReceipt(s.StreamSeq, err, nil)
+	}
+	return out, nil
 }
 
 // Close stops listening; a Receipt still waiting ends with ErrNoReceipt.
@@ -253,7 +319,7 @@ func (l *Listener) Close() { l.w.Close() }
 // which); any other means it was not, or not for certain
 // (ErrNotPublished).
 func (c *Client) Send(ctx context.Context, e *Envelope, opts ...Option) (Sent, *Receipt, error) {
-	o, err := apply(opts)
+	o, err := c.options(e, opts)
 	if err != nil {
 		return Sent{}, nil, err
 	}

@@ -24,7 +24,11 @@
 // new id on its own. A caller that retries one publish itself (across a
 // reconnect, a server restart) passes the same id to every try with the
 // MsgID option: the stream stores the message once, and Sent.Duplicate
-// says that a try found it stored. Header adds the caller's headers (never
+// says that a try found it stored, as long as the tries fall within the
+// APPROVALS stream's duplicate window (2 minutes by default: topology's
+// DuplicateWindow); a try after it is stored again, a new send. One id
+// belongs to one envelope: a Client refuses (ErrOption) an id it used for
+// another envelope within that window. Header adds the caller's headers (never
 // a message id of its own), Deadline and Timeout bound the publish and,
 // for Send, the wait.
 //
@@ -71,9 +75,11 @@
 // is advice, not permission: the executors run the gate again on every
 // delivery, and their verdict is the one in the receipt.
 //
-// This is the module's one send path: the commands (publisher send and
-// check, executor redrive), the approval console, the demo and the tests
-// send through it. It must never expose the module's internal types,
+// The commands (publisher send and check, executor redrive), the approval
+// console, the demo and sendtest send through it; two paths publish
+// without it on purpose: the bench stores its backlogs as atomic batches
+// of its own, and tests of the executors publish raw messages to see what
+// the executors make of them. It must never expose the module's internal types,
 // never publish what a local check refused, never reuse a message id for
 // another send, never report a receipt that is not for its own message or
 // that the stream did not store, and never create a consumer to wait.

@@ -3,9 +3,11 @@ package send_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/executor"
@@ -119,5 +121,27 @@ func TestThePublisherOfTheTestsMayCreateNoConsumer(t *testing.T) {
 	_, err = js.CreateConsumer(ctx, topology.ReceiptsStream, jetstream.ConsumerConfig{Durable: "mine"})
 	if err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("the publisher created a durable consumer on RECEIPTS: %v", err)
+	}
+}
+
+// A listener that cannot subscribe says so once, in send's words: one
+// "send: " prefix, with the subject and the connection's cause.
+func TestAListenFailureSaysSendOnce(t *testing.T) {
+	env := testenv.Start(t)
+	nc, err := nats.Connect(env.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := send.NewClient(js)
+	nc.Close()
+	l := c.NewListener()
+	defer l.Close()
+	err = l.WatchKey("", "intent-0001")
+	if err == nil || strings.Count(err.Error(), "send: ") != 1 || !strings.HasPrefix(err.Error(), "send: ") || !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("listening on a closed connection: %v; want one \"send: \" prefix and the connection's error", err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // ErrOption is matched by the error of a Publish or Send given an option it
-// cannot honour (a message id in Header, an empty MsgID); nothing was
-// published.
+// cannot honour (a message id in Header, an empty MsgID, a MsgID the
+// Client used for another envelope); nothing was published.
 var ErrOption = errors.New("send: invalid option")
 
 // Option changes one Publish or Send.
@@ -26,15 +26,21 @@ type options struct {
 	msgID    string
 	header   nats.Header
 	deadline time.Time
-	err      error
+	// timeout, when set, is turned into a deadline when a call starts.
+	timeout time.Duration
+	err     error
 }
 
 // MsgID publishes under the caller's message id instead of a new one. A
 // caller that retries one publish (after a lost connection, a server
 // restart) passes the same id to each try, so that the stream stores the
-// message once and Sent.Duplicate says a try found it stored; every other
-// publish needs an id of its own (NewMsgID). Publishing an envelope again
-// under a new id is a real send, which the task service answers Replayed.
+// message once and Sent.Duplicate says a try found it stored. The stream
+// remembers an id for its duplicate window only (2 minutes by default): a
+// try after that is stored again, as a new send. One id belongs to one
+// envelope: every other publish needs an id of its own (NewMsgID), and a
+// Client refuses with ErrOption an id it used for another envelope within
+// the window. Publishing an envelope again under a new id is a real send,
+// which the task service answers Replayed.
 func MsgID(id string) Option {
 	return func(o *options) {
 		if id == "" && o.err == nil {
@@ -69,12 +75,13 @@ func Header(h nats.Header) Option {
 // Deadline bounds the call: the publish and, for Send, the wait for the
 // receipt end at t (or when ctx ends, if that comes first).
 func Deadline(t time.Time) Option {
-	return func(o *options) { o.deadline = t }
+	return func(o *options) { o.deadline, o.timeout = t, 0 }
 }
 
-// Timeout is Deadline at d from the start of the call.
+// Timeout is Deadline at d from the start of the call: an option made once
+// bounds every call it is given to by d from that call's start.
 func Timeout(d time.Duration) Option {
-	return Deadline(time.Now().Add(d))
+	return func(o *options) { o.deadline, o.timeout = time.Time{}, d }
 }
 
 // apply reads opts over the defaults: a new message id, no headers, no
@@ -86,6 +93,9 @@ func apply(opts []Option) (options, error) {
 	}
 	if o.msgID == "" && o.err == nil {
 		o.msgID = NewMsgID()
+	}
+	if o.timeout != 0 {
+		o.deadline = time.Now().Add(o.timeout)
 	}
 	return o, o.err
 }

@@ -113,3 +113,54 @@ func TestTheDeadlineBoundsThePublishAndTheWait(t *testing.T) {
 		t.Fatalf("an empty message id: %v; want ErrOption", err)
 	}
 }
+
+// A Timeout option counts from the start of each call it is given to, not
+// from when it was made: options built once serve every later call.
+func TestATimeoutMadeOnceBoundsEachCallFromItsStart(t *testing.T) {
+	env := testenv.Start(t)
+	opts := []send.Option{send.Timeout(time.Second)}
+	time.Sleep(1100 * time.Millisecond) // the option is older than its timeout
+	sent, err := send.NewClient(env.JS).Publish(context.Background(), parsed(t), opts...)
+	if err != nil || sent.StreamSeq == 0 {
+		t.Fatalf("a publish with a Timeout option made before its duration passed: %+v, %v; want it stored", sent, err)
+	}
+}
+
+// One message id names one envelope: a client refuses an id it published
+// for another envelope, before listening or publishing, so that no Send
+// waits for the receipt of another envelope's message. The same envelope
+// under its own id again is a retry the stream stores once.
+func TestAMessageIDUsedForAnotherEnvelopeIsRefused(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	original, err := send.ParseEnvelope(s.Original.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, err := send.ParseEnvelope(s.Changed.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := send.NewClient(env.JS)
+	if _, err := c.Publish(ctx, original, send.MsgID("send-one-envelope")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, changed, send.MsgID("send-one-envelope")); !errors.Is(err, send.ErrOption) {
+		t.Fatalf("publishing another envelope under a used id: %v; want ErrOption", err)
+	}
+	if _, _, err := c.Send(ctx, changed, send.MsgID("send-one-envelope")); !errors.Is(err, send.ErrOption) {
+		t.Fatalf("sending another envelope under a used id: %v; want ErrOption", err)
+	}
+	if n := lastSeq(t, env.JS); n != 1 {
+		t.Fatalf("the APPROVALS stream holds %d messages, want the first only", n)
+	}
+	again, err := c.Publish(ctx, original, send.MsgID("send-one-envelope"))
+	if err != nil || !again.Duplicate || again.StreamSeq != 1 {
+		t.Fatalf("the same envelope under its id again: %+v, %v; want the stored message", again, err)
+	}
+}

@@ -21,7 +21,7 @@ import (
 )
 
 // errClosed is why a wait on a closed listener ended.
-var errClosed = errors.New("send: the listener is closed")
+var errClosed = errors.New("the listener is closed")
 
 // storedReceipt is a receipt with its raw bytes as stored.
 type storedReceipt struct {
@@ -178,7 +178,7 @@ func (r *receiptWatch) watch(scope, intentID string) (*watched, error) {
 		first: map[uint64]result{}, changed: make(chan struct{})}
 	sub, err := r.nc.Subscribe(subject, func(m *nats.Msg) { r.published(w, m) })
 	if err != nil {
-		return nil, fmt.Errorf("send: listening for receipts on %s: %w", subject, err)
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	w.sub = sub
 	r.watched[subject] = w

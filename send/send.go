@@ -89,17 +89,19 @@ type Verdict struct {
 	// SignedBy names the trusted approver whose signature was verified;
 	// empty when signatures were not checked or the approval is unsigned.
 	SignedBy string
-	// NotAfter is the approval's not_after; empty for an unsigned approval.
-	NotAfter string
+	// NotAfter is the approval's not_after; zero for an unsigned approval.
+	NotAfter time.Time
 	// NotChecked names the checks this check did not run.
 	NotChecked []string
 }
 
 func verdict(v *gate.Verdict, notChecked []string) *Verdict {
+	// The gate read not_after as an RFC 3339 time: it parses.
+	notAfter, _ := parseTime(v.Approval.NotAfter)
 	return &Verdict{
 		IntentID: v.Request.IntentID, Scope: v.Request.KeyScope(), RequestID: v.Request.RequestID, ApprovalID: v.Approval.ApprovalID,
 		CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest,
-		SignedBy: v.SignedBy, NotAfter: v.Approval.NotAfter, NotChecked: notChecked,
+		SignedBy: v.SignedBy, NotAfter: notAfter, NotChecked: notChecked,
 	}
 }
 
@@ -219,8 +221,8 @@ func Build(d Documents) (*Envelope, error) {
 	return newEnvelope(b), nil
 }
 
-// Bytes returns the message. The caller must not change it.
-func (e *Envelope) Bytes() []byte { return e.data }
+// Bytes returns a copy of the message as it will be published.
+func (e *Envelope) Bytes() []byte { return append([]byte(nil), e.data...) }
 
 // IntentID is the intent id an executor reads from the message, which
 // names its subjects ("" when it names none an executor could read).

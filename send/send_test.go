@@ -94,6 +94,13 @@ func TestALocalCheckRunsTheModeItIsGivenByName(t *testing.T) {
 					!strings.HasPrefix(r.v.RequestDigest, "sha256:") {
 					t.Fatalf("verdict %+v", r.v)
 				}
+				var notAfter time.Time // zero for an unsigned approval
+				if string(tc.docs.Approval) == string(signed.Original.Approval) {
+					notAfter = scenario.ApprovedAt.Add(time.Hour)
+				}
+				if !r.v.NotAfter.Equal(notAfter) {
+					t.Fatalf("the verdict's NotAfter is %v, want %v", r.v.NotAfter, notAfter)
+				}
 			}
 		})
 	}
@@ -125,6 +132,20 @@ func TestAnEnvelopeNamesTheIntentAnExecutorReads(t *testing.T) {
 	}
 	if _, err := send.Build(send.Documents{Candidate: []byte(`{`), Request: s.Original.Request}); err == nil {
 		t.Fatal("a candidate that is not JSON was laid in an envelope")
+	}
+}
+
+// Bytes is the message as it will be published: changing what it returned
+// changes nothing of the envelope.
+func TestAnEnvelopesBytesAreTheCallersCopy(t *testing.T) {
+	env := parsed(t)
+	b := env.Bytes()
+	want := string(b)
+	for i := range b {
+		b[i] = 'x'
+	}
+	if got := string(env.Bytes()); got != want {
+		t.Fatalf("after the caller changed what Bytes returned, Bytes is %.40q..., want the message", got)
 	}
 }
 

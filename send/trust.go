@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
@@ -34,11 +35,22 @@ func LoadTrustedApprovers(path string) (*TrustedApprovers, error) {
 	var pathErr *fs.PathError
 	switch {
 	case errors.As(err, &pathErr):
-		return nil, fmt.Errorf("send: reading the trusted approvers: %w", err)
+		return nil, fmt.Errorf("send: reading the trusted approvers: %w", pathErr)
 	case err != nil:
-		return nil, fmt.Errorf("%w: the trusted approvers in %s: %v", ErrInvalid, path, err)
+		return nil, fmt.Errorf("%w: the trusted approvers in %s: %s", ErrInvalid, path, trustedReason(err, path))
 	}
 	return &TrustedApprovers{keys: kr}, nil
+}
+
+// trustedReason is why the trusted-approvers file at path was refused,
+// without the internal package's words around it: its sentinel and the
+// path, which send's error names itself.
+func trustedReason(err error, path string) string {
+	reason := err.Error()
+	for _, prefix := range []string{sign.ErrKeyFile.Error() + ": ", path + ": ", sign.ErrKeyFile.Error() + ": ", "sign: "} {
+		reason = strings.TrimPrefix(reason, prefix)
+	}
+	return reason
 }
 
 // NewTrustedApprovers trusts exactly the given approvers.

@@ -2,9 +2,11 @@ package sendtest_test
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,7 +34,7 @@ func TestTheExamplesBuildInAnotherModule(t *testing.T) {
 	}
 	app := appModule(t, root)
 	pkgs := copyExamples(t, root, app)
-	for _, want := range []string{"send", "sendtest"} {
+	for _, want := range []string{"send", "sendtest", "taskservice/redmine"} {
 		if !strings.Contains(" "+strings.Join(pkgs, " ")+" ", " ./"+want+" ") {
 			t.Fatalf("no Example of %s was copied (copied %v)", want, pkgs)
 		}
@@ -87,30 +89,49 @@ func appModule(t *testing.T, root string) string {
 	return app
 }
 
-// copyExamples copies the example_test.go of each public package (a
-// directory at the module's top level, outside internal and cmd) into the
-// same directory of app, and returns those directories ("./send").
+// copyExamples copies every example*_test.go of each public package (a
+// package of the module at any depth outside internal, cmd, testdata and
+// deploy) into the same directory of app, and returns those directories
+// ("./send", "./taskservice/redmine").
 func copyExamples(t *testing.T, root, app string) []string {
 	t.Helper()
-	found, err := filepath.Glob(filepath.Join(root, "*", "example_test.go"))
+	var pkgs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if skipped[d.Name()] || strings.HasPrefix(d.Name(), ".") && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if matched, _ := filepath.Match("example*_test.go", d.Name()); !matched {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		write(t, filepath.Join(app, rel), b)
+		if pkg := "./" + filepath.ToSlash(filepath.Dir(rel)); !slices.Contains(pkgs, pkg) {
+			pkgs = append(pkgs, pkg)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pkgs []string
-	for _, f := range found {
-		dir := filepath.Base(filepath.Dir(f))
-		if dir == "internal" || dir == "cmd" || dir == "testdata" {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		write(t, filepath.Join(app, dir, "example_test.go"), b)
-		pkgs = append(pkgs, "./"+dir)
-	}
 	return pkgs
 }
+
+// skipped are the directories whose packages are not the module's public
+// API.
+var skipped = map[string]bool{"internal": true, "cmd": true, "testdata": true, "deploy": true}
 
 func write(t *testing.T, path string, b []byte) {
 	t.Helper()

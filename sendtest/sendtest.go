@@ -31,9 +31,13 @@ const ReviewerName = "sendtest-reviewer"
 // DropReplies matches one of them (Approve's are approval's, Close's
 // those of what it stops).
 var (
-	// ErrStart: the pipeline could not be started.
+	// ErrStart: the pipeline could not be started (New, Start).
 	ErrStart = errors.New("sendtest: starting the pipeline")
-	// ErrClosed: the pipeline is closed.
+	// ErrConnect: Connect could not connect to the running pipeline's
+	// server.
+	ErrConnect = errors.New("sendtest: connecting to the server")
+	// ErrClosed: the pipeline is closed (Connect, Counts and DropReplies
+	// after Close).
 	ErrClosed = errors.New("sendtest: the pipeline is closed")
 	// ErrService: the fake task service did not answer.
 	ErrService = errors.New("sendtest: the task service did not answer")
@@ -124,7 +128,7 @@ func start(dir string) (_ *Pipeline, err error) {
 	}()
 	nc, err := p.connect("sendtest")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	p.service = provider.NewClient(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -146,7 +150,8 @@ func (p *Pipeline) onClose(f func() error) {
 	p.closes = append(p.closes, f)
 }
 
-// connect opens a connection that Close closes.
+// connect opens a connection that Close closes. Its error is ErrClosed
+// after Close, else the connection's.
 func (p *Pipeline) connect(name string) (*nats.Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -155,7 +160,7 @@ func (p *Pipeline) connect(name string) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(p.stack.URL(), nats.Name(name))
 	if err != nil {
-		return nil, fmt.Errorf("%w: connecting: %w", ErrStart, err)
+		return nil, fmt.Errorf("connecting: %w", err)
 	}
 	p.closes = append(p.closes, func() error { nc.Close(); return nil })
 	return nc, nil
@@ -167,15 +172,19 @@ func (p *Pipeline) URL() string { return p.stack.URL() }
 
 // Connect opens a new NATS connection to the server, as another process
 // of the application would, and returns its JetStream context for
-// send.NewClient. Close closes it.
+// send.NewClient. Close closes it. Its errors match ErrConnect, or
+// ErrClosed after Close.
 func (p *Pipeline) Connect() (jetstream.JetStream, error) {
 	nc, err := p.connect("sendtest-client")
-	if err != nil {
+	if errors.Is(err, ErrClosed) {
 		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStart, err)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
 	return js, nil
 }
@@ -196,8 +205,11 @@ func (p *Pipeline) Approve(candidate, request []byte) ([]byte, error) {
 func (p *Pipeline) Trusted() *send.TrustedApprovers { return p.trusted }
 
 // Counts reads the fake task service's three counters: requests received,
-// creates executed, tasks existing.
+// creates executed, tasks existing. After Close its error is ErrClosed.
 func (p *Pipeline) Counts(ctx context.Context) (send.Counts, error) {
+	if p.isClosed() {
+		return send.Counts{}, ErrClosed
+	}
 	c, err := p.service.Stats(ctx)
 	if err != nil {
 		return send.Counts{}, fmt.Errorf("%w: reading the counters: %w", ErrService, err)
@@ -209,11 +221,22 @@ func (p *Pipeline) Counts(ctx context.Context) (send.Counts, error) {
 // creates after it has acted: the executor's call times out, the message
 // is delivered again, and the service answers replayed with the task it
 // made. It shows what a lost answer does to the application's sends.
+// After Close its error is ErrClosed.
 func (p *Pipeline) DropReplies(ctx context.Context, n int) error {
+	if p.isClosed() {
+		return ErrClosed
+	}
 	if _, err := p.service.ArmFault(ctx, n); err != nil {
 		return fmt.Errorf("%w: arming the dropped replies: %w", ErrService, err)
 	}
 	return nil
+}
+
+// isClosed reports whether Close was called.
+func (p *Pipeline) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Close stops the executor, the task service and the server, closes the

@@ -2,6 +2,7 @@ package sendtest_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -129,7 +130,13 @@ func TestCloseLeavesNothingBehind(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
 	}
-	if _, err := p.Connect(); err == nil {
-		t.Error("a closed pipeline gave a connection")
+	if _, err := p.Connect(); !errors.Is(err, sendtest.ErrClosed) {
+		t.Errorf("Connect after Close: %v; want ErrClosed", err)
+	}
+	if _, err := p.Counts(context.Background()); !errors.Is(err, sendtest.ErrClosed) {
+		t.Errorf("Counts after Close: %v; want ErrClosed", err)
+	}
+	if err := p.DropReplies(context.Background(), 1); !errors.Is(err, sendtest.ErrClosed) {
+		t.Errorf("DropReplies after Close: %v; want ErrClosed", err)
 	}
 }
