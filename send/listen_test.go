@@ -18,17 +18,7 @@ import (
 // consumers counts the consumers of stream.
 func consumers(t *testing.T, env *testenv.Env, stream string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := env.JS.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Consumers
+	return testenv.StreamState(t, env.JS, stream).Consumers
 }
 
 // A publisher that may create no consumer (nor read stream information)
