@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // StreamState reads the state of the stream name on js (its messages,
@@ -23,4 +25,22 @@ func StreamState(t testing.TB, js jetstream.JetStream, name string) jetstream.St
 		t.Fatal(err)
 	}
 	return info.State
+}
+
+// ChangeConsumer changes the executors' consumer on APPROVALS with change,
+// behind provisioning's back (the record of what was provisioned stays as
+// it was), as a role that may update consumers but not the record could.
+func ChangeConsumer(t testing.TB, js jetstream.JetStream, change func(*jetstream.ConsumerConfig)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.CachedInfo().Config
+	change(&cc)
+	if _, err := js.UpdateConsumer(ctx, topology.ApprovalsStream, cc); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -157,15 +157,7 @@ func TestWithoutARecordTheTopologyIsComparedWithWhatItWouldProvision(t *testing.
 	if got := p.Diff(live(t, env.JS)); len(got) != 0 {
 		t.Fatalf("the topology as provisioned differs from what topology makes of its config: %v", got)
 	}
-	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := c.CachedInfo().Config
-	cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1
-	if _, err := env.JS.UpdateConsumer(ctx, topology.ApprovalsStream, cc); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ChangeConsumer(t, env.JS, func(cc *jetstream.ConsumerConfig) { cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1 })
 	got := topology.Describe(p.Diff(live(t, env.JS)))
 	for _, w := range []string{`filter_subject: expected "approvals.>", found "approvals.nothing"`, "max_deliver: expected -1, found 1"} {
 		if !strings.Contains(got, w) {
