@@ -59,19 +59,7 @@ func TestWhatProvisioningAppliedIsRecordedAndEveryChangeSinceIsADifference(t *te
 		}
 	}
 	updateConsumer := func(change func(*jetstream.ConsumerConfig)) func(*testing.T, jetstream.JetStream) {
-		return func(t *testing.T, js jetstream.JetStream) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			c, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cc := c.CachedInfo().Config
-			change(&cc)
-			if _, err := js.UpdateConsumer(ctx, topology.ApprovalsStream, cc); err != nil {
-				t.Fatal(err)
-			}
-		}
+		return func(t *testing.T, js jetstream.JetStream) { testenv.ChangeConsumer(t, js, change) }
 	}
 	for _, c := range []struct {
 		name   string
