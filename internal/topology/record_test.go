@@ -179,20 +179,27 @@ func TestARecordThatDoesNotDecodeOrLacksAPartIsRefusedWithItsReason(t *testing.T
 	} {
 		t.Run(c.name+" is refused", func(t *testing.T) {
 			env := testenv.Start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Put(ctx, topology.RecordKey, []byte(c.value)); err != nil {
-				t.Fatal(err)
-			}
-			_, err = topology.ReadRecord(ctx, env.JS)
+			putInRecordBucket(t, env.JS, topology.RecordKey, c.value)
+			_, err := topology.ReadRecord(context.Background(), env.JS)
 			if err == nil || errors.Is(err, topology.ErrNoRecord) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
 			}
 		})
+	}
+}
+
+// putInRecordBucket writes value under key in the record bucket, as a role
+// that may write there could.
+func putInRecordBucket(t *testing.T, js jetstream.JetStream, key, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, topology.RecordBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, key, []byte(value)); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -238,16 +245,8 @@ func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
 	} {
 		t.Run(c.name+" is refused", func(t *testing.T) {
 			env := testenv.Start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Put(ctx, topology.TaskServiceKey, []byte(c.value)); err != nil {
-				t.Fatal(err)
-			}
-			_, err = topology.ReadTaskService(ctx, env.JS)
+			putInRecordBucket(t, env.JS, topology.TaskServiceKey, c.value)
+			_, err := topology.ReadTaskService(context.Background(), env.JS)
 			if err == nil || errors.Is(err, topology.ErrNoTaskService) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
 			}
