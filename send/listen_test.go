@@ -35,11 +35,7 @@ func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, violations := env.ConnectPublisher()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, violations := env.ConnectPublisher()
 	c := send.NewClient(js)
 	for _, tc := range []struct {
 		name string
@@ -95,14 +91,10 @@ func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 // create a consumer on RECEIPTS, so the receipts above came without one.
 func TestThePublisherOfTheTestsMayCreateNoConsumer(t *testing.T) {
 	env := testenv.StartNoConsumers(t)
-	nc, _ := env.ConnectPublisher()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, _ := env.ConnectPublisher()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err = js.OrderedConsumer(ctx, topology.ReceiptsStream, jetstream.OrderedConsumerConfig{})
+	_, err := js.OrderedConsumer(ctx, topology.ReceiptsStream, jetstream.OrderedConsumerConfig{})
 	if err == nil {
 		t.Fatal("the publisher created an ordered consumer on RECEIPTS")
 	}
