@@ -20,17 +20,7 @@ import (
 // consumers counts the consumers of stream.
 func consumers(t *testing.T, env *testenv.Env, stream string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := env.JS.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Consumers
+	return testenv.StreamState(t, env.JS, stream).Consumers
 }
 
 // A publisher that may create no consumer (nor read stream information)
@@ -47,11 +37,7 @@ func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, violations := env.ConnectPublisher()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, violations := env.ConnectPublisher()
 	c := send.NewClient(js)
 	for _, tc := range []struct {
 		name string
@@ -107,14 +93,10 @@ func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 // create a consumer on RECEIPTS, so the receipts above came without one.
 func TestThePublisherOfTheTestsMayCreateNoConsumer(t *testing.T) {
 	env := testenv.StartNoConsumers(t)
-	nc, _ := env.ConnectPublisher()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, _ := env.ConnectPublisher()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err = js.OrderedConsumer(ctx, topology.ReceiptsStream, jetstream.OrderedConsumerConfig{})
+	_, err := js.OrderedConsumer(ctx, topology.ReceiptsStream, jetstream.OrderedConsumerConfig{})
 	if err == nil {
 		t.Fatal("the publisher created an ordered consumer on RECEIPTS")
 	}

@@ -38,17 +38,7 @@ func parsed(t *testing.T) *send.Envelope {
 
 func lastSeq(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq
+	return testenv.StreamState(t, js, topology.ApprovalsStream).LastSeq
 }
 
 func TestPublishStoresTheCallersHeadersBesideItsMessageID(t *testing.T) {

@@ -238,15 +238,7 @@ func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 // is found once it is back.
 func TestAReceiptStoredWhileTheConnectionIsAwayIsFound(t *testing.T) {
 	env := testenv.Start(t)
-	nc, err := nats.Connect(env.URL(), nats.ReconnectWait(100*time.Millisecond), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testenv.Connect(t, env.URL(), nats.ReconnectWait(100*time.Millisecond), nats.MaxReconnects(-1))
 	intent := "intent-reconnect"
 	sent, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
 	if err != nil {

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/davtest"
 )
 
 // secretToken stands for a password or token in a CalDAV URL or login; no
@@ -63,16 +64,7 @@ func TestACalDAVURLWithASecretIsRefusedWithoutShowingIt(t *testing.T) {
 // probe against a CalDAV server that refuses the login, or redirects to a
 // URL with a token, reports it without the password or the token.
 func TestProbeOfACalDAVServerThatRefusesShowsNoSecret(t *testing.T) {
-	serve := func(status int, location string) string {
-		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			if location != "" {
-				w.Header().Set("Location", location)
-			}
-			w.WriteHeader(status)
-		}))
-		t.Cleanup(s.Close)
-		return s.URL + "/alice/tasks/"
-	}
+	serve := func(status int, location string) string { return davtest.Answering(t, status, location) }
 	for _, c := range []struct {
 		name, url, says string
 	}{

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/proctest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -137,7 +138,7 @@ func (n *natsNode) stop(sig syscall.Signal) {
 // healthy is the node's own verdict: /healthz is 200 once the server is
 // up, JetStream is enabled and its streams and consumers are current.
 func (n *natsNode) healthy() bool {
-	code, _, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.monitor))
+	code, _, err := proctest.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.monitor))
 	return err == nil && code == http.StatusOK
 }
 

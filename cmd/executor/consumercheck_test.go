@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/testenv"
-	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // rewriteConsumer gives the executors' consumer another filter and a
@@ -18,17 +19,7 @@ import (
 // subject, without touching the record of what was provisioned.
 func rewriteConsumer(t *testing.T, env *testenv.Env) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := c.CachedInfo().Config
-	cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1
-	if _, err := env.JS.UpdateConsumer(ctx, topology.ApprovalsStream, cc); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ChangeConsumer(t, env.JS, func(cc *jetstream.ConsumerConfig) { cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1 })
 }
 
 func TestServeWithNoProvisionRefusesAConsumerRewrittenBehindProvisioningsBack(t *testing.T) {

@@ -82,11 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCalendars(ctx, args[1:], stdout, stderr)
 	case sendCommand:
 		return runSend(ctx, args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	case "-version", "--version", "version":
-		fmt.Fprintln(stdout, "executor", cli.Version())
+	}
+	if cli.HelpOrVersion("executor", usage, args[0], stdout) {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)

@@ -19,26 +19,15 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/proctest"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
-
-// httpGet fetches url with a short timeout.
-func httpGet(url string) (int, string, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
 
 // scrape reads a process's /metrics into "name{labels}" -> value, as the
 // text exposition format writes them.
 func scrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	code, body, err := httpGet("http://" + addr + "/metrics")
+	code, body, err := proctest.Get("http://" + addr + "/metrics")
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d, %v", code, err)
 	}
@@ -69,7 +58,7 @@ func parseMetrics(t *testing.T, body string) map[string]float64 {
 
 // ready reports whether the process at addr answers /readyz with 200.
 func ready(addr string) bool {
-	code, _, err := httpGet("http://" + addr + "/readyz")
+	code, _, err := proctest.Get("http://" + addr + "/readyz")
 	return err == nil && code == http.StatusOK
 }
 
@@ -102,10 +91,10 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 	})
 	waitFor(t, 30*time.Second, "serve --embedded to be ready", func() bool { return ready(addr) })
 
-	if code, body, err := httpGet("http://" + addr + "/healthz"); err != nil || code != 200 || body != "ok\n" {
+	if code, body, err := proctest.Get("http://" + addr + "/healthz"); err != nil || code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q %v", code, body, err)
 	}
-	if code, body, err := httpGet("http://" + addr + "/readyz?verbose"); err != nil || code != 200 ||
+	if code, body, err := proctest.Get("http://" + addr + "/readyz?verbose"); err != nil || code != 200 ||
 		!strings.Contains(body, "[+]nats ok") || !strings.Contains(body, "[+]consumer ok") || !strings.Contains(body, "[+]store ok") {
 		t.Errorf("/readyz?verbose: %d %q %v", code, body, err)
 	}

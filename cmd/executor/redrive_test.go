@@ -91,17 +91,7 @@ func redriveAll(t *testing.T, env *testenv.Env, added uint64, want string) strin
 
 func approvalsLastSeq(t *testing.T, env *testenv.Env) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq
+	return testenv.StreamState(t, env.JS, topology.ApprovalsStream).LastSeq
 }
 
 func approvalMsg(t *testing.T, env *testenv.Env, seq uint64) *jetstream.RawStreamMsg {

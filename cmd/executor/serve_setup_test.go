@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -18,15 +16,7 @@ import (
 func TestServeSetsUpTheStreamsAndTheConsumerOnce(t *testing.T) {
 	p := serveEmbedded(t, "--insecure-allow-unsigned")
 	waitFor(t, 30*time.Second, "serve to consume", func() bool { return strings.Contains(p.log.String(), `msg=consuming`) })
-	nc, err := nats.Connect(p.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.Connect(t, p.url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, topology.RecordBucket)

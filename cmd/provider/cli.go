@@ -93,13 +93,10 @@ func (c *app) run(ctx context.Context, args []string) error {
 		return c.delete(ctx, args[1:])
 	case "fault":
 		return c.fault(ctx, args[1:])
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(c.stdout, mainUsage)
-		return nil
-	case "version", "-version", "--version":
-		fmt.Fprintln(c.stdout, "provider", cli.Version())
-		return nil
 	default:
+		if cli.HelpOrVersion("provider", mainUsage, args[0], c.stdout) {
+			return nil
+		}
 		fmt.Fprint(c.stderr, mainUsage)
 		return usageErr("unknown subcommand %q", args[0])
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/proctest"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -22,17 +22,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func fetch(url string) (int, string, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
 }
 
 // metricLines returns the sample lines of a /metrics body that start with
@@ -56,7 +45,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 	base := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if code, _, err := fetch(base + "/readyz"); err == nil && code == http.StatusOK {
+		if code, _, err := proctest.Get(base + "/readyz"); err == nil && code == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -64,11 +53,11 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, body, err := fetch(base + "/readyz?verbose"); err != nil || code != 200 ||
+	if code, body, err := proctest.Get(base + "/readyz?verbose"); err != nil || code != 200 ||
 		body != "[+]nats ok\n[+]service ok\n[+]store ok\nok\n" {
 		t.Errorf("/readyz?verbose: %d %q %v", code, body, err)
 	}
-	if code, body, err := fetch(base + "/healthz"); err != nil || code != 200 || body != "ok\n" {
+	if code, body, err := proctest.Get(base + "/healthz"); err != nil || code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q %v", code, body, err)
 	}
 
@@ -86,7 +75,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 		}
 	}
 
-	code, body, err := fetch(base + "/metrics")
+	code, body, err := proctest.Get(base + "/metrics")
 	if err != nil || code != 200 {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
@@ -108,7 +97,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 	}
 
 	stopServe()
-	if _, _, err := fetch(base + "/healthz"); err == nil {
+	if _, _, err := proctest.Get(base + "/healthz"); err == nil {
 		t.Error("the HTTP server still answers after serve returned")
 	}
 }

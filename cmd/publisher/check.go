@@ -25,19 +25,11 @@ type checkResult struct {
 
 func runCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", "check --candidate F --request F --approval F [--trusted-approvers FILE] [--json]\n\nRuns the gate's checks in order (envelope, approval_format, signature, expiry,\ncandidate_binding, request_binding, capability) and prints pass, or the check that failed\nwith its path and reason. Signature and expiry need the executors' trusted-approvers file\n(--trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS); without it they are skipped and\nthe pass says so. Exit status: 0 pass, 1 a check failed, 2 usage.", stderr)
-	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
-	req := fs.String("request", "", "the task-request.v1 `FILE`")
-	appr := fs.String("approval", "", "the task-approval.v1 `FILE`")
+	docFlags := documentFlags(fs)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	trusted := trustedApproversFlag(fs)
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
-	}
-	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req, "approval": appr})
-	if err != nil {
+	files, help, err := parseDocuments(fs, args, docFlags)
+	if help || err != nil {
 		return err
 	}
 	check, withKeys, err := localCheck(*trusted)

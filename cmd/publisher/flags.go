@@ -61,6 +61,32 @@ func requireFiles(fs *flag.FlagSet, names map[string]*string) (map[string][]byte
 	return out, nil
 }
 
+// documentFiles are the --candidate, --request and --approval flags of a
+// command that reads all three documents.
+type documentFiles struct{ candidate, request, approval *string }
+
+// documentFlags declares the three document flags on fs.
+func documentFlags(fs *flag.FlagSet) documentFiles {
+	return documentFiles{
+		candidate: fs.String("candidate", "", "the action-candidate.v1 `FILE`"),
+		request:   fs.String("request", "", "the task-request.v1 `FILE`"),
+		approval:  fs.String("approval", "", "the task-approval.v1 `FILE`"),
+	}
+}
+
+// parseDocuments parses args of a command that takes the three documents and
+// no argument, and reads the documents; --help is success.
+func parseDocuments(fs *flag.FlagSet, args []string, d documentFiles) (files map[string][]byte, help bool, err error) {
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return nil, help, err
+	}
+	if fs.NArg() != 0 {
+		return nil, false, usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	files, err = requireFiles(fs, map[string]*string{"candidate": d.candidate, "request": d.request, "approval": d.approval})
+	return files, false, err
+}
+
 // scopesFlag collects a repeatable --scope: the caller scopes an approver
 // may approve requests for.
 type scopesFlag []string

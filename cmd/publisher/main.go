@@ -75,11 +75,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runTrust(args[1:], stdout, stderr)
 	case "console":
 		return runConsole(ctx, args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	case "-version", "--version", "version":
-		fmt.Fprintln(stdout, "publisher", cli.Version())
+	}
+	if cli.HelpOrVersion("publisher", usage, args[0], stdout) {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)

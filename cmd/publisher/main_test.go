@@ -468,17 +468,7 @@ func TestCheck(t *testing.T) {
 // approvalsState reads the APPROVALS stream's state.
 func approvalsState(t *testing.T, env *testenv.Env) jetstream.StreamState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State
+	return testenv.StreamState(t, env.JS, topology.ApprovalsStream)
 }
 
 func receipt(t *testing.T, r result) *document.Receipt {

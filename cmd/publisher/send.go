@@ -30,22 +30,14 @@ executor may still carry it out, and sending again is safe).`
 
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("send", sendHelp, stderr)
-	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
-	req := fs.String("request", "", "the task-request.v1 `FILE`")
-	appr := fs.String("approval", "", "the task-approval.v1 `FILE`")
+	docFlags := documentFlags(fs)
 	conn := cli.ConnFlags(fs)
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` for this message's receipt (e.g. 30s); 0 does not wait")
 	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
 	noCheck := fs.Bool("no-check", false, "skip the local gate, to send a bad message on purpose")
 	trusted := trustedApproversFlag(fs)
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
-	}
-	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req, "approval": appr})
-	if err != nil {
+	files, help, err := parseDocuments(fs, args, docFlags)
+	if help || err != nil {
 		return err
 	}
 	docs := send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]}

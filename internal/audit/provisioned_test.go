@@ -40,15 +40,7 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 	// The consumer rewritten as the operator role could through the
 	// legacy create subject: another filter and a budget of one.
 	rewriteConsumer := func(t *testing.T, env *testenv.Env) {
-		c, err := env.JS.Consumer(ctx5(t), topology.ApprovalsStream, topology.Consumer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc := c.CachedInfo().Config
-		cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1
-		if _, err := env.JS.UpdateConsumer(ctx5(t), topology.ApprovalsStream, cc); err != nil {
-			t.Fatal(err)
-		}
+		testenv.ChangeConsumer(t, env.JS, func(cc *jetstream.ConsumerConfig) { cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1 })
 	}
 	for _, c := range []struct {
 		name   string

@@ -14,9 +14,9 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/subjects"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -41,13 +41,9 @@ func requirePostgres(t *testing.T) *pgBinaries {
 // what the ledger reference needs.
 func ledgerTestStack(t *testing.T) *stack {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Dir: t.TempDir(), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	o := &Options{Timeout: 2 * time.Minute, Status: io.Discard, PublishBatch: 100, Log: slog.New(slog.DiscardHandler)}
-	s := &stack{o: o, log: o.Log, url: srv.ClientURL(), topo: o.topology()}
+	s := &stack{o: o, log: o.Log, url: testenv.NATS(t), topo: o.topology()}
+	var err error
 	if s.nc, err = s.connect("ledger-test"); err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/subjects"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -23,20 +22,7 @@ import (
 // stream commits the batches one after another, so more publishers wait
 // longer each for about the same throughput.
 func BenchmarkApprovalBatches(b *testing.B) {
-	srv, err := embedded.Start(embedded.Options{Dir: b.TempDir(), Port: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	nc, js := testenv.Connect(b, testenv.NATS(b))
 	ctx := context.Background()
 	if _, err := js.CreateOrUpdateStream(ctx, topology.ApprovalsConfig(topology.Config{})); err != nil {
 		b.Fatal(err)

@@ -209,6 +209,28 @@ func (p *parser) enter() error {
 	return nil
 }
 
+// closes consumes c, the bracket that closes an object or array, and
+// leaves its level of nesting; it reports whether c was there.
+func (p *parser) closes(c byte) bool {
+	if p.pos < len(p.data) && p.data[p.pos] == c {
+		p.pos++
+		p.depth--
+		return true
+	}
+	return false
+}
+
+// more consumes the ',' before another member or element; it reports
+// whether there was one.
+func (p *parser) more() bool {
+	if p.pos < len(p.data) && p.data[p.pos] == ',' {
+		p.pos++
+		p.skipSpace()
+		return true
+	}
+	return false
+}
+
 func (p *parser) object() (any, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
@@ -216,9 +238,7 @@ func (p *parser) object() (any, error) {
 	p.pos++ // '{'
 	m := make(map[string]any)
 	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		p.depth--
+	if p.closes('}') {
 		return m, nil
 	}
 	for {
@@ -247,17 +267,11 @@ func (p *parser) object() (any, error) {
 		p.path = p.path[:len(p.path)-1]
 		m[name] = v
 		p.skipSpace()
-		if p.pos < len(p.data) {
-			switch p.data[p.pos] {
-			case ',':
-				p.pos++
-				p.skipSpace()
-				continue
-			case '}':
-				p.pos++
-				p.depth--
-				return m, nil
-			}
+		if p.more() {
+			continue
+		}
+		if p.closes('}') {
+			return m, nil
 		}
 		return nil, p.unexpected("',' or '}' in object")
 	}
@@ -270,9 +284,7 @@ func (p *parser) array() (any, error) {
 	p.pos++ // '['
 	a := make([]any, 0, 4)
 	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		p.depth--
+	if p.closes(']') {
 		return a, nil
 	}
 	p.path = append(p.path, pathSeg{isIndex: true})
@@ -285,18 +297,12 @@ func (p *parser) array() (any, error) {
 		}
 		a = append(a, v)
 		p.skipSpace()
-		if p.pos < len(p.data) {
-			switch p.data[p.pos] {
-			case ',':
-				p.pos++
-				p.skipSpace()
-				continue
-			case ']':
-				p.pos++
-				p.depth--
-				p.path = p.path[:seg]
-				return a, nil
-			}
+		if p.more() {
+			continue
+		}
+		if p.closes(']') {
+			p.path = p.path[:seg]
+			return a, nil
 		}
 		return nil, p.unexpected("',' or ']' in array")
 	}

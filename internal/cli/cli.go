@@ -64,6 +64,22 @@ func connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 	return nc, nil
 }
 
+// HelpOrVersion answers a command's top-level help and version: for arg
+// "help", "-h", "-help" or "--help" it prints usage on stdout, for
+// "version", "-version" or "--version" the command's name and Version. It
+// reports whether arg was one of them.
+func HelpOrVersion(name, usage, arg string, stdout io.Writer) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, name, Version())
+	default:
+		return false
+	}
+	return true
+}
+
 // Version is the module version of the running binary, from its build
 // information: a tag for `go install ...@vX`, "(devel)" for a build from a
 // checkout.

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/console"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -18,11 +16,7 @@ import (
 func TestAConsoleThatMayCreateNoConsumerShowsItsReceipts(t *testing.T) {
 	env := testenv.StartNoConsumers(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	nc, violations := env.ConnectPublisher()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, violations := env.ConnectPublisher()
 	s := startConsole(t, env, copyFixtures(t), func(c *console.Config) { c.JetStream = js })
 	first := press(t, s, approveForm("reviewer-1"))
 	s.get(t, first+"?wait=1").expect(t, http.StatusOK, `data-state="created"`)

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"net/http"
 	"net/url"
@@ -60,17 +59,7 @@ func (c *clock) Add(d time.Duration) {
 // approvalsStored is how many messages the APPROVALS stream holds.
 func approvalsStored(t *testing.T, env *testenv.Env) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := env.JS.Stream(ctx, "APPROVALS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StreamState(t, env.JS, "APPROVALS").Msgs
 }
 
 // TestExpiredApprovalIsNotSent: the review page shows a kept approval's

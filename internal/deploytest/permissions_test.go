@@ -830,17 +830,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 
 func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StreamState(t, js, name).Msgs
 }
 
 func keyDER(t *testing.T, pemBytes []byte) []byte {

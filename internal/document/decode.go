@@ -240,6 +240,22 @@ func (r *reader) text(path string, v any, maxBytes int) string {
 	return s
 }
 
+// valid returns s, read without an error so far, when ok(s); otherwise it
+// fails at path with the message format and returns "".
+func (r *reader) valid(path, s string, ok func(string) bool, format string, args ...any) string {
+	if r.err == nil && !ok(s) {
+		r.fail(path, RuleValue, ErrValue, format, args...)
+		return ""
+	}
+	return s
+}
+
+// isRFC3339 reports whether s is an RFC 3339 date-time, written in full.
+func isRFC3339(s string) bool {
+	_, err := time.Parse(time.RFC3339, s)
+	return err == nil && rfc3339.MatchString(s)
+}
+
 // line is free text on one line: no control characters (line breaks, tabs).
 func (r *reader) line(path string, v any, maxBytes int) string {
 	s := r.text(path, v, maxBytes)
@@ -274,24 +290,14 @@ func (r *reader) id(path string, v any) string {
 // intents and two tasks. It is refused, not normalised: the request's
 // digest, which the approval binds, covers the intent id as written.
 func (r *reader) intentID(path string, v any) string {
-	s := r.id(path, v)
-	if r.err == nil && !NFC(s) {
-		r.fail(path, RuleValue, ErrValue,
-			"must be in Unicode normalization form C (NFC): one intent has one spelling; normalise the intent id and approve the request again")
-		return ""
-	}
-	return s
+	return r.valid(path, r.id(path, v), NFC,
+		"must be in Unicode normalization form C (NFC): one intent has one spelling; normalise the intent id and approve the request again")
 }
 
 // scope is a caller scope (ValidScope).
 func (r *reader) scope(path string, v any) string {
-	s := r.text(path, v, MaxScopeBytes)
-	if r.err == nil && !ValidScope(s) {
-		r.fail(path, RuleValue, ErrValue,
-			"must be 1 to 64 lower-case letters, digits, '-' and '_', starting with a letter or digit (it is one subject token)")
-		return ""
-	}
-	return s
+	return r.valid(path, r.text(path, v, MaxScopeBytes), ValidScope,
+		"must be 1 to 64 lower-case letters, digits, '-' and '_', starting with a letter or digit (it is one subject token)")
 }
 
 // NFC reports whether s is in Unicode Normalization Form C.
@@ -338,7 +344,7 @@ func (r *reader) timestamp(path string, v any) string {
 	if r.err != nil {
 		return ""
 	}
-	if _, err := time.Parse(time.RFC3339, s); err != nil || !rfc3339.MatchString(s) {
+	if !isRFC3339(s) {
 		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z")
 	}
 	return s
@@ -357,7 +363,7 @@ func (r *reader) due(path string, v any) string {
 		}
 		return s
 	}
-	if _, err := time.Parse(time.RFC3339, s); err != nil || !rfc3339.MatchString(s) {
+	if !isRFC3339(s) {
 		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z, or a date such as 2026-11-30")
 	}
 	return s
@@ -383,13 +389,8 @@ func (r *reader) provider(path string, v any) string {
 
 // destination is a destination name (ValidDestination).
 func (r *reader) destination(path string, v any) string {
-	s := r.text(path, v, MaxDestinationBytes)
-	if r.err == nil && !ValidDestination(s) {
-		r.fail(path, RuleValue, ErrValue,
-			"must be 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter (leave it out for the destination %q)", DefaultDestination)
-		return ""
-	}
-	return s
+	return r.valid(path, r.text(path, v, MaxDestinationBytes), ValidDestination,
+		"must be 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter (leave it out for the destination %q)", DefaultDestination)
 }
 
 // nullable returns nil for JSON null and otherwise reads v with read.

@@ -508,11 +508,7 @@ func TestReceiptsStoredAloneStopAtTheFirstSystemicFailure(t *testing.T) {
 	if _, err := env.JS.UpdateStream(ctx, away); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(env.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testenv.Connect(t, env.URL())
 	var retried atomic.Int64
 	ex, err := executor.New(nc, executor.Config{ID: "exec-1", Gate: &gate.Checker{AllowUnsigned: true},
 		TaskService: provider.NewClient(nc).TaskService(), Topology: testenv.Topology, Logger: testenv.Logger(), OnRetry: func(uint64, error) { retried.Add(1) }})

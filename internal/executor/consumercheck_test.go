@@ -24,17 +24,7 @@ import (
 // back, as a role that may update consumers but not the record could.
 func changeConsumer(t *testing.T, env *testenv.Env, change func(*jetstream.ConsumerConfig)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := c.CachedInfo().Config
-	change(&cc)
-	if _, err := env.JS.UpdateConsumer(ctx, topology.ApprovalsStream, cc); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ChangeConsumer(t, env.JS, change)
 }
 
 // newExecutor makes an executor on a connection of its own, as

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -17,11 +15,7 @@ import (
 
 func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
 	env := testenv.Start(t)
-	nc, err := nats.Connect(env.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testenv.Connect(t, env.URL())
 	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology,
 		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
 	if err != nil {
@@ -51,11 +45,7 @@ func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
 
 func TestStartReportsAnExecutorThatCannotConsume(t *testing.T) {
 	env := testenv.Start(t)
-	nc, err := nats.Connect(env.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testenv.Connect(t, env.URL())
 	if err := env.JS.DeleteStream(context.Background(), topology.ApprovalsStream); err != nil {
 		t.Fatal(err)
 	}

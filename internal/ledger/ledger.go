@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -133,12 +134,7 @@ func Key(scope, intentID string) (string, error) {
 }
 
 func token(id string) string {
-	ok := len(id) <= 128
-	for i := 0; ok && i < len(id); i++ {
-		c := id[i]
-		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
-	}
-	if ok {
+	if subjects.Plain(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))

@@ -2,6 +2,7 @@ package proctest
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -165,4 +166,17 @@ func (p *Process) Pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// Get fetches url with a short timeout and returns its status and body: a
+// look at a process's health, readiness or metrics endpoint.
+func Get(url string) (status int, body string, err error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }

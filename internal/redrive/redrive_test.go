@@ -38,17 +38,7 @@ func storeDeadLetter(t *testing.T, js jetstream.JetStream, payload []byte, appro
 
 func approvalsMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StreamState(t, js, topology.ApprovalsStream).Msgs
 }
 
 func seedEnvelope(t *testing.T) []byte {

@@ -89,17 +89,7 @@ func TestTheScopesOfAnEntryAreReadStrictly(t *testing.T) {
 		{"a case variant of the member", strings.Replace(file(`["team-a"]`), `"scopes"`, `"Scopes"`, 1), `did you mean "scopes"`},
 	} {
 		t.Run(c.name+" is refused, naming the file and the field", func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "trusted.json")
-			if err := os.WriteFile(p, []byte(c.file), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			kr, err := sign.LoadTrusted(p)
-			if !errors.Is(err, sign.ErrKeyFile) {
-				t.Fatalf("loaded %d approvers, err %v; want it refused", kr.Len(), err)
-			}
-			if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q does not name the file and say %q", err, c.want)
-			}
+			assertKeyFileRefused(t, c.file, c.want)
 		})
 	}
 	t.Run("a keyring made in code refuses an unusable scope too", func(t *testing.T) {

@@ -116,18 +116,26 @@ func TestTheTrustedApproversFileIsReadStrictly(t *testing.T) {
 		{"a control character in a name", strings.Replace(good, `"name":"bob"`, `"name":"bo\nb"`, 1), "control character"},
 	} {
 		t.Run(c.name+" is refused, naming the file", func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "trusted.json")
-			if err := os.WriteFile(p, []byte(c.file), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			kr, err := sign.LoadTrusted(p)
-			if !errors.Is(err, sign.ErrKeyFile) {
-				t.Fatalf("loaded %d approvers, err %v; want it refused", kr.Len(), err)
-			}
-			if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q does not name the file and say %q", err, c.want)
-			}
+			assertKeyFileRefused(t, c.file, c.want)
 		})
+	}
+}
+
+// assertKeyFileRefused writes file as a trusted-approvers file and wants
+// LoadTrusted to refuse it with ErrKeyFile, in an error that names the file
+// and says want.
+func assertKeyFileRefused(t *testing.T, file, want string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "trusted.json")
+	if err := os.WriteFile(p, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := sign.LoadTrusted(p)
+	if !errors.Is(err, sign.ErrKeyFile) {
+		t.Fatalf("loaded %d approvers, err %v; want it refused", kr.Len(), err)
+	}
+	if !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not name the file and say %q", err, want)
 	}
 }
 

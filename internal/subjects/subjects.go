@@ -86,12 +86,7 @@ func Token(id string) string {
 	if id == "" {
 		return Unknown
 	}
-	ok := len(id) <= 128
-	for i := 0; ok && i < len(id); i++ {
-		c := id[i]
-		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
-	}
-	if ok {
+	if Plain(id) {
 		return id
 	}
 	return "h-" + hash(id)
@@ -101,4 +96,16 @@ func Token(id string) string {
 func hash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:16])
+}
+
+// Plain reports whether id is made of at most 128 ASCII letters, digits,
+// '-' and '_' only (no wildcard, no separator), and so may stand in a
+// subject token or a key as it is. The ledger's keys use it too.
+func Plain(id string) bool {
+	ok := len(id) <= 128
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+	}
+	return ok
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -84,9 +85,10 @@ func (v *Violations) Seen() []string {
 	return append([]string(nil), v.seen...)
 }
 
-// ConnectPublisher connects as PublisherUser until the test ends; the
-// returned Violations records what the server refused it.
-func (e *Env) ConnectPublisher() (*nats.Conn, *Violations) {
+// ConnectPublisher connects as PublisherUser until the test ends and
+// returns a JetStream client of the connection; the returned Violations
+// records what the server refused it.
+func (e *Env) ConnectPublisher() (jetstream.JetStream, *Violations) {
 	e.T.Helper()
 	v := &Violations{}
 	nc, err := nats.Connect(e.URL(), nats.UserInfo(PublisherUser, PublisherPassword), nats.Name("test-publisher"),
@@ -95,7 +97,11 @@ func (e *Env) ConnectPublisher() (*nats.Conn, *Violations) {
 		e.T.Fatalf("connecting as %s: %v", PublisherUser, err)
 	}
 	e.T.Cleanup(nc.Close)
-	return nc, v
+	js, err := jetstream.New(nc)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return js, v
 }
 
 // LimitConsumers caps the consumers of each stream of the server's account

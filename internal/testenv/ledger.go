@@ -4,10 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 )
 
@@ -16,20 +14,7 @@ import (
 // own, and returns a client of it. Both stop when the test ends.
 func JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Dir: t.TempDir(), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := Connect(t, NATS(t))
 	return js
 }
 

@@ -59,19 +59,7 @@ func TestWhatProvisioningAppliedIsRecordedAndEveryChangeSinceIsADifference(t *te
 		}
 	}
 	updateConsumer := func(change func(*jetstream.ConsumerConfig)) func(*testing.T, jetstream.JetStream) {
-		return func(t *testing.T, js jetstream.JetStream) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			c, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cc := c.CachedInfo().Config
-			change(&cc)
-			if _, err := js.UpdateConsumer(ctx, topology.ApprovalsStream, cc); err != nil {
-				t.Fatal(err)
-			}
-		}
+		return func(t *testing.T, js jetstream.JetStream) { testenv.ChangeConsumer(t, js, change) }
 	}
 	for _, c := range []struct {
 		name   string
@@ -157,15 +145,7 @@ func TestWithoutARecordTheTopologyIsComparedWithWhatItWouldProvision(t *testing.
 	if got := p.Diff(live(t, env.JS)); len(got) != 0 {
 		t.Fatalf("the topology as provisioned differs from what topology makes of its config: %v", got)
 	}
-	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := c.CachedInfo().Config
-	cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1
-	if _, err := env.JS.UpdateConsumer(ctx, topology.ApprovalsStream, cc); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ChangeConsumer(t, env.JS, func(cc *jetstream.ConsumerConfig) { cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1 })
 	got := topology.Describe(p.Diff(live(t, env.JS)))
 	for _, w := range []string{`filter_subject: expected "approvals.>", found "approvals.nothing"`, "max_deliver: expected -1, found 1"} {
 		if !strings.Contains(got, w) {
@@ -199,20 +179,27 @@ func TestARecordThatDoesNotDecodeOrLacksAPartIsRefusedWithItsReason(t *testing.T
 	} {
 		t.Run(c.name+" is refused", func(t *testing.T) {
 			env := testenv.Start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Put(ctx, topology.RecordKey, []byte(c.value)); err != nil {
-				t.Fatal(err)
-			}
-			_, err = topology.ReadRecord(ctx, env.JS)
+			putInRecordBucket(t, env.JS, topology.RecordKey, c.value)
+			_, err := topology.ReadRecord(context.Background(), env.JS)
 			if err == nil || errors.Is(err, topology.ErrNoRecord) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
 			}
 		})
+	}
+}
+
+// putInRecordBucket writes value under key in the record bucket, as a role
+// that may write there could.
+func putInRecordBucket(t *testing.T, js jetstream.JetStream, key, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, topology.RecordBucket)
+	if err == nil {
+		_, err = kv.Put(ctx, key, []byte(value))
+	}
+	if err != nil {
+		t.Fatalf("writing %s in the record bucket: %v", key, err)
 	}
 }
 
@@ -258,16 +245,8 @@ func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
 	} {
 		t.Run(c.name+" is refused", func(t *testing.T) {
 			env := testenv.Start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Put(ctx, topology.TaskServiceKey, []byte(c.value)); err != nil {
-				t.Fatal(err)
-			}
-			_, err = topology.ReadTaskService(ctx, env.JS)
+			putInRecordBucket(t, env.JS, topology.TaskServiceKey, c.value)
+			_, err := topology.ReadTaskService(context.Background(), env.JS)
 			if err == nil || errors.Is(err, topology.ErrNoTaskService) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
 			}

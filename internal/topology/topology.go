@@ -91,37 +91,28 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.Replicas == 0 {
-		c.Replicas = d.Replicas
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = d.MaxAge
-	}
-	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = d.DuplicateWindow
-	}
-	if c.AckWait == 0 {
-		c.AckWait = d.AckWait
-	}
-	if c.MaxDeliver == 0 {
-		c.MaxDeliver = d.MaxDeliver
-	}
-	if c.NakDelay == 0 {
-		c.NakDelay = d.NakDelay
-	}
-	if c.MaxNakDelay == 0 {
-		c.MaxNakDelay = d.MaxNakDelay
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = d.MaxAckPending
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = d.MaxBytes
-	}
+	orDefault(&c.Replicas, d.Replicas)
+	orDefault(&c.MaxAge, d.MaxAge)
+	orDefault(&c.DuplicateWindow, d.DuplicateWindow)
+	orDefault(&c.AckWait, d.AckWait)
+	orDefault(&c.MaxDeliver, d.MaxDeliver)
+	orDefault(&c.NakDelay, d.NakDelay)
+	orDefault(&c.MaxNakDelay, d.MaxNakDelay)
+	orDefault(&c.MaxAckPending, d.MaxAckPending)
+	orDefault(&c.MaxBytes, d.MaxBytes)
 	if c.MaxBytes < 0 {
 		c.MaxBytes = unlimitedMaxBytes
 	}
 	return c
+}
+
+// orDefault sets *v to d when *v is the zero value: a field left out takes
+// the default.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -60,16 +60,7 @@ func TestARefusedCollectionURLNeverShowsItsSecret(t *testing.T) {
 // whose target carries a token — are reported without the password or the
 // token, by Create and by Tasks alike.
 func TestAFailedCallNeverShowsASecret(t *testing.T) {
-	answer := func(status int, location string) string {
-		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			if location != "" {
-				w.Header().Set("Location", location)
-			}
-			w.WriteHeader(status)
-		}))
-		t.Cleanup(s.Close)
-		return s.URL + "/alice/tasks/"
-	}
+	answer := func(status int, location string) string { return davtest.Answering(t, status, location) }
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

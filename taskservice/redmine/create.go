@@ -35,14 +35,7 @@ const releaseTimeout = 5 * time.Second
 // land: the lock is kept until its TTL runs out, so that no one looks the
 // key up and creates meanwhile; the retry then finds the issue.
 func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
-	if err := checkRequest(req); err != nil {
-		return a.none(), taskservice.Permanent(err)
-	}
-	issue, err := newIssue(req)
-	if err != nil {
-		return a.none(), taskservice.Permanent(err)
-	}
-	t, err := a.target(ctx)
+	issue, t, err := a.prepare(ctx, req)
 	if err != nil {
 		return a.none(), err
 	}
@@ -300,14 +293,7 @@ func (a *Adapter) Delete(ctx context.Context, scope, intentID string) error {
 // For the probe's naive-retry row and comparisons only; never served.
 func (a *Adapter) Naive() taskservice.Service {
 	return taskservice.Func(func(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
-		if err := checkRequest(req); err != nil {
-			return a.none(), taskservice.Permanent(err)
-		}
-		issue, err := newIssue(req)
-		if err != nil {
-			return a.none(), taskservice.Permanent(err)
-		}
-		t, err := a.target(ctx)
+		issue, t, err := a.prepare(ctx, req)
 		if err != nil {
 			return a.none(), err
 		}
@@ -317,6 +303,24 @@ func (a *Adapter) Naive() taskservice.Service {
 		}
 		return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(id), StoreID: a.storeID}, nil
 	})
+}
+
+// prepare checks req, builds its issue and finds the project and custom
+// field to create it in: the steps before every create. A bad request is a
+// permanent error.
+func (a *Adapter) prepare(ctx context.Context, req taskservice.Request) (newIssueBody, target, error) {
+	if err := checkRequest(req); err != nil {
+		return newIssueBody{}, target{}, taskservice.Permanent(err)
+	}
+	issue, err := newIssue(req)
+	if err != nil {
+		return newIssueBody{}, target{}, taskservice.Permanent(err)
+	}
+	t, err := a.target(ctx)
+	if err != nil {
+		return newIssueBody{}, target{}, err
+	}
+	return issue, t, nil
 }
 
 // post creates the issue of req with its mark. ambiguous says that the

@@ -131,3 +131,104 @@ func TestTheServiceKeepsAKeyUntilTheApprovalsNotAfterPlusTheApprovalsStreamsMaxA
 		})
 	}
 }
+
+// TestAResendAfterItsKeyWasCompactedIsRefusedAtExpiryAndNeverReachesTheService
+// is the end-to-end proof of a key's lifetime, with real short durations
+// (an approval valid for seconds, an APPROVALS stream that keeps messages
+// 2 s, a service whose clock allowance and margin are a fraction of a
+// second and which compacts in the background every 100 ms). It waits on
+// conditions only: the key compacted by the service, never a sleep.
+func TestAResendAfterItsKeyWasCompactedIsRefusedAtExpiryAndNeverReachesTheService(t *testing.T) {
+	const scope, intent = "team-a", "intent-0001"
+	env := testenv.StartWith(t, embedded.StackOptions{
+		KeyClockAllowance: 200 * time.Millisecond, KeyMargin: 200 * time.Millisecond, CompactEvery: 100 * time.Millisecond})
+	topo := testenv.Topology
+	topo.MaxAge, topo.DuplicateWindow = 2*time.Second, time.Second
+	key := scenario.TestKey()
+	a := sign.ApproverFor(scenario.Reviewer, key.Public())
+	a.Scopes = []string{scope}
+	kr, err := sign.NewKeyring(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Executor(executor.Config{ID: "exec-1", Topology: topo, Gate: &gate.Checker{Keys: kr}})
+
+	// Approved a minute ago, valid for a few seconds more: long enough for
+	// the first send and a resend to be stored before not_after on a loaded
+	// machine.
+	now := time.Now().UTC().Truncate(time.Second)
+	m, err := scenario.ApproveInScope(scenario.Candidate(), scope, "task-request-0001", intent, scenario.Title,
+		approve.Options{ID: "approval-0001", At: now.Add(-time.Minute), Key: key, NotAfter: now.Add(8 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keyRecords := func() []provider.FirstResult {
+		t.Helper()
+		r, err := env.Service.Records(ctx, provider.RecordsRequest{Kind: provider.RecordIntents, Scope: scope, IntentID: intent})
+		if err != nil {
+			t.Fatalf("reading the service's key records: %v", err)
+		}
+		return r.Intents
+	}
+	scopeCounts := func() provider.ScopeCounts {
+		t.Helper()
+		info, err := env.Service.Info(ctx)
+		if err != nil {
+			t.Fatalf("reading the service's stats: %v", err)
+		}
+		for _, s := range info.Scopes {
+			if s.Scope == scope {
+				return s
+			}
+		}
+		return provider.ScopeCounts{Scope: scope}
+	}
+
+	var task string
+	t.Run("the first send is created", func(t *testing.T) {
+		rc := send(t, env, m.Envelope())
+		if rc.Outcome != document.OutcomeCreated || rc.TaskID == nil {
+			t.Fatalf("receipt %s (%+v), want created", rc.Outcome, rc.Rejection)
+		}
+		task = *rc.TaskID
+	})
+	t.Run("a resend while the approval is still valid is replayed with the first task", func(t *testing.T) {
+		rc := send(t, env, m.Envelope())
+		if rc.Outcome != document.OutcomeReplayed || rc.TaskID == nil || *rc.TaskID != task {
+			t.Fatalf("receipt %s (task %v, %+v), want replayed %s", rc.Outcome, rc.TaskID, rc.Rejection, task)
+		}
+		if got := len(keyRecords()); got != 1 {
+			t.Fatalf("the service keeps %d keys for (%s, %s), want 1", got, scope, intent)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	t.Run("the service compacts the key once the approval can no longer be delivered", func(t *testing.T) {
+		for len(keyRecords()) != 0 || scopeCounts().KeysCompacted != 1 {
+			if ctx.Err() != nil {
+				t.Fatalf("the key was not compacted: %+v", scopeCounts())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	before := scopeCounts()
+	t.Run("a resend after the key was compacted is rejected at expiry with no call to the service", func(t *testing.T) {
+		rc := send(t, env, m.Envelope())
+		if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != gate.CheckExpiry {
+			t.Fatalf("receipt %s (%+v), want rejected at %s", rc.Outcome, rc.Rejection, gate.CheckExpiry)
+		}
+		after := scopeCounts()
+		if after.Counts != before.Counts || after.CreatesExecuted != 1 || after.TasksExisting != 1 {
+			t.Fatalf("the service's counters for %s moved from %+v to %+v: want no call, one create, one task", scope, before.Counts, after.Counts)
+		}
+		if got := len(keyRecords()); got != 0 {
+			t.Fatalf("the service keeps %d keys for (%s, %s) again, want none", got, scope, intent)
+		}
+	})
+}
