@@ -42,6 +42,13 @@ const (
 	// see it, and an executor's receipt batch only at its commit); it
 	// doubles up to the safety net's delay.
 	storedFirst = 2 * time.Millisecond
+	// hiddenAfter is how long a receipt seen published may stay unread
+	// stored, with the last stored receipt of its key naming an earlier
+	// message, before a scan looks for it: until then it is most likely
+	// not stored yet (its batch not committed), which a scan cannot cure,
+	// and a scan costs a permission violation where the credentials allow
+	// no message get.
+	hiddenAfter = 2 * time.Second
 	// requestTimeout bounds one read of a stored receipt.
 	requestTimeout = 5 * time.Second
 )
@@ -107,11 +114,11 @@ type watched struct {
 	next    uint64     // the RECEIPTS sequence a scan goes on from (under reading)
 
 	// Under receiptWatch.mu:
-	rung    map[uint64]struct{} // messages whose receipt was seen published, not yet read stored
-	live    []liveCopy          // receipts seen published and not yet known stored, oldest first
-	batches map[string]struct{} // atomic batches known stored
-	first   map[uint64]result   // per message, the first terminal receipt stored (or why it is unreadable)
-	changed chan struct{}       // closed, and replaced, when a wait should read again
+	rung    map[uint64]time.Time // messages whose receipt was seen published, not yet read stored: when first seen
+	live    []liveCopy           // receipts seen published and not yet known stored, oldest first
+	batches map[string]struct{}  // atomic batches known stored
+	first   map[uint64]result    // per message, the first terminal receipt stored (or why it is unreadable)
+	changed chan struct{}        // closed, and replaced, when a wait should read again
 }
 
 // liveCopy is a receipt as the subscription saw it published.
@@ -174,7 +181,7 @@ func (r *receiptWatch) watch(scope, intentID string) (*watched, error) {
 	if w := r.watched[subject]; w != nil {
 		return w, nil
 	}
-	w := &watched{subject: subject, rung: map[uint64]struct{}{}, batches: map[string]struct{}{},
+	w := &watched{subject: subject, rung: map[uint64]time.Time{}, batches: map[string]struct{}{},
 		first: map[uint64]result{}, changed: make(chan struct{})}
 	sub, err := r.nc.Subscribe(subject, func(m *nats.Msg) { r.published(w, m) })
 	if err != nil {
@@ -195,7 +202,9 @@ func (r *receiptWatch) published(w *watched, m *nats.Msg) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, done := w.first[seq]; !done {
-		w.rung[seq] = struct{}{}
+		if _, again := w.rung[seq]; !again {
+			w.rung[seq] = time.Now()
+		}
 		c := liveCopy{seq: seq, batch: m.Header.Get(headerBatchID), data: m.Data}
 		if _, stored := w.batches[c.batch]; stored && c.batch != "" {
 			// Its batch is known stored already.
@@ -329,8 +338,9 @@ func (e *NoReceiptError) Unwrap() []error {
 // read reads the last receipt stored on w's subject and notes it, with the
 // receipts seen published in the same atomic batch. When that leaves the
 // receipt of the approval message at want unknown although it may be
-// stored (it was seen published, or the last receipt names a later
-// message), it scans the key's stored receipts (scan).
+// stored (the last receipt names a later message, or the receipt was seen
+// published hiddenAfter ago or more), it scans the key's stored receipts
+// (scan).
 func (r *receiptWatch) read(ctx context.Context, w *watched, want uint64) error {
 	w.reading.Lock()
 	defer w.reading.Unlock()
@@ -345,9 +355,9 @@ func (r *receiptWatch) read(ctx context.Context, w *watched, want uint64) error 
 	// message get (every role but a tenant), scan the key's receipts
 	// stored since the last scan.
 	_, found := w.first[want]
-	_, seen := w.rung[want]
+	seenAt, seen := w.rung[want]
 	lastFor, _ := storedmsg.Named(m.Header)
-	hidden := !found && (seen || lastFor > want)
+	hidden := !found && (lastFor > want || seen && time.Since(seenAt) >= hiddenAfter)
 	r.mu.Unlock()
 	if hidden && !r.noScan.Load() {
 		r.scan(ctx, w)
