@@ -308,3 +308,61 @@ func TestOneWatchWaitsForManyMessagesWithoutAConsumer(t *testing.T) {
 		t.Fatalf("RECEIPTS: %+v, %v; want no consumer", info.State, err)
 	}
 }
+
+// A publisher whose credentials allow no message get waits for a receipt
+// that it saw published in a batch not yet committed, while the last stored
+// receipt of its key names an earlier message: the receipt is not stored
+// yet, so the wait reads again instead of scanning, and the server refuses
+// the publisher nothing; once the batch is committed the receipt is found.
+func TestAReceiptSeenBeforeItsBatchIsStoredCostsAPublisherNoRefusal(t *testing.T) {
+	env := testenv.StartNoConsumers(t)
+	js, violations := env.ConnectPublisher()
+	intent := "intent-uncommitted"
+	first, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store(t, env.JS, receiptMsg(intent, first.StreamSeq, receiptDoc(t, intent, first.StreamSeq, "r-first")))
+	w := send.NewReceiptWatch(js)
+	defer w.Close()
+	if err := w.Watch("", intent); err != nil {
+		t.Fatal(err)
+	}
+	staged := receiptMsg(intent, second.StreamSeq, receiptDoc(t, intent, second.StreamSeq, "r-second"))
+	staged.Header.Set("Nats-Batch-Id", "batch-uncommitted")
+	staged.Header.Set("Nats-Batch-Sequence", "1")
+	if err := env.NC.PublishMsg(staged); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	r, err := w.Wait(ctx, "", intent, second.StreamSeq)
+	cancel()
+	if r != nil || !errors.Is(err, send.ErrNoReceipt) {
+		t.Fatalf("before the commit: got %s, %v; want send.ErrNoReceipt", receiptID(r), err)
+	}
+	if v := violations.Seen(); len(v) > 0 {
+		t.Fatalf("the server refused the publisher while its receipt was not stored yet: %v", v)
+	}
+	commit := receiptMsg(intent, second.StreamSeq+1000, receiptDoc(t, intent, second.StreamSeq+1000, "r-commit"))
+	commit.Header.Set("Nats-Batch-Id", "batch-uncommitted")
+	commit.Header.Set("Nats-Batch-Sequence", "2")
+	commit.Header.Set("Nats-Batch-Commit", "1")
+	if _, err := env.NC.RequestMsg(commit, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := w.Wait(ctx, "", intent, second.StreamSeq); err != nil || r.ReceiptID != "r-second" {
+		t.Fatalf("after the commit: got %s, %v; want r-second", receiptID(r), err)
+	}
+	if v := violations.Seen(); len(v) > 0 {
+		t.Errorf("the server refused the publisher: %v", v)
+	}
+}
