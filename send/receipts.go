@@ -165,7 +165,10 @@ func (w *watched) ring() {
 // Watch subscribes to the receipts of the key (scope, intentID): scope ""
 // is the default scope, intentID "" a message that names no intent. It
 // does nothing if the key is watched already. A message of that key
-// published after Watch returns has its receipt seen when it is published.
+// published after Watch returns, on the watch's own connection, has its
+// receipt seen when it is published; one published on another connection
+// is ordered after the subscription only by a round trip (Flush) on the
+// watch's connection.
 func (r *receiptWatch) Watch(scope, intentID string) error {
 	_, err := r.watch(scope, intentID)
 	return err

@@ -332,6 +332,12 @@ func TestAReceiptSeenBeforeItsBatchIsStoredCostsAPublisherNoRefusal(t *testing.T
 	if err := w.Watch("", intent); err != nil {
 		t.Fatal(err)
 	}
+	// The staged receipt comes from another connection, so nothing orders
+	// it after the watch's subscription: a round trip on the publisher's
+	// connection makes sure the server has the subscription first.
+	if err := js.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
 	staged := receiptMsg(intent, second.StreamSeq, receiptDoc(t, intent, second.StreamSeq, "r-second"))
 	staged.Header.Set("Nats-Batch-Id", "batch-uncommitted")
 	staged.Header.Set("Nats-Batch-Sequence", "1")
@@ -341,7 +347,7 @@ func TestAReceiptSeenBeforeItsBatchIsStoredCostsAPublisherNoRefusal(t *testing.T
 	if err := env.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	r, err := w.Wait(ctx, "", intent, second.StreamSeq)
 	cancel()
 	if r != nil || !errors.Is(err, send.ErrNoReceipt) {
