@@ -17,6 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -158,7 +159,7 @@ func (p *Pipeline) connect(name string) (*nats.Conn, error) {
 	if p.closed {
 		return nil, ErrClosed
 	}
-	nc, err := nats.Connect(p.stack.URL(), nats.Name(name))
+	nc, err := natsconn.Connect(p.stack.URL(), name)
 	if err != nil {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}

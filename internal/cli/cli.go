@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 )
 
 // DefaultServer is used when neither --server nor NATS_URL is given.
@@ -37,16 +37,10 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// connect connects to url, reconnecting without limit after the first
-// connection.
+// connect connects to url with natsconn.Connect, logging disconnects and
+// reconnects to log when there is one.
 func connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name(name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		nats.RetryOnFailedConnect(false),
-		nats.Timeout(5 * time.Second),
-	}
+	var opts []nats.Option
 	if log != nil {
 		opts = append(opts,
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -57,11 +51,7 @@ func connect(url, name string, log *slog.Logger, extra ...nats.Option) (*nats.Co
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to NATS", "url", c.ConnectedUrlRedacted()) }),
 		)
 	}
-	nc, err := nats.Connect(url, append(opts, extra...)...)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", RedactURL(url), err)
-	}
-	return nc, nil
+	return natsconn.Connect(url, name, append(opts, extra...)...)
 }
 
 // HelpOrVersion answers a command's top-level help and version: for arg

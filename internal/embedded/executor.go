@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -22,7 +20,7 @@ import (
 // every ack and publish handed to it goes out; it may be called more than
 // once.
 func (st *Stack) StartExecutor(ctx context.Context, name string, cfg executor.Config) (ex *executor.Executor, stop func() error, err error) {
-	nc, err := nats.Connect(st.URL(), nats.Name(name))
+	nc, err := natsconn.Connect(st.URL(), name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("embedded: connecting executor %s: %w", name, err)
 	}

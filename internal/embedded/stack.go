@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -120,7 +121,7 @@ func (st *Stack) startService(dir, replaces string) error {
 		return errors.New("embedded: the task service is already running")
 	}
 	connect := func() (*nats.Conn, error) {
-		nc, err := nats.Connect(st.URL(), nats.Name("fake-task-provider"), nats.MaxReconnects(-1))
+		nc, err := natsconn.Connect(st.URL(), "fake-task-provider")
 		if err != nil {
 			return nil, fmt.Errorf("embedded: connecting the task service: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
@@ -57,13 +58,8 @@ func BucketConfig(replicas int) jetstream.KeyValueConfig {
 
 // Ensure creates or updates the bucket with replicas (0 or less: 1).
 func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	_, err := js.CreateOrUpdateKeyValue(ctx, BucketConfig(replicas))
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		// Another provisioner created it between our update and create.
-		_, err = js.KeyValue(ctx, Bucket)
-	}
-	if err != nil {
-		return fmt.Errorf("ledger: provisioning bucket %s: %w", Bucket, err)
+	if _, err := natsconn.Bucket(ctx, js, BucketConfig(replicas), true); err != nil {
+		return fmt.Errorf("ledger: provisioning the intent ledger: %w", err)
 	}
 	return nil
 }

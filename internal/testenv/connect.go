@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 )
 
 // NATS starts a bare embedded NATS server with JetStream (no streams, no
@@ -27,7 +28,7 @@ func NATS(t testing.TB) string {
 // test ends; a caller that needs it closed sooner may close it itself.
 func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(url, opts...)
+	nc, err := natsconn.Connect(url, "test", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

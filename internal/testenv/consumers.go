@@ -91,16 +91,8 @@ func (v *Violations) Seen() []string {
 func (e *Env) ConnectPublisher() (jetstream.JetStream, *Violations) {
 	e.T.Helper()
 	v := &Violations{}
-	nc, err := nats.Connect(e.URL(), nats.UserInfo(PublisherUser, PublisherPassword), nats.Name("test-publisher"),
+	_, js := Connect(e.T, e.URL(), nats.UserInfo(PublisherUser, PublisherPassword), nats.Name("test-publisher"),
 		nats.ErrorHandler(v.Handler))
-	if err != nil {
-		e.T.Fatalf("connecting as %s: %v", PublisherUser, err)
-	}
-	e.T.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		e.T.Fatal(err)
-	}
 	return js, v
 }
 

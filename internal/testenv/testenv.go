@@ -63,15 +63,7 @@ func StartWith(t testing.TB, o embedded.StackOptions) *Env {
 		t.Fatalf("starting the embedded stack: %v", err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	nc, err := nats.Connect(st.URL(), nats.Name("test"))
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := Connect(t, st.URL())
 	if _, err := topology.SetUp(context.Background(), js, Topology, topology.SetUpOptions{Logger: log}); err != nil {
 		t.Fatalf("setting up the topology: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 )
 
 // This file keeps the record of what provisioning applied, so that what
@@ -97,13 +98,9 @@ func record(ctx context.Context, js jetstream.JetStream, replicas int, p Provisi
 	if err != nil {
 		return fmt.Errorf("topology: encoding the record of what was provisioned: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, RecordBucketConfig(replicas))
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		// Another provisioner created it between our update and create.
-		kv, err = js.KeyValue(ctx, RecordBucket)
-	}
+	kv, err := natsconn.Bucket(ctx, js, RecordBucketConfig(replicas), true)
 	if err != nil {
-		return fmt.Errorf("topology: opening bucket %s to record what was provisioned: %w", RecordBucket, err)
+		return fmt.Errorf("topology: recording what was provisioned: %w", err)
 	}
 	if _, err := kv.Put(ctx, RecordKey, value); err != nil {
 		return fmt.Errorf("topology: recording what was provisioned in bucket %s: %w", RecordBucket, err)
@@ -379,17 +376,9 @@ func RecordTaskService(ctx context.Context, js jetstream.JetStream, create bool,
 	if err != nil {
 		return fmt.Errorf("topology: encoding the record of the task service: %w", err)
 	}
-	var kv jetstream.KeyValue
-	if create {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, RecordBucketConfig(replicas))
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, RecordBucket)
-		}
-	} else {
-		kv, err = js.KeyValue(ctx, RecordBucket)
-	}
+	kv, err := natsconn.Bucket(ctx, js, RecordBucketConfig(replicas), create)
 	if err != nil {
-		return fmt.Errorf("topology: opening bucket %s to record the task service: %w", RecordBucket, err)
+		return fmt.Errorf("topology: recording the task service: %w", err)
 	}
 	if _, err := kv.Put(ctx, TaskServiceKey, value); err != nil {
 		return fmt.Errorf("topology: recording the task service in bucket %s: %w", RecordBucket, err)
