@@ -14,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/keylife"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
@@ -132,7 +133,7 @@ func (w *world) call(seq, delivered uint64, attempt string, at time.Time) provid
 		w.t.Fatalf("message %d does not pass the gate: %v", seq, err)
 	}
 	notAfter := ""
-	if d := executor.KeyDeadline(v.NotAfter, w.in.Stream.MaxAge); !d.IsZero() {
+	if d := keylife.Deadline(v.NotAfter, w.in.Stream.MaxAge); !d.IsZero() {
 		notAfter = stamp(d)
 	}
 	return w.serve(provider.CreateRequest{Scope: v.Request.KeyScope(), IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, RequestID: v.Request.RequestID,

@@ -28,7 +28,7 @@
 // both (provider.Lifetime). A key whose record is gone is outside the
 // audit window, counted, once its deadline has passed: the approval's
 // not_after plus the APPROVALS stream's max age as provisioned
-// (executor.KeyDeadline) plus the service's clock allowance and margin
+// (keylife.Deadline) plus the service's clock allowance and margin
 // (for a message no longer held, the deadline its call carried); gone
 // before that, or for an approval that never expires, it is a violation.
 // Records missing from a service with a retention are counted as retired
