@@ -21,14 +21,10 @@ import (
 // the create's intent id and request digest. That the call's intent id and
 // digest are the message's is check 7's; this check compares the content.
 
-// contentCheck names check 12.
-const contentCheck = "every created task holds its approved request's task (title, assignee, due date); no create was refused for not matching its request"
-
-// 12. Every task the service created holds the content of its approved
+// checkContent makes content-as-approved: every task the service created holds the content of its approved
 // request, and the service refused no call for not matching its request.
-func checkContent(v *view) Check {
+func checkContent(c *Check, v *view) {
 	in := v.in
-	c := Check{N: 12, Name: contentCheck, OK: true}
 	createByTask := map[string]provider.CreateRecord{}
 	for _, cr := range in.Creates {
 		if _, ok := createByTask[cr.TaskID]; !ok {
@@ -169,7 +165,6 @@ func checkContent(v *view) Check {
 		c.Notes = append(c.Notes, fmt.Sprintf("%d tasks were created by calls whose records the records retention (%s) retired: their content could not be compared with their approved request",
 			retired, in.Lifetime.RecordsRetention))
 	}
-	return c
 }
 
 // maxShown bounds the characters of a value quoted in a violation.

@@ -14,10 +14,11 @@ import (
 // counters, only its tasks: a CalDAV collection, a Redmine project's marked
 // issues. What the audit reads of it
 // is a listing of the tasks it holds; the receipts say the rest. The checks
-// that need the service's record of every call (4, 5, 7 and 10), and the
-// comparison of each task's content with its approved request (12), cannot
-// be made and are reported as not applicable, with the reason, rather than
-// passed.
+// that need the service's record of every call (requests-accounted,
+// first-records-unchanged, calls-name-messages, one-call-per-delivery), and
+// the comparison of each task's content with its approved request
+// (content-as-approved), cannot be made and are reported as not
+// applicable, with the reason, rather than passed (notListed).
 
 // ListedTask is one task a listing shows: one that carries the key (scope,
 // intent id) it was created for; no scope is the default scope.
@@ -66,32 +67,33 @@ type ListerFunc func(ctx context.Context) (TaskListing, error)
 // ListTasks calls f.
 func (f ListerFunc) ListTasks(ctx context.Context) (TaskListing, error) { return f(ctx) }
 
-// verifyListed applies the rules to an input whose service is known by its
-// listing only.
-func verifyListed(in *Input, v *view) []Check {
-	why := in.Listing.NoCallLog
-	if why == "" {
-		why = "the task service keeps no call log"
-	}
-	na := func(c Check) Check {
-		return Check{N: c.N, Name: c.Name, OK: true, NotApplicable: why}
-	}
-	return []Check{
-		checkTerminal(in),
-		checkListedOneTask(in),
-		checkListedTasks(in, v),
-		na(checkRequests(v)),
-		na(checkFirstRecords(v)),
-		checkRejected(in),
-		na(checkCallsNameMessages(v)),
-		checkReceiptsNameMessages(v),
-		checkGate(v),
-		na(checkDeliveries(v)),
-		checkOneStore(in),
-		{N: 12, Name: contentCheck, OK: true, NotApplicable: "the listing shows which intents have a task, not the tasks' content"},
-		checkProvisioned(in),
-		checkForeign(in),
-	}
+// notListed says why a check of listedChecks cannot be made on a listed
+// service; noCallLog stands for the listing's NoCallLog.
+var notListed = map[string]string{
+	"requests-accounted":      noCallLog,
+	"first-records-unchanged": noCallLog,
+	"calls-name-messages":     noCallLog,
+	"one-call-per-delivery":   noCallLog,
+	"content-as-approved":     "the listing shows which intents have a task, not the tasks' content",
+}
+
+// noCallLog is the reason of the checks that need the service's record of
+// every call, when the listing gives none.
+const noCallLog = "the task service keeps no call log"
+
+// verifyListed makes listedChecks on an input whose service is known by
+// its listing only.
+func verifyListed(v *view) []Check {
+	return makeChecks(listedChecks, func(r rule, c *Check) {
+		switch why, na := notListed[r.name]; {
+		case !na:
+			r.verify(c, v)
+		case why == noCallLog && v.in.Listing.NoCallLog != "":
+			c.NotApplicable = v.in.Listing.NoCallLog
+		default:
+			c.NotApplicable = why
+		}
+	})
 }
 
 // byKey groups the listed tasks by key (scope, intent id), named as
@@ -117,11 +119,10 @@ func describeTasks(ts []ListedTask) string {
 	return strings.Join(parts, ", ")
 }
 
-// 2, for a listed service. Per key (scope, intent id) at most one task, no
+// checkListedOneTask makes listed-one-task-per-key, for a listed service: per key (scope, intent id) at most one task, no
 // task id held by two keys, at most one created receipt, and every created
 // or replayed receipt names the task the service holds for its key.
-func checkListedOneTask(in *Input) Check {
-	c := Check{N: 2, Name: "at most one task per key (scope, intent id); its created and replayed receipts name it", OK: true}
+func checkListedOneTask(c *Check, in *Input) {
 	l := in.Listing
 	tasks := l.byKey()
 	keys := sortedKeys(tasks)
@@ -189,7 +190,6 @@ func checkListedOneTask(in *Input) Check {
 	c.fig("created and replayed receipts checked", checked)
 	c.fig("of which for a key whose task is gone (see 3)", gone)
 	c.fig("keys created more than once, by their receipts", again)
-	return c
 }
 
 // pipelineKeys are the keys (scope, intent id) the audited pipeline
@@ -212,7 +212,7 @@ func pipelineKeys(in *Input, v *view) map[string]bool {
 	return out
 }
 
-// 3, for a listed service. The tasks existing are the keys (scope, intent
+// checkListedTasks makes listed-tasks-named, for a listed service: the tasks existing are the keys (scope, intent
 // id) whose receipts say created or replayed. A task no such receipt names is a
 // violation unless it is accounted for: left by the probe or the demo (in
 // their scopes and titled with their prefixes, Marks, for a key no message
@@ -225,8 +225,8 @@ func pipelineKeys(in *Input, v *view) map[string]bool {
 // intent whose task is gone was deleted in the service since, by a user or
 // another client: reported, not a violation, since a task service's users
 // may delete their tasks.
-func checkListedTasks(in *Input, v *view) Check {
-	c := Check{N: 3, Name: "tasks existing = keys (scope, intent id) with a created or replayed receipt", OK: true}
+func checkListedTasks(c *Check, v *view) {
+	in := v.in
 	l := in.Listing
 	tasks := l.byKey()
 	carried := pipelineKeys(in, v)
@@ -312,15 +312,6 @@ func checkListedTasks(in *Input, v *view) Check {
 	c.fig("of which for a dead-lettered message", dead)
 	c.fig("of which possibly for a message before the window", older)
 	c.fig("of which unaccounted for", unnamed)
-	return c
-}
-
-func (c *Check) note(format string, args ...any) {
-	if len(c.Notes) < maxListed {
-		c.Notes = append(c.Notes, fmt.Sprintf(format, args...))
-	} else if len(c.Notes) == maxListed {
-		c.Notes = append(c.Notes, "… (more not listed)")
-	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
