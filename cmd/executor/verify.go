@@ -137,22 +137,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	if *allowExternal < 0 || *allowRepeated < 0 {
-		return fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", errUsage)
-	}
-	if *insecure && *trusted == "" {
-		return fmt.Errorf("%w: --insecure-allow-unsigned needs --trusted-approvers (without it, no signature is checked at all)", errUsage)
-	}
-	if *maxLifetime <= 0 {
-		return fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
-	}
-	opts := audit.Options{AllowExternal: *allowExternal, AllowRepeatedDeliveries: *allowRepeated}
-	if *trusted != "" {
-		keys, err := sign.LoadTrusted(*trusted)
-		if err != nil {
-			return err
-		}
-		opts.Gate = &gate.Checker{Keys: keys, AllowUnsigned: *insecure, MaxLifetime: *maxLifetime}
+	opts, err := verifyOptions(*trusted, *insecure, *maxLifetime, *allowExternal, *allowRepeated)
+	if err != nil {
+		return err
 	}
 	c, err := conn.Open("executor-verify", nil)
 	if err != nil {
@@ -192,8 +179,36 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	opts.Serves = serves
-	rep := audit.VerifyWith(in, opts)
-	if *asJSON {
+	return writeReport(stdout, audit.VerifyWith(in, opts), *asJSON)
+}
+
+// verifyOptions checks verify's flags for the audit and makes its Options:
+// with trusted approvers, the gate's re-run verifies signatures too.
+func verifyOptions(trusted string, insecure bool, maxLifetime time.Duration, allowExternal, allowRepeated int) (audit.Options, error) {
+	if allowExternal < 0 || allowRepeated < 0 {
+		return audit.Options{}, fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", errUsage)
+	}
+	if insecure && trusted == "" {
+		return audit.Options{}, fmt.Errorf("%w: --insecure-allow-unsigned needs --trusted-approvers (without it, no signature is checked at all)", errUsage)
+	}
+	if maxLifetime <= 0 {
+		return audit.Options{}, fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+	}
+	opts := audit.Options{AllowExternal: allowExternal, AllowRepeatedDeliveries: allowRepeated}
+	if trusted != "" {
+		keys, err := sign.LoadTrusted(trusted)
+		if err != nil {
+			return audit.Options{}, err
+		}
+		opts.Gate = &gate.Checker{Keys: keys, AllowUnsigned: insecure, MaxLifetime: maxLifetime}
+	}
+	return opts, nil
+}
+
+// writeReport prints rep, as text or as JSON, and fails when a check
+// failed.
+func writeReport(stdout io.Writer, rep audit.Report, asJSON bool) error {
+	if asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {

@@ -24,31 +24,97 @@ import (
 // forgotten too early (a violation).
 func checkOneCreate(c *Check, v *view) {
 	in := v.in
-	creates := map[key]int{}
-	for _, cr := range in.Creates {
-		creates[keyOf(cr.Scope, cr.IntentID)]++
+	withCreate, doubled := checkDoubledCreates(c, in.Creates)
+	recs := newKeyRecords(in)
+	tasks := map[key]string{}
+	var n receiptTally
+	for _, seq := range sortedSeqs(in.Receipts) {
+		for _, r := range in.Receipts[seq] {
+			if r.Outcome != document.OutcomeCreated && r.Outcome != document.OutcomeReplayed || r.IntentID == nil || r.TaskID == nil {
+				continue
+			}
+			n.checked++
+			k, task := receiptKey(r), *r.TaskID
+			if o, ok := recs.owner[task]; ok && o != k {
+				n.otherKey++
+				c.violate("receipt %s (%s) of message %d is for %s, but names task %s, which the service created for %s", r.ReceiptID, r.Outcome, seq, k, task, o)
+				continue
+			}
+			if prev, ok := tasks[k]; ok && prev != task {
+				c.violate("%s: receipts name tasks %s and %s", k, prev, task)
+			}
+			tasks[k] = task
+			f, kept := recs.first[k]
+			switch {
+			case kept && f.TaskID != task:
+				c.violate("%s: receipt of message %d names %s, the service's first result %s", k, seq, task, f.TaskID)
+			case !kept:
+				v.checkKeyGone(c, r, seq, recs, &n)
+			}
+			recs.checkDeleted(c, r, seq, &n)
+		}
 	}
-	var doubled []key
-	for k, n := range creates {
+	c.fig("keys with a create", withCreate)
+	c.fig("doubled keys", doubled)
+	c.fig("created and replayed receipts checked", n.checked)
+	c.fig("receipts naming another key's task", n.otherKey)
+	c.fig("replayed receipts of a deleted task", n.deletedReplays)
+	c.fig("receipts whose key was compacted after its deadline (outside the audit window)", n.compacted)
+	c.fig("receipts whose key is gone, with neither their approval nor their call on record (not checked)", n.unchecked)
+	if n.compacted > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys compacted after their deadline (approval not_after + the approvals stream's max age + the service's clock allowance %s and margin %s): their first result could not be compared",
+			n.compacted, in.Lifetime.ClockAllowance, in.Lifetime.Margin))
+	}
+	if n.unchecked > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys the service no longer keeps, for messages the stream no longer holds and calls whose records were retired: their keys' deadlines could not be checked", n.unchecked))
+	}
+}
+
+// receiptTally counts the receipts checkOneCreate checked.
+type receiptTally struct {
+	checked, otherKey, compacted, unchecked, deletedReplays int
+}
+
+// checkDoubledCreates reports every key created more than once, and
+// returns how many keys have a create and how many more than one.
+func checkDoubledCreates(c *Check, creates []provider.CreateRecord) (withCreate, doubled int) {
+	perKey := map[key]int{}
+	for _, cr := range creates {
+		perKey[keyOf(cr.Scope, cr.IntentID)]++
+	}
+	var twice []key
+	for k, n := range perKey {
 		if n > 1 {
-			doubled = append(doubled, k)
+			twice = append(twice, k)
 		}
 	}
-	slices.SortFunc(doubled, compareKeys)
-	for _, k := range doubled {
-		c.violate("%s was created %d times", k, creates[k])
+	slices.SortFunc(twice, compareKeys)
+	for _, k := range twice {
+		c.violate("%s was created %d times", k, perKey[k])
 	}
-	first := map[key]provider.FirstResult{}
-	for _, f := range in.Intents {
-		first[keyOf(f.Scope, f.IntentID)] = f
-	}
-	// owner is the key each task id was created for, as the service's
-	// records say.
-	owner := map[string]key{}
+	return len(perKey), len(twice)
+}
+
+// keyRecords is what the service's records say of each key: its first
+// result, its deleted task, the key each task id was created for, and the
+// calls by call reference.
+type keyRecords struct {
+	first   map[key]provider.FirstResult
+	deleted map[key]provider.DeleteRecord
+	owner   map[string]key
+	calls   map[string]provider.RequestRecord
+}
+
+func newKeyRecords(in *Input) keyRecords {
+	recs := keyRecords{first: map[key]provider.FirstResult{}, deleted: map[key]provider.DeleteRecord{},
+		owner: map[string]key{}, calls: map[string]provider.RequestRecord{}}
 	own := func(task string, k key) {
-		if _, ok := owner[task]; !ok && task != "" {
-			owner[task] = k
+		if _, ok := recs.owner[task]; !ok && task != "" {
+			recs.owner[task] = k
 		}
+	}
+	for _, f := range in.Intents {
+		recs.first[keyOf(f.Scope, f.IntentID)] = f
 	}
 	for _, cr := range in.Creates {
 		own(cr.TaskID, keyOf(cr.Scope, cr.IntentID))
@@ -59,87 +125,58 @@ func checkOneCreate(c *Check, v *view) {
 	for _, f := range in.Intents {
 		own(f.TaskID, keyOf(f.Scope, f.IntentID))
 	}
-	deleted := map[key]provider.DeleteRecord{}
 	for _, d := range in.Deletes {
 		k := keyOf(d.Scope, d.IntentID)
 		own(d.TaskID, k)
-		deleted[k] = d
+		recs.deleted[k] = d
 	}
-	calls := map[string]provider.RequestRecord{}
 	for _, r := range in.Requests {
-		calls[r.CallRef] = r
+		recs.calls[r.CallRef] = r
 	}
-	tasks := map[key]string{}
-	var checked, otherKey, compacted, unchecked, deletedReplays int
-	for _, seq := range sortedSeqs(in.Receipts) {
-		for _, r := range in.Receipts[seq] {
-			if r.Outcome != document.OutcomeCreated && r.Outcome != document.OutcomeReplayed || r.IntentID == nil || r.TaskID == nil {
-				continue
-			}
-			checked++
-			k, task := receiptKey(r), *r.TaskID
-			if o, ok := owner[task]; ok && o != k {
-				otherKey++
-				c.violate("receipt %s (%s) of message %d is for %s, but names task %s, which the service created for %s", r.ReceiptID, r.Outcome, seq, k, task, o)
-				continue
-			}
-			if prev, ok := tasks[k]; ok && prev != task {
-				c.violate("%s: receipts name tasks %s and %s", k, prev, task)
-			}
-			tasks[k] = task
-			f, kept := first[k]
-			switch {
-			case kept && f.TaskID != task:
-				c.violate("%s: receipt of message %d names %s, the service's first result %s", k, seq, task, f.TaskID)
-			case !kept:
-				// The key's deadline: from the approval the stream holds,
-				// else from the not_after its call carried.
-				deadline, ok := v.keyDeadline(seq)
-				known := v.place(seq) == inWindow
-				if !known {
-					if req, found := calls[callRef(r)]; found {
-						deadline, ok = v.requestDeadline(req)
-						known = true
-					}
-				}
-				switch {
-				case v.compactable(deadline, ok):
-					compacted++
-				case !known:
-					unchecked++
-				case !ok:
-					c.violate("receipt %s (%s) of message %d names %s, whose key the service no longer keeps, although its approval never expires (the key must be kept forever)",
-						r.ReceiptID, r.Outcome, seq, k)
-				default:
-					c.violate("receipt %s (%s) of message %d names %s, whose key the service no longer keeps, although an approval could resend it until %s: the key was forgotten too early",
-						r.ReceiptID, r.Outcome, seq, k, deadline.UTC().Format(time.RFC3339))
-				}
-			}
-			d, wasDeleted := deleted[k]
-			if r.TaskDeleted {
-				deletedReplays++
-				if !wasDeleted {
-					c.violate("receipt %s (%s) of message %d says the task %s of %s was deleted, but the service deleted no task of that key", r.ReceiptID, r.Outcome, seq, task, k)
-				}
-			}
-			if wasDeleted && r.Outcome == document.OutcomeCreated && task != d.TaskID {
-				c.violate("receipt %s of message %d: %s was created again (task %s) after its task %s was deleted at %s", r.ReceiptID, seq, k, task, d.TaskID, d.DeletedAt)
-			}
+	return recs
+}
+
+// checkKeyGone judges a created or replayed receipt r of message seq whose
+// key the service no longer keeps, by the key's deadline: from the
+// approval the stream holds, else from the not_after its call carried.
+func (v *view) checkKeyGone(c *Check, r *document.Receipt, seq uint64, recs keyRecords, n *receiptTally) {
+	deadline, ok := v.keyDeadline(seq)
+	known := v.place(seq) == inWindow
+	if !known {
+		if req, found := recs.calls[callRef(r)]; found {
+			deadline, ok = v.requestDeadline(req)
+			known = true
 		}
 	}
-	c.fig("keys with a create", len(creates))
-	c.fig("doubled keys", len(doubled))
-	c.fig("created and replayed receipts checked", checked)
-	c.fig("receipts naming another key's task", otherKey)
-	c.fig("replayed receipts of a deleted task", deletedReplays)
-	c.fig("receipts whose key was compacted after its deadline (outside the audit window)", compacted)
-	c.fig("receipts whose key is gone, with neither their approval nor their call on record (not checked)", unchecked)
-	if compacted > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys compacted after their deadline (approval not_after + the approvals stream's max age + the service's clock allowance %s and margin %s): their first result could not be compared",
-			compacted, in.Lifetime.ClockAllowance, in.Lifetime.Margin))
+	switch {
+	case v.compactable(deadline, ok):
+		n.compacted++
+	case !known:
+		n.unchecked++
+	case !ok:
+		c.violate("receipt %s (%s) of message %d names %s, whose key the service no longer keeps, although its approval never expires (the key must be kept forever)",
+			r.ReceiptID, r.Outcome, seq, receiptKey(r))
+	default:
+		c.violate("receipt %s (%s) of message %d names %s, whose key the service no longer keeps, although an approval could resend it until %s: the key was forgotten too early",
+			r.ReceiptID, r.Outcome, seq, receiptKey(r), deadline.UTC().Format(time.RFC3339))
 	}
-	if unchecked > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("%d created or replayed receipts name keys the service no longer keeps, for messages the stream no longer holds and calls whose records were retired: their keys' deadlines could not be checked", unchecked))
+}
+
+// checkDeleted checks a created or replayed receipt r of message seq
+// against its key's deleted task: a receipt that says its task was
+// deleted names a key whose task was, and a key is not created again
+// after its task was deleted.
+func (recs keyRecords) checkDeleted(c *Check, r *document.Receipt, seq uint64, n *receiptTally) {
+	k, task := receiptKey(r), *r.TaskID
+	d, wasDeleted := recs.deleted[k]
+	if r.TaskDeleted {
+		n.deletedReplays++
+		if !wasDeleted {
+			c.violate("receipt %s (%s) of message %d says the task %s of %s was deleted, but the service deleted no task of that key", r.ReceiptID, r.Outcome, seq, task, k)
+		}
+	}
+	if wasDeleted && r.Outcome == document.OutcomeCreated && task != d.TaskID {
+		c.violate("receipt %s of message %d: %s was created again (task %s) after its task %s was deleted at %s", r.ReceiptID, seq, k, task, d.TaskID, d.DeletedAt)
 	}
 }
 

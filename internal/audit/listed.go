@@ -254,45 +254,10 @@ func checkListedTasks(c *Check, v *view) {
 		c.note("%s: its receipts name task %s, which %s no longer holds: deleted in the service since",
 			intent, withReceipt[intent], l.Name)
 	}
-	var probed, dead, older, unnamed int
-	left := map[string]int{}
+	n := unnamedTally{left: map[string]int{}}
 	for _, intent := range sortedKeys(tasks) {
-		if _, ok := withReceipt[intent]; ok {
-			continue
-		}
-		ts := tasks[intent]
-		if m, ok := toolsTasks(ts, carried); ok {
-			// A tool's task (the probe's, the demo's), in its own scope
-			// and titled as its: listed apart, not the audited
-			// pipeline's. Two for one key are still check 2's violation.
-			left[m.Scope] += len(ts)
-			c.note("%s: %s left by %s", intent, describeTasks(ts), m.By)
-			continue
-		}
-		// In a tool's scope but not the tool's: why, for the report.
-		var notTools string
-		if m, ok := MarkOf(ts[0].Scope); ok {
-			if carried[intent] {
-				notTools = fmt.Sprintf(" (in the scope of %s, but the audited pipeline carried this key: audited as the pipeline's)", m.By)
-			} else {
-				notTools = fmt.Sprintf(" (in the scope of %s, but not titled %q as its tasks are)", m.By, m.TitlePrefix)
-			}
-		}
-		switch {
-		case keyOf(ts[0].Scope, ts[0].IntentID).scope == document.DefaultScope && strings.HasPrefix(ts[0].IntentID, probe.Prefix) && !carried[intent]:
-			// An older probe's, in the default scope, for a key the
-			// pipeline never carried.
-			probed += len(ts)
-		case deadIntent[intent]:
-			dead += len(ts)
-			c.note("%s: %s exists, and its message was dead-lettered: a call created it before its reply was lost; a redrive replays it", intent, describeTasks(ts))
-		case v.first > 1:
-			older += len(ts)
-			c.note("%s: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
-		default:
-			unnamed += len(ts)
-			c.violate("%s: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline%s",
-				intent, describeTasks(ts), notTools)
+		if _, ok := withReceipt[intent]; !ok {
+			n.account(c, v, intent, tasks[intent], carried, deadIntent[intent])
 		}
 	}
 	c.fig("items in the service, ours or not", l.Items)
@@ -301,17 +266,70 @@ func checkListedTasks(c *Check, v *view) {
 	c.fig("keys with a created or replayed receipt", len(withReceipt))
 	c.fig("of which the task is gone (deleted since; noted)", len(gone))
 	byTools := 0
-	for _, n := range left {
-		byTools += n
+	for _, left := range n.left {
+		byTools += left
 	}
-	c.fig("tasks no receipt names", probed+dead+older+unnamed+byTools)
+	c.fig("tasks no receipt names", n.probed+n.dead+n.older+n.unnamed+byTools)
 	for _, m := range Marks {
-		c.fig(fmt.Sprintf("of which left by %s (scope %s; excluded)", m.By, m.Scope), left[m.Scope])
+		c.fig(fmt.Sprintf("of which left by %s (scope %s; excluded)", m.By, m.Scope), n.left[m.Scope])
 	}
-	c.fig("of which made by an older executor probe, in the default scope (excluded)", probed)
-	c.fig("of which for a dead-lettered message", dead)
-	c.fig("of which possibly for a message before the window", older)
-	c.fig("of which unaccounted for", unnamed)
+	c.fig("of which made by an older executor probe, in the default scope (excluded)", n.probed)
+	c.fig("of which for a dead-lettered message", n.dead)
+	c.fig("of which possibly for a message before the window", n.older)
+	c.fig("of which unaccounted for", n.unnamed)
+}
+
+// unnamedTally counts the tasks of a listed service that no created or
+// replayed receipt names, by why: left by a tool (by its scope), made by
+// an older probe, for a dead-lettered message, possibly for a message
+// before the window, or unaccounted for.
+type unnamedTally struct {
+	left                         map[string]int
+	probed, dead, older, unnamed int
+}
+
+// account accounts for the tasks ts of key intent, which no created or
+// replayed receipt names; carried are the keys the pipeline carried, dead
+// says whether a message of the key was dead-lettered.
+func (n *unnamedTally) account(c *Check, v *view, intent string, ts []ListedTask, carried map[string]bool, dead bool) {
+	if m, ok := toolsTasks(ts, carried); ok {
+		// A tool's task (the probe's, the demo's), in its own scope and
+		// titled as its: listed apart, not the audited pipeline's. Two
+		// for one key are still listed-one-task-per-key's violation.
+		n.left[m.Scope] += len(ts)
+		c.note("%s: %s left by %s", intent, describeTasks(ts), m.By)
+		return
+	}
+	switch {
+	case keyOf(ts[0].Scope, ts[0].IntentID).scope == document.DefaultScope && strings.HasPrefix(ts[0].IntentID, probe.Prefix) && !carried[intent]:
+		// An older probe's, in the default scope, for a key the pipeline
+		// never carried.
+		n.probed += len(ts)
+	case dead:
+		n.dead += len(ts)
+		c.note("%s: %s exists, and its message was dead-lettered: a call created it before its reply was lost; a redrive replays it", intent, describeTasks(ts))
+	case v.first > 1:
+		n.older += len(ts)
+		c.note("%s: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
+	default:
+		n.unnamed += len(ts)
+		c.violate("%s: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline%s",
+			intent, describeTasks(ts), notTools(ts[0].Scope, carried[intent]))
+	}
+}
+
+// notTools says, for the report, why a task in a tool's scope is not the
+// tool's; "" for a task in no tool's scope.
+func notTools(scope string, carried bool) string {
+	m, ok := MarkOf(scope)
+	switch {
+	case !ok:
+		return ""
+	case carried:
+		return fmt.Sprintf(" (in the scope of %s, but the audited pipeline carried this key: audited as the pipeline's)", m.By)
+	default:
+		return fmt.Sprintf(" (in the scope of %s, but not titled %q as its tasks are)", m.By, m.TitlePrefix)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
