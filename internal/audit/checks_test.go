@@ -211,6 +211,7 @@ func failing(rep audit.Report) []string {
 	for _, c := range rep.Checks {
 		if !c.OK {
 			out = append(out, c.ID)
+			seenFailing.Store(c.ID, true)
 		}
 	}
 	return out

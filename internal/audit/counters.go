@@ -10,12 +10,12 @@ import (
 // against its records (counters), and its requests against the receipts
 // and the calls whose reply was lost (requests-accounted).
 
-// checkCounters makes counters: the counters agree with each other and with the records: every
-// create made a task, which exists or was deleted (creates executed =
-// tasks existing + tasks deleted), and a key, which is live or compacted
-// (= keys live + keys compacted); every live key names its task (existing,
-// or deleted with a delete record); request and create records missing
-// are the records retired, and only under a records retention.
+// checkCounters makes counters: the counters agree with each other and with the
+// records: every create made a task, which exists or was deleted (creates
+// executed = tasks existing + tasks deleted), and a key, which is live or
+// compacted (= keys live + keys compacted); every live key names its task
+// (existing, or deleted with a delete record); request and create records
+// missing are the records retired, and only under a records retention.
 func checkCounters(c *Check, in *Input) {
 	n := in.Counts.CreatesExecuted
 	k := in.Keys
@@ -44,11 +44,12 @@ func checkCounters(c *Check, in *Input) {
 	checkScopes(c, in)
 }
 
-// checkRequests makes requests-accounted: requests received equals the calls that reached the service: receipts
-// from the service plus calls whose reply was lost, within in-flight work.
-// Calls and receipts of messages outside the audited window (aged out before
-// it, or stored while the audit read) and calls from outside the executors
-// are counted apart and make up the rest of the equation.
+// checkRequests makes requests-accounted: requests received equals the calls
+// that reached the service: receipts from the service plus calls whose reply
+// was lost, within in-flight work. Calls and receipts of messages outside the
+// audited window (aged out before it, or stored while the audit read) and calls
+// from outside the executors are counted apart and make up the rest of the
+// equation.
 func checkRequests(c *Check, v *view) {
 	in := v.in
 	var n requestTally

@@ -14,14 +14,14 @@ import (
 // receipts that name its task (one-create-per-key), and first records no
 // later call changed (first-records-unchanged).
 
-// checkOneCreate makes one-create-per-key: per key (scope, intent id) at most one create, and every created or
-// replayed receipt of that key names its one task, never another key's; a
-// receipt that says its task was deleted names a key whose task was
-// deleted, and no key is created again after its task was deleted. A
-// receipt whose key record is gone is checked against the key's deadline
-// (see keys.go): after it the key was compacted on time and its first
-// result can no longer be compared (counted); before it the key was
-// forgotten too early (a violation).
+// checkOneCreate makes one-create-per-key: per key (scope, intent id) at most
+// one create, and every created or replayed receipt of that key names its one
+// task, never another key's; a receipt that says its task was deleted names a
+// key whose task was deleted, and no key is created again after its task was
+// deleted. A receipt whose key record is gone is checked against the key's
+// deadline (see keys.go): after it the key was compacted on time and its first
+// result can no longer be compared (counted); before it the key was forgotten
+// too early (a violation).
 func checkOneCreate(c *Check, v *view) {
 	in := v.in
 	withCreate, doubled := checkDoubledCreates(c, in.Creates)
@@ -184,10 +184,11 @@ func compareKeys(a, b key) int {
 	return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.intent, b.intent))
 }
 
-// checkFirstRecords makes first-records-unchanged: no conflict changed a first record. Records are matched by key
-// (scope, intent id). A first record whose creating request was retired
-// by the records retention, and a replay or conflict whose key was
-// compacted after its deadline, are counted, not violations.
+// checkFirstRecords makes first-records-unchanged: no conflict changed a first
+// record. Records are matched by key (scope, intent id). A first record whose
+// creating request was retired by the records retention, and a replay or
+// conflict whose key was compacted after its deadline, are counted, not
+// violations.
 func checkFirstRecords(c *Check, v *view) {
 	in := v.in
 	bySeq := map[uint64]*provider.RequestRecord{}

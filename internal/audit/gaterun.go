@@ -55,10 +55,10 @@ func describeGate(c *gate.Checker, serves bool) GateRun {
 	return g
 }
 
-// checkGate makes gate-passes: every message that reached the service passes the gate, re-run as the
-// executor ran it: on the message's data, with expiry judged at the time the
-// stream stored it. A message reached the service when a call names it or a
-// receipt reports the service's outcome for it.
+// checkGate makes gate-passes: every message that reached the service passes
+// the gate, re-run as the executor ran it: on the message's data, with expiry
+// judged at the time the stream stored it. A message reached the service when a
+// call names it or a receipt reports the service's outcome for it.
 func checkGate(c *Check, v *view) {
 	calls := map[uint64]int{}
 	for _, r := range v.in.Requests {

@@ -119,9 +119,10 @@ func describeTasks(ts []ListedTask) string {
 	return strings.Join(parts, ", ")
 }
 
-// checkListedOneTask makes listed-one-task-per-key, for a listed service: per key (scope, intent id) at most one task, no
-// task id held by two keys, at most one created receipt, and every created
-// or replayed receipt names the task the service holds for its key.
+// checkListedOneTask makes listed-one-task-per-key, for a listed service: per
+// key (scope, intent id) at most one task, no task id held by two keys, at most
+// one created receipt, and every created or replayed receipt names the task the
+// service holds for its key.
 func checkListedOneTask(c *Check, in *Input) {
 	l := in.Listing
 	tasks := l.byKey()
@@ -212,19 +213,19 @@ func pipelineKeys(in *Input, v *view) map[string]bool {
 	return out
 }
 
-// checkListedTasks makes listed-tasks-named, for a listed service: the tasks existing are the keys (scope, intent
-// id) whose receipts say created or replayed. A task no such receipt names is a
-// violation unless it is accounted for: left by the probe or the demo (in
-// their scopes and titled with their prefixes, Marks, for a key no message
-// or receipt of the audited pipeline names; or an older probe's, by its
-// intent ids), for a message that was dead-lettered (a call may have
-// created it before its reply was lost), or possibly for a message no
-// longer in the stream. A task in a tool's scope without the tool's title,
-// or for a key the pipeline carried, is audited as the pipeline's: the
-// scopes are not reserved, anyone may send a request in them. An
-// intent whose task is gone was deleted in the service since, by a user or
-// another client: reported, not a violation, since a task service's users
-// may delete their tasks.
+// checkListedTasks makes listed-tasks-named, for a listed service: the tasks
+// existing are the keys (scope, intent id) whose receipts say created or
+// replayed. A task no such receipt names is a violation unless it is accounted
+// for: left by the probe or the demo (in their scopes and titled with their
+// prefixes, Marks, for a key no message or receipt of the audited pipeline
+// names; or an older probe's, by its intent ids), for a message that was
+// dead-lettered (a call may have created it before its reply was lost), or
+// possibly for a message no longer in the stream. A task in a tool's scope
+// without the tool's title, or for a key the pipeline carried, is audited as
+// the pipeline's: the scopes are not reserved, anyone may send a request in
+// them. An intent whose task is gone was deleted in the service since, by a
+// user or another client: reported, not a violation, since a task service's
+// users may delete their tasks.
 func checkListedTasks(c *Check, v *view) {
 	in := v.in
 	l := in.Listing

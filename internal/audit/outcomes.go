@@ -12,9 +12,9 @@ import (
 // (one-terminal-outcome), and no call for a message the gate rejected
 // (rejected-not-called).
 
-// checkTerminal makes one-terminal-outcome: every approval message has one terminal outcome: a terminal receipt or
-// a dead letter, and never two that contradict each other (see
-// contradiction).
+// checkTerminal makes one-terminal-outcome: every approval message has one
+// terminal outcome: a terminal receipt or a dead letter, and never two that
+// contradict each other (see contradiction).
 func checkTerminal(c *Check, in *Input) {
 	var withReceipt, dead, contradictory int
 	for _, seq := range sortedSeqs(in.Messages) {

@@ -83,10 +83,11 @@ func readTopology(ctx context.Context, js jetstream.JetStream) (*Topology, error
 	return t, nil
 }
 
-// checkProvisioned makes as-provisioned: the streams and the executors' consumer are as provisioning recorded
-// them: every field of each live configuration equals the record's. With
-// no record, that absence fails the check, and the live configurations
-// are compared with what topology makes of its defaults.
+// checkProvisioned makes as-provisioned: the streams and the executors'
+// consumer are as provisioning recorded them: every field of each live
+// configuration equals the record's. With no record, that absence fails the
+// check, and the live configurations are compared with what topology makes of
+// its defaults.
 func checkProvisioned(c *Check, in *Input) {
 	t := in.Topology
 	if t == nil {
@@ -110,9 +111,10 @@ func checkProvisioned(c *Check, in *Input) {
 	c.fig("differences from what was provisioned", len(diffs))
 }
 
-// checkForeign makes no-foreign-records: every dead letter decodes, and no status message was stored as an
-// approval: records the pipeline does not write, each named by its stream
-// and sequence. (Receipts that do not decode are check 8's.)
+// checkForeign makes no-foreign-records: every dead letter decodes, and no
+// status message was stored as an approval: records the pipeline does not
+// write, each named by its stream and sequence. (Receipts that do not decode
+// are check 8's.)
 func checkForeign(c *Check, in *Input) {
 	counts := map[string]int{}
 	for _, u := range in.Foreign {

@@ -55,6 +55,7 @@ func failingRun(rep audit.RunReport) []string {
 	for _, c := range rep.Checks {
 		if !c.OK {
 			out = append(out, c.ID)
+			seenFailing.Store(c.ID, true)
 		}
 	}
 	return out

@@ -11,9 +11,9 @@ import (
 // message it names, and bounds each message's calls by its deliveries
 // (one-call-per-delivery).
 
-// checkCallsNameMessages makes calls-name-messages: every service call names a stored approval message with the same scope,
-// intent id and request digest; calls from outside the executors only as
-// allowed.
+// checkCallsNameMessages makes calls-name-messages: every service call names a
+// stored approval message with the same scope, intent id and request digest;
+// calls from outside the executors only as allowed.
 func checkCallsNameMessages(c *Check, v *view) {
 	var matched, gone, before, after int
 	var external []string
@@ -67,8 +67,9 @@ func checkCallsNameMessages(c *Check, v *view) {
 	c.fig("calls from outside the executors allowed", v.opts.AllowExternal)
 }
 
-// checkReceiptsNameMessages makes receipts-name-messages: every stored receipt decodes and names a stored approval message with
-// the ids it carries, and a receipt of the service's answer its scope.
+// checkReceiptsNameMessages makes receipts-name-messages: every stored receipt
+// decodes and names a stored approval message with the ids it carries, and a
+// receipt of the service's answer its scope.
 func checkReceiptsNameMessages(c *Check, v *view) {
 	for _, u := range v.in.Undecodable {
 		forMsg := ""
@@ -128,13 +129,14 @@ func checkReceiptsNameMessages(c *Check, v *view) {
 	c.fig("for messages stored while verify read (excluded)", after)
 }
 
-// checkDeliveries makes one-call-per-delivery: each delivery makes at most one call. The executor calls the service
-// at most once per delivery, and the server numbers a message's deliveries
-// 1, 2, 3, …, so no delivery number of a message may carry two calls, and
-// none may exceed the executors' delivery budget; together these bound a
-// message's calls by its highest delivery number. A NATS server that lost
-// consumer state (a crash before it flushed, a leader change) numbers a
-// delivery again; such repeats are accepted only as allowed.
+// checkDeliveries makes one-call-per-delivery: each delivery makes at most one
+// call. The executor calls the service at most once per delivery, and the
+// server numbers a message's deliveries 1, 2, 3, …, so no delivery number of a
+// message may carry two calls, and none may exceed the executors' delivery
+// budget; together these bound a message's calls by its highest delivery
+// number. A NATS server that lost consumer state (a crash before it flushed, a
+// leader change) numbers a delivery again; such repeats are accepted only as
+// allowed.
 func checkDeliveries(c *Check, v *view) {
 	type key struct{ seq, delivered uint64 }
 	perDelivery := map[key][]uint64{}
@@ -195,12 +197,12 @@ func checkDeliveries(c *Check, v *view) {
 	c.fig("delivery budget", v.in.MaxDeliver)
 }
 
-// checkOneStore makes one-store: one store answers. Every receipt of the service's outcome names the
-// store that decided the call; a store id other than the audited store's
-// means that a second task service instance, with a store of its own,
-// answered calls: its creates are not in the audited records, so one intent
-// may have been created twice. Receipts stored before receipts named their
-// store carry no id and are counted as such.
+// checkOneStore makes one-store: one store answers. Every receipt of the
+// service's outcome names the store that decided the call; a store id other
+// than the audited store's means that a second task service instance, with a
+// store of its own, answered calls: its creates are not in the audited records,
+// so one intent may have been created twice. Receipts stored before receipts
+// named their store carry no id and are counted as such.
 func checkOneStore(c *Check, in *Input) {
 	if in.Service.StoreID == "" {
 		c.violate("the task service did not name its store")
