@@ -143,7 +143,8 @@ func replaced(names []string, instead map[string]string) []string {
 	return out
 }
 
-// onInput makes a check that reads only the Input a view's check.
+// onInput adapts a check that reads only the Input to the registry's
+// form, a check of the view.
 func onInput(check func(c *Check, in *Input)) func(*Check, *view) {
 	return func(c *Check, v *view) { check(c, v.in) }
 }
