@@ -61,13 +61,8 @@ type rule struct {
 // counters, which a service that counts nothing cannot pass.
 const RunCountersCheck = "run-counters"
 
-// registry holds every check the audit makes. Where each lives: the
-// terminal outcomes and the rejected messages in outcomes.go, the creates
-// and first records in creates.go, the counters and requests in
-// counters.go, the traces of calls, receipts and deliveries in
-// tracechecks.go, the gate's re-run in gaterun.go, the content in
-// content.go, the topology and the foreign records in provisioned.go, a
-// listed service's in listed.go, one run's in run.go.
+// registry holds every check the audit makes (the package's doc says in
+// which file each lives).
 var registry = []rule{
 	{name: "one-terminal-outcome", asserts: "every approval message has one terminal outcome: a terminal receipt or a dead letter, never two that contradict",
 		verify: onInput(checkTerminal), run: checkRunTerminal},
