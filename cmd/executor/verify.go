@@ -25,36 +25,42 @@ const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--
 
 Reads the APPROVALS stream, the receipts, the dead letters and the task service's records,
 and checks that nothing was lost or done twice:
-  1. every approval message has one terminal outcome: a terminal receipt or a dead letter,
-     never two that contradict (the service's answer and a dead letter or a rejection, a
-     rejection and a dead letter, created and idempotency_conflict);
-  2. at most one create per key (scope, intent id); its created/replayed receipts name its one
-     task, never another key's; a receipt marked task_deleted names a key whose task was
-     deleted, and no key is created again after its task was deleted;
-  3. creates executed = tasks existing + tasks deleted = keys live + keys compacted; every live
-     key names its one task; the scopes' counters add up to the totals;
-  4. requests received = receipts from the service + calls whose reply was lost;
-  5. no conflict changed a first record;
-  6. no rejected message reached the service;
-  7. every service call names a stored approval message with its scope, intent id and request
-     digest; calls from outside the executors fail unless allowed (--allow-external);
-  8. every stored receipt decodes and names a stored approval message with its scope and
-     intent id;
-  9. every message that reached the service passes the gate, re-run with expiry judged at
-     the time the stream stored it;
- 10. each delivery makes at most one call: no delivery number of a message carries two calls
-     or exceeds the executors' delivery budget;
- 11. every receipt from the task service names the audited store: another store id means a
-     second task service instance, with a store of its own, answered calls;
- 13. the streams and the executors' consumer are as provisioning recorded them (the bucket
-     sendtwice-topology, written by executor provision and by serve when it provisions):
-     every field that differs is a violation ("stream APPROVALS: max_age: expected 168h0m0s,
-     found 2s"); no record at all is one too, and the live configurations are then compared
-     with the topology's defaults;
- 14. every dead letter decodes, and no status message was stored as an approval.
+  1. one-terminal-outcome: every approval message has one terminal outcome: a terminal
+     receipt or a dead letter, never two that contradict (the service's answer and a dead
+     letter or a rejection, a rejection and a dead letter, created and idempotency_conflict);
+  2. one-create-per-key: at most one create per key (scope, intent id); its created/replayed
+     receipts name its one task, never another key's; a receipt marked task_deleted names a
+     key whose task was deleted, and no key is created again after its task was deleted;
+  3. counters: creates executed = tasks existing + tasks deleted = keys live + keys compacted;
+     every live key names its one task; the scopes' counters add up to the totals;
+  4. requests-accounted: requests received = receipts from the service + calls whose reply
+     was lost;
+  5. first-records-unchanged: no conflict changed a first record;
+  6. rejected-not-called: no rejected message reached the service;
+  7. calls-name-messages: every service call names a stored approval message with its scope,
+     intent id and request digest; calls from outside the executors fail unless allowed
+     (--allow-external);
+  8. receipts-name-messages: every stored receipt decodes and names a stored approval message
+     with its scope and intent id;
+  9. gate-passes: every message that reached the service passes the gate, re-run with expiry
+     judged at the time the stream stored it;
+ 10. one-call-per-delivery: each delivery makes at most one call: no delivery number of a
+     message carries two calls or exceeds the executors' delivery budget;
+ 11. one-store: every receipt from the task service names the audited store: another store id
+     means a second task service instance, with a store of its own, answered calls;
+ 12. content-as-approved: every created task holds its approved request's task (title,
+     assignee, due date), and the service refused no create for not matching its request;
+ 13. as-provisioned: the streams and the executors' consumer are as provisioning recorded them
+     (the bucket sendtwice-topology, written by executor provision and by serve when it
+     provisions): every field that differs is a violation ("stream APPROVALS: max_age:
+     expected 168h0m0s, found 2s"); no record at all is one too, and the live configurations
+     are then compared with the topology's defaults;
+ 14. no-foreign-records: every dead letter decodes, and no status message was stored as an
+     approval.
 Every stored record is read, whatever its headers: a status message stored in a stream
 through a reply subject (or made to look like one), junk, or a document of another schema is
-reported with its stream and sequence (checks 8 and 14), and every other check still runs.
+reported with its stream and sequence (receipts-name-messages, no-foreign-records), and every
+other check still runs.
 Without --trusted-approvers the gate is re-run without signature, expiry and scope (on signed and
 unsigned approvals alike); with it, signatures are verified against FILE and unsigned
 approvals are refused unless --insecure-allow-unsigned.
@@ -64,7 +70,7 @@ of messages that aged out (all older than the stream's max age) are excluded and
 records younger than the max age whose message is gone (purged, deleted) are violations. The
 max age is the one provisioned, never the stream's current one: a max age lowered since ages
 messages out early, and their records are then reported as purged, not excused. The delivery
-budget of check 10 is the consumer's as provisioned, too.
+budget of one-call-per-delivery is the consumer's as provisioned, too.
 
 Keys the task service compacted and records it retired are judged by the lifetime its stats
 state. A created/replayed receipt (or a replay on record) whose key is gone is outside the
@@ -85,15 +91,17 @@ to add. Flags that name another service than the record's are refused, naming bo
 
 With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
 no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
-REPORT. Checks 2 and 3 then read: at most one task per key (scope, intent id), no task id under
-two keys, at most one created receipt per key, every created/replayed receipt names the key's
-task; and every task is named by a created/replayed receipt (tasks of dead-lettered messages
+REPORT. Checks 2 and 3 are then listed-one-task-per-key: at most one task per key (scope,
+intent id), no task id under two keys, at most one created receipt per key, every
+created/replayed receipt names the key's task; and listed-tasks-named: every task is named by
+a created/replayed receipt (tasks of dead-lettered messages
 and of messages before the window are counted apart; those the probe and the demo left, in their
 scopes sendtwice-probe and sendtwice-demo, are listed apart and are not the pipeline's, though two
 tasks for one key are a violation there too). A task deleted in the calendar since is noted, not
-a violation. Checks 4, 5, 7
-and 10 need the service's record of every call and are reported as not applicable. The store id
-of check 11 is the collection's: verify with the URL the executors were given.
+a violation. requests-accounted, first-records-unchanged, calls-name-messages and
+one-call-per-delivery need the service's record of every call, content-as-approved the tasks'
+content: they are reported as not applicable. The store id of one-store is the collection's:
+verify with the URL the executors were given.
 
 With --task-service redmine the task service is a Redmine project, audited the same way as a
 listed service: the tasks existing are the project's issues, open and closed, that carry a key
@@ -129,22 +137,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	if *allowExternal < 0 || *allowRepeated < 0 {
-		return fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", errUsage)
-	}
-	if *insecure && *trusted == "" {
-		return fmt.Errorf("%w: --insecure-allow-unsigned needs --trusted-approvers (without it, no signature is checked at all)", errUsage)
-	}
-	if *maxLifetime <= 0 {
-		return fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
-	}
-	opts := audit.Options{AllowExternal: *allowExternal, AllowRepeatedDeliveries: *allowRepeated}
-	if *trusted != "" {
-		keys, err := sign.LoadTrusted(*trusted)
-		if err != nil {
-			return err
-		}
-		opts.Gate = &gate.Checker{Keys: keys, AllowUnsigned: *insecure, MaxLifetime: *maxLifetime}
+	opts, err := verifyOptions(*trusted, *insecure, *maxLifetime, *allowExternal, *allowRepeated)
+	if err != nil {
+		return err
 	}
 	c, err := conn.Open("executor-verify", nil)
 	if err != nil {
@@ -184,8 +179,36 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	opts.Serves = serves
-	rep := audit.VerifyWith(in, opts)
-	if *asJSON {
+	return writeReport(stdout, audit.VerifyWith(in, opts), *asJSON)
+}
+
+// verifyOptions checks verify's flags for the audit and makes its Options:
+// with trusted approvers, the gate's re-run verifies signatures too.
+func verifyOptions(trusted string, insecure bool, maxLifetime time.Duration, allowExternal, allowRepeated int) (audit.Options, error) {
+	if allowExternal < 0 || allowRepeated < 0 {
+		return audit.Options{}, fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", errUsage)
+	}
+	if insecure && trusted == "" {
+		return audit.Options{}, fmt.Errorf("%w: --insecure-allow-unsigned needs --trusted-approvers (without it, no signature is checked at all)", errUsage)
+	}
+	if maxLifetime <= 0 {
+		return audit.Options{}, fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+	}
+	opts := audit.Options{AllowExternal: allowExternal, AllowRepeatedDeliveries: allowRepeated}
+	if trusted != "" {
+		keys, err := sign.LoadTrusted(trusted)
+		if err != nil {
+			return audit.Options{}, err
+		}
+		opts.Gate = &gate.Checker{Keys: keys, AllowUnsigned: insecure, MaxLifetime: maxLifetime}
+	}
+	return opts, nil
+}
+
+// writeReport prints rep, as text or as JSON, and fails when a check
+// failed.
+func writeReport(stdout io.Writer, rep audit.Report, asJSON bool) error {
+	if asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
@@ -256,7 +279,7 @@ func printReport(w io.Writer, rep audit.Report) {
 		case c.NotApplicable != "":
 			mark = "n/a "
 		}
-		fmt.Fprintf(w, "%s %d. %s\n", mark, c.N, c.Name)
+		fmt.Fprintf(w, "%s %d. %s: %s\n", mark, c.N, c.ID, c.Name)
 		if c.NotApplicable != "" {
 			fmt.Fprintf(w, "       not applicable: %s\n", c.NotApplicable)
 		}

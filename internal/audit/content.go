@@ -19,133 +19,187 @@ import (
 // it: the request inside the envelope of the APPROVALS message that the
 // creating call names (its call reference), or else the stored message with
 // the create's intent id and request digest. That the call's intent id and
-// digest are the message's is check 7's; this check compares the content.
+// digest are the message's is calls-name-messages'; this check compares the
+// content.
 
-// contentCheck names check 12.
-const contentCheck = "every created task holds its approved request's task (title, assignee, due date); no create was refused for not matching its request"
-
-// 12. Every task the service created holds the content of its approved
-// request, and the service refused no call for not matching its request.
-func checkContent(v *view) Check {
+// checkContent makes content-as-approved: every task the service created
+// holds the content of its approved request, and the service refused no
+// call for not matching its request.
+func checkContent(c *Check, v *view) {
 	in := v.in
-	c := Check{N: 12, Name: contentCheck, OK: true}
-	createByTask := map[string]provider.CreateRecord{}
-	for _, cr := range in.Creates {
-		if _, ok := createByTask[cr.TaskID]; !ok {
-			createByTask[cr.TaskID] = cr
+	ix := newContentIndex(v)
+	var n contentTally
+	for _, t := range in.Tasks {
+		seq, ok := ix.approvedMessage(c, t, &n)
+		if !ok {
+			continue
+		}
+		q, err := ix.approvedRequest(seq)
+		if err != nil {
+			// gate-passes reports a message the gate refuses that
+			// reached the service.
+			n.unread++
+			continue
+		}
+		n.compared++
+		if compareTask(c, t, seq, q) > 0 {
+			n.differing++
 		}
 	}
-	reqBySeq := make(map[uint64]provider.RequestRecord, len(in.Requests))
+	refused := checkRefused(c, in.Requests)
+	c.fig("tasks", len(in.Tasks))
+	c.fig("compared with their approved request", n.compared)
+	c.fig("differing from their approved request", n.differing)
+	c.fig("created by calls from outside the executors (nothing to compare with)", n.external)
+	c.fig("for messages outside the window (excluded)", n.outside)
+	c.fig("for messages the stream does not hold or whose request cannot be read (see checks 7 and 9)", n.unread)
+	c.fig("requests the service refused", refused)
+	c.fig("tasks whose create or request record was retired (not compared)", n.retired)
+	if n.retired > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d tasks were created by calls whose records the records retention (%s) retired: their content could not be compared with their approved request",
+			n.retired, in.Lifetime.RecordsRetention))
+	}
+}
+
+// contentTally counts the tasks checkContent compared and those it could
+// not.
+type contentTally struct {
+	compared, differing, external, outside, unread, retired int
+}
+
+// contentKey names the messages by key and request digest, for creates
+// whose call names no message.
+type contentKey struct {
+	key    key
+	digest string
+}
+
+// contentIndex is what checkContent looks a task's approved request up
+// by: its create, the create's request, and the stored messages.
+type contentIndex struct {
+	v            *view
+	createByTask map[string]provider.CreateRecord
+	reqBySeq     map[uint64]provider.RequestRecord
+	byContent    map[contentKey]uint64
+	approved     map[uint64]*document.Request
+}
+
+func newContentIndex(v *view) *contentIndex {
+	in := v.in
+	ix := &contentIndex{v: v, createByTask: map[string]provider.CreateRecord{},
+		reqBySeq:  make(map[uint64]provider.RequestRecord, len(in.Requests)),
+		byContent: map[contentKey]uint64{}, approved: map[uint64]*document.Request{}}
+	for _, cr := range in.Creates {
+		if _, ok := ix.createByTask[cr.TaskID]; !ok {
+			ix.createByTask[cr.TaskID] = cr
+		}
+	}
 	for _, r := range in.Requests {
-		reqBySeq[r.Seq] = r
+		ix.reqBySeq[r.Seq] = r
 	}
-	// The messages by intent id and request digest, for creates whose call
-	// names no message.
-	type content struct {
-		key    key
-		digest string
-	}
-	byContent := map[content]uint64{}
 	for _, seq := range sortedSeqs(v.msgs) {
 		m := v.msgs[seq]
-		k := content{keyOf(m.id.Scope, m.id.IntentID), m.digest}
-		if _, ok := byContent[k]; !ok && m.hasData && m.digest != "" {
-			byContent[k] = seq
+		k := contentKey{keyOf(m.id.Scope, m.id.IntentID), m.digest}
+		if _, ok := ix.byContent[k]; !ok && m.hasData && m.digest != "" {
+			ix.byContent[k] = seq
 		}
 	}
-	approved := map[uint64]*document.Request{}
-	approvedRequest := func(seq uint64) (*document.Request, error) {
-		if q, ok := approved[seq]; ok {
-			return q, nil
+	return ix
+}
+
+// approvedMessage returns the stored message whose approved request
+// created task t, and whether there is one to compare t with; when there
+// is none, it says why in c or counts why in n.
+func (ix *contentIndex) approvedMessage(c *Check, t provider.TaskRecord, n *contentTally) (uint64, bool) {
+	v := ix.v
+	cr, ok := ix.createByTask[t.TaskID]
+	if !ok && v.retirable(parseTime(t.CreatedAt)) {
+		// Its create record was retired by the records retention.
+		n.retired++
+		return 0, false
+	}
+	if !ok {
+		c.violate("task %s (intent %q) has no create record: the request that created it, and so its approved content, is unknown", t.TaskID, t.IntentID)
+		return 0, false
+	}
+	r, ok := ix.reqBySeq[cr.RequestSeq]
+	if !ok && v.retirable(parseTime(cr.CreatedAt)) {
+		n.retired++
+		return 0, false
+	}
+	if !ok {
+		c.violate("task %s (intent %q): its create names request %d, which is not recorded: its approved content is unknown", t.TaskID, t.IntentID, cr.RequestSeq)
+		return 0, false
+	}
+	seq, _, named := callSeq(r.CallRef)
+	if named {
+		switch v.place(seq) {
+		case beforeWindow, afterWindow:
+			n.outside++
+			return 0, false
+		case missing:
+			// calls-name-messages reports a call naming a message the
+			// stream does not hold.
+			n.unread++
+			return 0, false
 		}
-		parts, err := document.SplitEnvelope(in.Approvals[seq].Data)
-		if err != nil {
-			return nil, err
-		}
-		q, err := document.DecodeRequest("$.request", parts.Request)
-		if err != nil {
-			return nil, err
-		}
-		approved[seq] = q
+	} else if seq, ok = ix.byContent[contentKey{keyOf(cr.Scope, cr.IntentID), cr.RequestDigest}]; !ok {
+		// A call from outside the executors (calls-name-messages counts
+		// them against what is allowed) under a request no stored
+		// message carries: there is nothing to compare with.
+		n.external++
+		return 0, false
+	}
+	if !v.msgs[seq].hasData {
+		n.unread++
+		return 0, false
+	}
+	return seq, true
+}
+
+// approvedRequest is the request inside message seq's envelope.
+func (ix *contentIndex) approvedRequest(seq uint64) (*document.Request, error) {
+	if q, ok := ix.approved[seq]; ok {
 		return q, nil
 	}
-
-	var compared, differing, external, outside, unread, retired int
-	for _, t := range in.Tasks {
-		cr, ok := createByTask[t.TaskID]
-		if !ok && v.retirable(parseTime(t.CreatedAt)) {
-			// Its create record was retired by the records retention.
-			retired++
-			continue
-		}
-		if !ok {
-			c.violate("task %s (intent %q) has no create record: the request that created it, and so its approved content, is unknown", t.TaskID, t.IntentID)
-			continue
-		}
-		r, ok := reqBySeq[cr.RequestSeq]
-		if !ok && v.retirable(parseTime(cr.CreatedAt)) {
-			retired++
-			continue
-		}
-		if !ok {
-			c.violate("task %s (intent %q): its create names request %d, which is not recorded: its approved content is unknown", t.TaskID, t.IntentID, cr.RequestSeq)
-			continue
-		}
-		seq, _, named := callSeq(r.CallRef)
-		if named {
-			switch v.place(seq) {
-			case beforeWindow, afterWindow:
-				outside++
-				continue
-			case missing:
-				// Check 7 reports a call naming a message the stream does
-				// not hold.
-				unread++
-				continue
-			}
-		} else {
-			if seq, ok = byContent[content{keyOf(cr.Scope, cr.IntentID), cr.RequestDigest}]; !ok {
-				// A call from outside the executors (check 7 counts them
-				// against what is allowed) under a request no stored
-				// message carries: there is nothing to compare with.
-				external++
-				continue
-			}
-		}
-		if !v.msgs[seq].hasData {
-			unread++
-			continue
-		}
-		q, err := approvedRequest(seq)
-		if err != nil {
-			// Check 9 reports a message the gate refuses that reached
-			// the service.
-			unread++
-			continue
-		}
-		compared++
-		diffs := 0
-		differ := func(field, got, want string) {
-			diffs++
-			c.violate("task %s (intent %q) differs from its approved request (message %d) at %s: the service holds %s, the request says %s",
-				t.TaskID, t.IntentID, seq, field, got, want)
-		}
-		if t.Task.Title != q.Task.Title {
-			differ("task.title", quote(t.Task.Title), quote(q.Task.Title))
-		}
-		if !sameOptional(t.Task.AssigneePersonRef, q.Task.AssigneePersonRef) {
-			differ("task.assignee_person_ref", optional(t.Task.AssigneePersonRef), optional(q.Task.AssigneePersonRef))
-		}
-		if !sameOptional(t.Task.DueAt, q.Task.DueAt) {
-			differ("task.due_at", optional(t.Task.DueAt), optional(q.Task.DueAt))
-		}
-		if diffs > 0 {
-			differing++
-		}
+	parts, err := document.SplitEnvelope(ix.v.in.Approvals[seq].Data)
+	if err != nil {
+		return nil, err
 	}
+	q, err := document.DecodeRequest("$.request", parts.Request)
+	if err != nil {
+		return nil, err
+	}
+	ix.approved[seq] = q
+	return q, nil
+}
 
+// compareTask reports every field in which task t differs from the task
+// of its approved request q (message seq), and returns how many.
+func compareTask(c *Check, t provider.TaskRecord, seq uint64, q *document.Request) int {
+	diffs := 0
+	differ := func(field, got, want string) {
+		diffs++
+		c.violate("task %s (intent %q) differs from its approved request (message %d) at %s: the service holds %s, the request says %s",
+			t.TaskID, t.IntentID, seq, field, got, want)
+	}
+	if t.Task.Title != q.Task.Title {
+		differ("task.title", quote(t.Task.Title), quote(q.Task.Title))
+	}
+	if !sameOptional(t.Task.AssigneePersonRef, q.Task.AssigneePersonRef) {
+		differ("task.assignee_person_ref", optional(t.Task.AssigneePersonRef), optional(q.Task.AssigneePersonRef))
+	}
+	if !sameOptional(t.Task.DueAt, q.Task.DueAt) {
+		differ("task.due_at", optional(t.Task.DueAt), optional(q.Task.DueAt))
+	}
+	return diffs
+}
+
+// checkRefused reports every call the service refused for not matching
+// its request, and returns how many.
+func checkRefused(c *Check, requests []provider.RequestRecord) int {
 	var refused int
-	for _, r := range in.Requests {
+	for _, r := range requests {
 		if r.Outcome != provider.OutcomeRefused {
 			continue
 		}
@@ -157,19 +211,7 @@ func checkContent(v *view) Check {
 		c.violate("request %d (intent %q, call reference %q) was refused by the service, %s: a caller with create rights asked for a task its request does not hold",
 			r.Seq, r.IntentID, r.CallRef, why)
 	}
-	c.fig("tasks", len(in.Tasks))
-	c.fig("compared with their approved request", compared)
-	c.fig("differing from their approved request", differing)
-	c.fig("created by calls from outside the executors (nothing to compare with)", external)
-	c.fig("for messages outside the window (excluded)", outside)
-	c.fig("for messages the stream does not hold or whose request cannot be read (see checks 7 and 9)", unread)
-	c.fig("requests the service refused", refused)
-	c.fig("tasks whose create or request record was retired (not compared)", retired)
-	if retired > 0 {
-		c.Notes = append(c.Notes, fmt.Sprintf("%d tasks were created by calls whose records the records retention (%s) retired: their content could not be compared with their approved request",
-			retired, in.Lifetime.RecordsRetention))
-	}
-	return c
+	return refused
 }
 
 // maxShown bounds the characters of a value quoted in a violation.

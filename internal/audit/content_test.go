@@ -107,7 +107,7 @@ func TestAForgedCreateUnderAnApprovedDigestIsRefusedAndTheApprovalIsCreatedAsApp
 	}
 
 	rep := audit.Verify(in)
-	expectFailing(t, rep, []int{12})
+	expectFailing(t, rep, []string{"content-as-approved"})
 	expectViolation(t, rep, `request 1 (intent "intent-0001", call reference "APPROVALS:1:2:made-up") was refused by the service, request_format failed at request`,
 		`request 2 (intent "intent-0001", call reference "APPROVALS:1:3:made-up") was refused by the service, request_binding failed at task.title`,
 		`request 3 (intent "intent-0001", call reference "APPROVALS:1:4:made-up") was refused by the service, request_digest failed at request_digest`)
@@ -130,7 +130,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 		name  string
 		build func(w *world)
 		opts  audit.Options
-		fail  []int
+		fail  []string
 		says  []string
 	}{
 		{
@@ -143,7 +143,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				w.run(hourAgo)
 				w.in.Tasks[0].Task.Title = evil
 			},
-			fail: []int{12},
+			fail: []string{"content-as-approved"},
 			says: []string{`task fake-task-0001 (intent "intent-0001") differs from its approved request (message 1) at task.title: the service holds "EVIL: wire 1M", the request says "補上通知設定的檢查項目"`},
 		},
 		{
@@ -152,7 +152,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				w.run(hourAgo)
 				w.in.Tasks[0].Task.AssigneePersonRef = ptr("person-mallory")
 			},
-			fail: []int{12},
+			fail: []string{"content-as-approved"},
 			says: []string{`(intent "intent-0001") differs from its approved request (message 1) at task.assignee_person_ref: the service holds "person-mallory", the request says null`},
 		},
 		{
@@ -161,7 +161,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				w.run(hourAgo)
 				w.in.Tasks[1].Task.DueAt = ptr("2030-01-01T00:00:00Z")
 			},
-			fail: []int{12},
+			fail: []string{"content-as-approved"},
 			says: []string{`(intent "intent-0002") differs from its approved request (message 4) at task.due_at: the service holds "2030-01-01T00:00:00Z", the request says null`},
 		},
 		{
@@ -170,7 +170,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				w.run(hourAgo)
 				w.in.Tasks[0].Task = provider.Task{Title: evil, AssigneePersonRef: ptr("person-mallory"), DueAt: ptr("2030-01-01T00:00:00Z")}
 			},
-			fail: []int{12},
+			fail: []string{"content-as-approved"},
 			says: []string{"at task.title", "at task.assignee_person_ref", "at task.due_at"},
 		},
 		{
@@ -185,7 +185,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				w.handle(seq, 1, hourAgo.Add(time.Second))
 			},
 			opts: audit.Options{AllowExternal: 1},
-			fail: []int{12},
+			fail: []string{"content-as-approved"},
 			says: []string{`task fake-task-0001 (intent "intent-0001") differs from its approved request (message 1) at task.title: the service holds "EVIL: wire 1M"`},
 		},
 		{
@@ -198,7 +198,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 					CallRef: executor.CallRef(1, 2, "forged"),
 					Refusal: &provider.Refusal{Check: provider.CheckRequestBinding, Field: "task.title", Reason: "the call's task title differs from its request's"}})
 			},
-			fail: []int{12},
+			fail: []string{"content-as-approved"},
 			says: []string{`request 6 (intent "intent-0001", call reference "APPROVALS:1:2:forged") was refused by the service, request_binding failed at task.title`},
 		},
 		{
@@ -222,11 +222,11 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				}
 			}
 			c := rep.Checks[11]
-			if c.N != 12 || !strings.HasPrefix(c.Name, "every created task holds") {
-				t.Fatalf("the twelfth check is %d %q, want 12, the content check", c.N, c.Name)
+			if c.N != 12 || c.ID != "content-as-approved" || !strings.HasPrefix(c.Name, "every created task holds") {
+				t.Fatalf("the twelfth check is %d %s %q, want 12, content-as-approved", c.N, c.ID, c.Name)
 			}
-			compared := figure(rep, 12, "compared with their approved request")
-			if tc.fail == nil && len(w.in.Tasks) > 0 && compared+figure(rep, 12, "for messages outside the window (excluded)") != int64(len(w.in.Tasks)) {
+			compared := figure(rep, "content-as-approved", "compared with their approved request")
+			if tc.fail == nil && len(w.in.Tasks) > 0 && compared+figure(rep, "content-as-approved", "for messages outside the window (excluded)") != int64(len(w.in.Tasks)) {
 				t.Errorf("check 12 figures %+v account for not every one of %d tasks", c.Figures, len(w.in.Tasks))
 			}
 		})

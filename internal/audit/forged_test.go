@@ -213,7 +213,7 @@ func TestVerifyReportsAnUndecodableReceiptWithItsSequence(t *testing.T) {
 	expectViolation(t, rep, "the receipt at RECEIPTS sequence "+strconv.FormatUint(bad, 10)+" (for message 1) does not decode")
 	for _, c := range rep.Checks {
 		if !c.OK && !strings.Contains(c.Name, "receipt") {
-			t.Errorf("check %d (%s) failed: %v", c.N, c.Name, c.Violations)
+			t.Errorf("check %s (%s) failed: %v", c.ID, c.Name, c.Violations)
 		}
 	}
 }

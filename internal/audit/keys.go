@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/keylife"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -16,7 +16,7 @@ import (
 //
 // A key's deadline, as the audit works it out for one approval message, is
 // the approval's not_after plus the APPROVALS stream's max age as
-// provisioned (executor.KeyDeadline: the gate judges expiry at the time the
+// provisioned (keylife.Deadline: the gate judges expiry at the time the
 // stream stored a message, so a message stored just before not_after can
 // be delivered until then) plus the service's clock allowance and margin.
 // The service keeps a key until the latest not_after it has seen for it
@@ -79,7 +79,7 @@ func (v *view) keyDeadline(seq uint64) (time.Time, bool) {
 	if !held || m.notAfter.IsZero() {
 		return time.Time{}, false
 	}
-	d := executor.KeyDeadline(m.notAfter, v.in.Stream.MaxAge)
+	d := keylife.Deadline(m.notAfter, v.in.Stream.MaxAge)
 	if d.IsZero() {
 		return time.Time{}, false
 	}

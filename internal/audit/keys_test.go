@@ -87,21 +87,21 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 		return a, b
 	}
 	type fig struct {
-		check int
+		check string
 		name  string
 		value int64
 	}
 	cases := []struct {
 		name  string
 		build func(w *world)
-		fail  []int
+		fail  []string
 		says  string
 		fig   *fig
 	}{
 		{
 			name:  "two scopes with one intent id and one task each pass: they are two keys, not a double create",
 			build: func(w *world) { twoScopes(w) },
-			fig:   &fig{2, "keys with a create", 2},
+			fig:   &fig{"one-create-per-key", "keys with a create", 2},
 		},
 		{
 			name: "a receipt in one scope that names the other scope's task fails check 2",
@@ -109,7 +109,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				_, b := twoScopes(w)
 				w.in.Receipts[b][1].TaskID = ptr("fake-task-0001")
 			},
-			fail: []int{2, 4}, says: `is for intent "intent-0001" in scope "team-b", but names task fake-task-0001, which the service created for intent "intent-0001" in scope "default"`,
+			fail: []string{"one-create-per-key", "requests-accounted"}, says: `is for intent "intent-0001" in scope "team-b", but names task fake-task-0001, which the service created for intent "intent-0001" in scope "default"`,
 		},
 		{
 			name: "a call in another scope than its message's request fails check 7",
@@ -117,7 +117,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				twoScopes(w)
 				w.in.Requests[1].Scope = "team-c"
 			},
-			fail: []int{7}, says: `request 2 (APPROVALS:2:1:a2-1) is in scope "team-c", but message 2's request is in scope "team-b"`,
+			fail: []string{"calls-name-messages"}, says: `request 2 (APPROVALS:2:1:a2-1) is in scope "team-c", but message 2's request is in scope "team-b"`,
 		},
 		{
 			name: "a receipt in another scope than its message's request fails check 8",
@@ -127,7 +127,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 					r.Scope = "default"
 				}
 			},
-			fail: []int{2, 8}, says: `names scope "default", but the message carries "team-b"`,
+			fail: []string{"one-create-per-key", "receipts-name-messages"}, says: `names scope "default", but the message carries "team-b"`,
 		},
 		{
 			name: "a task deleted by its owner, then its approval resent and replayed with the deleted mark, passes",
@@ -140,7 +140,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 					t.Fatalf("the resend's receipt %+v is not replayed with the deleted mark", r)
 				}
 			},
-			fig: &fig{2, "replayed receipts of a deleted task", 1},
+			fig: &fig{"one-create-per-key", "replayed receipts of a deleted task", 1},
 		},
 		{
 			name: "a replayed receipt that says its task was deleted when no task of its key was fails check 2",
@@ -148,7 +148,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.run(hourAgo)
 				w.in.Receipts[2][0].TaskDeleted = true
 			},
-			fail: []int{2}, says: `receipt receipt-a2-1 (replayed) of message 2 says the task fake-task-0001 of intent "intent-0001" in scope "default" was deleted, but the service deleted no task of that key`,
+			fail: []string{"one-create-per-key"}, says: `receipt receipt-a2-1 (replayed) of message 2 says the task fake-task-0001 of intent "intent-0001" in scope "default" was deleted, but the service deleted no task of that key`,
 		},
 		{
 			name: "a key created again after its task was deleted fails check 2",
@@ -160,7 +160,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.compact("", "intent-0001")
 				w.handle(w.publish(w.seed.Original.Envelope(), hourAgo), 1, hourAgo.Add(2*time.Minute))
 			},
-			fail: []int{2, 5}, says: `receipt receipt-a2-1 of message 2: intent "intent-0001" in scope "default" was created again (task fake-task-0002) after its task fake-task-0001 was deleted`,
+			fail: []string{"one-create-per-key", "first-records-unchanged"}, says: `receipt receipt-a2-1 of message 2: intent "intent-0001" in scope "default" was created again (task fake-task-0002) after its task fake-task-0001 was deleted`,
 		},
 		{
 			name: "a deleted task whose counter was not moved fails check 3",
@@ -169,7 +169,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.deleteTask("", "intent-0002", hourAgo)
 				w.in.Counts.TasksExisting++
 			},
-			fail: []int{3}, says: "creates executed 2 ≠ tasks existing 2 + tasks deleted 1",
+			fail: []string{"counters"}, says: "creates executed 2 ≠ tasks existing 2 + tasks deleted 1",
 		},
 		{
 			name: "a key whose task neither exists nor was deleted fails check 3",
@@ -178,7 +178,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.in.Tasks = w.in.Tasks[1:]
 				w.in.Counts.TasksExisting--
 			},
-			fail: []int{3}, says: `intent "intent-0001" in scope "default" names task fake-task-0001, which neither exists nor was deleted`,
+			fail: []string{"counters"}, says: `intent "intent-0001" in scope "default" names task fake-task-0001, which neither exists nor was deleted`,
 		},
 		{
 			name: "a key created with no key of its own (a create on a known key) fails check 3",
@@ -187,7 +187,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.in.Keys.Live--
 				w.in.Intents = w.in.Intents[:1]
 			},
-			fail: []int{2, 3, 5}, says: "creates executed 2 ≠ keys live 1 + keys compacted 0: a create that made no key of its own",
+			fail: []string{"one-create-per-key", "counters", "first-records-unchanged"}, says: "creates executed 2 ≠ keys live 1 + keys compacted 0: a create that made no key of its own",
 		},
 		{
 			name: "keys compacted after their deadline, their messages aged out, are outside the audit window, not violations",
@@ -198,7 +198,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.compact("", "intent-0001")
 				w.compact("", "intent-0002")
 			},
-			fig: &fig{2, "receipts whose key was compacted after its deadline (outside the audit window)", 3},
+			fig: &fig{"one-create-per-key", "receipts whose key was compacted after its deadline (outside the audit window)", 3},
 		},
 		{
 			name: "a key missing while its approval could still resend it fails checks 2 and 5",
@@ -207,7 +207,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.run(hourAgo)
 				w.compact("", "intent-0001")
 			},
-			fail: []int{2, 5}, says: `receipt receipt-a1-1 (created) of message 1 names intent "intent-0001" in scope "default", whose key the service no longer keeps, although an approval could resend it until 2026-12-07T11:59:00Z: the key was forgotten too early`,
+			fail: []string{"one-create-per-key", "first-records-unchanged"}, says: `receipt receipt-a1-1 (created) of message 1 names intent "intent-0001" in scope "default", whose key the service no longer keeps, although an approval could resend it until 2026-12-07T11:59:00Z: the key was forgotten too early`,
 		},
 		{
 			name: "a key missing whose messages aged out but whose calls carried a deadline not yet passed fails check 2",
@@ -220,7 +220,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				// kept messages when they were made.
 				w.compact("", "intent-0001")
 			},
-			fail: []int{2, 5}, says: "the key was forgotten too early",
+			fail: []string{"one-create-per-key", "first-records-unchanged"}, says: "the key was forgotten too early",
 		},
 		{
 			name: "a key of an approval that never expires, missing, fails checks 2 and 5",
@@ -228,7 +228,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.run(hourAgo)
 				w.compact("", "intent-0001")
 			},
-			fail: []int{2, 5}, says: "although its approval never expires (the key must be kept forever)",
+			fail: []string{"one-create-per-key", "first-records-unchanged"}, says: "although its approval never expires (the key must be kept forever)",
 		},
 		{
 			name: "request and create records retired after the records retention are outside the window, not violations",
@@ -237,7 +237,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.in.Lifetime.RecordsRetention = 48 * time.Hour
 				w.retire()
 			},
-			fig: &fig{4, "receipts whose call record was retired (not matched)", 4},
+			fig: &fig{"requests-accounted", "receipts whose call record was retired (not matched)", 4},
 		},
 		{
 			name: "request and create records missing from a service that keeps them forever fail",
@@ -245,7 +245,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.run(threeDaysAgo)
 				w.retire()
 			},
-			fail: []int{3, 4, 5, 12}, says: "although it keeps records forever",
+			fail: []string{"counters", "requests-accounted", "first-records-unchanged", "content-as-approved"}, says: "although it keeps records forever",
 		},
 		{
 			name: "request and create records missing before the records retention has passed fail",
@@ -254,7 +254,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 				w.in.Lifetime.RecordsRetention = 48 * time.Hour
 				w.retire()
 			},
-			fail: []int{4, 5, 12}, says: "names a call the service never recorded",
+			fail: []string{"requests-accounted", "first-records-unchanged", "content-as-approved"}, says: "names a call the service never recorded",
 		},
 	}
 	for _, tc := range cases {
@@ -268,7 +268,7 @@ func TestVerifyJudgesKeysByScopeDeletesCompactionAndRetention(t *testing.T) {
 			}
 			if f := tc.fig; f != nil {
 				if got := figure(rep, f.check, f.name); got != f.value {
-					t.Fatalf("check %d's figure %q is %d, want %d", f.check, f.name, got, f.value)
+					t.Fatalf("check %s's figure %q is %d, want %d", f.check, f.name, got, f.value)
 				}
 			}
 		})

@@ -14,10 +14,11 @@ import (
 // counters, only its tasks: a CalDAV collection, a Redmine project's marked
 // issues. What the audit reads of it
 // is a listing of the tasks it holds; the receipts say the rest. The checks
-// that need the service's record of every call (4, 5, 7 and 10), and the
-// comparison of each task's content with its approved request (12), cannot
-// be made and are reported as not applicable, with the reason, rather than
-// passed.
+// that need the service's record of every call (requests-accounted,
+// first-records-unchanged, calls-name-messages, one-call-per-delivery), and
+// the comparison of each task's content with its approved request
+// (content-as-approved), cannot be made and are reported as not
+// applicable, with the reason, rather than passed (notListed).
 
 // ListedTask is one task a listing shows: one that carries the key (scope,
 // intent id) it was created for; no scope is the default scope.
@@ -66,32 +67,33 @@ type ListerFunc func(ctx context.Context) (TaskListing, error)
 // ListTasks calls f.
 func (f ListerFunc) ListTasks(ctx context.Context) (TaskListing, error) { return f(ctx) }
 
-// verifyListed applies the rules to an input whose service is known by its
-// listing only.
-func verifyListed(in *Input, v *view) []Check {
-	why := in.Listing.NoCallLog
-	if why == "" {
-		why = "the task service keeps no call log"
-	}
-	na := func(c Check) Check {
-		return Check{N: c.N, Name: c.Name, OK: true, NotApplicable: why}
-	}
-	return []Check{
-		checkTerminal(in),
-		checkListedOneTask(in),
-		checkListedTasks(in, v),
-		na(checkRequests(v)),
-		na(checkFirstRecords(v)),
-		checkRejected(in),
-		na(checkCallsNameMessages(v)),
-		checkReceiptsNameMessages(v),
-		checkGate(v),
-		na(checkDeliveries(v)),
-		checkOneStore(in),
-		{N: 12, Name: contentCheck, OK: true, NotApplicable: "the listing shows which intents have a task, not the tasks' content"},
-		checkProvisioned(in),
-		checkForeign(in),
-	}
+// notListed says why a check of listedChecks cannot be made on a listed
+// service; noCallLog stands for the listing's NoCallLog.
+var notListed = map[string]string{
+	"requests-accounted":      noCallLog,
+	"first-records-unchanged": noCallLog,
+	"calls-name-messages":     noCallLog,
+	"one-call-per-delivery":   noCallLog,
+	"content-as-approved":     "the listing shows which intents have a task, not the tasks' content",
+}
+
+// noCallLog is the reason of the checks that need the service's record of
+// every call, when the listing gives none.
+const noCallLog = "the task service keeps no call log"
+
+// verifyListed makes listedChecks on an input whose service is known by
+// its listing only.
+func verifyListed(v *view) []Check {
+	return makeChecks(listedChecks, func(r rule, c *Check) {
+		switch why, na := notListed[r.name]; {
+		case !na:
+			r.verify(c, v)
+		case why == noCallLog && v.in.Listing.NoCallLog != "":
+			c.NotApplicable = v.in.Listing.NoCallLog
+		default:
+			c.NotApplicable = why
+		}
+	})
 }
 
 // byKey groups the listed tasks by key (scope, intent id), named as
@@ -117,11 +119,11 @@ func describeTasks(ts []ListedTask) string {
 	return strings.Join(parts, ", ")
 }
 
-// 2, for a listed service. Per key (scope, intent id) at most one task, no
-// task id held by two keys, at most one created receipt, and every created
-// or replayed receipt names the task the service holds for its key.
-func checkListedOneTask(in *Input) Check {
-	c := Check{N: 2, Name: "at most one task per key (scope, intent id); its created and replayed receipts name it", OK: true}
+// checkListedOneTask makes listed-one-task-per-key, for a listed service: per
+// key (scope, intent id) at most one task, no task id held by two keys, at most
+// one created receipt, and every created or replayed receipt names the task the
+// service holds for its key.
+func checkListedOneTask(c *Check, in *Input) {
 	l := in.Listing
 	tasks := l.byKey()
 	keys := sortedKeys(tasks)
@@ -189,7 +191,6 @@ func checkListedOneTask(in *Input) Check {
 	c.fig("created and replayed receipts checked", checked)
 	c.fig("of which for a key whose task is gone (see 3)", gone)
 	c.fig("keys created more than once, by their receipts", again)
-	return c
 }
 
 // pipelineKeys are the keys (scope, intent id) the audited pipeline
@@ -212,21 +213,21 @@ func pipelineKeys(in *Input, v *view) map[string]bool {
 	return out
 }
 
-// 3, for a listed service. The tasks existing are the keys (scope, intent
-// id) whose receipts say created or replayed. A task no such receipt names is a
-// violation unless it is accounted for: left by the probe or the demo (in
-// their scopes and titled with their prefixes, Marks, for a key no message
-// or receipt of the audited pipeline names; or an older probe's, by its
-// intent ids), for a message that was dead-lettered (a call may have
-// created it before its reply was lost), or possibly for a message no
-// longer in the stream. A task in a tool's scope without the tool's title,
-// or for a key the pipeline carried, is audited as the pipeline's: the
-// scopes are not reserved, anyone may send a request in them. An
-// intent whose task is gone was deleted in the service since, by a user or
-// another client: reported, not a violation, since a task service's users
-// may delete their tasks.
-func checkListedTasks(in *Input, v *view) Check {
-	c := Check{N: 3, Name: "tasks existing = keys (scope, intent id) with a created or replayed receipt", OK: true}
+// checkListedTasks makes listed-tasks-named, for a listed service: the tasks
+// existing are the keys (scope, intent id) whose receipts say created or
+// replayed. A task no such receipt names is a violation unless it is accounted
+// for: left by the probe or the demo (in their scopes and titled with their
+// prefixes, Marks, for a key no message or receipt of the audited pipeline
+// names; or an older probe's, by its intent ids), for a message that was
+// dead-lettered (a call may have created it before its reply was lost), or
+// possibly for a message no longer in the stream. A task in a tool's scope
+// without the tool's title, or for a key the pipeline carried, is audited as
+// the pipeline's: the scopes are not reserved, anyone may send a request in
+// them. An intent whose task is gone was deleted in the service since, by a
+// user or another client: reported, not a violation, since a task service's
+// users may delete their tasks.
+func checkListedTasks(c *Check, v *view) {
+	in := v.in
 	l := in.Listing
 	tasks := l.byKey()
 	carried := pipelineKeys(in, v)
@@ -254,45 +255,10 @@ func checkListedTasks(in *Input, v *view) Check {
 		c.note("%s: its receipts name task %s, which %s no longer holds: deleted in the service since",
 			intent, withReceipt[intent], l.Name)
 	}
-	var probed, dead, older, unnamed int
-	left := map[string]int{}
+	n := unnamedTally{left: map[string]int{}}
 	for _, intent := range sortedKeys(tasks) {
-		if _, ok := withReceipt[intent]; ok {
-			continue
-		}
-		ts := tasks[intent]
-		if m, ok := toolsTasks(ts, carried); ok {
-			// A tool's task (the probe's, the demo's), in its own scope
-			// and titled as its: listed apart, not the audited
-			// pipeline's. Two for one key are still check 2's violation.
-			left[m.Scope] += len(ts)
-			c.note("%s: %s left by %s", intent, describeTasks(ts), m.By)
-			continue
-		}
-		// In a tool's scope but not the tool's: why, for the report.
-		var notTools string
-		if m, ok := MarkOf(ts[0].Scope); ok {
-			if carried[intent] {
-				notTools = fmt.Sprintf(" (in the scope of %s, but the audited pipeline carried this key: audited as the pipeline's)", m.By)
-			} else {
-				notTools = fmt.Sprintf(" (in the scope of %s, but not titled %q as its tasks are)", m.By, m.TitlePrefix)
-			}
-		}
-		switch {
-		case keyOf(ts[0].Scope, ts[0].IntentID).scope == document.DefaultScope && strings.HasPrefix(ts[0].IntentID, probe.Prefix) && !carried[intent]:
-			// An older probe's, in the default scope, for a key the
-			// pipeline never carried.
-			probed += len(ts)
-		case deadIntent[intent]:
-			dead += len(ts)
-			c.note("%s: %s exists, and its message was dead-lettered: a call created it before its reply was lost; a redrive replays it", intent, describeTasks(ts))
-		case v.first > 1:
-			older += len(ts)
-			c.note("%s: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
-		default:
-			unnamed += len(ts)
-			c.violate("%s: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline%s",
-				intent, describeTasks(ts), notTools)
+		if _, ok := withReceipt[intent]; !ok {
+			n.account(c, v, intent, tasks[intent], carried, deadIntent[intent])
 		}
 	}
 	c.fig("items in the service, ours or not", l.Items)
@@ -301,25 +267,69 @@ func checkListedTasks(in *Input, v *view) Check {
 	c.fig("keys with a created or replayed receipt", len(withReceipt))
 	c.fig("of which the task is gone (deleted since; noted)", len(gone))
 	byTools := 0
-	for _, n := range left {
-		byTools += n
+	for _, left := range n.left {
+		byTools += left
 	}
-	c.fig("tasks no receipt names", probed+dead+older+unnamed+byTools)
+	c.fig("tasks no receipt names", n.probed+n.dead+n.older+n.unnamed+byTools)
 	for _, m := range Marks {
-		c.fig(fmt.Sprintf("of which left by %s (scope %s; excluded)", m.By, m.Scope), left[m.Scope])
+		c.fig(fmt.Sprintf("of which left by %s (scope %s; excluded)", m.By, m.Scope), n.left[m.Scope])
 	}
-	c.fig("of which made by an older executor probe, in the default scope (excluded)", probed)
-	c.fig("of which for a dead-lettered message", dead)
-	c.fig("of which possibly for a message before the window", older)
-	c.fig("of which unaccounted for", unnamed)
-	return c
+	c.fig("of which made by an older executor probe, in the default scope (excluded)", n.probed)
+	c.fig("of which for a dead-lettered message", n.dead)
+	c.fig("of which possibly for a message before the window", n.older)
+	c.fig("of which unaccounted for", n.unnamed)
 }
 
-func (c *Check) note(format string, args ...any) {
-	if len(c.Notes) < maxListed {
-		c.Notes = append(c.Notes, fmt.Sprintf(format, args...))
-	} else if len(c.Notes) == maxListed {
-		c.Notes = append(c.Notes, "… (more not listed)")
+// unnamedTally counts the tasks of a listed service that no created or
+// replayed receipt names, by why: left by a tool (by its scope), made by
+// an older probe, for a dead-lettered message, possibly for a message
+// before the window, or unaccounted for.
+type unnamedTally struct {
+	left                         map[string]int
+	probed, dead, older, unnamed int
+}
+
+// account accounts for the tasks ts of key intent, which no created or
+// replayed receipt names; carried are the keys the pipeline carried, dead
+// says whether a message of the key was dead-lettered.
+func (n *unnamedTally) account(c *Check, v *view, intent string, ts []ListedTask, carried map[string]bool, dead bool) {
+	if m, ok := toolsTasks(ts, carried); ok {
+		// A tool's task (the probe's, the demo's), in its own scope and
+		// titled as its: listed apart, not the audited pipeline's. Two
+		// for one key are still listed-one-task-per-key's violation.
+		n.left[m.Scope] += len(ts)
+		c.note("%s: %s left by %s", intent, describeTasks(ts), m.By)
+		return
+	}
+	switch {
+	case keyOf(ts[0].Scope, ts[0].IntentID).scope == document.DefaultScope && strings.HasPrefix(ts[0].IntentID, probe.Prefix) && !carried[intent]:
+		// An older probe's, in the default scope, for a key the pipeline
+		// never carried.
+		n.probed += len(ts)
+	case dead:
+		n.dead += len(ts)
+		c.note("%s: %s exists, and its message was dead-lettered: a call created it before its reply was lost; a redrive replays it", intent, describeTasks(ts))
+	case v.first > 1:
+		n.older += len(ts)
+		c.note("%s: no receipt names %s; the stream no longer holds its messages before sequence %d, which may have made it", intent, describeTasks(ts), v.first)
+	default:
+		n.unnamed += len(ts)
+		c.violate("%s: %s exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline%s",
+			intent, describeTasks(ts), notTools(ts[0].Scope, carried[intent]))
+	}
+}
+
+// notTools says, for the report, why a task in a tool's scope is not the
+// tool's; "" for a task in no tool's scope.
+func notTools(scope string, carried bool) string {
+	m, ok := MarkOf(scope)
+	switch {
+	case !ok:
+		return ""
+	case carried:
+		return fmt.Sprintf(" (in the scope of %s, but the audited pipeline carried this key: audited as the pipeline's)", m.By)
+	default:
+		return fmt.Sprintf(" (in the scope of %s, but not titled %q as its tasks are)", m.By, m.TitlePrefix)
 	}
 }
 

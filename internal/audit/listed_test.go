@@ -54,9 +54,9 @@ func (w *world) rejectedInScope(scope string, at time.Time) uint64 {
 	return seq
 }
 
-func checkNotes(rep audit.Report, n int) string {
+func checkNotes(rep audit.Report, id string) string {
 	for _, c := range rep.Checks {
-		if c.N == n {
+		if c.ID == id {
 			return strings.Join(c.Notes, "\n")
 		}
 	}
@@ -67,7 +67,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 	cases := []struct {
 		name  string
 		build func(w *world)
-		fail  []int
+		fail  []string
 		says  string
 		notes string // check 3's notes must contain it
 		left  map[string]int
@@ -78,7 +78,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-0001", TaskID: "by-hand", Where: "/tasks/by-hand.ics"})
 			},
-			fail: []int{2}, says: `intent "intent-0001" in scope "default" has 2 tasks`,
+			fail: []string{"listed-one-task-per-key"}, says: `intent "intent-0001" in scope "default" has 2 tasks`,
 		},
 		{
 			name: "a task added by hand with one intent's property and another intent's task id fails naming both",
@@ -86,21 +86,21 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				other := w.in.Listing.Tasks[1]
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-0001", TaskID: other.TaskID, Where: "/tasks/by-hand.ics"})
 			},
-			fail: []int{2}, says: `is held by tasks of 2 keys: intent "intent-0001" in scope "default", intent "intent-0002" in scope "default"`,
+			fail: []string{"listed-one-task-per-key"}, says: `is held by tasks of 2 keys: intent "intent-0001" in scope "default", intent "intent-0002" in scope "default"`,
 		},
 		{
 			name: "a receipt naming a task other than the one the service holds fails",
 			build: func(w *world) {
 				w.in.Listing.Tasks[0].TaskID = "another-task"
 			},
-			fail: []int{2}, says: `but CalDAV collection http://dav.test/tasks/ holds task another-task`,
+			fail: []string{"listed-one-task-per-key"}, says: `but CalDAV collection http://dav.test/tasks/ holds task another-task`,
 		},
 		{
 			name: "a task no receipt names fails as made outside the pipeline",
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "intent-outside", TaskID: "intent-outside"})
 			},
-			fail: []int{3}, says: `intent "intent-outside" in scope "default": task intent-outside exists, but no created or replayed receipt names it`,
+			fail: []string{"listed-tasks-named"}, says: `intent "intent-outside" in scope "default": task intent-outside exists, but no created or replayed receipt names it`,
 		},
 		{
 			name: "a task of executor probe is counted apart",
@@ -113,7 +113,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: "team-b", IntentID: "probe-abc-1", TaskID: "probe-abc-1"})
 			},
-			fail: []int{3}, says: `intent "probe-abc-1" in scope "team-b": task probe-abc-1 exists, but no created or replayed receipt names it`,
+			fail: []string{"listed-tasks-named"}, says: `intent "probe-abc-1" in scope "team-b": task probe-abc-1 exists, but no created or replayed receipt names it`,
 		},
 		{
 			name: "a task with an executor probe's intent id in the default scope, for the key of a rejected message, fails as the pipeline's",
@@ -126,7 +126,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				w.receipt(seq, 1, "rejected-probe", document.OutcomeRejected, nil, auditedAt.Add(-time.Minute))
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{IntentID: "probe-abc-1", TaskID: "probe-abc-1"})
 			},
-			fail: []int{3}, says: `intent "probe-abc-1" in scope "default": task probe-abc-1 exists, but no created or replayed receipt names it`,
+			fail: []string{"listed-tasks-named"}, says: `intent "probe-abc-1" in scope "default": task probe-abc-1 exists, but no created or replayed receipt names it`,
 		},
 		{
 			name: "a task the probe left in its scope, with no receipt, passes and is listed apart",
@@ -149,7 +149,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task", Title: "Send the signed contract"})
 			},
-			fail: []int{3}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demo": task demo-task exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but not titled "[sendtwice demo] " as its tasks are)`,
+			fail: []string{"listed-tasks-named"}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demo": task demo-task exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but not titled "[sendtwice demo] " as its tasks are)`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
 		},
 		{
@@ -157,7 +157,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t1", Title: "sendtwice probe abc: retry"})
 			},
-			fail: []int{3}, says: `intent "probe-abc-retry" in scope "sendtwice-probe": task t1 exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the probe, but not titled "[sendtwice probe] " as its tasks are)`,
+			fail: []string{"listed-tasks-named"}, says: `intent "probe-abc-retry" in scope "sendtwice-probe": task t1 exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the probe, but not titled "[sendtwice probe] " as its tasks are)`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
 		},
 		{
@@ -167,7 +167,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				intent := w.in.Messages[seq].IntentID
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: intent, TaskID: "by-hand", Title: audit.DemoTitlePrefix + "Send the signed contract"})
 			},
-			fail: []int{3}, says: `in scope "sendtwice-demo": task by-hand exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but the audited pipeline carried this key: audited as the pipeline's)`,
+			fail: []string{"listed-tasks-named"}, says: `in scope "sendtwice-demo": task by-hand exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but the audited pipeline carried this key: audited as the pipeline's)`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
 		},
 		{
@@ -177,7 +177,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				intent := w.in.Messages[seq].IntentID
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: intent, TaskID: "by-hand", Title: probe.TitlePrefix + "abc: retry"})
 			},
-			fail: []int{3}, says: `(in the scope of the probe, but the audited pipeline carried this key: audited as the pipeline's)`,
+			fail: []string{"listed-tasks-named"}, says: `(in the scope of the probe, but the audited pipeline carried this key: audited as the pipeline's)`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
 		},
 		{
@@ -199,7 +199,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task", Title: audit.DemoTitlePrefix + "one"},
 					audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task-again", Where: "/tasks/by-hand.ics", Title: audit.DemoTitlePrefix + "two"})
 			},
-			fail: []int{2}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demo" has 2 tasks`,
+			fail: []string{"listed-one-task-per-key"}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demo" has 2 tasks`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 2},
 		},
 		{
@@ -209,14 +209,14 @@ func TestVerifyAListedTaskService(t *testing.T) {
 					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t1", Title: probe.TitlePrefix + "one"},
 					audit.ListedTask{Scope: probe.Scope, IntentID: "probe-abc-retry", TaskID: "t2", Title: probe.TitlePrefix + "two"})
 			},
-			fail: []int{2}, says: `intent "probe-abc-retry" in scope "sendtwice-probe" has 2 tasks`,
+			fail: []string{"listed-one-task-per-key"}, says: `intent "probe-abc-retry" in scope "sendtwice-probe" has 2 tasks`,
 		},
 		{
 			name: "a task in another scope, with no receipt, still fails as made outside the pipeline",
 			build: func(w *world) {
 				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: "sendtwice-demos", IntentID: "demo-abc-intent-0002", TaskID: "demo-task"})
 			},
-			fail: []int{3}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demos": task demo-task exists, but no created or replayed receipt names it`,
+			fail: []string{"listed-tasks-named"}, says: `intent "demo-abc-intent-0002" in scope "sendtwice-demos": task demo-task exists, but no created or replayed receipt names it`,
 		},
 		{
 			name: "a task deleted in the service since is noted, not a violation",
@@ -234,7 +234,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				r.ReceiptID, r.Delivery.StreamSeq = "receipt-again", seq
 				w.in.Receipts[seq] = append(w.in.Receipts[seq], &r)
 			},
-			fail: []int{2}, says: `intent "intent-0001" in scope "default" has created receipts from 2 deliveries`,
+			fail: []string{"listed-one-task-per-key"}, says: `intent "intent-0001" in scope "default" has created receipts from 2 deliveries`,
 		},
 		{
 			name: "one intent id in two scopes, a task each, passes: two keys, not two tasks for one",
@@ -254,7 +254,7 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				other := "caldav-ffffffffffffffff"
 				w.in.Receipts[2][0].StoreID = &other
 			},
-			fail: []int{11}, says: "name store caldav-ffffffffffffffff, not the audited store " + auditedStore,
+			fail: []string{"one-store"}, says: "name store caldav-ffffffffffffffff, not the audited store " + auditedStore,
 		},
 	}
 	for _, tc := range cases {
@@ -268,8 +268,8 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			if tc.says != "" && !strings.Contains(violations(rep), tc.says) {
 				t.Errorf("the violations do not say %q:\n%s", tc.says, violations(rep))
 			}
-			if tc.notes != "" && !strings.Contains(checkNotes(rep, 3), tc.notes) {
-				t.Errorf("check 3's notes do not say %q:\n%s", tc.notes, checkNotes(rep, 3))
+			if tc.notes != "" && !strings.Contains(checkNotes(rep, "listed-tasks-named"), tc.notes) {
+				t.Errorf("check 3's notes do not say %q:\n%s", tc.notes, checkNotes(rep, "listed-tasks-named"))
 			}
 			if tc.left != nil {
 				if rep.Listing == nil || !maps.Equal(rep.Listing.Left, tc.left) {
@@ -286,9 +286,9 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				t.Fatalf("%d checks, want 14", len(rep.Checks))
 			}
 			for _, c := range rep.Checks {
-				na := c.N == 4 || c.N == 5 || c.N == 7 || c.N == 10 || c.N == 12
+				na := slices.Contains([]string{"requests-accounted", "first-records-unchanged", "calls-name-messages", "one-call-per-delivery", "content-as-approved"}, c.ID)
 				if na != (c.NotApplicable != "") || na && (!c.OK || len(c.Figures) != 0) {
-					t.Errorf("check %d: not applicable %q, ok %v, figures %v", c.N, c.NotApplicable, c.OK, c.Figures)
+					t.Errorf("check %s: not applicable %q, ok %v, figures %v", c.ID, c.NotApplicable, c.OK, c.Figures)
 				}
 			}
 			if rep.Service.Name != w.in.Listing.Name || rep.Service.StoreID != auditedStore {

@@ -83,16 +83,16 @@ func readTopology(ctx context.Context, js jetstream.JetStream) (*Topology, error
 	return t, nil
 }
 
-// 13. The streams and the executors' consumer are as provisioning recorded
-// them: every field of each live configuration equals the record's. With
-// no record, that absence fails the check, and the live configurations
-// are compared with what topology makes of its defaults.
-func checkProvisioned(in *Input) Check {
-	c := Check{N: 13, Name: "the streams and the executors' consumer are as provisioning recorded them", OK: true}
+// checkProvisioned makes as-provisioned: the streams and the executors'
+// consumer are as provisioning recorded them: every field of each live
+// configuration equals the record's. With no record, that absence fails the
+// check, and the live configurations are compared with what topology makes of
+// its defaults.
+func checkProvisioned(c *Check, in *Input) {
 	t := in.Topology
 	if t == nil {
 		c.violate("the streams' and the consumer's configuration was not read")
-		return c
+		return
 	}
 	switch {
 	case t.RecordErr != "":
@@ -109,14 +109,13 @@ func checkProvisioned(in *Input) Check {
 	}
 	c.fig("streams and consumers compared", len(topology.StreamNames)+1)
 	c.fig("differences from what was provisioned", len(diffs))
-	return c
 }
 
-// 14. Every dead letter decodes, and no status message was stored as an
-// approval: records the pipeline does not write, each named by its stream
-// and sequence. (Receipts that do not decode are check 8's.)
-func checkForeign(in *Input) Check {
-	c := Check{N: 14, Name: "every dead letter decodes; no status message was stored as an approval", OK: true}
+// checkForeign makes no-foreign-records: every dead letter decodes, and no
+// status message was stored as an approval: records the pipeline does not
+// write, each named by its stream and sequence. (Receipts that do not decode
+// are check 8's.)
+func checkForeign(c *Check, in *Input) {
 	counts := map[string]int{}
 	for _, u := range in.Foreign {
 		counts[u.Stream]++
@@ -129,5 +128,4 @@ func checkForeign(in *Input) Check {
 	c.fig("dead letters read", len(in.DeadLetters)+counts[topology.DeadLetterStream])
 	c.fig("dead letters that do not decode", counts[topology.DeadLetterStream])
 	c.fig("status messages stored as approvals", counts[topology.ApprovalsStream])
-	return c
 }

@@ -80,6 +80,12 @@ func readFrom(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, s
 		defer cancel()
 		_ = s.DeleteConsumer(dctx, name) // else it goes after its inactive threshold
 	}()
+	return pullAll(ctx, js, stream, name, last, fn)
+}
+
+// pullAll pulls the messages of stream's consumer name, on an inbox of its
+// own, and calls fn for each stored message up to sequence last.
+func pullAll(ctx context.Context, js jetstream.JetStream, stream, name string, last uint64, fn func(jetstream.Msg) error) error {
 	nc := js.Conn()
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)

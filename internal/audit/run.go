@@ -130,28 +130,37 @@ func VerifyRun(in *RunInput) RunReport {
 			rep.WithReceipt++
 		}
 	}
-	messages := make(map[uint64]document.Identity, len(in.Seqs))
-	for _, seq := range in.Seqs {
-		messages[seq] = document.Identity{}
-	}
-	creates, answerLost := checkRunCreates(in)
-	rep.AnswerLost = answerLost
-	rep.Checks = []Check{
-		checkTerminal(&Input{Messages: messages, Receipts: in.Receipts}),
-		checkRunNotRefused(in),
-		creates,
-		checkRunCounters(in, rep.Delta),
-	}
+	r := &runView{in: in, delta: rep.Delta}
+	rep.Checks = makeChecks(runChecks, func(rl rule, c *Check) { rl.run(c, r) })
+	rep.AnswerLost = r.answerLost
 	for _, c := range rep.Checks {
 		rep.OK = rep.OK && c.OK
 	}
 	return rep
 }
 
+// runView is one run as its checks see it.
+type runView struct {
+	in *RunInput
+	// delta is how much the service's counters grew during the run.
+	delta provider.Counts
+	// answerLost is set by checkRunCreates (RunReport.AnswerLost).
+	answerLost int
+}
+
+// checkRunTerminal makes one-terminal-outcome on a run's messages.
+func checkRunTerminal(c *Check, run *runView) {
+	messages := make(map[uint64]document.Identity, len(run.in.Seqs))
+	for _, seq := range run.in.Seqs {
+		messages[seq] = document.Identity{}
+	}
+	checkTerminal(c, &Input{Messages: messages, Receipts: run.in.Receipts})
+}
+
 // checkRunNotRefused: no message of the run was rejected or dead-lettered,
 // and every receipt read decodes.
-func checkRunNotRefused(in *RunInput) Check {
-	c := Check{N: 2, Name: "no message of the run was rejected or dead-lettered; every receipt decodes", OK: true}
+func checkRunNotRefused(c *Check, run *runView) {
+	in := run.in
 	refused := 0
 	for _, seq := range in.Seqs {
 		for _, r := range in.Receipts[seq] {
@@ -166,15 +175,15 @@ func checkRunNotRefused(in *RunInput) Check {
 	}
 	c.fig("rejected or dead-lettered receipts", refused)
 	c.fig("undecodable receipts", len(in.Undecodable))
-	return c
 }
 
 // checkRunCreates: each intent of the run has exactly one created receipt
 // (or, up to the calls retried, none, when its create's answer was lost),
 // all of its receipts name one task, and the intents created are the new
 // intents the run carries.
-func checkRunCreates(in *RunInput) (_ Check, answerLost int) {
-	c := Check{N: 3, Name: "one created receipt per key (scope, intent id), naming the task all its receipts name", OK: true}
+func checkRunCreates(c *Check, run *runView) {
+	in := run.in
+	var answerLost int
 	created := map[key]int{}
 	task := map[key]string{}
 	for _, seq := range in.Seqs {
@@ -226,13 +235,13 @@ func checkRunCreates(in *RunInput) (_ Check, answerLost int) {
 	c.fig("calls retried by the executors", in.Retried)
 	c.fig("new keys in the run", in.Distinct)
 	c.fig("keys with more than one created receipt", doubled)
-	return c, answerLost
+	run.answerLost = answerLost
 }
 
 // checkRunCounters: creates executed and tasks existing grew by the new
 // intents, requests received by at least the messages.
-func checkRunCounters(in *RunInput, delta provider.Counts) Check {
-	c := Check{N: 4, Name: "creates executed and tasks existing grew by the new intents; requests received by at least the messages", OK: true}
+func checkRunCounters(c *Check, run *runView) {
+	in, delta := run.in, run.delta
 	if delta.CreatesExecuted != int64(in.Distinct) || delta.TasksExisting != int64(in.Distinct) {
 		c.violate("creates executed grew by %d and tasks existing by %d for %d distinct intents", delta.CreatesExecuted, delta.TasksExisting, in.Distinct)
 	}
@@ -242,7 +251,6 @@ func checkRunCounters(in *RunInput, delta provider.Counts) Check {
 	c.fig("requests received", int(delta.RequestsReceived))
 	c.fig("creates executed", int(delta.CreatesExecuted))
 	c.fig("tasks existing", int(delta.TasksExisting))
-	return c
 }
 
 // decodeStored decodes a stored receipt; when it does not decode, it says

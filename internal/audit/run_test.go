@@ -49,12 +49,13 @@ func healthyRun() *audit.RunInput {
 	}
 }
 
-// failingRun lists the checks of rep that failed, by number.
-func failingRun(rep audit.RunReport) []int {
-	var out []int
+// failingRun lists the checks of rep that failed, by name.
+func failingRun(rep audit.RunReport) []string {
+	var out []string
 	for _, c := range rep.Checks {
 		if !c.OK {
-			out = append(out, c.N)
+			out = append(out, c.ID)
+			seenFailing.Store(c.ID, true)
 		}
 	}
 	return out
@@ -111,40 +112,40 @@ func TestVerifyRunFailsWhenTheRunIsBroken(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		breakIt func(in *audit.RunInput)
-		check   int
+		check   string
 		says    string
 	}{
 		{"a message without a receipt", func(in *audit.RunInput) { delete(in.Receipts, 12) },
-			1, "message 12"},
+			"one-terminal-outcome", "message 12"},
 		{"a message dead-lettered", func(in *audit.RunInput) {
 			in.Receipts[12] = []*document.Receipt{runReceipt(12, document.OutcomeDeadLettered, "intent-a", "")}
-		}, 2, "message 12: dead_lettered"},
+		}, "run-not-refused", "message 12: dead_lettered"},
 		{"a message rejected", func(in *audit.RunInput) {
 			in.Receipts[14] = []*document.Receipt{runReceipt(14, document.OutcomeRejected, "intent-b", "")}
-		}, 2, "message 14: rejected"},
+		}, "run-not-refused", "message 14: rejected"},
 		{"a receipt that does not decode", func(in *audit.RunInput) {
 			in.Undecodable = []audit.Undecodable{{Seq: 7, StreamSeq: 13, Err: "broken"}}
-		}, 2, "the receipt at 7 (for message 13) does not decode"},
+		}, "run-not-refused", "the receipt at 7 (for message 13) does not decode"},
 		{"an intent created twice", func(in *audit.RunInput) {
 			in.Receipts[12] = []*document.Receipt{runReceipt(12, document.OutcomeCreated, "intent-a", "fake-task-0001")}
-		}, 3, `intent "intent-a" in scope "default" has 2 created receipts`},
+		}, "run-one-create-per-key", `intent "intent-a" in scope "default" has 2 created receipts`},
 		{"the receipts of an intent naming two tasks", func(in *audit.RunInput) {
 			in.Receipts[12] = []*document.Receipt{runReceipt(12, document.OutcomeReplayed, "intent-a", "fake-task-0009")}
-		}, 3, `intent "intent-a" in scope "default": receipts name tasks fake-task-0001 and fake-task-0009`},
+		}, "run-one-create-per-key", `intent "intent-a" in scope "default": receipts name tasks fake-task-0001 and fake-task-0009`},
 		{"an intent never created", func(in *audit.RunInput) { in.Distinct = 3 },
-			3, "2 keys have a created receipt; want 3"},
+			"run-one-create-per-key", "2 keys have a created receipt; want 3"},
 		{"an intent without a created receipt, and no call retried", func(in *audit.RunInput) {
 			in.Receipts[11] = []*document.Receipt{runReceipt(11, document.OutcomeReplayed, "intent-a", "fake-task-0001")}
-		}, 3, "1 keys have only replayed or conflict receipts, but the executors retried 0 calls"},
+		}, "run-one-create-per-key", "1 keys have only replayed or conflict receipts, but the executors retried 0 calls"},
 		{"two intents without a created receipt, and one call retried", func(in *audit.RunInput) {
 			in.Retried = 1
 			in.Receipts[11] = []*document.Receipt{runReceipt(11, document.OutcomeReplayed, "intent-a", "fake-task-0001")}
 			in.Receipts[13] = []*document.Receipt{runReceipt(13, document.OutcomeReplayed, "intent-b", "fake-task-0002")}
-		}, 3, "2 keys have only replayed or conflict receipts, but the executors retried 1 calls"},
+		}, "run-one-create-per-key", "2 keys have only replayed or conflict receipts, but the executors retried 1 calls"},
 		{"one create more than the intents", func(in *audit.RunInput) { in.After.CreatesExecuted++ },
-			4, "creates executed grew by 3 and tasks existing by 2 for 2 distinct intents"},
+			"run-counters", "creates executed grew by 3 and tasks existing by 2 for 2 distinct intents"},
 		{"fewer requests than messages", func(in *audit.RunInput) { in.After.RequestsReceived = 103 },
-			4, "requests received grew by 3 for 4 messages"},
+			"run-counters", "requests received grew by 3 for 4 messages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := healthyRun()
@@ -154,7 +155,7 @@ func TestVerifyRunFailsWhenTheRunIsBroken(t *testing.T) {
 				t.Fatal("the broken run passes")
 			}
 			if got := failingRun(rep); len(got) == 0 || got[0] != tc.check {
-				t.Errorf("failing checks %v; want check %d first", got, tc.check)
+				t.Errorf("failing checks %v; want %s first", got, tc.check)
 			}
 			if p := strings.Join(rep.Problems(), "\n"); !strings.Contains(p, tc.says) {
 				t.Errorf("the problems do not say %q:\n%s", tc.says, p)

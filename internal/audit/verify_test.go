@@ -38,9 +38,9 @@ func verify(t *testing.T, env *testenv.Env) audit.Report {
 	return audit.Verify(in)
 }
 
-func figure(rep audit.Report, n int, name string) int64 {
+func figure(rep audit.Report, id string, name string) int64 {
 	for _, c := range rep.Checks {
-		if c.N == n {
+		if c.ID == id {
 			for _, f := range c.Figures {
 				if f.Name == name {
 					return f.Value
@@ -67,19 +67,19 @@ func TestVerifyHoldsAfterResendsConflictsRejectionsAndALostReply(t *testing.T) {
 	rep := verify(t, env)
 	for _, c := range rep.Checks {
 		if !c.OK {
-			t.Errorf("check %d (%s) failed: %v", c.N, c.Name, c.Violations)
+			t.Errorf("check %s (%s) failed: %v", c.ID, c.Name, c.Violations)
 		}
 	}
 	if !rep.OK {
 		t.Fatal("verify failed on a correct run")
 	}
-	if got := figure(rep, 4, "of which replies dropped by the service"); got != 1 {
+	if got := figure(rep, "requests-accounted", "of which replies dropped by the service"); got != 1 {
 		t.Errorf("dropped replies %d, want 1", got)
 	}
-	if got := figure(rep, 6, "rejected messages"); got != int64(len(s.TamperedCases())) {
+	if got := figure(rep, "rejected-not-called", "rejected messages"); got != int64(len(s.TamperedCases())) {
 		t.Errorf("rejected messages %d, want %d", got, len(s.TamperedCases()))
 	}
-	if got := figure(rep, 5, "conflicts"); got != 1 {
+	if got := figure(rep, "first-records-unchanged", "conflicts"); got != 1 {
 		t.Errorf("conflicts %d, want 1", got)
 	}
 }
@@ -95,7 +95,7 @@ func TestVerifyFailsAndNamesTheIntentsWhenTheServiceCreatesOnEveryCall(t *testin
 	}
 	var named bool
 	for _, c := range rep.Checks {
-		if c.N == 2 {
+		if c.ID == "one-create-per-key" {
 			if c.OK {
 				t.Fatal("check 2 passed")
 			}

@@ -67,7 +67,7 @@ func (s *stack) verify(ctx context.Context, w *Workload, seqs []uint64, fromRece
 	if c.dav {
 		problems = nil
 		for _, ch := range rep.Checks {
-			if ch.N != countersCheck {
+			if ch.ID != audit.RunCountersCheck {
 				problems = append(problems, ch.Violations...)
 			}
 		}
@@ -84,10 +84,6 @@ func (s *stack) verify(ctx context.Context, w *Workload, seqs []uint64, fromRece
 	}
 	return c, nil
 }
-
-// countersCheck is the number of audit.VerifyRun's check on the fake
-// service's counters.
-const countersCheck = 4
 
 // counts reads the task service's counters: the fake service's, or, with a
 // CalDAV collection, the tasks in it as TasksExisting (a CalDAV server

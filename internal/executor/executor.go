@@ -18,6 +18,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/keylife"
 	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -443,26 +444,8 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (taskservice.Result, error
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
 	defer cancel()
 	req := CallRequest(v, CallRef(d.seq, d.delivered, d.attempt))
-	req.NotAfter = KeyDeadline(req.NotAfter, e.deliveryWait)
+	req.NotAfter = keylife.Deadline(req.NotAfter, e.deliveryWait)
 	return e.svc.Create(ctx, req)
-}
-
-// KeyDeadline is the last moment at which a message carrying an approval
-// that expires at notAfter can still pass the gate, given that a stored
-// message can wait up to deliveryWait (the approvals stream's MaxAge) for
-// a delivery. The gate judges a message's expiry at the time the stream
-// stored it, so that every delivery of one message gets one verdict: a
-// message stored just before notAfter may be delivered (a first delivery
-// after a backlog, a redelivery) until notAfter + deliveryWait, and the
-// task service must still know its key then. A resend published after
-// notAfter is stored after it and refused at expiry. Zero (keep the key for
-// ever) when notAfter is zero (an unsigned approval) or when the stream
-// keeps messages for ever (deliveryWait 0).
-func KeyDeadline(notAfter time.Time, deliveryWait time.Duration) time.Time {
-	if notAfter.IsZero() || deliveryWait <= 0 {
-		return time.Time{}
-	}
-	return notAfter.Add(deliveryWait)
 }
 
 // approvalsMaxAge is how long the approvals stream keeps a message, as

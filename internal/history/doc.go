@@ -2,6 +2,11 @@
 // contract (package taskservice), so that a fault run can afterwards be
 // checked for linearizability (package linearize).
 //
+// It is the calls' side of the checks a fault run ends with: the audit
+// (package audit, whose registry.go lists its checks by name) judges what
+// the streams and the task service's records hold; linearize judges the
+// history recorded here.
+//
 // A Recorder also records an owner's delete of a task (WrapDelete), as a
 // call whose Op is OpDelete, answered Deleted; a create's response keeps
 // the replayed result's deleted mark (task_deleted).
