@@ -17,6 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
@@ -79,7 +80,7 @@ an error; 2 usage.`
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("probe", probeHelp, stderr)
 	conn := cli.ConnFlags(fs)
-	ts := taskServiceFlagsVar(fs)
+	ts := service.FlagsVar(fs)
 	emb := fs.Bool("embedded", false, "probe a throwaway fake task service run in this process (needs nothing else running)")
 	conc := fs.Int("concurrency", probe.DefaultConcurrency, fmt.Sprintf("`N` calls sent at once with one key, 2 to %d", probe.MaxConcurrency))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -99,15 +100,15 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return fmt.Errorf("%w: --timeout must be positive", errUsage)
 	}
-	if err := ts.check(); err != nil {
+	if err := ts.Check(); err != nil {
 		fs.Usage()
 		return err
 	}
-	if err := ts.checkCallTimeout(probe.DefaultCallTimeout); err != nil {
+	if err := ts.CheckCallTimeout(probe.DefaultCallTimeout); err != nil {
 		fs.Usage()
 		return err
 	}
-	if *emb && (serverSet || ts.Kind != taskServiceFake) {
+	if *emb && (serverSet || ts.Kind != service.KindFake) {
 		fs.Usage()
 		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", errUsage)
 	}
@@ -115,7 +116,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cancel()
 
 	where := ""
-	if ts.Kind == taskServiceFake {
+	if ts.Kind == service.KindFake {
 		where = " over NATS at " + cli.RedactURL(conn.Server)
 	}
 	if *emb {
@@ -145,7 +146,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ledgerNC    *nats.Conn
 		ledgerWhere string
 	)
-	if ts.needsLedger() {
+	if ts.NeedsLedger() {
 		var closeLedger func()
 		var provision bool
 		var err error
@@ -156,7 +157,8 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		ts.ProvisionLedger, ts.LedgerReplicas = provision, 1
 	}
-	svc, err := ts.open(ctx, func() (*nats.Conn, error) {
+	ts.LoseReplies = true
+	svc, err := ts.Open(ctx, func() (*nats.Conn, error) {
 		if ledgerNC != nil {
 			return ledgerNC, nil
 		}
@@ -167,19 +169,18 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("probe: opening the task service: %w", err)
 	}
-	defer func() { _ = svc.Close() }()
 	if ledgerNC != nil {
 		js, err := jetstream.New(ledgerNC)
 		if err != nil {
 			return fmt.Errorf("probe: opening the intent ledger: %w", err)
 		}
-		if _, err := svc.keepDeletedKeys(ctx, js, ts.ProvisionLedger, 1); err != nil {
+		if _, err := svc.KeepDeletedKeys(ctx, js, ts.ProvisionLedger, 1); err != nil {
 			return fmt.Errorf("probe: opening the intent ledger: %w", err)
 		}
 		where += "; intent ledger: " + ledgerWhere
 	}
 
-	plan, err := probe.NewPlan(svc.Target, probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
+	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
 	if err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := svc.Reach(ctx); err != nil {
 		return fmt.Errorf("probe: not run, nothing was created: %w", err)
 	}
-	rep, runErr := probe.Run(ctx, svc.Target, plan)
+	rep, runErr := probe.Run(ctx, svc.Target(), plan)
 	if rep != nil {
 		var err error
 		if *asJSON {

@@ -25,6 +25,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -73,8 +74,8 @@ record (a deployment provisioned by an older version), the consumer is compared 
 serve's own flags provision.
 
 --task-service chooses the task service the executor calls: fake (the default, over NATS),
-caldav (--caldav-url, --caldav-user, --caldav-password-file or $` + caldavPasswordEnv + `) or redmine
-(--redmine-url, --redmine-project, --redmine-field, --redmine-api-key-file or $` + redmineAPIKeyEnv + `,
+caldav (--caldav-url, --caldav-user, --caldav-password-file or $` + service.CalDAVPasswordEnv + `) or redmine
+(--redmine-url, --redmine-project, --redmine-field, --redmine-api-key-file or $` + service.RedmineAPIKeyEnv + `,
 --redmine-lock-ttl). A service that forgets a key when its task is deleted (caldav, redmine)
 is composed with the executors' intent ledger (the key-value bucket sendtwice-intents), which
 remembers the key; redmine's per-key locks are kept there too, each living --redmine-lock-ttl
@@ -129,7 +130,7 @@ type serveFlags struct {
 	maxScopes    *int
 	consCheck    *time.Duration
 	faults       []executor.FaultSpec
-	tsf          *taskServiceFlags
+	tsf          *service.Config
 	logFormat    *string
 	logLevel     *string
 
@@ -177,7 +178,7 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 		f.faults = append(f.faults, spec)
 		return err
 	})
-	f.tsf = taskServiceFlagsVar(fs)
+	f.tsf = service.FlagsVar(fs)
 	f.logFormat, f.logLevel = cli.LogFlags(fs)
 	return f
 }
@@ -188,10 +189,10 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	if err := parse(f.fs, args); err != nil {
 		return nil, err
 	}
-	if err := f.tsf.check(); err != nil {
+	if err := f.tsf.Check(); err != nil {
 		return nil, err
 	}
-	if err := f.tsf.checkCallTimeout(*f.callTimeout); err != nil {
+	if err := f.tsf.CheckCallTimeout(*f.callTimeout); err != nil {
 		return nil, err
 	}
 	return f, f.check()
@@ -271,7 +272,7 @@ func (f *serveFlags) checkServiceFlags() error {
 		}
 		return nil
 	}
-	if f.tsf.Kind != taskServiceFake {
+	if f.tsf.Kind != service.KindFake {
 		var given []string
 		f.fs.Visit(func(fl *flag.Flag) {
 			if slices.Contains(serviceFlags, fl.Name) || fl.Name == "allow-faults" {
@@ -457,7 +458,7 @@ func (s *serving) startEmbedded() error {
 	f := s.f
 	// The executors call the fake task service only with --task-service
 	// fake: for another, its store is neither opened nor made.
-	noService := f.tsf.Kind != taskServiceFake
+	noService := f.tsf.Kind != service.KindFake
 	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, AllowFaults: *f.allowFaults, Logger: s.log,
 		KeyClockAllowance: noneIfZero(*f.keyAllowance), KeyMargin: noneIfZero(*f.keyMargin),
 		RecordsRetention: *f.retention, CompactEvery: *f.compactEvery, NoService: noService})
@@ -552,31 +553,26 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 	// A kind that keeps its locks in the intent ledger (redmine) takes it
 	// as the streams are: provisioned unless --no-provision.
 	f.tsf.ProvisionLedger, f.tsf.LedgerReplicas = !*f.noProvision, s.topo.Replicas
-	svc, err := f.tsf.open(ctx, func() (*nats.Conn, error) { return s.nc, nil }, *f.callTimeout)
+	svc, err := f.tsf.Open(ctx, func() (*nats.Conn, error) { return s.nc, nil }, *f.callTimeout)
 	if err != nil {
 		return nil, err
 	}
-	s.onClose(func() {
-		if err := svc.Close(); err != nil {
-			s.log.Warn("closing the task service", "err", err)
-		}
-	})
-	kept, err := svc.keepDeletedKeys(ctx, s.js, !*f.noProvision, s.topo.Replicas)
+	kept, err := svc.KeepDeletedKeys(ctx, s.js, !*f.noProvision, s.topo.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("opening the intent ledger of %s: %w", svc.Name, err)
 	}
 	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope, "intent_ledger", kept)
 	// The gate refuses a request for any other (provider, destination):
 	// its task service receives nothing for it.
-	checker.Serves = svc.serves
-	for _, w := range svc.where {
+	checker.Serves = svc.Serves
+	for _, w := range svc.Where {
 		s.log.Info("serving destination", "destination", w)
 	}
 	if err := reachTaskService(ctx, svc, *f.callTimeout, s.log); err != nil {
 		return nil, err
 	}
 	// status and verify read the service from this record.
-	if err := recordServiceAtStart(ctx, s.js, f.tsf, !*f.noProvision, s.topo.Replicas, *f.id, svc.Name, s.log); err != nil {
+	if err := service.RecordAtStart(ctx, s.js, f.tsf, !*f.noProvision, s.topo.Replicas, *f.id, svc.Name, s.log); err != nil {
 		return nil, err
 	}
 	taskService, closeRecord, err := recordTaskService(*f.recordCalls, svc.Service, s.log)
@@ -604,13 +600,17 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 	})
 }
 
+// errTaskServiceRefused is returned by serve when the task service refuses
+// it before the first delivery (a wrong URL or password).
+var errTaskServiceRefused = errors.New("the task service refuses this executor")
+
 // reachTaskService checks, creating nothing, that the task service answers
 // and accepts the login before serve consumes anything. A permanent refusal
 // (a wrong URL or password: 401, 403, 404) stops serve with that reason,
 // since every delivery would otherwise be dead-lettered for it; a transient
 // failure (the server down for a moment) is logged and serving goes on, as
 // deliveries are retried until it answers.
-func reachTaskService(ctx context.Context, svc *taskService, callTimeout time.Duration, log *slog.Logger) error {
+func reachTaskService(ctx context.Context, svc *service.Service, callTimeout time.Duration, log *slog.Logger) error {
 	rctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
 	defer cancel()
 	err := svc.Reach(rctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // Input is everything the checker reads: the approval messages, receipts and
@@ -121,7 +122,7 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) { return LoadWith(
 // LoadWith reads the Input over the connection nc. With a lister, the task
 // service is known by its listing only (Input.Listing); without one, the
 // fake task service's counters and records are read over nc.
-func LoadWith(ctx context.Context, nc *nats.Conn, lister TaskLister) (*Input, error) {
+func LoadWith(ctx context.Context, nc *nats.Conn, lister taskservice.Lister) (*Input, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
