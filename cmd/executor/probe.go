@@ -6,16 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/cli"
-	"github.com/sendtwice/sendtwice/internal/embedded"
-	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/service"
 )
@@ -115,71 +108,11 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	where := ""
-	if ts.Kind == service.KindFake {
-		where = " over NATS at " + cli.RedactURL(conn.Server)
-	}
-	if *emb {
-		dir, err := os.MkdirTemp("", "sendtwice-probe-")
-		if err != nil {
-			return fmt.Errorf("probe: making a temporary directory: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: -1, AllowFaults: true,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return fmt.Errorf("probe: starting the embedded fake task service: %w", err)
-		}
-		defer func() { _ = st.Close() }()
-		conn.Server = st.URL()
-		where = ", embedded in this process and thrown away afterwards"
-	}
-	var nc *nats.Conn
-	defer func() {
-		if nc != nil {
-			nc.Close()
-		}
-	}()
-	// The intent ledger: for a service that forgets deleted keys (CalDAV,
-	// Redmine), and for Redmine's per-key locks, which open takes.
-	var (
-		ledgerNC    *nats.Conn
-		ledgerWhere string
-	)
-	if ts.NeedsLedger() {
-		var closeLedger func()
-		var provision bool
-		var err error
-		ledgerNC, provision, ledgerWhere, closeLedger, err = probeLedgerConn(conn, serverSet)
-		defer closeLedger()
-		if err != nil {
-			return fmt.Errorf("probe: opening the intent ledger: %w", err)
-		}
-		ts.ProvisionLedger, ts.LedgerReplicas = provision, 1
-	}
-	ts.LoseReplies = true
-	svc, err := ts.Open(ctx, func() (*nats.Conn, error) {
-		if ledgerNC != nil {
-			return ledgerNC, nil
-		}
-		var err error
-		nc, err = conn.Connect("executor-probe", nil)
-		return nc, err
-	}, probe.DefaultCallTimeout)
+	svc, where, release, err := ts.OpenToProbe(ctx, conn, serverSet, *emb, probe.DefaultCallTimeout)
+	defer release()
 	if err != nil {
-		return fmt.Errorf("probe: opening the task service: %w", err)
+		return err
 	}
-	if ledgerNC != nil {
-		js, err := jetstream.New(ledgerNC)
-		if err != nil {
-			return fmt.Errorf("probe: opening the intent ledger: %w", err)
-		}
-		if _, err := svc.KeepDeletedKeys(ctx, js, ts.ProvisionLedger, 1); err != nil {
-			return fmt.Errorf("probe: opening the intent ledger: %w", err)
-		}
-		where += "; intent ledger: " + ledgerWhere
-	}
-
 	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
 	if err != nil {
 		return err
@@ -211,42 +144,4 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errSilent
 	}
 	return nil
-}
-
-// probeLedgerConn connects to where the probe keeps the intent ledger, as
-// serve does: the deployment's, over NATS at --server, when serverSet; else
-// a throwaway embedded NATS server, whose ledger the caller provisions
-// (provision true). It says which; close releases what it took.
-func probeLedgerConn(conn *cli.ConnConfig, serverSet bool) (nc *nats.Conn, provision bool, where string, closeAll func(), err error) {
-	var closers []func()
-	closeAll = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	if serverSet {
-		// The flags' own connection: credentials, TLS.
-		nc, err = conn.Connect("executor-probe-ledger", nil)
-		if err != nil {
-			return nil, false, "", closeAll, err
-		}
-		closers = append(closers, nc.Close)
-		return nc, false, ledger.Bucket + " over NATS at " + cli.RedactURL(conn.Server), closeAll, nil
-	}
-	dir, err := os.MkdirTemp("", "sendtwice-probe-ledger-")
-	if err != nil {
-		return nil, false, "", closeAll, fmt.Errorf("making a temporary directory: %w", err)
-	}
-	closers = append(closers, func() { _ = os.RemoveAll(dir) })
-	srv, err := embedded.Start(embedded.Options{Dir: dir, Host: "127.0.0.1", Port: -1})
-	if err != nil {
-		return nil, false, "", closeAll, fmt.Errorf("starting an embedded NATS server: %w", err)
-	}
-	closers = append(closers, srv.Shutdown)
-	nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
-	if err != nil {
-		return nil, false, "", closeAll, err
-	}
-	closers = append(closers, nc.Close)
-	return nc, true, "embedded in this process and thrown away afterwards", closeAll, nil
 }

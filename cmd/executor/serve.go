@@ -28,7 +28,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
-	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const serveHelp = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
@@ -550,31 +549,14 @@ func (s *serving) connect(ctx context.Context) error {
 // with --record-calls) and makes the executor.
 func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*executor.Executor, error) {
 	f := s.f
-	// A kind that keeps its locks in the intent ledger (redmine) takes it
-	// as the streams are: provisioned unless --no-provision.
-	f.tsf.ProvisionLedger, f.tsf.LedgerReplicas = !*f.noProvision, s.topo.Replicas
-	svc, err := f.tsf.Open(ctx, func() (*nats.Conn, error) { return s.nc, nil }, *f.callTimeout)
+	svc, err := f.tsf.OpenToServe(ctx, service.Serving{NC: s.nc, JS: s.js, Provision: !*f.noProvision, Replicas: s.topo.Replicas,
+		ID: *f.id, CallTimeout: *f.callTimeout, Log: s.log})
 	if err != nil {
 		return nil, err
 	}
-	kept, err := svc.KeepDeletedKeys(ctx, s.js, !*f.noProvision, s.topo.Replicas)
-	if err != nil {
-		return nil, fmt.Errorf("opening the intent ledger of %s: %w", svc.Name, err)
-	}
-	s.log.Info("task service", "name", svc.Name, "key_scope", svc.Scope, "intent_ledger", kept)
 	// The gate refuses a request for any other (provider, destination):
 	// its task service receives nothing for it.
 	checker.Serves = svc.Serves
-	for _, w := range svc.Where {
-		s.log.Info("serving destination", "destination", w)
-	}
-	if err := reachTaskService(ctx, svc, *f.callTimeout, s.log); err != nil {
-		return nil, err
-	}
-	// status and verify read the service from this record.
-	if err := service.RecordAtStart(ctx, s.js, f.tsf, !*f.noProvision, s.topo.Replicas, *f.id, svc.Name, s.log); err != nil {
-		return nil, err
-	}
 	taskService, closeRecord, err := recordTaskService(*f.recordCalls, svc.Service, s.log)
 	if err != nil {
 		return nil, err
@@ -598,31 +580,6 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 
 		ConsumerCheckInterval: *f.consCheck,
 	})
-}
-
-// errTaskServiceRefused is returned by serve when the task service refuses
-// it before the first delivery (a wrong URL or password).
-var errTaskServiceRefused = errors.New("the task service refuses this executor")
-
-// reachTaskService checks, creating nothing, that the task service answers
-// and accepts the login before serve consumes anything. A permanent refusal
-// (a wrong URL or password: 401, 403, 404) stops serve with that reason,
-// since every delivery would otherwise be dead-lettered for it; a transient
-// failure (the server down for a moment) is logged and serving goes on, as
-// deliveries are retried until it answers.
-func reachTaskService(ctx context.Context, svc *service.Service, callTimeout time.Duration, log *slog.Logger) error {
-	rctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
-	defer cancel()
-	err := svc.Reach(rctx)
-	switch {
-	case err == nil:
-		return nil
-	case taskservice.IsPermanent(err):
-		return fmt.Errorf("%w: %w", errTaskServiceRefused, err)
-	default:
-		log.Warn("the task service does not answer yet; deliveries are retried until it does", "err", err)
-		return nil
-	}
 }
 
 // run consumes until ctx ends or the embedded task service stops serving,
