@@ -51,7 +51,7 @@
 //
 // A task service that keeps no call log and no counters (a CalDAV
 // collection, a Redmine project) is audited by the tasks it lists (LoadWith
-// and a TaskLister): the checks that need its record of every call are then
+// and a taskservice.Lister): the checks that need its record of every call are then
 // reported as not applicable, with the reason. A key with two tasks is a
 // violation naming both; a task whose key no receipt names is one too,
 // unless its message was dead-lettered or a tool of this project left it:
