@@ -55,7 +55,7 @@ type Config struct {
 	CalDAVUser         string
 	CalDAVPasswordFile string
 	// CalDAVCalendar, when set, names the calendar of destination default
-	// by its display name: CalDAVURL is then the server's URL, and open
+	// by its display name: CalDAVURL is then the server's URL, and Open
 	// finds the calendar (caldav.FindCalendar).
 	CalDAVCalendar string
 	// CalDAVCAFile holds PEM certificates trusted as roots besides the
@@ -65,12 +65,12 @@ type Config struct {
 	// DestinationsFile the file of more (lines "NAME URL").
 	Destinations     []string
 	DestinationsFile string
-	// caldavDests are the CalDAV destinations check resolved from
+	// caldavDests are the CalDAV destinations Check resolved from
 	// --caldav-url, --destination and --destinations, in that order.
 	caldavDests []caldavDest
-	// caldavRoots are the roots of --caldav-ca-file, read by check.
+	// caldavRoots are the roots of --caldav-ca-file, read by Check.
 	caldavRoots *x509.CertPool
-	// calDAVPassword is read by check, after parsing, from the file or the
+	// calDAVPassword is read by Check, after parsing, from the file or the
 	// environment; never a flag value, never logged.
 	calDAVPassword string
 
@@ -81,14 +81,14 @@ type Config struct {
 	// RedmineLockTTL is the per-key lock's lifetime; zero takes
 	// 2 × the call timeout + 10 s (lockTTL).
 	RedmineLockTTL time.Duration
-	// redmineAPIKey is read by check, after parsing, from the file or the
+	// redmineAPIKey is read by Check, after parsing, from the file or the
 	// environment; never a flag value, never logged.
 	redmineAPIKey string
 
-	// ProvisionLedger and LedgerReplicas say whether open may create or
+	// ProvisionLedger and LedgerReplicas say whether Open may create or
 	// update the intent ledger's bucket, with how many replicas, for a kind
 	// that keeps its locks there (redmine); false only finds it. A command
-	// sets them before open.
+	// sets them before Open.
 	ProvisionLedger bool
 	LedgerReplicas  int
 
@@ -98,7 +98,7 @@ type Config struct {
 	// false.
 	LoseReplies bool
 
-	// fs is the flag set the flags were added to: check asks it which
+	// fs is the flag set the flags were added to: Check asks it which
 	// were given.
 	fs *flag.FlagSet
 	// getenv reads the environment; tests replace it.
@@ -132,10 +132,10 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 	return f
 }
 
-// ErrUnknown is wrapped by check for an unknown --task-service.
+// ErrUnknown is wrapped by Check for an unknown --task-service.
 var ErrUnknown = errors.New("unknown task service")
 
-// check validates the flags after parsing, and reads the CalDAV password
+// Check validates the flags after parsing, and reads the CalDAV password
 // or the Redmine API key from its file or the environment; its errors are
 // usage errors. A command that creates also calls CheckCallTimeout.
 func (f *Config) Check() error {
@@ -237,7 +237,7 @@ func (f *Config) lockTTL(callTimeout time.Duration) time.Duration {
 // CheckCallTimeout refuses a redmine lock that could run out while a call
 // still runs: its TTL must be longer than the call timeout, or a create
 // sent by a holder near the call's end may land after another took the
-// lock. A command calls it after check, with its call timeout; it says
+// lock. A command calls it after Check, with its call timeout; it says
 // nothing for other kinds.
 func (f *Config) CheckCallTimeout(callTimeout time.Duration) error {
 	if f.Kind != KindRedmine {
@@ -315,7 +315,7 @@ type caldavDest struct {
 	// when URL is the collection.
 	calendar string
 	// collection is the collection's URL as the adapter opened it (the
-	// calendar found, for one found by name); set by open.
+	// calendar found, for one found by name); set by Open.
 	collection string
 }
 
@@ -390,7 +390,7 @@ func readDestinationsFile(path string) ([]caldavDest, error) {
 // caldavTransport is the transport of every CalDAV request a command makes:
 // at most caldav.DefaultMaxConns connections to a server at once, however
 // many of its calendars are used, trusting the roots of --caldav-ca-file
-// (read by check) besides the system's.
+// (read by Check) besides the system's.
 func (f *Config) caldavTransport() *http.Transport {
 	t := boundedTransport(caldav.DefaultMaxConns)
 	if f.caldavRoots != nil {
@@ -417,7 +417,7 @@ func readRoots(path string) (*x509.CertPool, error) {
 }
 
 // NeedsNATS reports whether the chosen service is reached over NATS, so
-// that open needs a connection.
+// that Open needs a connection.
 func (f *Config) NeedsNATS() bool {
 	return f.Kind == KindFake || f.Kind == KindRedmine
 }

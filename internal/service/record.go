@@ -50,7 +50,7 @@ func (f *Config) recordOf(by, name string) topology.TaskService {
 	ts := topology.TaskService{Kind: f.Kind, Name: name, By: by, At: time.Now().UTC().Truncate(time.Second)}
 	switch f.Kind {
 	case KindCalDAV:
-		// One entry per destination: the collection open used (a
+		// One entry per destination: the collection Open used (a
 		// calendar found by name is recorded by its URL).
 		ts.Destinations = map[string]string{}
 		for _, d := range f.caldavDests {
@@ -266,11 +266,11 @@ func sortedNames(m map[string]string) []string {
 	return names
 }
 
-// missingSecret says, for a service taken from the record, which flag the
+// MissingSecret says, for a service taken from the record, which flag the
 // command line must add for the password or API key that is never
-// recorded, with the command to run; "" when nothing is missing. check
-// has read the secrets by then (for Redmine, check itself fails without
-// one: missingSecret is asked first). server is the NATS server, shown
+// recorded, with the command to run; "" when nothing is missing. Check
+// has read the secrets by then (for Redmine, Check itself fails without
+// one: MissingSecret is asked first). server is the NATS server, shown
 // redacted in the command.
 func (f *Config) MissingSecret(command, server string) string {
 	var secret, add, env string
