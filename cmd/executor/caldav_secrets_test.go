@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 // secretToken stands for a password or token in a CalDAV URL or login; no
@@ -73,7 +74,7 @@ func TestProbeOfACalDAVServerThatRefusesShowsNoSecret(t *testing.T) {
 		{"a redirect to a login page with a token", serve(http.StatusFound, "https://login.example/sso?token="+secretToken), "302"},
 	} {
 		t.Run(c.name+" is reported without the secret", func(t *testing.T) {
-			t.Setenv(caldavPasswordEnv, secretToken)
+			t.Setenv(service.CalDAVPasswordEnv, secretToken)
 			out, errOut, err := runProbeCmd(t, "--task-service", "caldav", "--caldav-url", c.url, "--caldav-user", "alice", "--yes")
 			if exitCode(err) != 1 {
 				t.Fatalf("probe ended with %v (exit %d), want exit 1\n%s%s", err, exitCode(err), out, errOut)

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/sendtwice/sendtwice/internal/redact"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -45,7 +44,7 @@ func runCalendars(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlagSet("calendars", calendarsHelp, stderr)
 	url := fs.String("caldav-url", "", "the `URL` of the CalDAV server, or any URL on it (a principal, a calendar)")
 	user := fs.String("caldav-user", "", "the `USER` to log in as (HTTP basic authentication)")
-	passwordFile := fs.String("caldav-password-file", "", "a `FILE` holding the password (default: $"+caldavPasswordEnv+")")
+	passwordFile := fs.String("caldav-password-file", "", "a `FILE` holding the password (default: $"+service.CalDAVPasswordEnv+")")
 	caFile := fs.String("caldav-ca-file", "", "a `FILE` of PEM certificates to trust for the server, besides the system's\n(for a server with a self-signed certificate)")
 	all := fs.Bool("all", false, "list also the calendars that do not accept tasks, marked")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -63,13 +62,11 @@ func runCalendars(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// The password's file and environment and the CA file are read as
 	// serve reads them, and the transport is serve's.
-	f := &taskServiceFlags{Kind: taskServiceCalDAV, CalDAVURL: *url, CalDAVUser: *user, CalDAVPasswordFile: *passwordFile,
-		CalDAVCAFile: *caFile, getenv: os.Getenv}
-	if err := f.checkCalDAV(); err != nil {
+	f := &service.Config{Kind: service.KindCalDAV, CalDAVURL: *url, CalDAVUser: *user, CalDAVPasswordFile: *passwordFile, CalDAVCAFile: *caFile}
+	cfg, err := f.DiscoveryConfig(*timeout)
+	if err != nil {
 		return err
 	}
-	cfg := caldav.Config{CollectionURL: *url, Username: *user, Password: f.calDAVPassword,
-		HTTPClient: &http.Client{Transport: f.caldavTransport(), Timeout: *timeout}}
 	cals, err := caldav.Discover(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*url), err)

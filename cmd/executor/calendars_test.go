@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -80,7 +81,7 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 	})
 	t.Run("a wrong password is refused with the server's answer, and not shown", func(t *testing.T) {
 		var out, errOut bytes.Buffer
-		t.Setenv(caldavPasswordEnv, "a-wrong-one")
+		t.Setenv(service.CalDAVPasswordEnv, "a-wrong-one")
 		err := run(context.Background(), []string{"calendars", "--caldav-url", srv.PrincipalURL, "--caldav-user", "alice"}, &out, &errOut)
 		if !errors.Is(err, caldav.ErrLoginRefused) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error()+out.String()+errOut.String(), "a-wrong-one") {
 			t.Errorf("calendars with a wrong password: %v; want the login refused (401), the password not shown", err)
@@ -99,7 +100,7 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 // and refused without it.
 func TestCalendarsTrustsTheCAFileGiven(t *testing.T) {
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: "alice", Password: "s3cret", TLS: true})
-	t.Setenv(caldavPasswordEnv, "s3cret")
+	t.Setenv(service.CalDAVPasswordEnv, "s3cret")
 	args := []string{"calendars", "--caldav-url", srv.BaseURL, "--caldav-user", "alice"}
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), append(args, "--caldav-ca-file", srv.CAFile), &out, &errOut); err != nil || !strings.Contains(out.String(), srv.CollectionURL) {

@@ -17,6 +17,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/service"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL [--caldav-user USER]]
@@ -38,7 +40,7 @@ the scope sendtwice-demo and with titles starting "[sendtwice demo] ", deletes t
 owner would, and deletes the other 2 at the end, so that the collection lists what it listed
 before (the table's cleanup row shows it); --keep-tasks leaves those 2 there. A CalDAV server keeps
 no counters, so the table shows the receipts and the tasks the collection lists after each
-step. The password comes from --caldav-password-file or $` + caldavPasswordEnv + `.
+step. The password comes from --caldav-password-file or $` + service.CalDAVPasswordEnv + `.
 
 --task-service redmine is refused: Redmine's per-key locks live in the executors' intent ledger,
 which needs a NATS server running before the adapter opens (use serve and probe).`
@@ -52,36 +54,37 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	verbose := fs.Bool("verbose", false, "show the components' logs")
 	keep := fs.String("keep", "", "work in `DIR` and keep it, instead of a temporary directory")
 	keepTasks := fs.Bool("keep-tasks", false, "with a real task service: leave the run's tasks there at the end (by default the demo deletes them)")
-	ts := taskServiceFlagsVar(fs)
+	ts := service.FlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if ts.Kind == taskServiceRedmine {
+	if ts.Kind == service.KindRedmine {
 		fs.Usage()
 		return fmt.Errorf("%w: demo cannot call Redmine: its per-key locks live in the executors' intent ledger on a NATS server that runs before the adapter opens, "+
 			"and the demo's server starts only inside the demo; run executor serve --task-service redmine, or executor probe --task-service redmine to see it answer", errUsage)
 	}
-	if err := ts.check(); err != nil {
+	if err := ts.Check(); err != nil {
 		fs.Usage()
 		return err
 	}
 	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendFromProcess, KeepTasks: *keepTasks}
-	if !ts.needsNATS() {
-		svc, err := ts.open(ctx, func() (*nats.Conn, error) {
+	if !ts.NeedsNATS() {
+		ts.LoseReplies = true
+		svc, err := ts.Open(ctx, func() (*nats.Conn, error) {
 			return nil, errors.New("demo: this task service is not reached over NATS")
 		}, 10*time.Second)
 		if err != nil {
 			return fmt.Errorf("demo: opening the task service: %w", err)
 		}
-		defer func() { _ = svc.Close() }()
-		if svc.list == nil || svc.LoseReply == nil || svc.Delete == nil {
+		_, lists := svc.Adapter.(taskservice.Lister)
+		_, deletes := svc.Adapter.(taskservice.Deleter)
+		if !lists || svc.LoseReply == nil || !deletes {
 			return fmt.Errorf("demo: the %s cannot list its tasks, lose a reply or delete a task", svc.Name)
 		}
 		if err := svc.Reach(ctx); err != nil {
 			return fmt.Errorf("demo: not run, nothing was created: %w", err)
 		}
-		opts.Service = &demo.RealService{Name: svc.Name, Service: svc.Service, List: svc.list,
-			LoseReply: svc.LoseReply, Delete: svc.Delete, CallTimeout: 10 * time.Second, Provider: svc.Provider, Destination: svc.Destination}
+		opts.Service, opts.CallTimeout = svc, 10*time.Second
 	}
 	if *verbose {
 		log, _ := cli.NewLogger(stderr, "text", "info")

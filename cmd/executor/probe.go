@@ -6,17 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/cli"
-	"github.com/sendtwice/sendtwice/internal/embedded"
-	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
@@ -79,7 +73,7 @@ an error; 2 usage.`
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("probe", probeHelp, stderr)
 	conn := cli.ConnFlags(fs)
-	ts := taskServiceFlagsVar(fs)
+	ts := service.FlagsVar(fs)
 	emb := fs.Bool("embedded", false, "probe a throwaway fake task service run in this process (needs nothing else running)")
 	conc := fs.Int("concurrency", probe.DefaultConcurrency, fmt.Sprintf("`N` calls sent at once with one key, 2 to %d", probe.MaxConcurrency))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -99,87 +93,27 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return fmt.Errorf("%w: --timeout must be positive", errUsage)
 	}
-	if err := ts.check(); err != nil {
+	if err := ts.Check(); err != nil {
 		fs.Usage()
 		return err
 	}
-	if err := ts.checkCallTimeout(probe.DefaultCallTimeout); err != nil {
+	if err := ts.CheckCallTimeout(probe.DefaultCallTimeout); err != nil {
 		fs.Usage()
 		return err
 	}
-	if *emb && (serverSet || ts.Kind != taskServiceFake) {
+	if *emb && (serverSet || ts.Kind != service.KindFake) {
 		fs.Usage()
 		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", errUsage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	where := ""
-	if ts.Kind == taskServiceFake {
-		where = " over NATS at " + cli.RedactURL(conn.Server)
-	}
-	if *emb {
-		dir, err := os.MkdirTemp("", "sendtwice-probe-")
-		if err != nil {
-			return fmt.Errorf("probe: making a temporary directory: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: -1, AllowFaults: true,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return fmt.Errorf("probe: starting the embedded fake task service: %w", err)
-		}
-		defer func() { _ = st.Close() }()
-		conn.Server = st.URL()
-		where = ", embedded in this process and thrown away afterwards"
-	}
-	var nc *nats.Conn
-	defer func() {
-		if nc != nil {
-			nc.Close()
-		}
-	}()
-	// The intent ledger: for a service that forgets deleted keys (CalDAV,
-	// Redmine), and for Redmine's per-key locks, which open takes.
-	var (
-		ledgerNC    *nats.Conn
-		ledgerWhere string
-	)
-	if ts.needsLedger() {
-		var closeLedger func()
-		var provision bool
-		var err error
-		ledgerNC, provision, ledgerWhere, closeLedger, err = probeLedgerConn(conn, serverSet)
-		defer closeLedger()
-		if err != nil {
-			return fmt.Errorf("probe: opening the intent ledger: %w", err)
-		}
-		ts.ProvisionLedger, ts.LedgerReplicas = provision, 1
-	}
-	svc, err := ts.open(ctx, func() (*nats.Conn, error) {
-		if ledgerNC != nil {
-			return ledgerNC, nil
-		}
-		var err error
-		nc, err = conn.Connect("executor-probe", nil)
-		return nc, err
-	}, probe.DefaultCallTimeout)
+	svc, where, release, err := ts.OpenToProbe(ctx, conn, serverSet, *emb, probe.DefaultCallTimeout)
+	defer release()
 	if err != nil {
-		return fmt.Errorf("probe: opening the task service: %w", err)
+		return err
 	}
-	defer func() { _ = svc.Close() }()
-	if ledgerNC != nil {
-		js, err := jetstream.New(ledgerNC)
-		if err != nil {
-			return fmt.Errorf("probe: opening the intent ledger: %w", err)
-		}
-		if _, err := svc.keepDeletedKeys(ctx, js, ts.ProvisionLedger, 1); err != nil {
-			return fmt.Errorf("probe: opening the intent ledger: %w", err)
-		}
-		where += "; intent ledger: " + ledgerWhere
-	}
-
-	plan, err := probe.NewPlan(svc.Target, probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
+	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
 	if err != nil {
 		return err
 	}
@@ -191,7 +125,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := svc.Reach(ctx); err != nil {
 		return fmt.Errorf("probe: not run, nothing was created: %w", err)
 	}
-	rep, runErr := probe.Run(ctx, svc.Target, plan)
+	rep, runErr := probe.Run(ctx, svc.Target(), plan)
 	if rep != nil {
 		var err error
 		if *asJSON {
@@ -210,42 +144,4 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errSilent
 	}
 	return nil
-}
-
-// probeLedgerConn connects to where the probe keeps the intent ledger, as
-// serve does: the deployment's, over NATS at --server, when serverSet; else
-// a throwaway embedded NATS server, whose ledger the caller provisions
-// (provision true). It says which; close releases what it took.
-func probeLedgerConn(conn *cli.ConnConfig, serverSet bool) (nc *nats.Conn, provision bool, where string, closeAll func(), err error) {
-	var closers []func()
-	closeAll = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	if serverSet {
-		// The flags' own connection: credentials, TLS.
-		nc, err = conn.Connect("executor-probe-ledger", nil)
-		if err != nil {
-			return nil, false, "", closeAll, err
-		}
-		closers = append(closers, nc.Close)
-		return nc, false, ledger.Bucket + " over NATS at " + cli.RedactURL(conn.Server), closeAll, nil
-	}
-	dir, err := os.MkdirTemp("", "sendtwice-probe-ledger-")
-	if err != nil {
-		return nil, false, "", closeAll, fmt.Errorf("making a temporary directory: %w", err)
-	}
-	closers = append(closers, func() { _ = os.RemoveAll(dir) })
-	srv, err := embedded.Start(embedded.Options{Dir: dir, Host: "127.0.0.1", Port: -1})
-	if err != nil {
-		return nil, false, "", closeAll, fmt.Errorf("starting an embedded NATS server: %w", err)
-	}
-	closers = append(closers, srv.Shutdown)
-	nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
-	if err != nil {
-		return nil, false, "", closeAll, err
-	}
-	closers = append(closers, nc.Close)
-	return nc, true, "embedded in this process and thrown away afterwards", closeAll, nil
 }

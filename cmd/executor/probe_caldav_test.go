@@ -14,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
@@ -61,8 +62,8 @@ func checkCalDAVReport(t *testing.T, rep probe.Report, collectionURL string) {
 		probe.RowReadAfterWrite: {probe.NotApplicable, "not applicable", "create-if-absent decides"},
 		probe.RowNaive:          {probe.NotApplicable, "not applicable", "If-None-Match: *"},
 	}
-	if rep.Class != classAtomic {
-		t.Errorf("class %q, want %q", rep.Class, classAtomic)
+	if rep.Class != service.ClassAtomic {
+		t.Errorf("class %q, want %q", rep.Class, service.ClassAtomic)
 	}
 	if len(rep.Rows) != len(want) {
 		t.Errorf("the report has %d rows, want %d", len(rep.Rows), len(want))
@@ -204,7 +205,7 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 	base := []string{"--task-service", "caldav", "--caldav-url", s.CollectionURL, "--caldav-user", user, "--concurrency", "4", "--yes"}
 
 	t.Run("the password from --caldav-password-file", func(t *testing.T) {
-		t.Setenv(caldavPasswordEnv, "")
+		t.Setenv(service.CalDAVPasswordEnv, "")
 		file := writeFile("password", password+"\n")
 		out, errOut, err := runProbeCmd(t, append(base, "--caldav-password-file", file, "--json")...)
 		if err != nil {
@@ -215,7 +216,7 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 		noSecret(t, "stderr", errOut)
 	})
 	t.Run("the password from $CALDAV_PASSWORD", func(t *testing.T) {
-		t.Setenv(caldavPasswordEnv, password)
+		t.Setenv(service.CalDAVPasswordEnv, password)
 		out, errOut, err := runProbeCmd(t, base...)
 		if err != nil {
 			t.Fatalf("probe ended with %v (exit %d)\n%s%s", err, exitCode(err), out, errOut)
@@ -234,10 +235,10 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 			wrong := password + "-wrong"
 			args := append([]string{}, base...)
 			if tc.file {
-				t.Setenv(caldavPasswordEnv, "")
+				t.Setenv(service.CalDAVPasswordEnv, "")
 				args = append(args, "--caldav-password-file", writeFile("wrong", wrong))
 			} else {
-				t.Setenv(caldavPasswordEnv, wrong)
+				t.Setenv(service.CalDAVPasswordEnv, wrong)
 			}
 			before := s.StoredNames()
 			out, errOut, err := runProbeCmd(t, args...)
@@ -266,12 +267,12 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 		})
 	}
 	t.Run("--help shows no password", func(t *testing.T) {
-		t.Setenv(caldavPasswordEnv, password)
+		t.Setenv(service.CalDAVPasswordEnv, password)
 		_, errOut, err := runProbeCmd(t, "--help")
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("probe --help: %v", err)
 		}
-		for _, want := range []string{"-caldav-url", "-caldav-user", "-caldav-password-file", "$" + caldavPasswordEnv} {
+		for _, want := range []string{"-caldav-url", "-caldav-user", "-caldav-password-file", "$" + service.CalDAVPasswordEnv} {
 			if !strings.Contains(errOut, want) {
 				t.Errorf("help lacks %q", want)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
+	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 // redmineProbeArgs are probe's flags for srv, with the API key from a file.
@@ -73,8 +74,8 @@ func TestProbeOfARealRedmine(t *testing.T) {
 			}
 		})
 	}
-	if rep.Class != classNoKey || !rep.Verdict.Safe {
-		t.Errorf("class %q, verdict %q; want %q and safe", rep.Class, rep.Verdict.Summary, classNoKey)
+	if rep.Class != service.ClassNoKey || !rep.Verdict.Safe {
+		t.Errorf("class %q, verdict %q; want %q and safe", rep.Class, rep.Verdict.Summary, service.ClassNoKey)
 	}
 	// Redmine's own log: one POST answered 201 per issue created. The
 	// adapter's six creating rows made one issue each (the one after a

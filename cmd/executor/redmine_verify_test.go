@@ -12,6 +12,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
@@ -47,7 +48,7 @@ func TestVerifyOfARealRedmine(t *testing.T) {
 	s := testenv.SeedFor(t, scenario.Redmine)
 	srv := redminetest.Start(t, redminetest.Options{})
 	env := testenv.Start(t)
-	t.Setenv(redmineAPIKeyEnv, srv.APIKey) // the executor process inherits it
+	t.Setenv(service.RedmineAPIKeyEnv, srv.APIKey) // the executor process inherits it
 	startExecutor(t, env.URL(), "exec-1", redmineFlagsOf(srv, srv.FieldName)...)
 
 	var first *testenv.Receipt

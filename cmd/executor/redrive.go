@@ -128,19 +128,25 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		wcancel()
 	}
 	if *asJSON {
-		rep := redriveReport{Items: r.items}
-		if rep.Items == nil {
-			rep.Items = []*redriveItem{}
-		}
-		if err != nil && !errors.Is(err, errSilent) {
-			rep.Error = err.Error()
-		}
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		fmt.Fprintf(stdout, "%s\n", b)
+		printRedriveJSON(stdout, r.items, err)
 	} else if err == nil && len(dls) == 0 {
 		fmt.Fprintln(stdout, "no dead letters to redrive")
 	}
 	return err
+}
+
+// printRedriveJSON prints the report of --json: the items, and the error
+// that stopped the run, if any.
+func printRedriveJSON(w io.Writer, items []*redriveItem, err error) {
+	rep := redriveReport{Items: items}
+	if rep.Items == nil {
+		rep.Items = []*redriveItem{}
+	}
+	if err != nil && !errors.Is(err, errSilent) {
+		rep.Error = err.Error()
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	fmt.Fprintf(w, "%s\n", b)
 }
 
 func redriveUsage(fs *flag.FlagSet, format string, args ...any) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -35,7 +36,7 @@ task-service); with no record, the fake task service. A CalDAV collection or a R
 keeps no counters: status lists its tasks instead, creating nothing (those of the pipeline, and
 those the probe and the demo left in their scopes sendtwice-probe and sendtwice-demo). Its
 password or API key comes from the usual flags or environment (--caldav-password-file or
-$` + caldavPasswordEnv + `, --redmine-api-key-file or $` + redmineAPIKeyEnv + `); when it is missing, the
+$` + service.CalDAVPasswordEnv + `, --redmine-api-key-file or $` + service.RedmineAPIKeyEnv + `); when it is missing, the
 service's line says which flags to add. Flags that name another service than the record's are
 refused, naming both.
 
@@ -85,7 +86,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	serviceTimeout := fs.Duration("service-timeout", provider.DefaultTimeout, "how long to wait for the task service's counters (for CalDAV and Redmine, its listing)")
-	tsf := taskServiceFlagsVar(fs)
+	tsf := service.FlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -93,8 +94,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return fmt.Errorf("%w: --service-timeout must be positive", errUsage)
 	}
-	if tsf.given("task-service") {
-		if err := tsf.check(); err != nil {
+	if tsf.Given("task-service") {
+		if err := tsf.Check(); err != nil {
 			return err
 		}
 	}
@@ -106,21 +107,21 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rec, source, err := settleTaskService(ctx, js, tsf, "status", cli.RedactURL(conn.Server))
-	if err == nil && source == fromDefault {
-		fmt.Fprintln(stderr, noRecordNote("status"))
+	rec, source, err := service.Settle(ctx, js, tsf, "status", cli.RedactURL(conn.Server))
+	if err == nil && source == service.FromDefault {
+		fmt.Fprintln(stderr, service.NoRecordNote("status"))
 	}
 	var rep *statusReport
 	switch {
-	case errors.Is(err, errSecretNotRecorded):
+	case errors.Is(err, service.ErrSecretNotRecorded):
 		// The rest is still read; the service's line says which flags
 		// to add.
 		rep = readStatus(ctx, js, nil, *serviceTimeout)
 		rep.Counts, rep.Keys, rep.Scopes = nil, nil, nil
-		rep.ServiceError = tsf.missingSecret("status", cli.RedactURL(conn.Server))
+		rep.ServiceError = tsf.MissingSecret("status", cli.RedactURL(conn.Server))
 	case err != nil:
 		return err
-	case tsf.Kind == taskServiceFake:
+	case tsf.Kind == service.KindFake:
 		rep = readStatus(ctx, js, provider.NewClient(nc), *serviceTimeout)
 	default:
 		rep = readStatus(ctx, js, nil, *serviceTimeout)
@@ -130,7 +131,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if rec != nil {
 		rep.TaskService.Name, rep.TaskService.RecordedBy, rep.TaskService.RecordedAt = rec.Name, rec.By, rec.At
 	}
-	if rep.TaskService.Name == "" && tsf.Kind == taskServiceFake {
+	if rep.TaskService.Name == "" && tsf.Kind == service.KindFake {
 		rep.TaskService.Name = "fake task service"
 	}
 	if *asJSON {
@@ -177,20 +178,19 @@ func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Clien
 // listStatus lists the tasks of a service that keeps no counters (a
 // CalDAV collection, a Redmine project), creating nothing; the error is
 // the service's line when it cannot.
-func listStatus(ctx context.Context, tsf *taskServiceFlags, nc *nats.Conn, timeout time.Duration) (*audit.ListingSummary, string) {
+func listStatus(ctx context.Context, tsf *service.Config, nc *nats.Conn, timeout time.Duration) (*audit.ListingSummary, string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// status lists and takes no lock.
 	tsf.RedmineLockTTL = 0
-	svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, timeout)
+	svc, err := tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, timeout)
 	if err != nil {
 		return nil, err.Error()
 	}
-	defer func() { _ = svc.Close() }()
-	if svc.audit == nil {
+	if svc.Lister == nil {
 		return nil, "the " + svc.Name + " cannot list its tasks"
 	}
-	l, err := svc.audit.ListTasks(ctx)
+	l, err := svc.Lister.ListTasks(ctx)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -199,7 +199,7 @@ func listStatus(ctx context.Context, tsf *taskServiceFlags, nc *nats.Conn, timeo
 }
 
 func printStatus(w io.Writer, rep *statusReport) {
-	if ts := rep.TaskService; ts != nil && ts.Kind != taskServiceFake {
+	if ts := rep.TaskService; ts != nil && ts.Kind != service.KindFake {
 		printListedStatus(w, rep)
 		return
 	} else if rep.Counts != nil {
@@ -229,8 +229,8 @@ func printListedStatus(w io.Writer, rep *statusReport) {
 		name = ts.Kind
 	}
 	from := "from the flags"
-	if ts.From == fromRecord {
-		from = recordedBy(topology.TaskService{By: ts.RecordedBy, At: ts.RecordedAt})
+	if ts.From == service.FromRecord {
+		from = service.RecordedBy(topology.TaskService{By: ts.RecordedBy, At: ts.RecordedAt})
 		from = strings.TrimSuffix(strings.TrimPrefix(from, " ("), ")")
 		if from == "" {
 			from = "recorded"

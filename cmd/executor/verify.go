@@ -14,7 +14,9 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
@@ -109,7 +111,7 @@ in the custom field (--redmine-field); Redmine keeps no call log. Every created/
 must name one issue carrying its key; a key with two issues is a violation naming both (the
 adapter never hides them, and they are the trace of a lock holder stalled past its lock's
 life); an issue carrying a key that no receipt names is reported. The API key comes from
---redmine-api-key-file or $` + redmineAPIKeyEnv + `; verify finds the intent ledger (it holds the
+--redmine-api-key-file or $` + service.RedmineAPIKeyEnv + `; verify finds the intent ledger (it holds the
 adapter's locks) and never provisions it.
 
 Prints each check with its figures. Exit status 0 when all hold, 1 on any violation.
@@ -125,15 +127,15 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	maxLifetime := fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "with --trusted-approvers: refuse signed approvals valid for longer than this, as the executors do")
 	allowExternal := fs.Int("allow-external", 0, "accept up to `N` task service calls from outside the executors (with no call reference)")
 	allowRepeated := fs.Int("allow-repeated-deliveries", 0, "accept up to `N` calls on a delivery number that already made one\n(only a NATS server that lost consumer state, in a crash or a leader change, numbers a delivery twice)")
-	tsf := taskServiceFlagsVar(fs)
+	tsf := service.FlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	// Flags that name their service are checked before anything is
 	// opened; those that leave it to the executors' record, once it is
 	// read.
-	if tsf.given("task-service") {
-		if err := tsf.check(); err != nil {
+	if tsf.Given("task-service") {
+		if err := tsf.Check(); err != nil {
 			return err
 		}
 	}
@@ -149,30 +151,29 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	_, source, err := settleTaskService(ctx, js, tsf, "verify", cli.RedactURL(conn.Server))
+	_, source, err := service.Settle(ctx, js, tsf, "verify", cli.RedactURL(conn.Server))
 	if err != nil {
 		return err
 	}
-	if source == fromDefault {
-		fmt.Fprintln(stderr, noRecordNote("verify"))
+	if source == service.FromDefault {
+		fmt.Fprintln(stderr, service.NoRecordNote("verify"))
 	}
-	var lister audit.TaskLister
+	var lister taskservice.Lister
 	// The gate's re-run checks each message's destination against what the
 	// audited service serves, as its executors' gates did.
 	serves := []gate.Destination{executor.FakeDefault}
-	if tsf.Kind != taskServiceFake {
+	if tsf.Kind != service.KindFake {
 		// Verify lists and takes no lock: a --redmine-lock-ttl given as to
 		// serve (shorter than verify's --timeout) is not its business.
 		tsf.RedmineLockTTL = 0
-		svc, err := tsf.open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
+		svc, err := tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
 		if err != nil {
 			return err
 		}
-		defer svc.Close()
-		if lister, err = taskLister(svc); err != nil {
-			return err
+		if lister = svc.Lister; lister == nil {
+			return fmt.Errorf("verify: the task service %s cannot list its tasks", svc.Name)
 		}
-		serves = svc.serves
+		serves = svc.Serves
 	}
 	in, err := audit.LoadWith(ctx, nc, lister)
 	if err != nil {
@@ -218,21 +219,6 @@ func writeReport(stdout io.Writer, rep audit.Report, asJSON bool) error {
 		return fmt.Errorf("verify: a check failed: %w", errSilent)
 	}
 	return nil
-}
-
-// taskLister presents an opened task service that keeps no call log to the
-// audit, by the tasks it lists (built by open for each such kind).
-func taskLister(svc *taskService) (audit.TaskLister, error) {
-	if svc.audit == nil {
-		return nil, fmt.Errorf("verify: the task service %s cannot list its tasks", svc.Name)
-	}
-	return audit.ListerFunc(func(ctx context.Context) (audit.TaskListing, error) {
-		l, err := svc.audit.ListTasks(ctx)
-		if err != nil {
-			return audit.TaskListing{}, fmt.Errorf("verify: %w", err)
-		}
-		return l, nil
-	}), nil
 }
 
 func printReport(w io.Writer, rep audit.Report) {

@@ -70,7 +70,7 @@
 //
 // A task service that keeps no call log and no counters (a CalDAV
 // collection, a Redmine project) is audited by the tasks it lists (LoadWith
-// and a TaskLister): listed-one-task-per-key and listed-tasks-named take
+// and a taskservice.Lister): listed-one-task-per-key and listed-tasks-named take
 // the place of one-create-per-key and counters, and the checks that need
 // its record of every call are reported as not applicable, with the
 // reason. A key with two tasks is a

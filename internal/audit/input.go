@@ -11,6 +11,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // This file reads what the audit checks: the streams, the consumer, the
@@ -120,7 +121,7 @@ func Load(ctx context.Context, nc *nats.Conn) (*Input, error) { return LoadWith(
 // LoadWith reads the Input over the connection nc. With a lister, the task
 // service is known by its listing only (Input.Listing); without one, the
 // fake task service's counters and records are read over nc.
-func LoadWith(ctx context.Context, nc *nats.Conn, lister TaskLister) (*Input, error) {
+func LoadWith(ctx context.Context, nc *nats.Conn, lister taskservice.Lister) (*Input, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err

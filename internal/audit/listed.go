@@ -1,13 +1,13 @@
 package audit
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // This file audits a task service that keeps no log of calls and no
@@ -20,52 +20,12 @@ import (
 // (content-as-approved), cannot be made and are reported as not
 // applicable, with the reason, rather than passed (notListed).
 
-// ListedTask is one task a listing shows: one that carries the key (scope,
-// intent id) it was created for; no scope is the default scope.
-type ListedTask struct {
-	Scope         string `json:"scope,omitempty"`
-	IntentID      string `json:"intent_id"`
-	TaskID        string `json:"task_id"`
-	RequestDigest string `json:"request_digest,omitempty"`
-	// Where names the task in the service (a resource's path).
-	Where string `json:"where,omitempty"`
-	// Title is the task's title (a VTODO's SUMMARY, an issue's subject):
-	// a tool's task starts it with the tool's prefix (Marks).
-	Title string `json:"title,omitempty"`
-}
+// ListedTask is one task a listing shows (taskservice.ListedTask).
+type ListedTask = taskservice.ListedTask
 
-// TaskListing is what a task service without a call log shows of itself.
-type TaskListing struct {
-	// Name names the service in the report ("CalDAV collection https://…/").
-	Name string
-	// StoreID names the scope in which the service remembers intent ids,
-	// as its receipts name it.
-	StoreID string
-	// OtherStoreIDs are the stores of the service's other destinations
-	// (more CalDAV collections served by the same executors), listed in
-	// Tasks with it: a receipt naming one of them is the audited
-	// service's too.
-	OtherStoreIDs []string
-	// Tasks are the tasks that carry an intent id.
-	Tasks []ListedTask
-	// Items counts everything the service holds, tasks of ours or not.
-	Items int
-	// NoCallLog says why the checks that need a log of calls do not apply
-	// ("the CalDAV server keeps no call log").
-	NoCallLog string
-}
-
-// TaskLister lists a task service's tasks. An adapter that can list its
-// tasks is audited through it, without the audit knowing the adapter.
-type TaskLister interface {
-	ListTasks(ctx context.Context) (TaskListing, error)
-}
-
-// ListerFunc adapts a function to TaskLister.
-type ListerFunc func(ctx context.Context) (TaskListing, error)
-
-// ListTasks calls f.
-func (f ListerFunc) ListTasks(ctx context.Context) (TaskListing, error) { return f(ctx) }
+// TaskListing is what a task service without a call log shows of itself
+// (taskservice.Listing, which a taskservice.Lister returns).
+type TaskListing = taskservice.Listing
 
 // notListed says why a check of listedChecks cannot be made on a listed
 // service; noCallLog stands for the listing's NoCallLog.
@@ -96,9 +56,9 @@ func verifyListed(v *view) []Check {
 	})
 }
 
-// byKey groups the listed tasks by key (scope, intent id), named as
+// tasksByKey groups the listed tasks by key (scope, intent id), named as
 // key.String names it.
-func (l *TaskListing) byKey() map[string][]ListedTask {
+func tasksByKey(l *TaskListing) map[string][]ListedTask {
 	out := map[string][]ListedTask{}
 	for _, t := range l.Tasks {
 		k := keyOf(t.Scope, t.IntentID).String()
@@ -125,7 +85,7 @@ func describeTasks(ts []ListedTask) string {
 // service holds for its key.
 func checkListedOneTask(c *Check, in *Input) {
 	l := in.Listing
-	tasks := l.byKey()
+	tasks := tasksByKey(l)
 	keys := sortedKeys(tasks)
 	var doubled int
 	for _, k := range keys {
@@ -229,7 +189,7 @@ func pipelineKeys(in *Input, v *view) map[string]bool {
 func checkListedTasks(c *Check, v *view) {
 	in := v.in
 	l := in.Listing
-	tasks := l.byKey()
+	tasks := tasksByKey(l)
 	carried := pipelineKeys(in, v)
 	withReceipt := map[string]string{}
 	for _, seq := range sortedSeqs(in.Receipts) {

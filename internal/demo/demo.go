@@ -20,10 +20,10 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
@@ -48,9 +48,18 @@ type Options struct {
 	Logger *slog.Logger
 	// Process sends as a separate OS process; nil sends in this process.
 	Process Sender
-	// Service, when set, is a real task service that the executor calls
-	// instead of the fake one, which is then stopped (see RealService).
-	Service *RealService
+	// Service, when set, is a real task service (such as a CalDAV
+	// collection) that the executor calls instead of the fake one, which
+	// is then stopped. It keeps no counters, so the story is told with
+	// what it can show: the receipts, and the tasks its adapter lists
+	// (taskservice.Lister) after each step; its adapter deletes a task as
+	// its owner would (taskservice.Deleter), and it loses a reply
+	// (LoseReply). The story uses intent ids of its own, new in every run
+	// ("demo-<run id>-intent-…"), so that it can be told again against the
+	// same service.
+	Service *service.Service
+	// CallTimeout bounds each call to Service; zero means 10 seconds.
+	CallTimeout time.Duration
 
 	// KeepTasks leaves the run's tasks in a real service at its end; by
 	// default the run deletes them, so that the service lists what it
@@ -70,36 +79,11 @@ const (
 	TitlePrefix = audit.DemoTitlePrefix
 )
 
-// RealService is a task service other than the fake one, such as a CalDAV
-// collection. It keeps no counters, so the story is told with what it can
-// show: the receipts, and the tasks it lists after each step. The story
-// uses intent ids of its own, new in every run ("demo-<run id>-intent-…"),
-// so that it can be told again against the same service.
-type RealService struct {
-	// Name says which service it is ("CalDAV collection https://…").
-	Name string
-	// Service is what the executor calls.
-	Service taskservice.Service
-	// List reads the tasks the service holds, from the service itself.
-	List func(ctx context.Context) (Listing, error)
-	// LoseReply arranges that the answer to the next create is lost after
-	// the service has acted; it returns what disarms it.
-	LoseReply func(ctx context.Context) (disarm func(context.Context) error, err error)
-	// Delete deletes the task of a key (scope, intent id) as its owner
-	// would, in the service itself.
-	Delete func(ctx context.Context, scope, intentID string) error
-	// CallTimeout bounds each call; zero means 10 seconds.
-	CallTimeout time.Duration
-	// Provider and Destination are what the story's requests name (and
-	// their approvals grant), and what the executor serves; an empty
-	// Provider is the fake task service's, an empty Destination the
-	// default one.
-	Provider, Destination string
-}
-
-// destination is what the story's requests are for.
-func (s *RealService) destination() gate.Destination {
-	d := gate.Destination{Provider: s.Provider, Name: s.Destination}
+// destinationOf is what the story's requests are for against the real
+// service svc: its provider and destination, the fake task service's
+// provider and the default destination when it names none.
+func destinationOf(svc *service.Service) gate.Destination {
+	d := gate.Destination{Provider: svc.Provider, Name: svc.Destination}
 	if d.Provider == "" {
 		d.Provider = document.ProviderFake
 	}
@@ -107,19 +91,6 @@ func (s *RealService) destination() gate.Destination {
 		d.Name = document.DefaultDestination
 	}
 	return d
-}
-
-// Listing is what a real service lists.
-type Listing struct {
-	// Tasks are the tasks made through the contract, with their keys.
-	Tasks []ListedTask
-	// All counts every task the service holds, those of others included.
-	All int
-}
-
-// ListedTask is one task a real service lists.
-type ListedTask struct {
-	IntentID, TaskID, RequestDigest string
 }
 
 // Row is one line of the table.
@@ -277,17 +248,14 @@ func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
 		if err := r.stack.StopService(); err != nil {
 			return fmt.Errorf("demo: stopping the fake task service: %w", err)
 		}
-		taskSvc, callTimeout = real.Service, real.CallTimeout
-		if callTimeout <= 0 {
-			callTimeout = 10 * time.Second
-		}
-		if taskSvc, err = keepDeletedKeys(ctx, exConn, taskSvc); err != nil {
+		callTimeout = r.callTimeout()
+		if taskSvc, err = keepDeletedKeys(ctx, exConn, real); err != nil {
 			return err
 		}
 	}
 	checker := &gate.Checker{Keys: keys}
 	if real := r.opts.Service; real != nil {
-		checker.Serves = []gate.Destination{real.destination()}
+		checker.Serves = []gate.Destination{destinationOf(real)}
 	}
 	ex, err := executor.New(exConn, executor.Config{
 		Gate:        checker,
@@ -311,29 +279,18 @@ func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
 
 // keepDeletedKeys gives a real service that forgets a key when its task is
 // deleted (CalDAV) the executors' intent ledger, in the run's embedded
-// server, as serve does: a resend after the owner deleted the task is
-// answered replayed, task deleted, and creates nothing. A service that
-// remembers deleted keys itself is returned as it is.
-func keepDeletedKeys(ctx context.Context, nc *nats.Conn, svc taskservice.Service) (taskservice.Service, error) {
-	if taskservice.RemembersDeletedKeys(svc) {
-		return svc, nil
-	}
+// server, as serve does (service.Service's KeepDeletedKeys): a resend
+// after the owner deleted the task is answered replayed, task deleted, and
+// creates nothing. It returns what the executor calls.
+func keepDeletedKeys(ctx context.Context, nc *nats.Conn, svc *service.Service) (taskservice.Service, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	if err := ledger.Ensure(ctx, js, 1); err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	l, err := ledger.Open(ctx, js, ledger.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	kept, err := taskservice.KeepDeletedKeys(svc, l)
-	if err != nil {
+	if _, err := svc.KeepDeletedKeys(ctx, js, true, 1); err != nil {
 		return nil, fmt.Errorf("demo: the intent ledger: %w", err)
 	}
-	return kept, nil
+	return svc.Service, nil
 }
 
 // tell plays the story against the fake task service or the real one and

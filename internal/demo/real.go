@@ -11,6 +11,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // The story against a real service. Its figures come from two places only:
@@ -21,18 +22,22 @@ import (
 
 // seen is the listing reduced to the run's intents.
 type seen struct {
-	tasks  map[string][]ListedTask // intent id → its tasks
-	all    int                     // every task the service lists
-	ofRun  int                     // the tasks of the run's intents
+	tasks  map[string][]taskservice.ListedTask // intent id → its tasks
+	all    int                                 // every task the service lists
+	ofRun  int                                 // the tasks of the run's intents
 	listed bool
 }
 
 func (r *run) list(ctx context.Context) (seen, error) {
-	l, err := r.opts.Service.List(ctx)
+	lister, ok := r.opts.Service.Adapter.(taskservice.Lister)
+	if !ok {
+		return seen{}, fmt.Errorf("demo: the %s cannot list its tasks", r.opts.Service.Name)
+	}
+	l, err := lister.ListTasks(ctx)
 	if err != nil {
 		return seen{}, fmt.Errorf("demo: listing the tasks of the %s: %w", r.opts.Service.Name, err)
 	}
-	s := seen{tasks: map[string][]ListedTask{}, all: l.All, listed: true}
+	s := seen{tasks: map[string][]taskservice.ListedTask{}, all: l.Items, listed: true}
 	for _, t := range l.Tasks {
 		for _, id := range r.intents {
 			if t.IntentID == id {
@@ -167,7 +172,7 @@ func (r *run) deleteRunTasks(ctx context.Context) (int, []string) {
 		if len(s.tasks[id]) == 0 {
 			continue
 		}
-		if err := r.opts.Service.Delete(ctx, Scope, id); err != nil {
+		if err := r.deleteTask(ctx, id); err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%s): %v", r.letter(id), id, err))
 			continue
 		}
@@ -218,7 +223,7 @@ func (r *run) runEnvelopes() (envelopes, error) {
 // target is what the story's requests are for: the real service's
 // provider and destination.
 func (r *run) target() scenario.For {
-	d := r.opts.Service.destination()
+	d := destinationOf(r.opts.Service)
 	if d.Name == document.DefaultDestination {
 		d.Name = ""
 	}
@@ -291,12 +296,9 @@ func (r *run) changedReal(ctx context.Context, e envelopes, first, firstDigest s
 // it again; with the intent ledger the resend is replayed with the first
 // task id, marked deleted, and A has no task.
 func (r *run) deletedReal(ctx context.Context, e envelopes, first string) error {
-	svc, a := r.opts.Service, r.intents[0]
-	if svc.Delete == nil {
-		return fmt.Errorf("demo: the %s has no way to delete a task", svc.Name)
-	}
+	a := r.intents[0]
 	if !r.opts.skipDelete {
-		if err := svc.Delete(ctx, Scope, a); err != nil {
+		if err := r.deleteTask(ctx, a); err != nil {
 			return fmt.Errorf("demo: step 4: deleting A's task as its owner: %w", err)
 		}
 	}
@@ -411,7 +413,7 @@ Where the figures come from:
 
 // callTimeout bounds one call to the real service.
 func (r *run) callTimeout() time.Duration {
-	if t := r.opts.Service.CallTimeout; t > 0 {
+	if t := r.opts.CallTimeout; t > 0 {
 		return t
 	}
 	return 10 * time.Second
@@ -423,4 +425,14 @@ func tasks(n int) string {
 		return "1 task"
 	}
 	return fmt.Sprintf("%d tasks", n)
+}
+
+// deleteTask deletes the task of intentID in the story's scope as its
+// owner would, through the real service's adapter.
+func (r *run) deleteTask(ctx context.Context, intentID string) error {
+	d, ok := r.opts.Service.Adapter.(taskservice.Deleter)
+	if !ok {
+		return fmt.Errorf("demo: the %s has no way to delete a task", r.opts.Service.Name)
+	}
+	return d.DeleteTask(ctx, Scope, intentID)
 }

@@ -333,17 +333,17 @@ func todoScope(todo *ical.Component) string {
 	return taskservice.DefaultScope
 }
 
-// Delete removes the task of intentID in the default scope (DeleteIn).
+// Delete removes the task of intentID in the default scope (DeleteTask).
 func (a *Adapter) Delete(ctx context.Context, intentID string) error {
-	return a.DeleteIn(ctx, taskservice.DefaultScope, intentID)
+	return a.DeleteTask(ctx, taskservice.DefaultScope, intentID)
 }
 
-// DeleteIn removes the task of (scope, intentID), as its owner would in
+// DeleteTask removes the task of (scope, intentID), as its owner would in
 // their task list, and only when the resource at its name is one of ours
 // for that key (the GET and the DELETE are tied by the ETag, so a resource
 // replaced in between is not removed). A missing task is an error wrapping
 // ErrNoTask.
-func (a *Adapter) DeleteIn(ctx context.Context, scope, intentID string) error {
+func (a *Adapter) DeleteTask(ctx context.Context, scope, intentID string) error {
 	if scope == "" {
 		scope = taskservice.DefaultScope
 	}
@@ -556,4 +556,20 @@ func findTodo(cal *ical.Calendar) *ical.Component {
 		}
 	}
 	return nil
+}
+
+// ListTasks lists the collection's tasks as a taskservice.Listing: those
+// that carry a key, and every VTODO counted (taskservice.Lister).
+func (a *Adapter) ListTasks(ctx context.Context) (taskservice.Listing, error) {
+	l, err := a.Tasks(ctx)
+	if err != nil {
+		return taskservice.Listing{}, fmt.Errorf("listing the tasks of the collection %s: %w", a.CollectionURL(), err)
+	}
+	out := taskservice.Listing{Name: "CalDAV collection " + a.CollectionURL(), StoreID: a.StoreID(), Items: l.VTODOs,
+		NoCallLog: "the CalDAV server keeps no call log"}
+	for _, t := range l.Tasks {
+		out.Tasks = append(out.Tasks, taskservice.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID,
+			RequestDigest: t.RequestDigest, Where: t.Href, Title: t.Title})
+	}
+	return out, nil
 }

@@ -120,7 +120,7 @@
 //
 // Tasks lists the VTODOs in the collection (one calendar-query REPORT):
 // ours, those carrying X-SENDTWICE-INTENT-ID, with their intent id, task
-// id, scope, digest and href, and the count of all VTODOs. DeleteIn (and
+// id, scope, digest and href, and the count of all VTODOs. DeleteTask (and
 // Delete, in the default scope) removes the task of one key, and only a
 // resource made here for it. Scope and
 // StoreID say where keys are remembered.

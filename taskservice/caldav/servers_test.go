@@ -387,11 +387,11 @@ var scenarios = []struct {
 		if _, found := find(other); found {
 			t.Error("Find in another scope found this scope's task")
 		}
-		if err := a.DeleteIn(ctx, "team-b", req.IntentID); !errors.Is(err, caldav.ErrNoTask) {
-			t.Errorf("DeleteIn of another scope: %v; want ErrNoTask", err)
+		if err := a.DeleteTask(ctx, "team-b", req.IntentID); !errors.Is(err, caldav.ErrNoTask) {
+			t.Errorf("DeleteTask of another scope: %v; want ErrNoTask", err)
 		}
-		if err := a.DeleteIn(ctx, "team-a", req.IntentID); err != nil {
-			t.Fatalf("DeleteIn: %v", err)
+		if err := a.DeleteTask(ctx, "team-a", req.IntentID); err != nil {
+			t.Fatalf("DeleteTask: %v", err)
 		}
 		if _, found := find(req); found {
 			t.Error("Find after the delete found the task")

@@ -253,9 +253,9 @@ func (a *Adapter) Issues(ctx context.Context) (Listing, error) {
 	return Listing{Issues: found, Total: all.TotalCount}, nil
 }
 
-// Delete deletes the issue(s) carrying the key (scope, intentID), as its
+// DeleteTask deletes the issue(s) carrying the key (scope, intentID), as its
 // owner would. No issue: an error wrapping ErrNoTask (permanent).
-func (a *Adapter) Delete(ctx context.Context, scope, intentID string) error {
+func (a *Adapter) DeleteTask(ctx context.Context, scope, intentID string) error {
 	if scope == "" {
 		scope = taskservice.DefaultScope
 	}
@@ -431,4 +431,21 @@ func jsonInto(body []byte, v any) error {
 		return fmt.Errorf("the answer is not the JSON expected: %w", err)
 	}
 	return nil
+}
+
+// ListTasks lists the project's issues that carry a key, open and closed,
+// as a taskservice.Listing, with every issue of the project counted
+// (taskservice.Lister).
+func (a *Adapter) ListTasks(ctx context.Context) (taskservice.Listing, error) {
+	l, err := a.Issues(ctx)
+	if err != nil {
+		return taskservice.Listing{}, fmt.Errorf("listing the project's issues: %w", err)
+	}
+	out := taskservice.Listing{Name: "Redmine project " + a.Project() + " at " + a.URL(), StoreID: a.StoreID(), Items: l.Total,
+		NoCallLog: "Redmine keeps no call log"}
+	for _, i := range l.Issues {
+		out.Tasks = append(out.Tasks, taskservice.ListedTask{Scope: i.Scope, IntentID: i.IntentID, TaskID: TaskID(i.ID),
+			RequestDigest: i.RequestDigest, Where: "issue #" + strconv.Itoa(i.ID), Title: i.Subject})
+	}
+	return out, nil
 }

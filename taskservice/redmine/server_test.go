@@ -188,7 +188,7 @@ func TestOnRedmine(t *testing.T) {
 		req := request("deleted-1", digestA)
 		req.NotAfter = time.Now().Add(time.Hour)
 		first := mustCreate(t, svc, req, taskservice.Created)
-		if err := a.Delete(ctx, "default", "deleted-1"); err != nil {
+		if err := a.DeleteTask(ctx, "default", "deleted-1"); err != nil {
 			t.Fatal(err)
 		}
 		if got := issuesOf(t, s, "default", "deleted-1"); len(got) != 0 {
@@ -201,7 +201,7 @@ func TestOnRedmine(t *testing.T) {
 		if got := issuesOf(t, s, "default", "deleted-1"); len(got) != 0 {
 			t.Fatalf("the resend made an issue again: %+v", got)
 		}
-		if err := a.Delete(ctx, "default", "deleted-1"); !errors.Is(err, redmine.ErrNoTask) {
+		if err := a.DeleteTask(ctx, "default", "deleted-1"); !errors.Is(err, redmine.ErrNoTask) {
 			t.Errorf("a second Delete: %v, want ErrNoTask", err)
 		}
 	})

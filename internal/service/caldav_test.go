@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
@@ -33,7 +34,7 @@ import (
 
 // parseCalDAVFlags parses args as a command's task-service flags, with no
 // password in the environment.
-func parseCalDAVFlags(t *testing.T, args ...string) *taskServiceFlags {
+func parseCalDAVFlags(t *testing.T, args ...string) *Config {
 	t.Helper()
 	ts := parseTaskServiceFlags(t, args...)
 	ts.getenv = func(string) string { return "" }
@@ -41,20 +42,19 @@ func parseCalDAVFlags(t *testing.T, args ...string) *taskServiceFlags {
 }
 
 // openCalDAVFlags checks and opens args, which must not need NATS.
-func openCalDAVFlags(t *testing.T, args ...string) *taskService {
+func openCalDAVFlags(t *testing.T, args ...string) *Service {
 	t.Helper()
 	ts := parseCalDAVFlags(t, args...)
-	if err := ts.check(); err != nil {
+	if err := ts.Check(); err != nil {
 		t.Fatalf("check: %v", err)
 	}
-	svc, err := ts.open(context.Background(), func() (*nats.Conn, error) {
+	svc, err := ts.Open(context.Background(), func() (*nats.Conn, error) {
 		t.Error("opening connected to NATS")
 		return nil, errors.New("no NATS here")
 	}, 30*time.Second)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	t.Cleanup(func() { _ = svc.Close() })
 	return svc
 }
 
@@ -86,7 +86,7 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := parseCalDAVFlags(t, append([]string{"--task-service", "caldav"}, tc.args...)...)
-			if err := ts.check(); err != nil {
+			if err := ts.Check(); err != nil {
 				t.Fatalf("check: %v", err)
 			}
 			var got []string
@@ -126,8 +126,8 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 	} {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
 			ts := parseCalDAVFlags(t, append([]string{"--task-service", "caldav"}, tc.args...)...)
-			err := ts.check()
-			if !errors.Is(err, errUsage) {
+			err := ts.Check()
+			if !errors.Is(err, cli.ErrUsage) {
 				t.Fatalf("check: %v; want a usage error", err)
 			}
 			for _, s := range tc.says {
@@ -147,8 +147,8 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 		{"--caldav-ca-file", destFile},
 	} {
 		t.Run(args[0]+" with the fake service is refused", func(t *testing.T) {
-			err := parseCalDAVFlags(t, append([]string{"--task-service", "fake"}, args...)...).check()
-			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "need --task-service caldav") {
+			err := parseCalDAVFlags(t, append([]string{"--task-service", "fake"}, args...)...).Check()
+			if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "need --task-service caldav") {
 				t.Errorf("check: %v; want a usage error saying the flag needs caldav", err)
 			}
 		})
@@ -157,36 +157,35 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 
 func TestEachKindServesItsProvidersDestinations(t *testing.T) {
 	t.Run("the fake service serves the fake provider's default destination", func(t *testing.T) {
-		svc, err := parseCalDAVFlags(t).open(context.Background(), func() (*nats.Conn, error) { return nil, nil }, time.Second)
+		svc, err := parseCalDAVFlags(t).Open(context.Background(), func() (*nats.Conn, error) { return nil, nil }, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []gate.Destination{executor.FakeDefault}; !slices.Equal(svc.serves, want) {
-			t.Errorf("serves %v; want %v", svc.serves, want)
+		if want := []gate.Destination{executor.FakeDefault}; !slices.Equal(svc.Serves, want) {
+			t.Errorf("serves %v; want %v", svc.Serves, want)
 		}
 	})
 	t.Run("Redmine serves the Redmine provider's default destination", func(t *testing.T) {
 		env := testenv.Start(t)
-		ts := parseRedmineTS(t, map[string]string{redmineAPIKeyEnv: redmineKey}, redmineArgs...)
-		if err := ts.check(); err != nil {
+		ts := parseRedmineTS(t, map[string]string{RedmineAPIKeyEnv: redmineKey}, redmineArgs...)
+		if err := ts.Check(); err != nil {
 			t.Fatal(err)
 		}
 		ts.ProvisionLedger, ts.LedgerReplicas = true, 1
-		svc, err := ts.open(context.Background(), func() (*nats.Conn, error) { return env.NC, nil }, 5*time.Second)
+		svc, err := ts.Open(context.Background(), func() (*nats.Conn, error) { return env.NC, nil }, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer svc.Close()
 		want := []gate.Destination{{Provider: document.ProviderRedmine, Name: document.DefaultDestination}}
-		if !slices.Equal(svc.serves, want) || svc.Provider != document.ProviderRedmine || svc.Destination != "default" {
-			t.Errorf("serves %v, target for %s/%s; want %v", svc.serves, svc.Provider, svc.Destination, want)
+		if !slices.Equal(svc.Serves, want) || svc.Provider != document.ProviderRedmine || svc.Destination != "default" {
+			t.Errorf("serves %v, target for %s/%s; want %v", svc.Serves, svc.Provider, svc.Destination, want)
 		}
 	})
 	t.Run("CalDAV serves each destination given, and the probe's requests name the default one", func(t *testing.T) {
 		svc := openCalDAVFlags(t, "--task-service", "caldav", "--destination", "team=http://127.0.0.1:1/team/", "--caldav-url", "http://127.0.0.1:1/tasks/")
 		want := []gate.Destination{{Provider: document.ProviderCalDAV, Name: "default"}, {Provider: document.ProviderCalDAV, Name: "team"}}
-		if !slices.Equal(svc.serves, want) {
-			t.Errorf("serves %v; want %v", svc.serves, want)
+		if !slices.Equal(svc.Serves, want) {
+			t.Errorf("serves %v; want %v", svc.Serves, want)
 		}
 		if svc.Provider != document.ProviderCalDAV || svc.Destination != "default" || !strings.Contains(svc.Name, "http://127.0.0.1:1/tasks/") {
 			t.Errorf("the target is %q for %s/%s; want the default collection", svc.Name, svc.Provider, svc.Destination)
@@ -418,10 +417,10 @@ func TestCalDAVCalendarIsFoundByItsName(t *testing.T) {
 	})
 	t.Run("a name that no calendar accepting tasks has is refused at open", func(t *testing.T) {
 		ts := parseCalDAVFlags(t, append(login, "--caldav-url", srv.BaseURL, "--caldav-calendar", "Events")...)
-		if err := ts.check(); err != nil {
+		if err := ts.Check(); err != nil {
 			t.Fatal(err)
 		}
-		_, err := ts.open(context.Background(), nil, 10*time.Second)
+		_, err := ts.Open(context.Background(), nil, 10*time.Second)
 		if !errors.Is(err, caldav.ErrNoCalendar) || !strings.Contains(err.Error(), "--caldav-calendar") {
 			t.Fatalf("open: %v; want caldav.ErrNoCalendar naming --caldav-calendar", err)
 		}

@@ -1,4 +1,4 @@
-package main
+package service
 
 // This file keeps the record of the task service the executors call
 // (topology.TaskService, in the bucket sendtwice-topology): serve writes it
@@ -23,33 +23,34 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/redact"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
-// errContradictsRecord is wrapped by settle for a flag that names another
+// ErrContradictsRecord is wrapped by settle for a flag that names another
 // service than the one the executors recorded.
-var errContradictsRecord = errors.New("the flags contradict the executors' record of their task service")
+var ErrContradictsRecord = errors.New("the flags contradict the executors' record of their task service")
 
-// errSecretNotRecorded is wrapped by settle's callers for a service whose
+// ErrSecretNotRecorded is wrapped by settle's callers for a service whose
 // password or API key the reader did not give (it is never recorded).
-var errSecretNotRecorded = errors.New("a password or an API key is never recorded")
+var ErrSecretNotRecorded = errors.New("a password or an API key is never recorded")
 
-// secretMissingError is a usage error (errUsage) that says which flag adds
-// the password or API key (errSecretNotRecorded).
+// secretMissingError is a usage error (cli.ErrUsage) that says which flag adds
+// the password or API key (ErrSecretNotRecorded).
 type secretMissingError struct{ msg string }
 
 func (e *secretMissingError) Error() string   { return e.msg }
-func (e *secretMissingError) Unwrap() []error { return []error{errUsage, errSecretNotRecorded} }
+func (e *secretMissingError) Unwrap() []error { return []error{cli.ErrUsage, ErrSecretNotRecorded} }
 
 // recordOf is what serve records of the service it opened: the kind and
 // where it is, no secret.
-func (f *taskServiceFlags) recordOf(by, name string) topology.TaskService {
+func (f *Config) recordOf(by, name string) topology.TaskService {
 	ts := topology.TaskService{Kind: f.Kind, Name: name, By: by, At: time.Now().UTC().Truncate(time.Second)}
 	switch f.Kind {
-	case taskServiceCalDAV:
-		// One entry per destination: the collection open used (a
+	case KindCalDAV:
+		// One entry per destination: the collection Open used (a
 		// calendar found by name is recorded by its URL).
 		ts.Destinations = map[string]string{}
 		for _, d := range f.caldavDests {
@@ -60,14 +61,14 @@ func (f *taskServiceFlags) recordOf(by, name string) topology.TaskService {
 			ts.Destinations[d.Name] = withoutUserinfo(u)
 		}
 		ts.CalDAVUser = f.CalDAVUser
-	case taskServiceRedmine:
+	case KindRedmine:
 		ts.RedmineURL, ts.RedmineProject, ts.RedmineField = f.RedmineURL, f.RedmineProject, f.RedmineField
 	}
 	return ts
 }
 
-// given reports whether the flag name was given on the command line.
-func (f *taskServiceFlags) given(name string) bool {
+// Given reports whether the flag name was given on the command line.
+func (f *Config) Given(name string) bool {
 	set := false
 	if f.fs != nil {
 		f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
@@ -77,39 +78,39 @@ func (f *taskServiceFlags) given(name string) bool {
 
 // recordSource says where a command took its task service from.
 const (
-	fromFlags   = "flags"
-	fromRecord  = "record"
-	fromDefault = "default"
+	FromFlags   = "flags"
+	FromRecord  = "record"
+	FromDefault = "default"
 )
 
 // settle takes what the command line left out from the executors' record:
 // the kind, the collection or project, the user, the custom field. A flag
 // given that names another service than the record's is refused, naming
-// both. It returns where the service was taken from (fromRecord when the
-// record supplied it, fromFlags when the flags named it all).
-func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
+// both. It returns where the service was taken from (FromRecord when the
+// record supplied it, FromFlags when the flags named it all).
+func (f *Config) settle(rec topology.TaskService) (string, error) {
 	recorded := describeRecord(rec)
 	contradict := func(flagName, value, want string) error {
 		return fmt.Errorf("%w: --%s %s, but the executors recorded that they call %s; leave --%s out to use the record, or run serve with the flags you mean",
-			errContradictsRecord, flagName, value, recorded, flagName)
+			ErrContradictsRecord, flagName, value, recorded, flagName)
 	}
-	if f.given("task-service") && f.Kind != rec.Kind {
+	if f.Given("task-service") && f.Kind != rec.Kind {
 		return "", contradict("task-service", f.Kind, rec.Kind)
 	}
-	source := fromFlags
-	if !f.given("task-service") {
-		f.Kind, source = rec.Kind, fromRecord
+	source := FromFlags
+	if !f.Given("task-service") {
+		f.Kind, source = rec.Kind, FromRecord
 	}
 	switch rec.Kind {
-	case taskServiceCalDAV:
+	case KindCalDAV:
 		want := rec.Destinations["default"]
-		if f.given("caldav-url") {
-			if f.given("caldav-calendar") || sameCollection(f.CalDAVURL, want) {
+		if f.Given("caldav-url") {
+			if f.Given("caldav-calendar") || sameCollection(f.CalDAVURL, want) {
 				break
 			}
 			return "", contradict("caldav-url", redact.URL(f.CalDAVURL), want)
 		}
-		if f.given("destination") || f.given("destinations") {
+		if f.Given("destination") || f.Given("destinations") {
 			// The flags name the destinations: they are checked as given.
 			break
 		}
@@ -119,13 +120,13 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 				return "", recordedPlainHTTP("the CalDAV collection "+u, "password", "--caldav-url")
 			}
 		}
-		f.CalDAVURL, source = want, fromRecord
+		f.CalDAVURL, source = want, FromRecord
 		for _, name := range sortedNames(rec.Destinations) {
 			if name != "default" {
 				f.Destinations = append(f.Destinations, name+"="+rec.Destinations[name])
 			}
 		}
-	case taskServiceRedmine:
+	case KindRedmine:
 		for _, c := range []struct {
 			name   string
 			value  *string
@@ -139,7 +140,7 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 			if c.want == "" {
 				continue
 			}
-			if f.given(c.name) {
+			if f.Given(c.name) {
 				if !c.equals(*c.value, c.want) {
 					// A URL given may carry a secret: it is shown redacted.
 					shown := *c.value
@@ -153,18 +154,18 @@ func (f *taskServiceFlags) settle(rec topology.TaskService) (string, error) {
 			if c.name == "redmine-url" && plainToAnotherHost(c.want) {
 				return "", recordedPlainHTTP("Redmine at "+c.want, "API key", "--redmine-url")
 			}
-			*c.value, source = c.want, fromRecord
+			*c.value, source = c.want, FromRecord
 		}
 	}
-	if rec.Kind == taskServiceCalDAV && !f.given("caldav-user") && rec.CalDAVUser != "" {
+	if rec.Kind == KindCalDAV && !f.Given("caldav-user") && rec.CalDAVUser != "" {
 		f.CalDAVUser = rec.CalDAVUser
 	}
 	return source, nil
 }
 
-// errRecordedPlainHTTP is wrapped by settle for a recorded URL that would
+// ErrRecordedPlainHTTP is wrapped by settle for a recorded URL that would
 // carry the reader's password or API key in clear to another machine.
-var errRecordedPlainHTTP = errors.New("the record names a plain http URL on another host")
+var ErrRecordedPlainHTTP = errors.New("the record names a plain http URL on another host")
 
 // plainToAnotherHost reports whether u is plain http to a host other than
 // this machine's loopback: a secret sent there crosses the network in
@@ -187,7 +188,7 @@ func plainToAnotherHost(u string) bool {
 // machine of theirs. Naming the URL on the command line sends it there.
 func recordedPlainHTTP(what, secret, flagName string) error {
 	return fmt.Errorf("%w: the executors recorded %s, plain http on another host: the %s is not sent there on the record's word; give %s with that URL to send it, or serve it over https",
-		errRecordedPlainHTTP, what, secret, flagName)
+		ErrRecordedPlainHTTP, what, secret, flagName)
 }
 
 // withoutUserinfo is u without a user or password in it: a record or an
@@ -217,7 +218,7 @@ func sameCollection(a, b string) bool {
 func describeRecord(rec topology.TaskService) string {
 	var what string
 	switch rec.Kind {
-	case taskServiceCalDAV:
+	case KindCalDAV:
 		var parts []string
 		for _, name := range sortedNames(rec.Destinations) {
 			parts = append(parts, name+" "+rec.Destinations[name])
@@ -231,18 +232,18 @@ func describeRecord(rec topology.TaskService) string {
 		if rec.CalDAVUser != "" {
 			what += " as user " + rec.CalDAVUser
 		}
-	case taskServiceRedmine:
+	case KindRedmine:
 		what = fmt.Sprintf("the Redmine project %s at %s (key field %q)", rec.RedmineProject, rec.RedmineURL, rec.RedmineField)
-	case taskServiceFake:
+	case KindFake:
 		what = "the fake task service over NATS"
 	default:
 		what = "the task service " + rec.Kind
 	}
-	return what + recordedBy(rec)
+	return what + RecordedBy(rec)
 }
 
-// recordedBy says " (recorded by executor X at T)".
-func recordedBy(rec topology.TaskService) string {
+// RecordedBy says " (recorded by executor X at T)".
+func RecordedBy(rec topology.TaskService) string {
 	var parts []string
 	if rec.By != "" {
 		parts = append(parts, "by executor "+rec.By)
@@ -265,25 +266,25 @@ func sortedNames(m map[string]string) []string {
 	return names
 }
 
-// missingSecret says, for a service taken from the record, which flag the
+// MissingSecret says, for a service taken from the record, which flag the
 // command line must add for the password or API key that is never
-// recorded, with the command to run; "" when nothing is missing. check
-// has read the secrets by then (for Redmine, check itself fails without
-// one: missingSecret is asked first). server is the NATS server, shown
+// recorded, with the command to run; "" when nothing is missing. Check
+// has read the secrets by then (for Redmine, Check itself fails without
+// one: MissingSecret is asked first). server is the NATS server, shown
 // redacted in the command.
-func (f *taskServiceFlags) missingSecret(command, server string) string {
+func (f *Config) MissingSecret(command, server string) string {
 	var secret, add, env string
 	switch f.Kind {
-	case taskServiceCalDAV:
-		if f.CalDAVUser == "" || f.CalDAVPasswordFile != "" || f.getenv != nil && f.getenv(caldavPasswordEnv) != "" {
+	case KindCalDAV:
+		if f.CalDAVUser == "" || f.CalDAVPasswordFile != "" || f.getenv != nil && f.getenv(CalDAVPasswordEnv) != "" {
 			return ""
 		}
-		secret, add, env = "password", "--caldav-password-file FILE", caldavPasswordEnv
-	case taskServiceRedmine:
-		if f.RedmineAPIKeyFile != "" || f.getenv != nil && strings.TrimSpace(f.getenv(redmineAPIKeyEnv)) != "" {
+		secret, add, env = "password", "--caldav-password-file FILE", CalDAVPasswordEnv
+	case KindRedmine:
+		if f.RedmineAPIKeyFile != "" || f.getenv != nil && strings.TrimSpace(f.getenv(RedmineAPIKeyEnv)) != "" {
 			return ""
 		}
-		secret, add, env = "API key", "--redmine-api-key-file FILE", redmineAPIKeyEnv
+		secret, add, env = "API key", "--redmine-api-key-file FILE", RedmineAPIKeyEnv
 	default:
 		return ""
 	}
@@ -307,32 +308,32 @@ func readServiceRecord(ctx context.Context, js jetstream.JetStream) (topology.Ta
 	return rec, true, nil
 }
 
-// settleTaskService is what status and verify do with their task service
+// Settle is what status and verify do with their task service
 // flags once connected: take the executors' record for what the flags
 // leave out (refusing flags that contradict it), then check the flags and
 // read the password or API key. The first error is a usage error; a
 // missing secret names the flags to add. It returns the record (nil when
 // none) and where the service was taken from.
-func settleTaskService(ctx context.Context, js jetstream.JetStream, f *taskServiceFlags, command, server string) (*topology.TaskService, string, error) {
+func Settle(ctx context.Context, js jetstream.JetStream, f *Config, command, server string) (*topology.TaskService, string, error) {
 	rec, ok, err := readServiceRecord(ctx, js)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", command, err)
 	}
-	source := fromDefault
-	if f.given("task-service") {
-		source = fromFlags
+	source := FromDefault
+	if f.Given("task-service") {
+		source = FromFlags
 	}
 	if ok {
 		if source, err = f.settle(rec); err != nil {
-			return nil, "", fmt.Errorf("%w: %w", errUsage, err)
+			return nil, "", fmt.Errorf("%w: %w", cli.ErrUsage, err)
 		}
 	}
-	if source == fromRecord {
-		if hint := f.missingSecret(command, server); hint != "" {
-			return &rec, source, &secretMissingError{msg: fmt.Sprintf("%s: %s: the executors call %s; %s", errUsage, command, describeRecord(rec), hint)}
+	if source == FromRecord {
+		if hint := f.MissingSecret(command, server); hint != "" {
+			return &rec, source, &secretMissingError{msg: fmt.Sprintf("%s: %s: the executors call %s; %s", cli.ErrUsage, command, describeRecord(rec), hint)}
 		}
 	}
-	if err := f.check(); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, "", err
 	}
 	if !ok {
@@ -341,12 +342,12 @@ func settleTaskService(ctx context.Context, js jetstream.JetStream, f *taskServi
 	return &rec, source, nil
 }
 
-// recordServiceAtStart writes the record of the service serve opened. With
+// RecordAtStart writes the record of the service serve opened. With
 // provision it makes the bucket if need be, as provisioning does; without
 // (--no-provision, an executor that may not write the bucket), a failure
 // is logged and serving goes on. A record that named another service is
 // replaced, and the log says so.
-func recordServiceAtStart(ctx context.Context, js jetstream.JetStream, f *taskServiceFlags, provision bool, replicas int, id, name string, log *slog.Logger) error {
+func RecordAtStart(ctx context.Context, js jetstream.JetStream, f *Config, provision bool, replicas int, id, name string, log *slog.Logger) error {
 	if id == "" {
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -367,10 +368,10 @@ func recordServiceAtStart(ctx context.Context, js jetstream.JetStream, f *taskSe
 	return nil
 }
 
-// noRecordNote is what status and verify say when neither the flags nor a
+// NoRecordNote is what status and verify say when neither the flags nor a
 // record name the task service: they use the fake service, which may not be
 // the one the executors call.
-func noRecordNote(command string) string {
+func NoRecordNote(command string) string {
 	return "executor " + command + ": no record of the executors' task service (serve writes it at start; one that may not write the bucket " +
 		topology.RecordBucket + " does not) and no --task-service: using the fake task service; for CalDAV or Redmine, add --task-service and its flags"
 }

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"errors"
@@ -14,10 +14,10 @@ import (
 // host on the record's word alone: the URL must be on the command line.
 func TestARecordedPlainHTTPURLOnAnotherHostGetsNoSecret(t *testing.T) {
 	caldavRec := func(u, user string) topology.TaskService {
-		return topology.TaskService{Kind: taskServiceCalDAV, Destinations: map[string]string{"default": u}, CalDAVUser: user}
+		return topology.TaskService{Kind: KindCalDAV, Destinations: map[string]string{"default": u}, CalDAVUser: user}
 	}
 	redmineRec := func(u string) topology.TaskService {
-		return topology.TaskService{Kind: taskServiceRedmine, RedmineURL: u, RedmineProject: "ops", RedmineField: "sendtwice key"}
+		return topology.TaskService{Kind: KindRedmine, RedmineURL: u, RedmineProject: "ops", RedmineField: "sendtwice key"}
 	}
 	for _, c := range []struct {
 		name    string
@@ -39,12 +39,12 @@ func TestARecordedPlainHTTPURLOnAnotherHostGetsNoSecret(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-			f := taskServiceFlagsVar(fs)
+			f := FlagsVar(fs)
 			if err := fs.Parse(c.args); err != nil {
 				t.Fatal(err)
 			}
 			_, err := f.settle(c.rec)
-			if got := errors.Is(err, errRecordedPlainHTTP); got != c.refused {
+			if got := errors.Is(err, ErrRecordedPlainHTTP); got != c.refused {
 				t.Fatalf("settle: %v; refused %v, want %v", err, got, c.refused)
 			}
 			if !c.refused && err != nil {

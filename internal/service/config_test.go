@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 // writeFileIn writes content to the file name in dir, readable by its
@@ -26,11 +27,11 @@ func writeFileIn(t *testing.T, dir, name, content string) string {
 }
 
 // parseTaskServiceFlags parses args into task service flags.
-func parseTaskServiceFlags(t *testing.T, args ...string) *taskServiceFlags {
+func parseTaskServiceFlags(t *testing.T, args ...string) *Config {
 	t.Helper()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	ts := taskServiceFlagsVar(fs)
+	ts := FlagsVar(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -41,20 +42,20 @@ func TestTaskServiceFlags(t *testing.T) {
 	parseTS := parseTaskServiceFlags
 	t.Run("the fake task service over NATS is the default", func(t *testing.T) {
 		ts := parseTS(t)
-		if ts.Kind != taskServiceFake || ts.check() != nil || !ts.needsNATS() {
-			t.Errorf("default: kind %q, check %v, needs NATS %v", ts.Kind, ts.check(), ts.needsNATS())
+		if ts.Kind != KindFake || ts.Check() != nil || !ts.NeedsNATS() {
+			t.Errorf("default: kind %q, check %v, needs NATS %v", ts.Kind, ts.Check(), ts.NeedsNATS())
 		}
 	})
 	t.Run("an unknown service is a usage error that lists the known ones", func(t *testing.T) {
-		err := parseTS(t, "--task-service", "exchange").check()
-		if !errors.Is(err, errUsage) || !errors.Is(err, errUnknownTaskService) {
-			t.Errorf("check: %v, want a usage error wrapping errUnknownTaskService", err)
+		err := parseTS(t, "--task-service", "exchange").Check()
+		if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, ErrUnknown) {
+			t.Errorf("check: %v, want a usage error wrapping ErrUnknown", err)
 		}
 	})
 	t.Run("opening the fake connects once and passes a failure to connect on", func(t *testing.T) {
 		calls := 0
 		refused := errors.New("refused")
-		_, err := parseTS(t).open(context.Background(), func() (*nats.Conn, error) {
+		_, err := parseTS(t).Open(context.Background(), func() (*nats.Conn, error) {
 			calls++
 			return nil, refused
 		}, time.Second)
@@ -66,10 +67,10 @@ func TestTaskServiceFlags(t *testing.T) {
 	const url = "http://127.0.0.1:5232/alice/tasks/"
 	dir := t.TempDir()
 	file := func(name, content string) string { return writeFileIn(t, dir, name, content) }
-	usageErr := func(t *testing.T, ts *taskServiceFlags, want ...string) error {
+	usageErr := func(t *testing.T, ts *Config, want ...string) error {
 		t.Helper()
-		err := ts.check()
-		if !errors.Is(err, errUsage) {
+		err := ts.Check()
+		if !errors.Is(err, cli.ErrUsage) {
 			t.Fatalf("check: %v, want a usage error", err)
 		}
 		for _, w := range want {
@@ -111,12 +112,12 @@ func TestTaskServiceFlags(t *testing.T) {
 		err := usageErr(t, ts, "no --caldav-user")
 		ts = parseTS(t, "--task-service", "caldav", "--caldav-url", url)
 		ts.getenv = func(k string) string {
-			if k == caldavPasswordEnv {
+			if k == CalDAVPasswordEnv {
 				return "s3cret-env"
 			}
 			return ""
 		}
-		err2 := usageErr(t, ts, "no --caldav-user", "$"+caldavPasswordEnv)
+		err2 := usageErr(t, ts, "no --caldav-user", "$"+CalDAVPasswordEnv)
 		for _, e := range []error{err, err2} {
 			if strings.Contains(e.Error(), "s3cret") {
 				t.Errorf("check: %q shows the password", e)
@@ -133,7 +134,7 @@ func TestTaskServiceFlags(t *testing.T) {
 	})
 	t.Run("the password comes from the file, else the environment, and caldav needs no NATS", func(t *testing.T) {
 		env := func(k string) string {
-			if k == caldavPasswordEnv {
+			if k == CalDAVPasswordEnv {
 				return "from-env"
 			}
 			return ""
@@ -141,27 +142,27 @@ func TestTaskServiceFlags(t *testing.T) {
 		ts := parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice",
 			"--caldav-password-file", file("pw-both", "from-file\r\n"))
 		ts.getenv = env
-		if err := ts.check(); err != nil || ts.calDAVPassword != "from-file" {
+		if err := ts.Check(); err != nil || ts.calDAVPassword != "from-file" {
 			t.Errorf("check: %v; password from the file %v, want it without its line end", err, ts.calDAVPassword == "from-file")
 		}
 		ts = parseTS(t, "--task-service", "caldav", "--caldav-url", url, "--caldav-user", "alice")
 		ts.getenv = env
-		if err := ts.check(); err != nil || ts.calDAVPassword != "from-env" {
+		if err := ts.Check(); err != nil || ts.calDAVPassword != "from-env" {
 			t.Errorf("check: %v; password from the environment %v", err, ts.calDAVPassword == "from-env")
 		}
-		if ts.needsNATS() {
+		if ts.NeedsNATS() {
 			t.Error("caldav needs NATS")
 		}
-		svc, err := ts.open(context.Background(), func() (*nats.Conn, error) {
+		ts.LoseReplies = true
+		svc, err := ts.Open(context.Background(), func() (*nats.Conn, error) {
 			t.Error("opening caldav connected to NATS")
 			return nil, errors.New("no")
 		}, time.Second)
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
-		defer svc.Close()
-		if svc.Service == nil || svc.Delete == nil || svc.LoseReply == nil || svc.Count == nil || svc.reach == nil {
-			t.Errorf("the caldav target lacks a part: %+v", svc.Target)
+		if target := svc.Target(); svc.Service == nil || target.Delete == nil || target.LoseReply == nil || target.Count == nil || svc.reach == nil {
+			t.Errorf("the caldav target lacks a part: %+v", target)
 		}
 	})
 }

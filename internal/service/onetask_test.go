@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -36,9 +36,9 @@ func TestServesCalDAVServiceKeepsAKeyToOneTaskAcrossItsCalendars(t *testing.T) {
 				t.Fatalf("open composed one task per key: %v; want %v", svc.oneTaskPerKey != nil, c.conflicts)
 			}
 			if !c.conflicts {
-				what, err := svc.keepDeletedKeys(context.Background(), testenv.JetStream(t), true, 1)
+				what, err := svc.KeepDeletedKeys(context.Background(), testenv.JetStream(t), true, 1)
 				if err != nil || strings.Contains(what, "locks") {
-					t.Errorf("keepDeletedKeys: %q, %v; want the ledger without locks", what, err)
+					t.Errorf("KeepDeletedKeys: %q, %v; want the ledger without locks", what, err)
 				}
 				return
 			}
@@ -46,12 +46,12 @@ func TestServesCalDAVServiceKeepsAKeyToOneTaskAcrossItsCalendars(t *testing.T) {
 			if res, err := svc.Service.Create(context.Background(), caldavCall(intent, document.DefaultDestination)); err != nil || res.Outcome != taskservice.Created {
 				t.Fatalf("the create in default answered %+v, %v", res, err)
 			}
-			what, err := svc.keepDeletedKeys(context.Background(), testenv.JetStream(t), true, 1)
+			what, err := svc.KeepDeletedKeys(context.Background(), testenv.JetStream(t), true, 1)
 			if err != nil {
-				t.Fatalf("keepDeletedKeys: %v", err)
+				t.Fatalf("KeepDeletedKeys: %v", err)
 			}
 			if !strings.Contains(what, "per-key locks across destinations") {
-				t.Errorf("keepDeletedKeys says the ledger is %q; want it to name its locks", what)
+				t.Errorf("KeepDeletedKeys says the ledger is %q; want it to name its locks", what)
 			}
 			// A request's digest covers its destination, so team's differs;
 			// one with default's digest would be a replay of its task.

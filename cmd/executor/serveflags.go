@@ -1,0 +1,255 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/metrics"
+	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/service"
+)
+
+// serveFlags are serve's flags, as given.
+type serveFlags struct {
+	fs          *flag.FlagSet
+	conn        *cli.ConnConfig
+	embedded    *bool
+	data        *string
+	listen      *string
+	allowFaults *bool
+	conc        *int
+	id          *string
+	callTimeout *time.Duration
+	ackWait     *time.Duration
+	maxDeliver  *int
+	replicas    *int
+	noProvision *bool
+	waitJS      *time.Duration
+	httpAddr    *string
+	trusted     *string
+	insecure    *bool
+	maxBytes    *int64
+	maxLifetime *time.Duration
+	recordCalls *string
+	checkOnly   *bool
+	// The embedded task service's key lifetime, records retention,
+	// compaction period and metric label bound (provider serve's flags).
+	keyAllowance *time.Duration
+	keyMargin    *time.Duration
+	retention    *time.Duration
+	compactEvery *time.Duration
+	maxScopes    *int
+	consCheck    *time.Duration
+	faults       []executor.FaultSpec
+	tsf          *service.Config
+	logFormat    *string
+	logLevel     *string
+
+	// Settled by check.
+	replicasSet bool
+	host        string // the embedded server's, with --embedded
+	port        int
+	// envConnIgnored: with --embedded, credentials or TLS settings from the
+	// environment were left out of the connection.
+	envConnIgnored bool
+}
+
+// newServeFlags defines serve's flags on a flag set of its own.
+func newServeFlags(stderr io.Writer) *serveFlags {
+	fs := newFlagSet("serve", serveHelp, stderr)
+	f := &serveFlags{fs: fs}
+	f.conn = cli.ConnFlags(fs)
+	f.embedded = fs.Bool("embedded", false, "run a NATS server and the task service in this process")
+	f.data = fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store and the task service's Pebble store")
+	f.listen = fs.String("listen", "127.0.0.1:4222", "`HOST:PORT` the embedded NATS server listens on")
+	f.allowFaults = fs.Bool("allow-faults", false, "embedded task service: accept fault-switch calls (tests and demos only)")
+	f.keyAllowance = fs.Duration("key-clock-allowance", provider.DefaultKeyClockAllowance, "embedded task service: how far the executors' clocks may run behind the service's: added to a key's latest not_after")
+	f.keyMargin = fs.Duration("key-margin", provider.DefaultKeyMargin, "embedded task service: added on top of the clock allowance before a key is compacted")
+	f.retention = fs.Duration("records-retention", 0, "embedded task service: remove request and create records older than this (0: keep them forever)")
+	f.compactEvery = fs.Duration("compact-every", provider.DefaultCompactEvery, "embedded task service: how often expired keys and records are compacted")
+	f.maxScopes = fs.Int("metrics-max-scopes", metrics.DefaultMaxScopeLabels, "embedded task service: `N` scope labels at most on /metrics; the other scopes are summed under scope=\"_other\"")
+	f.conc = fs.Int("concurrency", 512, "deliveries handled at once by this instance")
+	f.id = fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
+	f.callTimeout = fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
+	f.ackWait = fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back (the retry delay after an executor died)")
+	f.maxDeliver = fs.Int("max-deliver", 5, "deliveries that may try a message before it is dead-lettered, counted by the executors\n(the consumer itself never drops a message; with --no-provision, the provisioned consumer's budget applies)")
+	f.replicas = fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: 3 on a three-node cluster\n(default: as the existing streams have it, else 1; always 1 with --embedded)")
+	f.noProvision = fs.Bool("no-provision", false, "bind to the existing consumer; never create or change streams (for a user without JetStream admin rights)")
+	f.waitJS = fs.Duration("wait-jetstream", 2*time.Minute, "at start, keep trying this long to reach JetStream and set up or find the streams")
+	f.consCheck = fs.Duration("consumer-check", executor.DefaultConsumerCheckInterval, "compare the consumer with what provisioning applied this often while running;\none that differs stops serve (it is also compared at start)")
+	f.httpAddr = fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
+	f.trusted = fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
+	f.insecure = fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
+	f.maxBytes = maxBytesFlag(fs)
+	f.maxLifetime = fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
+	f.recordCalls = fs.String("record-calls", "", "record every task service call for a linearizability check: append its invocation (before the call)\nand its response (after) to `FILE` as JSON lines; one FILE per instance")
+	f.checkOnly = fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
+	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
+		spec, err := executor.ParseFault(s)
+		f.faults = append(f.faults, spec)
+		return err
+	})
+	f.tsf = service.FlagsVar(fs)
+	f.logFormat, f.logLevel = cli.LogFlags(fs)
+	return f
+}
+
+// parseServeFlags parses and checks serve's command line.
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := newServeFlags(stderr)
+	if err := parse(f.fs, args); err != nil {
+		return nil, err
+	}
+	if err := f.tsf.Check(); err != nil {
+		return nil, err
+	}
+	if err := f.tsf.CheckCallTimeout(*f.callTimeout); err != nil {
+		return nil, err
+	}
+	return f, f.check()
+}
+
+// check refuses values serve cannot run with, and settles the replicas and
+// the embedded server's address.
+func (f *serveFlags) check() error {
+	f.fs.Visit(func(fl *flag.Flag) { f.replicasSet = f.replicasSet || fl.Name == "replicas" })
+	if *f.conc < 1 || *f.conc > 4096 {
+		return fmt.Errorf("%w: --concurrency %d: want 1 to 4096", errUsage, *f.conc)
+	}
+	if *f.maxDeliver < 2 {
+		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *f.maxDeliver)
+	}
+	if *f.consCheck < time.Second {
+		return fmt.Errorf("%w: --consumer-check %s: want at least 1s", errUsage, *f.consCheck)
+	}
+	if err := checkMaxBytes(*f.maxBytes); err != nil {
+		return err
+	}
+	if f.replicasSet && (*f.replicas < 1 || *f.replicas > 5) {
+		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *f.replicas)
+	}
+	if *f.embedded && *f.replicas > 1 {
+		return fmt.Errorf("%w: --replicas %d with --embedded: the embedded server is a single node; run a cluster for replicas", errUsage, *f.replicas)
+	}
+	if err := f.checkServiceFlags(); err != nil {
+		return err
+	}
+	if !*f.embedded {
+		return nil
+	}
+	if err := f.checkEmbeddedConn(); err != nil {
+		return err
+	}
+	*f.replicas = 1
+	h, portStr, err := net.SplitHostPort(*f.listen)
+	if err != nil {
+		return fmt.Errorf("%w: --listen %q: %v", errUsage, *f.listen, err)
+	}
+	if f.port, err = strconv.Atoi(portStr); err != nil {
+		return fmt.Errorf("%w: --listen %q: port must be a number", errUsage, *f.listen)
+	}
+	f.host = h
+	// The executor connects to its own server, which has neither
+	// authentication nor TLS: connection settings taken from the environment
+	// ($NATS_URL, $NATS_USER, $NATS_CA and the others) are for --server and
+	// are left out (given as flags, they were refused above). The address
+	// stands in until the server runs and names its own.
+	f.envConnIgnored = f.conn.Creds != "" || f.conn.NKey != "" || f.conn.User != "" || f.conn.Password != "" ||
+		f.conn.TLSCert != "" || f.conn.TLSKey != "" || f.conn.TLSCA != ""
+	connectHost := h
+	if connectHost == "" || net.ParseIP(connectHost).IsUnspecified() {
+		connectHost = "127.0.0.1"
+	}
+	*f.conn = cli.ConnConfig{Server: "nats://" + net.JoinHostPort(connectHost, portStr), InboxPrefix: f.conn.InboxPrefix}
+	return nil
+}
+
+// serviceFlags are the embedded task service's flags, provider serve's.
+var serviceFlags = []string{"key-clock-allowance", "key-margin", "records-retention", "compact-every", "metrics-max-scopes"}
+
+// checkServiceFlags refuses the embedded task service's flags without
+// --embedded (no service runs here to take them) and the values provider
+// serve refuses.
+func (f *serveFlags) checkServiceFlags() error {
+	if !*f.embedded {
+		var given []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(serviceFlags, fl.Name) {
+				given = append(given, "--"+fl.Name)
+			}
+		})
+		if len(given) > 0 {
+			return fmt.Errorf("%w: %s without --embedded: these configure the embedded task service; give them to provider serve where the service runs", errUsage, strings.Join(given, ", "))
+		}
+		return nil
+	}
+	if f.tsf.Kind != service.KindFake {
+		var given []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(serviceFlags, fl.Name) || fl.Name == "allow-faults" {
+				given = append(given, "--"+fl.Name)
+			}
+		})
+		if len(given) > 0 {
+			return fmt.Errorf("%w: %s with --task-service %s: these configure the embedded fake task service, which is not started when the executors call another", errUsage, strings.Join(given, ", "), f.tsf.Kind)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"key-clock-allowance", *f.keyAllowance}, {"key-margin", *f.keyMargin}, {"records-retention", *f.retention}} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: --%s %v: must not be negative", errUsage, d.name, d.v)
+		}
+	}
+	if *f.compactEvery <= 0 {
+		return fmt.Errorf("%w: --compact-every %v: must be positive", errUsage, *f.compactEvery)
+	}
+	if *f.maxScopes < 1 {
+		return fmt.Errorf("%w: --metrics-max-scopes %d: want at least 1", errUsage, *f.maxScopes)
+	}
+	return nil
+}
+
+// noneIfZero maps a lifetime flag's 0 (none) to the store's "none"
+// (negative); the store reads 0 as its default.
+func noneIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// embeddedConflicts are the connection flags that make no sense with
+// --embedded: where to connect and how to authenticate or encrypt. Only
+// --inbox-prefix goes with it.
+var embeddedConflicts = append([]string{"server"}, cli.AuthFlagNames...)
+
+// checkEmbeddedConn refuses connection flags given with --embedded, which
+// would otherwise be ignored without a word: the executor connects to the
+// server it starts itself.
+func (f *serveFlags) checkEmbeddedConn() error {
+	var given []string
+	f.fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(embeddedConflicts, fl.Name) {
+			given = append(given, "--"+fl.Name)
+		}
+	})
+	switch {
+	case len(given) == 0:
+		return nil
+	case slices.Contains(given, "--server"):
+		return fmt.Errorf("%w: --embedded with --server: --embedded runs a NATS server in this process and connects to it; to join a running server, leave out --embedded", errUsage)
+	default:
+		return fmt.Errorf("%w: --embedded with %s: the embedded NATS server takes no credentials and no TLS; these flags go with --server", errUsage, strings.Join(given, ", "))
+	}
+}
