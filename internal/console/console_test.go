@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/console"
+	"github.com/sendtwice/sendtwice/internal/consoletest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -24,8 +25,8 @@ import (
 
 // The seed's digests, as the README and the fixtures show them.
 const (
-	seedCandidateDigest = "sha256:8ab0a8135ae2223239602e5651807fdaa5ce74c1dccb239174d5e968d10ea970"
-	seedRequestDigest   = "sha256:3fd3958b68b92fcf34b6c14ccd0c2175e633377704dedac864ce29b72eb530a8"
+	seedCandidateDigest = consoletest.SeedCandidateDigest
+	seedRequestDigest   = consoletest.SeedRequestDigest
 )
 
 // approveForm is what the review page's form posts for the seed pair.
@@ -450,7 +451,7 @@ func TestEventStreamWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path+"/events", nil)
-	resp, err := s.client().Do(req)
+	resp, err := s.HTTPClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,14 +529,14 @@ func TestConcurrentPresses(t *testing.T) {
 	locations := make([]string, n)
 	for i := range n {
 		wg.Go(func() {
-			resp, err := s.client().PostForm(s.URL+"/c/notify-checks/send", approveForm("reviewer-1"))
+			resp, err := s.HTTPClient().PostForm(s.URL+"/c/notify-checks/send", approveForm("reviewer-1"))
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			resp.Body.Close()
 			locations[i] = resp.Header.Get("Location")
-			if r, err := s.client().Get(s.URL + "/"); err == nil {
+			if r, err := s.HTTPClient().Get(s.URL + "/"); err == nil {
 				r.Body.Close()
 			}
 		})

@@ -5,17 +5,14 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/sendtwice/sendtwice/internal/console"
+	"github.com/sendtwice/sendtwice/internal/consoletest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -90,140 +87,27 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// copyFixtures copies testdata/console into a fresh folder.
-func copyFixtures(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	ents, err := os.ReadDir(fixtureDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(fixtureDir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, dir, e.Name(), b)
-	}
-	return dir
-}
+// The console served for a test, and the fixtures' helpers, are
+// internal/consoletest's, which the browser tests (tests/console) share.
+var (
+	copyFixtures = consoletest.CopyFixtures
+	writeFile    = consoletest.WriteFile
+	editJSON     = consoletest.EditJSON
+)
 
-func writeFile(t testing.TB, dir, name string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// editJSON rewrites a JSON file with f applied to its members.
-func editJSON(t testing.TB, path string, f func(m map[string]any)) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, scenario.Edit(b, f), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// ticking is a clock that starts at the seed's approval time and moves a
-// second on each reading, so that pages show stable times.
-func ticking() func() time.Time {
-	var mu sync.Mutex
-	t := scenario.ApprovedAt
-	return func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		now := t
-		t = t.Add(time.Second)
-		return now
-	}
-}
-
-// server is a console served over HTTP for a test, with a cookie jar that
-// opened the console's start address.
-type server struct {
-	*httptest.Server
-	Console *console.Console
-	Dir     string
-	Jar     http.CookieJar
-}
+// server is a console served over HTTP for a test, signed in.
+type server struct{ *consoletest.Server }
 
 func startConsole(t testing.TB, env *testenv.Env, dir string, edit func(*console.Config)) *server {
 	t.Helper()
-	return startConsoleWith(t, env, dir, edit, nil)
-}
-
-// startConsoleWith is startConsole with a wrapper around the handler.
-func startConsoleWith(t testing.TB, env *testenv.Env, dir string, edit func(*console.Config), wrap func(http.Handler) http.Handler) *server {
-	t.Helper()
-	cfg := console.Config{
-		Dir:       dir,
-		JetStream: env.JS,
-		By:        scenario.Reviewer,
-		Wait:      20 * time.Second,
-		Server:    env.URL(),
-		Clock:     ticking(),
-		Logger:    env.Log,
-	}
-	ts := httptest.NewUnstartedServer(nil)
-	hosts, err := console.DefaultHosts(ts.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.AllowedHosts = hosts
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := console.New(cfg)
-	if err != nil {
-		ts.Close()
-		t.Fatal(err)
-	}
-	h := c.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	ts.Config.Handler = h
-	ts.Start()
-	// Close the console first: it ends the event streams the server waits for.
-	t.Cleanup(ts.Close)
-	t.Cleanup(c.Close)
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{Server: ts, Console: c, Dir: dir, Jar: jar}
-	s.signIn(t)
-	return s
-}
-
-// signIn opens the console's start address, which sets the session cookie
-// in the jar and redirects to the list.
-func (s *server) signIn(t testing.TB) {
-	t.Helper()
-	p := s.get(t, s.Console.LoginPath())
-	if p.status != http.StatusSeeOther || p.location != "/" {
-		t.Fatalf("opening the start address: status %d, Location %q\n%s", p.status, p.location, p.body)
-	}
-}
-
-// client does not follow redirects, so that tests see them, and sends the
-// session cookie.
-func (s *server) client() *http.Client {
-	return &http.Client{
-		Jar:           s.Jar,
-		Timeout:       60 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return &server{consoletest.Start(t, env, dir, edit, nil)}
 }
 
 // anonymous is a client without the session cookie.
 func (s *server) anonymous() *server {
-	cp := *s
+	cp := *s.Server
 	cp.Jar = nil
-	return &cp
+	return &server{&cp}
 }
 
 type page struct {
@@ -269,7 +153,7 @@ func (s *server) do(t testing.TB, method, path string, form url.Values, header h
 			}
 		}
 	}
-	resp, err := s.client().Do(req)
+	resp, err := s.HTTPClient().Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

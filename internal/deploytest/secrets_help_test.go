@@ -37,9 +37,15 @@ func secretOf(name, value string) string {
 func buildCommands(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../../cmd/executor", "../../cmd/publisher", "../../cmd/provider", "../../cmd/bench")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the commands: %v\n%s", err, out)
+	out := dir + string(filepath.Separator)
+	// The bench is a module of its own (bench/): it is built there.
+	for _, cmd := range []*exec.Cmd{
+		exec.Command("go", "build", "-o", out, "../../cmd/executor", "../../cmd/publisher", "../../cmd/provider"),
+		exec.Command("go", "build", "-C", "../../bench", "-o", out, "./cmd/bench"),
+	} {
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building the commands: %v\n%s", err, b)
+		}
 	}
 	return dir
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sendtwice/sendtwice/internal/console"
+	"github.com/sendtwice/sendtwice/internal/consoletest"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -149,7 +150,7 @@ func expectCounts(t *testing.T, env *testenv.Env, want provider.Counts) {
 func TestBrowserApproveTwice(t *testing.T) {
 	ctx := browser(t)
 	env := testenv.Start(t)
-	s := startConsole(t, env, copyFixtures(t), nil)
+	s := consoletest.Start(t, env, consoletest.CopyFixtures(t), nil, nil)
 	b := newTab(t, ctx)
 
 	b.do("opening the list", chromedp.Navigate(s.URL+s.Console.LoginPath()), chromedp.WaitVisible(chromedp.CSS(`a[href="/c/notify-checks"]`)))
@@ -158,10 +159,10 @@ func TestBrowserApproveTwice(t *testing.T) {
 	if got := b.text("#assignee .unknown") + ", " + b.text("#due .unknown"); got != "unknown, unknown" {
 		t.Errorf("assignee and due date show %q, want unknown, unknown", got)
 	}
-	if got := b.text("#candidate-digest"); got != seedCandidateDigest {
+	if got := b.text("#candidate-digest"); got != consoletest.SeedCandidateDigest {
 		t.Errorf("candidate digest %q", got)
 	}
-	if got := b.text("#request-digest"); got != seedRequestDigest {
+	if got := b.text("#request-digest"); got != consoletest.SeedRequestDigest {
 		t.Errorf("request digest %q", got)
 	}
 	if got := run(b, "reading the name", chromedp.Value(chromedp.ID("by"))); got != "reviewer-1" {
@@ -230,7 +231,7 @@ func TestBrowserApproveTwice(t *testing.T) {
 	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
 
 	// The candidate changes on disk after the approval.
-	editJSON(t, filepath.Join(s.Dir, "notify-checks"+console.CandidateSuffix), func(m map[string]any) {
+	consoletest.EditJSON(t, filepath.Join(s.Dir, "notify-checks"+console.CandidateSuffix), func(m map[string]any) {
 		m["summary"] = "有人在會議中說會把通知設定整個重寫"
 	})
 	b.do("reviewing again", chromedp.Navigate(s.URL+"/c/notify-checks"), chromedp.WaitVisible(chromedp.ID("changed")))
@@ -255,7 +256,7 @@ func TestBrowserWithoutJavaScript(t *testing.T) {
 	// waiting is told when the browser asks for the page that waits for a
 	// receipt on the server.
 	waiting := make(chan struct{}, 1)
-	s := startConsoleWith(t, env, copyFixtures(t), nil, func(next http.Handler) http.Handler {
+	s := consoletest.Start(t, env, consoletest.CopyFixtures(t), nil, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Query().Has("wait") {
 				select {
@@ -310,7 +311,7 @@ func TestBrowserSignInAndHosts(t *testing.T) {
 	ctx := browser(t)
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := startConsole(t, env, copyFixtures(t), nil)
+	s := consoletest.Start(t, env, consoletest.CopyFixtures(t), nil, nil)
 	b := newTab(t, ctx)
 	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
 

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/bench"
+	"github.com/sendtwice/sendtwice/bench/internal/bench"
 	"github.com/sendtwice/sendtwice/internal/cli"
 )
 

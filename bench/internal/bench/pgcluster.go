@@ -166,7 +166,16 @@ func startPostgres(ctx context.Context, bin *pgBinaries, maxConns int) (*pgClust
 	go func() { c.exited <- c.cmd.Wait() }()
 	c.dsn = fmt.Sprintf("host=%s port=5432 user=%s dbname=postgres sslmode=disable", dir, pgUser)
 
-	// Ready when it accepts a connection.
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+// waitReady waits until the server accepts a connection, and fails when it
+// ends first or does not accept one within a minute.
+func (c *pgCluster) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -174,21 +183,19 @@ func startPostgres(ctx context.Context, bin *pgBinaries, maxConns int) (*pgClust
 		cancel()
 		if err == nil {
 			_ = conn.Close(ctx)
-			break
+			return nil
 		}
 		select {
 		case werr := <-c.exited:
 			c.exited <- werr
-			return nil, fmt.Errorf("bench: postgres ended at start (%v): %s", werr, c.logTail())
+			return fmt.Errorf("bench: postgres ended at start (%v): %s", werr, c.logTail())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("bench: postgres does not accept connections: %w: %s", err, c.logTail())
+			return fmt.Errorf("bench: postgres does not accept connections: %w: %s", err, c.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ok = true
-	return c, nil
 }
 
 // setup runs cmd in the cluster's directory, as the PostgreSQL user when

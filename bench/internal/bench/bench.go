@@ -115,7 +115,39 @@ type Options struct {
 
 func (o *Options) topology() topology.Config { return topology.DefaultConfig() }
 
+// defaults checks the options and fills in what is left unset.
 func (o *Options) defaults() error {
+	if err := o.checkTarget(); err != nil {
+		return err
+	}
+	if err := o.defaultWorkload(); err != nil {
+		return err
+	}
+	if o.Status == nil {
+		o.Status = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(o.Status, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if o.Embedded && o.Dir == "" {
+		return errors.New("bench: --embedded needs a data directory")
+	}
+	if o.Unsigned {
+		o.checker = &gate.Checker{AllowUnsigned: true}
+		return nil
+	}
+	o.key = scenario.TestKey()
+	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, o.key.Public()))
+	if err != nil {
+		return fmt.Errorf("bench: trusting the test reviewer's key: %w", err)
+	}
+	o.checker = &gate.Checker{Keys: kr}
+	return nil
+}
+
+// checkTarget checks the mode and what the run measures (a server or an
+// embedded one), and draws the run's id.
+func (o *Options) checkTarget() error {
 	if o.Mode == "" {
 		o.Mode = Backlog
 	}
@@ -131,6 +163,12 @@ func (o *Options) defaults() error {
 	if o.Embedded && len(o.ConnOptions) > 0 {
 		return errors.New("bench: authentication and TLS options are for --server; the embedded server has neither")
 	}
+	return nil
+}
+
+// defaultWorkload checks and fills in the sizes of the run: approvals,
+// executors, preloads, rates, the ledger reference and the timeout.
+func (o *Options) defaultWorkload() error {
 	if o.Approvals <= 0 {
 		o.Approvals = 20_000
 	}
@@ -180,25 +218,6 @@ func (o *Options) defaults() error {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Minute
-	}
-	if o.Status == nil {
-		o.Status = io.Discard
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(o.Status, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	if o.Embedded && o.Dir == "" {
-		return errors.New("bench: --embedded needs a data directory")
-	}
-	if !o.Unsigned {
-		o.key = scenario.TestKey()
-		kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, o.key.Public()))
-		if err != nil {
-			return err
-		}
-		o.checker = &gate.Checker{Keys: kr}
-	} else {
-		o.checker = &gate.Checker{AllowUnsigned: true}
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func TestBenchBacklogMeasuresAndChecks(t *testing.T) {
 func buildProvider(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "provider")
-	out, err := exec.Command("go", "build", "-o", bin, "../provider").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sendtwice/sendtwice/cmd/provider").CombinedOutput()
 	if err != nil {
 		t.Fatalf("building the provider command: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package deploytest
+package kubernetes
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	k8syaml "sigs.k8s.io/yaml"
 )
+
+const deployDir = "../../deploy"
 
 // TestKubernetesManifestsMatchTheAPITypes decodes every document in
 // deploy/kubernetes strictly into the Kubernetes API type of its kind, so
