@@ -30,7 +30,12 @@ func TestSignedApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}})
-	s := startConsole(t, env, copyFixtures(t), func(c *console.Config) { c.Key = key })
+	// The console signs on the clock the executor judges expiry by, not on
+	// the test clock that starts at the seed's approval time: that time
+	// plus the approval's lifetime is long past on a later day.
+	s := startConsole(t, env, copyFixtures(t), func(c *console.Config) {
+		c.Key, c.Clock = key, func() time.Time { return time.Now().UTC() }
+	})
 	p := s.get(t, press(t, s, approveForm("reviewer-1"))+"?wait=1")
 	p.expect(t, http.StatusOK, `data-state="created"`)
 	if c := env.Counts(); c.CreatesExecuted != 1 {
