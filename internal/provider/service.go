@@ -391,7 +391,7 @@ func (s *Service) handleCreate(r micro.Request) {
 	if wait {
 		answered = make(chan struct{})
 	}
-	err = s.st.submit(&createOp{req: req, refused: refused, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
+	err = s.st.submit(&createCall{req: req, refused: refused, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
 		// Recorded before the answer, so that a caller who reads the stats
 		// after its reply finds its call counted.
 		s.stats.record(start, err)
