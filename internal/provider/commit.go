@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -197,4 +199,67 @@ func (s *Store) lookupTask(g *groupState, n uint64) (TaskRecord, bool, error) {
 		tr.Scope = DefaultScope
 	}
 	return tr, found, nil
+}
+
+// batchWriter collects puts and deletes and keeps the first error.
+type batchWriter struct {
+	b   *pebble.Batch
+	err error
+}
+
+func (w *batchWriter) put(key, val []byte) {
+	if w.err == nil {
+		w.err = w.b.Set(key, val, nil)
+	}
+}
+
+func (w *batchWriter) del(key []byte) {
+	if w.err == nil {
+		w.err = w.b.Delete(key, nil)
+	}
+}
+
+func (w *batchWriter) putJSON(key []byte, v any) {
+	if w.err != nil {
+		return
+	}
+	val, err := json.Marshal(v)
+	if err != nil {
+		w.err = err
+		return
+	}
+	w.err = w.b.Set(key, val, nil)
+}
+
+// getRaw reads one key, copying its value.
+func getRaw(db *pebble.DB, key []byte) ([]byte, bool, error) {
+	val, closer, err := db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), val...)
+	if err := closer.Close(); err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+// getJSON reads one key and decodes its JSON value into v.
+func getJSON(db *pebble.DB, key []byte, v any) (bool, error) {
+	val, closer, err := db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	err = json.Unmarshal(val, v)
+	cerr := closer.Close()
+	if err != nil {
+		return false, fmt.Errorf("key %q: %w: %v", key, ErrCorrupt, err)
+	}
+	return true, cerr
 }

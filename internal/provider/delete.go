@@ -7,15 +7,6 @@ import (
 	"time"
 )
 
-// Errors of a delete.
-var (
-	// ErrUnknownTask means that no task exists under the key or task id
-	// given (never created, or its key was compacted).
-	ErrUnknownTask = errors.New("provider: no such task")
-	// ErrTaskDeleted means that the task was already deleted.
-	ErrTaskDeleted = errors.New("provider: task already deleted")
-)
-
 // deleteCall is a delete waiting for the writer.
 type deleteCall struct {
 	req       DeleteRequest
@@ -34,6 +25,15 @@ func (c *deleteCall) apply(s *Store, g *groupState) error {
 }
 
 func (c *deleteCall) answer(err error) { c.done(c.resp, err) }
+
+// Errors of a delete.
+var (
+	// ErrUnknownTask means that no task exists under the key or task id
+	// given (never created, or its key was compacted).
+	ErrUnknownTask = errors.New("provider: no such task")
+	// ErrTaskDeleted means that the task was already deleted.
+	ErrTaskDeleted = errors.New("provider: task already deleted")
+)
 
 // Delete deletes one task the way its owner deletes it in their list:
 // tasks existing goes down by one (in total and in its scope), a delete

@@ -1,15 +1,13 @@
 package provider
 
 import (
+	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // Key layout. Every record kind has its own one-byte prefix; sequences are
@@ -106,36 +104,6 @@ func FormatTaskID(n uint64) string {
 	return fmt.Sprintf("fake-task-%04d", n)
 }
 
-// batchWriter collects puts and deletes and keeps the first error.
-type batchWriter struct {
-	b   *pebble.Batch
-	err error
-}
-
-func (w *batchWriter) put(key, val []byte) {
-	if w.err == nil {
-		w.err = w.b.Set(key, val, nil)
-	}
-}
-
-func (w *batchWriter) del(key []byte) {
-	if w.err == nil {
-		w.err = w.b.Delete(key, nil)
-	}
-}
-
-func (w *batchWriter) putJSON(key []byte, v any) {
-	if w.err != nil {
-		return
-	}
-	val, err := json.Marshal(v)
-	if err != nil {
-		w.err = err
-		return
-	}
-	w.err = w.b.Set(key, val, nil)
-}
-
 func seqPrefix(kind byte) []byte { return []byte{kind} }
 
 func seqKey(kind byte, seq uint64) []byte {
@@ -208,35 +176,14 @@ func prefixEnd(prefix []byte) []byte {
 	return end
 }
 
-// getRaw reads one key, copying its value.
-func getRaw(db *pebble.DB, key []byte) ([]byte, bool, error) {
-	val, closer, err := db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	out := append([]byte(nil), val...)
-	if err := closer.Close(); err != nil {
-		return nil, false, err
-	}
-	return out, true, nil
-}
+// storeIDPrefix starts every store id.
+const storeIDPrefix = "store-"
 
-// getJSON reads one key and decodes its JSON value into v.
-func getJSON(db *pebble.DB, key []byte, v any) (bool, error) {
-	val, closer, err := db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
+// newStoreID returns "store-" and 16 random hex digits.
+func newStoreID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
 	}
-	if err != nil {
-		return false, err
-	}
-	err = json.Unmarshal(val, v)
-	cerr := closer.Close()
-	if err != nil {
-		return false, fmt.Errorf("key %q: %w: %v", key, ErrCorrupt, err)
-	}
-	return true, cerr
+	return storeIDPrefix + hex.EncodeToString(b[:]), nil
 }

@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -290,18 +288,6 @@ func putMeta(db *pebble.DB, m metaRecord) error {
 		return err
 	}
 	return db.Set([]byte{prefixMeta}, val, pebble.Sync)
-}
-
-// storeIDPrefix starts every store id.
-const storeIDPrefix = "store-"
-
-// newStoreID returns "store-" and 16 random hex digits.
-func newStoreID() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return storeIDPrefix + hex.EncodeToString(b[:]), nil
 }
 
 // ID returns the store's id ("store-" and 16 hex digits). It is created with
