@@ -8,9 +8,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
-func (c *app) adopt(ctx context.Context, args []string) error {
-	fs := c.flagSet("adopt", "[--server URLS] --data DIR --replace STORE_ID [--replicas N]",
-		`Makes the store in DIR the one this deployment uses, in place of the
+// adoptHelp explains adopt in its --help.
+const adoptHelp = `Makes the store in DIR the one this deployment uses, in place of the
 adopted store that --replace names.
 
 DANGEROUS. The replaced store's intents are not in DIR. Every intent it
@@ -21,7 +20,7 @@ of it, still exists, serve that instead: a restart or a failover on the
 same store needs no adoption.
 
 A deployment records which store it uses (key "adopted" in the JetStream
-key-value bucket `+provider.AdoptionBucket+`, which has no TTL) when the
+key-value bucket ` + provider.AdoptionBucket + `, which has no TTL) when the
 service first starts on it. serve refuses every other store for as long
 as that record stands, whether or not the adopted store's instance is
 alive. adopt is the way to change it: --replace must name the adopted
@@ -34,7 +33,11 @@ On a deployment that adopted no store yet, adopt without --replace
 records the store in DIR (a first start of serve does the same by itself).
 Run it where the service runs, with the service role's credentials (and its
 --inbox-prefix).
-`)
+`
+
+func (c *app) adopt(ctx context.Context, args []string) error {
+	fs := c.flagSet("adopt", "[--server URLS] --data DIR --replace STORE_ID [--replicas N]",
+		adoptHelp)
 	cf := c.commonFlags(fs)
 	data := fs.String("data", "", "directory of the Pebble database to adopt (required)")
 	replace := fs.String("replace", "", "the adopted `STORE_ID` (store- and 16 hex digits) that DIR replaces (required once a store is adopted)")
@@ -73,26 +76,31 @@ Run it where the service runs, with the service role's credentials (and its
 	if err != nil {
 		return err
 	}
+	return c.printAdopted(st, abs, res)
+}
+
+// printAdopted says what adopt did with the store st in dir abs.
+func (c *app) printAdopted(st *provider.Store, abs string, res provider.AdoptResult) error {
 	counts := st.Stats()
 	held := fmt.Sprintf("it holds requests received %d, creates executed %d, tasks existing %d",
 		counts.RequestsReceived, counts.CreatesExecuted, counts.TasksExisting)
-	if !res.Changed {
+	var err error
+	switch {
+	case !res.Changed:
 		_, err = fmt.Fprintf(c.stdout, "nothing changed: %s is already the adopted store of this deployment\n  %s\n  %s\n",
 			st.ID(), res.Adopted, held)
-		return err
-	}
-	if res.Replaced == nil {
+	case res.Replaced == nil:
 		_, err = fmt.Fprintf(c.stdout, "adopted %s (%s) as this deployment's store; no store was adopted before\n  %s\n"+
 			"Every other store is now refused until it is replaced with provider adopt.\nNext: provider serve --data %s\n",
 			st.ID(), abs, held, abs)
-		return err
+	default:
+		old := res.Replaced.StoreID
+		_, err = fmt.Fprintf(c.stdout, "adopted %s (%s) as this deployment's store, replacing %s\n"+
+			"  replaced: %s\n  %s\n"+
+			"DANGER: %s does not know the intents %s knew. Every one of them is created again,\n"+
+			"as a second task, when its approval is resent. %s is now refused.\n"+
+			"Next: provider serve --data %s\n",
+			st.ID(), abs, old, res.Replaced, held, st.ID(), old, old, abs)
 	}
-	old := res.Replaced.StoreID
-	_, err = fmt.Fprintf(c.stdout, "adopted %s (%s) as this deployment's store, replacing %s\n"+
-		"  replaced: %s\n  %s\n"+
-		"DANGER: %s does not know the intents %s knew. Every one of them is created again,\n"+
-		"as a second task, when its approval is resent. %s is now refused.\n"+
-		"Next: provider serve --data %s\n",
-		st.ID(), abs, old, res.Replaced, held, st.ID(), old, old, abs)
 	return err
 }

@@ -47,48 +47,6 @@ those of the key (--scope, or "default", and the intent id).
 	}
 	defer nc.Close()
 
-	enc := json.NewEncoder(c.stdout)
-	printed := 0
 	req := provider.RecordsRequest{Kind: *kind, Scope: *scope, IntentID: *intent, AfterSeq: *after}
-	for {
-		req.Limit = provider.MaxRecordsLimit
-		if *limit > 0 {
-			req.Limit = min(*limit-printed, provider.MaxRecordsLimit)
-		}
-		page, err := client.Records(ctx, req)
-		if err != nil {
-			return err
-		}
-		for _, rec := range pageRecords(page) {
-			if err := enc.Encode(rec); err != nil {
-				return err
-			}
-			printed++
-		}
-		if page.NextSeq == 0 || (*limit > 0 && printed >= *limit) {
-			return nil
-		}
-		req.AfterSeq = page.NextSeq
-	}
-}
-
-// pageRecords returns the records of a page, whatever their kind.
-func pageRecords(p provider.RecordsResponse) []any {
-	var out []any
-	for _, r := range p.Requests {
-		out = append(out, r)
-	}
-	for _, r := range p.Creates {
-		out = append(out, r)
-	}
-	for _, r := range p.Tasks {
-		out = append(out, r)
-	}
-	for _, r := range p.Intents {
-		out = append(out, r)
-	}
-	for _, r := range p.Deletes {
-		out = append(out, r)
-	}
-	return out
+	return client.EachRecord(ctx, req, *limit, json.NewEncoder(c.stdout).Encode)
 }

@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,9 +16,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
-func (c *app) serve(ctx context.Context, args []string) error {
-	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT] [--key-clock-allowance D] [--key-margin D] [--records-retention D]",
-		`Runs the fake task service on NATS, with its state in the Pebble database
+// serveHelp explains serve in its --help.
+const serveHelp = `Runs the fake task service on NATS, with its state in the Pebble database
 in DIR (created if missing), until SIGINT or SIGTERM. Then it stops taking
 calls, answers the calls it took, drains the NATS connection and closes the
 database. A second signal exits at once. On a cluster, give every node's
@@ -61,89 +59,121 @@ forever); tasks, delete records, keys and counters are kept regardless.
 With --allow-faults the service also has a "fault" endpoint that withholds
 create replies after commit; it is for tests and demonstrations and is
 logged as a warning.
-`)
-	cf := c.commonFlags(fs)
-	data := fs.String("data", "", "directory of the Pebble database (required)")
-	allowFaults := fs.Bool("allow-faults", false, "register the fault endpoint (tests and demos only)")
-	httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
-	leaseTTL := fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket")
-	leaseReplicas := fs.Int("lease-replicas", 1, "`N` copies of the lease and adoption buckets when serve creates them: 3 on a three-node cluster")
-	allowance := fs.Duration("key-clock-allowance", provider.DefaultKeyClockAllowance, "how far the executors' clocks may run behind the service's: added to a key's latest not_after")
-	margin := fs.Duration("key-margin", provider.DefaultKeyMargin, "added on top of the clock allowance before a key is compacted")
-	retention := fs.Duration("records-retention", 0, "remove request and create records older than this (0: keep them forever)")
-	compactEvery := fs.Duration("compact-every", provider.DefaultCompactEvery, "how often expired keys and records are compacted")
-	maxScopes := fs.Int("metrics-max-scopes", metrics.DefaultMaxScopeLabels, "`N` scope labels at most on /metrics; the other scopes are summed under scope=\"_other\"")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the service to `FILE` until it stops")
-	checkOnly := fs.Bool("check-config", false, "check the flags and the files they name (credentials, TLS), then exit 0 without\nopening anything: no connection, no listener, no database")
-	if err := parse(fs, args); err != nil {
-		return err
+`
+
+// serveFlags are serve's flags.
+type serveFlags struct {
+	*common
+	data, httpAddr, cpuProfile   *string
+	allowFaults, checkOnly       *bool
+	leaseTTL                     *time.Duration
+	allowance, margin, retention *time.Duration
+	compactEvery                 *time.Duration
+	leaseReplicas, maxScopes     *int
+}
+
+func (c *app) serveFlags(fs *flag.FlagSet) *serveFlags {
+	return &serveFlags{
+		common:        c.commonFlags(fs),
+		data:          fs.String("data", "", "directory of the Pebble database (required)"),
+		allowFaults:   fs.Bool("allow-faults", false, "register the fault endpoint (tests and demos only)"),
+		httpAddr:      fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)"),
+		leaseTTL:      fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket"),
+		leaseReplicas: fs.Int("lease-replicas", 1, "`N` copies of the lease and adoption buckets when serve creates them: 3 on a three-node cluster"),
+		allowance:     fs.Duration("key-clock-allowance", provider.DefaultKeyClockAllowance, "how far the executors' clocks may run behind the service's: added to a key's latest not_after"),
+		margin:        fs.Duration("key-margin", provider.DefaultKeyMargin, "added on top of the clock allowance before a key is compacted"),
+		retention:     fs.Duration("records-retention", 0, "remove request and create records older than this (0: keep them forever)"),
+		compactEvery:  fs.Duration("compact-every", provider.DefaultCompactEvery, "how often expired keys and records are compacted"),
+		maxScopes:     fs.Int("metrics-max-scopes", metrics.DefaultMaxScopeLabels, "`N` scope labels at most on /metrics; the other scopes are summed under scope=\"_other\""),
+		cpuProfile:    fs.String("cpuprofile", "", "write a CPU profile of the service to `FILE` until it stops"),
+		checkOnly:     fs.Bool("check-config", false, "check the flags and the files they name (credentials, TLS), then exit 0 without\nopening anything: no connection, no listener, no database"),
 	}
-	if *data == "" {
+}
+
+// check refuses flags that cannot be served.
+func (f *serveFlags) check() error {
+	if *f.data == "" {
 		return usageErr("serve: --data is required")
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"key-clock-allowance", *allowance}, {"key-margin", *margin}, {"records-retention", *retention}} {
+	}{{"key-clock-allowance", *f.allowance}, {"key-margin", *f.margin}, {"records-retention", *f.retention}} {
 		if d.v < 0 {
 			return usageErr("serve: --%s %v: must not be negative", d.name, d.v)
 		}
 	}
-	if *compactEvery <= 0 {
-		return usageErr("serve: --compact-every %v: must be positive", *compactEvery)
+	if *f.compactEvery <= 0 {
+		return usageErr("serve: --compact-every %v: must be positive", *f.compactEvery)
 	}
-	if *maxScopes < 1 {
-		return usageErr("serve: --metrics-max-scopes %d: want at least 1", *maxScopes)
+	if *f.maxScopes < 1 {
+		return usageErr("serve: --metrics-max-scopes %d: want at least 1", *f.maxScopes)
 	}
-	if *leaseReplicas < 1 || *leaseReplicas > 5 {
-		return usageErr("serve: --lease-replicas %d: want 1 to 5", *leaseReplicas)
+	if *f.leaseReplicas < 1 || *f.leaseReplicas > 5 {
+		return usageErr("serve: --lease-replicas %d: want 1 to 5", *f.leaseReplicas)
 	}
-	log, err := cf.logger(c.stderr)
+	return nil
+}
+
+func (c *app) serve(ctx context.Context, args []string) error {
+	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT] [--key-clock-allowance D] [--key-margin D] [--records-retention D]",
+		serveHelp)
+	f := c.serveFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	log, err := f.logger(c.stderr)
 	if err != nil {
 		return err
 	}
-	if *checkOnly {
-		return checkServeConfig(log, cf, *httpAddr)
+	if *f.checkOnly {
+		return checkServeConfig(log, f.common, *f.httpAddr)
 	}
-	if *cpuProfile != "" {
-		stopProfile, err := cli.StartCPUProfile(*cpuProfile)
+	if *f.cpuProfile != "" {
+		stopProfile, err := cli.StartCPUProfile(*f.cpuProfile)
 		if err != nil {
 			return err
 		}
 		defer stopProfile()
 	}
+	return f.run(ctx, log)
+}
+
+// run hosts the service until ctx ends, the connection closes or the
+// service stops serving on its own.
+func (f *serveFlags) run(ctx context.Context, log *slog.Logger) error {
 	reg := metrics.NewRegistry()
-	srv, closeOps, err := ops.Start(ctx, *httpAddr, reg, log)
+	srv, closeOps, err := ops.Start(ctx, *f.httpAddr, reg, log)
 	if err != nil {
 		return err
 	}
 	defer closeOps()
 	closed := make(chan struct{})
-	h, err := provider.Host(*data, provider.Options{Logger: log, KeyClockAllowance: noneIfZero(*allowance),
-		KeyMargin: noneIfZero(*margin), RecordsRetention: *retention, CompactEvery: *compactEvery},
-		provider.ServiceConfig{AllowFaults: *allowFaults, Logger: log, Version: version, LeaseTTL: *leaseTTL, LeaseReplicas: *leaseReplicas},
-		func() (*nats.Conn, error) { return cf.connectService(log, closed) })
+	h, err := provider.Host(*f.data, provider.Options{Logger: log, KeyClockAllowance: noneIfZero(*f.allowance),
+		KeyMargin: noneIfZero(*f.margin), RecordsRetention: *f.retention, CompactEvery: *f.compactEvery},
+		provider.ServiceConfig{AllowFaults: *f.allowFaults, Logger: log, Version: version, LeaseTTL: *f.leaseTTL, LeaseReplicas: *f.leaseReplicas},
+		func() (*nats.Conn, error) { return f.connectService(log, closed) })
 	if err != nil {
 		return err
 	}
-	var sv servingState
-	sv.storeOpen.Store(true)
 	if err := metrics.RegisterService(reg, func() (provider.Counts, bool) { return h.Store.Stats(), true }); err != nil {
 		return errors.Join(err, h.Stop())
 	}
-	if err := metrics.RegisterServiceScopes(reg, *maxScopes, func() (provider.KeyCounts, []provider.ScopeCounts, bool) {
+	if err := metrics.RegisterServiceScopes(reg, *f.maxScopes, func() (provider.KeyCounts, []provider.ScopeCounts, bool) {
 		keys, scopes := h.Store.KeyStats()
 		return keys, scopes, true
 	}); err != nil {
 		return errors.Join(err, h.Stop())
 	}
-	sv.serving.Store(true)
-	sv.addChecks(srv, h.Conn)
-	logServing(log, h, *data)
+	if srv != nil {
+		h.AddChecks(srv.AddCheck)
+	}
+	h.LogServing()
 	runErr := awaitStop(ctx, log, closed, h.Service)
-	sv.serving.Store(false)
 	err = h.Stop()
-	sv.storeOpen.Store(false)
 	counts := h.Store.Stats()
 	log.Info("stopped", "requests_received", counts.RequestsReceived,
 		"creates_executed", counts.CreatesExecuted, "tasks_existing", counts.TasksExisting)
@@ -163,48 +193,6 @@ func noneIfZero(d time.Duration) time.Duration {
 // closed is closed when the connection is.
 func (cf *common) connectService(log *slog.Logger, closed chan<- struct{}) (*nats.Conn, error) {
 	return cf.connect(provider.ServiceName, log, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
-}
-
-// servingState is what the readiness checks see.
-type servingState struct {
-	storeOpen, serving atomic.Bool
-}
-
-// addChecks gives the readiness checks to the HTTP server of --http, if any.
-func (sv *servingState) addChecks(srv *ops.Server, nc *nats.Conn) {
-	if srv == nil {
-		return
-	}
-	srv.AddCheck("nats", func(context.Context) error {
-		if s := nc.Status(); s != nats.CONNECTED {
-			return fmt.Errorf("NATS connection %s", s)
-		}
-		return nil
-	})
-	srv.AddCheck("service", func(context.Context) error {
-		if !sv.serving.Load() {
-			return errors.New("the service is stopped")
-		}
-		return nil
-	})
-	srv.AddCheck("store", func(context.Context) error {
-		if !sv.storeOpen.Load() {
-			return errors.New("the store is closed")
-		}
-		return nil
-	})
-}
-
-// logServing says that the service serves, where, and its counters.
-func logServing(log *slog.Logger, h *provider.Hosted, data string) {
-	counts := h.Store.Stats()
-	abs, aerr := filepath.Abs(data)
-	if aerr != nil {
-		abs = data
-	}
-	log.Info("serving; stop with SIGINT or SIGTERM", "server", h.Conn.ConnectedUrlRedacted(), "data", abs, "store_id", h.Store.ID(),
-		"requests_received", counts.RequestsReceived, "creates_executed", counts.CreatesExecuted,
-		"tasks_existing", counts.TasksExisting)
 }
 
 // awaitStop waits until ctx ends, the connection closes or the service stops

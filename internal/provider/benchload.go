@@ -78,7 +78,7 @@ func Preload(dir string, n int) error {
 				_ = db.Close()
 				return err
 			}
-			s.decide(g, &createOp{req: req}, FirstResult{}, false)
+			s.decide(g, &createCall{req: req}, FirstResult{}, false)
 		}
 		err := g.finish()
 		if err == nil {
@@ -139,7 +139,7 @@ func PebbleReference(ctx context.Context, dir string, writers, n int) (time.Dura
 				}
 				b := db.NewBatch()
 				g := newGroup(b, m, map[string]ScopeCounts{})
-				s.decide(g, &createOp{req: referenceRequest(fmt.Sprintf("reference-intent-%010d", i))}, FirstResult{}, false)
+				s.decide(g, &createCall{req: referenceRequest(fmt.Sprintf("reference-intent-%010d", i))}, FirstResult{}, false)
 				err := g.finish()
 				m = g.m
 				if err == nil {

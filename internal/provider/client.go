@@ -104,6 +104,54 @@ func (c *Client) Records(ctx context.Context, req RecordsRequest) (RecordsRespon
 	return resp, nil
 }
 
+// EachRecord calls fn with every record that req asks for (req.Limit is
+// set per page), page after page in sequence order, until fn has had limit
+// of them (0: all of them).
+func (c *Client) EachRecord(ctx context.Context, req RecordsRequest, limit int, fn func(rec any) error) error {
+	n := 0
+	for {
+		req.Limit = MaxRecordsLimit
+		if limit > 0 {
+			req.Limit = min(limit-n, MaxRecordsLimit)
+		}
+		page, err := c.Records(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, rec := range page.records() {
+			if err := fn(rec); err != nil {
+				return err
+			}
+			n++
+		}
+		if page.NextSeq == 0 || (limit > 0 && n >= limit) {
+			return nil
+		}
+		req.AfterSeq = page.NextSeq
+	}
+}
+
+// records returns the records of a page, whatever their kind.
+func (p RecordsResponse) records() []any {
+	var out []any
+	for _, r := range p.Requests {
+		out = append(out, r)
+	}
+	for _, r := range p.Creates {
+		out = append(out, r)
+	}
+	for _, r := range p.Tasks {
+		out = append(out, r)
+	}
+	for _, r := range p.Intents {
+		out = append(out, r)
+	}
+	for _, r := range p.Deletes {
+		out = append(out, r)
+	}
+	return out
+}
+
 // Delete deletes one task the way its owner would (see DeleteRequest). An
 // unknown task is a *ServiceError with code "404", one already deleted
 // "409".

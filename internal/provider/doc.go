@@ -270,6 +270,46 @@
 //     parser, never the rest of the documents or the approval that allowed
 //     the call.
 //
+// # Where each concept lives
+//
+// One file per concept; a maintainer changing one looks in one place:
+//
+//   - store.go: Options, the Store, Open (which migrates and gives the
+//     store its id), Close and the counters read without the writer
+//     (Stats, KeyStats); Pebble's settings and logger.
+//   - layout.go: the key layout (one prefix per record kind, the key
+//     (scope, intent id) as <scope> 0x00 <intent id>), the meta record,
+//     keep_until, task ids and store ids as stored. A change of layout is
+//     a new layout version in metaFormat and a migration in migrate.go.
+//   - migrate.go: the migration from layout version 1 (before scopes),
+//     finished at the next Open if cut short.
+//   - commit.go: the writer and its group commit: a writerOp is one call
+//     waiting for the writer (createCall, deleteCall or compactCall, each
+//     its own type that applies itself to the group and answers itself),
+//     groupState is what a group has decided so far, and commitGroup
+//     commits the group as one synced batch before any call is answered;
+//     the batch writer and the point reads (getJSON, getRaw) are here too.
+//   - decide.go: a create call decided (createCall, Store.Create, decide):
+//     created, replayed, idempotency_conflict or refused, and the key's
+//     keep_until.
+//   - delete.go: a delete by the task's owner (deleteCall, Store.Delete).
+//   - compact.go: compaction of expired keys and retired records
+//     (compactCall, Store.Compact, the background loop).
+//   - records.go: the records read by sequence, scope or key (Store.Records).
+//   - request.go, validate.go, reply.go: a call checked against its
+//     request document, the calls validated, and the create reply decoded.
+//   - service.go: Serve (joining the deployment, endpoints) and the
+//     service's life (Stop, the lease lost, the fault switch); handlers.go:
+//     the endpoints' handlers, replies and create stats.
+//   - lease.go, adopt.go: the lease of one instance and the adoption of
+//     one store per deployment.
+//   - host.go: Host, the one way a process hosts the service, with its
+//     readiness checks; client.go and taskservice.go: the Client and the
+//     taskservice.Service over it. cmd/provider only parses flags and
+//     calls these.
+//   - api.go: the types on the wire; benchload.go: the bench's preload
+//     and storage reference, never used by the service.
+//
 // Run one service instance per deployment, on the store it adopted: Pebble's
 // lock refuses a second process on the same directory, the lease a second
 // instance on another, and the adoption record any other store at any time.

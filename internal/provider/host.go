@@ -1,10 +1,12 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
@@ -18,6 +20,10 @@ type Hosted struct {
 	Service *Service
 	Conn    *nats.Conn
 	log     *slog.Logger
+	dir     string // the data directory as Host was given it
+
+	// serving and storeOpen are what the readiness checks see (AddChecks).
+	serving, storeOpen atomic.Bool
 }
 
 // Host opens the store in dir and serves it on the connection that connect
@@ -48,7 +54,46 @@ func Host(dir string, opts Options, cfg ServiceConfig, connect func() (*nats.Con
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Hosted{Store: st, Service: svc, Conn: nc, log: log}, nil
+	h := &Hosted{Store: st, Service: svc, Conn: nc, log: log, dir: dir}
+	h.serving.Store(true)
+	h.storeOpen.Store(true)
+	return h, nil
+}
+
+// AddChecks gives add the readiness checks of the hosted service: the NATS
+// connection is connected, the service serves (until Stop) and the store
+// is open.
+func (h *Hosted) AddChecks(add func(name string, check func(context.Context) error)) {
+	add("nats", func(context.Context) error {
+		if s := h.Conn.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("NATS connection %s", s)
+		}
+		return nil
+	})
+	add("service", func(context.Context) error {
+		if !h.serving.Load() {
+			return errors.New("the service is stopped")
+		}
+		return nil
+	})
+	add("store", func(context.Context) error {
+		if !h.storeOpen.Load() {
+			return errors.New("the store is closed")
+		}
+		return nil
+	})
+}
+
+// LogServing says that the service serves, where, and its counters.
+func (h *Hosted) LogServing() {
+	counts := h.Store.Stats()
+	abs, aerr := filepath.Abs(h.dir)
+	if aerr != nil {
+		abs = h.dir
+	}
+	h.log.Info("serving; stop with SIGINT or SIGTERM", "server", h.Conn.ConnectedUrlRedacted(), "data", abs, "store_id", h.Store.ID(),
+		"requests_received", counts.RequestsReceived, "creates_executed", counts.CreatesExecuted,
+		"tasks_existing", counts.TasksExisting)
 }
 
 // Stop ends what Host started, in the one order that loses no reply: the
@@ -56,6 +101,8 @@ func Host(dir string, opts Options, cfg ServiceConfig, connect func() (*nats.Con
 // drained so that every reply goes out (closed at once after
 // natsconn.DrainTimeout, with a warning), and only then is the store closed.
 func (h *Hosted) Stop() error {
+	h.serving.Store(false)
+	defer h.storeOpen.Store(false)
 	err := h.Service.Stop()
 	if derr := natsconn.Drain(h.Conn, 0); derr != nil {
 		if errors.Is(derr, natsconn.ErrDrainTimeout) {

@@ -271,9 +271,9 @@ func TestAReplayWithALaterNotAfterExtendsTheKey(t *testing.T) {
 		var replay CreateResponse
 		var maint CompactResult
 		// The writer is idle: this test goroutine stands in for it.
-		st.commitGroup([]*createOp{
-			{req: req, done: func(r CreateResponse, err error) { replay = r }},
-			{maint: true, maintDone: func(r CompactResult, err error) { maint = r }},
+		st.commitGroup([]writerOp{
+			&createCall{req: req, done: func(r CreateResponse, err error) { replay = r }},
+			&compactCall{done: func(r CompactResult, err error) { maint = r }},
 		})
 		if replay.Outcome != OutcomeReplayed || maint.KeysCompacted != 0 {
 			t.Fatalf("replay %+v, compaction %+v; want the key kept", replay, maint)

@@ -1,0 +1,186 @@
+package provider
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Records returns one page of one kind of record, by sequence, for one
+// scope, or for one key.
+func (s *Store) Records(req RecordsRequest) (RecordsResponse, error) {
+	limit, err := validateRecords(&req)
+	if err != nil {
+		return RecordsResponse{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return RecordsResponse{}, ErrClosed
+	}
+	resp := RecordsResponse{Kind: req.Kind}
+	if req.Kind == RecordIntents {
+		err = s.intentRecords(req, limit, &resp)
+	} else {
+		err = s.seqRecords(req, limit, &resp)
+	}
+	if err != nil {
+		return RecordsResponse{}, fmt.Errorf("read %s records: %w", req.Kind, err)
+	}
+	return resp, nil
+}
+
+func (s *Store) seqRecords(req RecordsRequest, limit int, resp *RecordsResponse) error {
+	var kind byte
+	switch req.Kind {
+	case RecordRequests:
+		kind = prefixRequest
+	case RecordCreates:
+		kind = prefixCreate
+	case RecordTasks:
+		kind = prefixTask
+	case RecordDeletes:
+		kind = prefixDelete
+	}
+	// add decodes one record and keeps it when it is in the scope asked
+	// for (records written before scopes are in "default").
+	add := func(seq uint64, val []byte) (bool, error) {
+		var err error
+		scopeOf := func(sc *string) bool {
+			if *sc == "" {
+				*sc = DefaultScope
+			}
+			return req.Scope == "" || *sc == req.Scope
+		}
+		kept := false
+		switch kind {
+		case prefixRequest:
+			var r RequestRecord
+			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
+				resp.Requests, kept = append(resp.Requests, r), true
+			}
+		case prefixCreate:
+			var r CreateRecord
+			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
+				resp.Creates, kept = append(resp.Creates, r), true
+			}
+		case prefixTask:
+			var r TaskRecord
+			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
+				resp.Tasks, kept = append(resp.Tasks, r), true
+			}
+		case prefixDelete:
+			var r DeleteRecord
+			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
+				resp.Deletes, kept = append(resp.Deletes, r), true
+			}
+		}
+		if err != nil {
+			return false, fmt.Errorf("record %c %d: %w: %v", kind, seq, ErrCorrupt, err)
+		}
+		return kept, nil
+	}
+	if req.IntentID == "" {
+		next, err := s.page(seqPrefix(kind), req.AfterSeq, limit, add)
+		resp.NextSeq = next
+		return err
+	}
+	// One key: walk its index and read each record by key.
+	next, err := s.page(indexPrefix(req.Scope, req.IntentID, kind), req.AfterSeq, limit, func(seq uint64, _ []byte) (bool, error) {
+		val, ok, err := getRaw(s.db, seqKey(kind, seq))
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, fmt.Errorf("index names record %c %d that does not exist: %w", kind, seq, ErrCorrupt)
+		}
+		return add(seq, val)
+	})
+	resp.NextSeq = next
+	return err
+}
+
+func (s *Store) intentRecords(req RecordsRequest, limit int, resp *RecordsResponse) error {
+	if req.IntentID != "" {
+		var fr FirstResult
+		found, err := getJSON(s.db, intentKey(req.Scope, req.IntentID), &fr)
+		if err != nil {
+			return err
+		}
+		if found && fr.RequestSeq > req.AfterSeq {
+			resp.Intents = append(resp.Intents, fr)
+		}
+		return nil
+	}
+	// Intent records in the order they were first seen, paged by the
+	// sequence of the request that created them.
+	next, err := s.page(seqPrefix(prefixIntentOrder), req.AfterSeq, limit, func(seq uint64, val []byte) (bool, error) {
+		scope, id, ok := splitKeyName(string(val))
+		if !ok {
+			return false, fmt.Errorf("intent order %d names %q, not a key: %w", seq, val, ErrCorrupt)
+		}
+		if req.Scope != "" && scope != req.Scope {
+			return false, nil
+		}
+		var fr FirstResult
+		found, err := getJSON(s.db, intentKey(scope, id), &fr)
+		if err != nil {
+			return false, err
+		}
+		if !found {
+			return false, fmt.Errorf("intent %q in scope %q listed at %d does not exist: %w", id, scope, seq, ErrCorrupt)
+		}
+		resp.Intents = append(resp.Intents, fr)
+		return true, nil
+	})
+	resp.NextSeq = next
+	return err
+}
+
+// page calls fn for keys prefix+<seq> with seq > after, in order, until fn
+// has kept limit records (fn says whether it kept one). It returns the
+// sequence to continue after, or 0 when the page is the last.
+func (s *Store) page(prefix []byte, after uint64, limit int, fn func(seq uint64, val []byte) (bool, error)) (uint64, error) {
+	if after == ^uint64(0) {
+		return 0, nil
+	}
+	lower := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), after+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var last uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		key := it.Key()
+		if len(key) != len(prefix)+8 {
+			_ = it.Close()
+			return 0, fmt.Errorf("key %q: %w", key, ErrCorrupt)
+		}
+		seq := binary.BigEndian.Uint64(key[len(prefix):])
+		if n == limit {
+			// There is more after this page.
+			_ = it.Close()
+			return last, nil
+		}
+		val, err := it.ValueAndErr()
+		kept := false
+		if err == nil {
+			kept, err = fn(seq, val)
+		}
+		if err != nil {
+			_ = it.Close()
+			return 0, err
+		}
+		last = seq
+		if kept {
+			n++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
