@@ -202,7 +202,7 @@ func (r *run) workDir() error {
 
 // connect opens the connection the demo sends and reads on.
 func (r *run) connect() error {
-	nc, err := nats.Connect(r.stack.URL(), nats.Name("demo"))
+	nc, err := natsconn.Connect(r.stack.URL(), "demo")
 	if err != nil {
 		return fmt.Errorf("demo: connecting: %w", err)
 	}
@@ -238,7 +238,7 @@ func (r *run) reviewerKey() (*sign.Keyring, error) {
 // within a second or two. Against a real service the fake one is stopped
 // first: nothing may reach it in this run.
 func (r *run) startExecutor(ctx context.Context, keys *sign.Keyring) error {
-	exConn, err := nats.Connect(r.stack.URL(), nats.Name("demo-executor"))
+	exConn, err := natsconn.Connect(r.stack.URL(), "demo-executor")
 	if err != nil {
 		return fmt.Errorf("demo: connecting the executor: %w", err)
 	}

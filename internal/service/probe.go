@@ -13,6 +13,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 )
 
 // closers releases what was taken, last first.
@@ -122,7 +123,7 @@ func probeLedgerConn(conn *cli.ConnConfig, serverSet bool, taken *closers) (nc *
 		return nil, false, "", fmt.Errorf("starting an embedded NATS server: %w", err)
 	}
 	taken.add(srv.Shutdown)
-	nc, err = nats.Connect(srv.ClientURL(), nats.Name("executor-probe-ledger"))
+	nc, err = natsconn.Connect(srv.ClientURL(), "executor-probe-ledger")
 	if err != nil {
 		return nil, false, "", err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
@@ -402,6 +403,5 @@ func (s *stack) childCPU() time.Duration {
 // connect opens a connection to the server under test, with the run's
 // authentication and TLS options.
 func (s *stack) connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	all := append([]nats.Option{nats.Name(name)}, opts...)
-	return nats.Connect(s.url, append(all, s.o.ConnOptions...)...)
+	return natsconn.Connect(s.url, name, append(opts, s.o.ConnOptions...)...)
 }
