@@ -35,4 +35,7 @@
 // verify, run without task service flags, read the service it names
 // (Settle), never sending a password or an API key to a recorded URL the
 // operator did not give.
+//
+// It must never import internal/audit, pgx or a test rig: it opens a
+// service; what audits it and what tests it stand apart.
 package service
