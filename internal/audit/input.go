@@ -10,6 +10,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
@@ -130,7 +131,7 @@ func LoadWith(ctx context.Context, nc *nats.Conn, lister taskservice.Lister) (*I
 	if in.Topology, err = readTopology(ctx, js); err != nil {
 		return nil, err
 	}
-	info, err := readStream(ctx, js, topology.ApprovalsStream, false, func(m jetstream.Msg) error {
+	info, err := storedmsg.ReadStream(ctx, js, topology.ApprovalsStream, false, func(m jetstream.Msg) error {
 		meta, err := m.Metadata()
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
@@ -91,7 +92,7 @@ func ReadRunReceipts(ctx context.Context, js jetstream.JetStream, from uint64, s
 	if info.State.LastSeq < from {
 		return out, nil, nil
 	}
-	err = readFrom(ctx, js, s, topology.ReceiptsStream, info.State, false, from, func(m jetstream.Msg) error {
+	err = storedmsg.ReadFrom(ctx, js, s, info.State, false, from, func(m jetstream.Msg) error {
 		r, u, ok := decodeStored(m)
 		switch {
 		case !ok:

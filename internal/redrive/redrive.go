@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
 )
@@ -91,7 +91,7 @@ func Get(ctx context.Context, js jetstream.JetStream, seq uint64) (*DeadLetter, 
 // included, so one pass over the list never meets a dead letter twice.
 func List(ctx context.Context, js jetstream.JetStream) ([]*DeadLetter, error) {
 	var out []*DeadLetter
-	err := audit.ReadStream(ctx, js, topology.DeadLetterStream, false, func(m jetstream.Msg) error {
+	_, err := storedmsg.ReadStream(ctx, js, topology.DeadLetterStream, false, func(m jetstream.Msg) error {
 		meta, err := m.Metadata()
 		if err != nil {
 			return fmt.Errorf("redrive: reading dead letters: %w", err)
@@ -109,7 +109,7 @@ func List(ctx context.Context, js jetstream.JetStream) ([]*DeadLetter, error) {
 // letter that was redriven, the APPROVALS sequences of its redrives in order.
 func Redriven(ctx context.Context, js jetstream.JetStream) (map[uint64][]uint64, error) {
 	out := map[uint64][]uint64{}
-	err := audit.ReadStream(ctx, js, topology.ApprovalsStream, true, func(m jetstream.Msg) error {
+	_, err := storedmsg.ReadStream(ctx, js, topology.ApprovalsStream, true, func(m jetstream.Msg) error {
 		of := m.Headers().Get(HeaderRedriveOf)
 		if of == "" {
 			return nil
