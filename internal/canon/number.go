@@ -46,19 +46,12 @@ func (p *parser) scanNumber() (simple bool, err error) {
 			return false, p.fail(start, ErrSyntax, "leading zero in number")
 		}
 	} else {
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i = skipDigits(d, i)
 	}
 	if i < len(d) && d[i] == '.' {
 		simple = false
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.pos = i
-			return false, p.unexpected("a digit after the decimal point")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
+		if i, err = p.digits(i+1, "a digit after the decimal point"); err != nil {
+			return false, err
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -67,16 +60,31 @@ func (p *parser) scanNumber() (simple bool, err error) {
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.pos = i
-			return false, p.unexpected("a digit in the exponent")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
+		if i, err = p.digits(i, "a digit in the exponent"); err != nil {
+			return false, err
 		}
 	}
 	p.pos = i
 	return simple, nil
+}
+
+// digits returns the end of the digits at i, of which there must be one
+// at least; without one, it refuses the number, wanting a digit there.
+func (p *parser) digits(i int, want string) (int, error) {
+	d := p.data
+	if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		p.pos = i
+		return 0, p.unexpected(want)
+	}
+	return skipDigits(d, i), nil
+}
+
+// skipDigits returns the end of the digits at i.
+func skipDigits(d []byte, i int) int {
+	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // smallInteger reads an integer literal of up to 15 digits, which a double

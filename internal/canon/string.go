@@ -31,12 +31,10 @@ func (p *parser) str() (string, error) {
 			return p.src[start:i], nil
 		case c == '\\':
 			return p.strEscaped(start, i)
-		case c < 0x20:
-			return "", p.fail(i, ErrSyntax, fmt.Sprintf("unescaped control character U+%04X in string", c))
 		default:
-			r, size := utf8.DecodeRune(d[i:])
-			if r == utf8.RuneError && size <= 1 {
-				return "", p.fail(i, ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", c))
+			size, err := p.charSize(i)
+			if err != nil {
+				return "", err
 			}
 			i += size
 		}
@@ -109,18 +107,31 @@ func (p *parser) strEscaped(start, i int) (string, error) {
 				return "", p.fail(i, ErrSyntax, "invalid escape in string")
 			}
 			i += 2
-		case c < 0x20:
-			return "", p.fail(i, ErrSyntax, fmt.Sprintf("unescaped control character U+%04X in string", c))
 		default:
-			r, size := utf8.DecodeRune(d[i:])
-			if r == utf8.RuneError && size <= 1 {
-				return "", p.fail(i, ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", c))
+			size, err := p.charSize(i)
+			if err != nil {
+				return "", err
 			}
 			buf = append(buf, d[i:i+size]...)
 			i += size
 		}
 	}
 	return "", p.fail(p.pos, ErrSyntax, "unterminated string")
+}
+
+// charSize returns the size of the character at i in a string, one that is
+// not a plain byte, a quote or a backslash: it refuses a control character
+// and a byte that starts no UTF-8 encoded character.
+func (p *parser) charSize(i int) (int, error) {
+	c := p.data[i]
+	if c < 0x20 {
+		return 0, p.fail(i, ErrSyntax, fmt.Sprintf("unescaped control character U+%04X in string", c))
+	}
+	r, size := utf8.DecodeRune(p.data[i:])
+	if r == utf8.RuneError && size <= 1 {
+		return 0, p.fail(i, ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", c))
+	}
+	return size, nil
 }
 
 // hex4 decodes the four hexadecimal digits at d[i:i+4].

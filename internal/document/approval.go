@@ -19,12 +19,7 @@ func (r *reader) approval(path string, v any) *Approval {
 	a.ApprovalID = r.id(join(path, "approval_id"), m["approval_id"])
 	a.ApprovedBy = r.text(join(path, "approved_by"), m["approved_by"], MaxIDBytes)
 	a.ApprovedAt = r.timestamp(join(path, "approved_at"), m["approved_at"])
-	cp := join(path, "candidate")
-	if cm := r.object(cp, m["candidate"], "candidate_id", "digest", "source_version"); cm != nil {
-		a.Candidate.CandidateID = r.id(join(cp, "candidate_id"), cm["candidate_id"])
-		a.Candidate.Digest = r.digest(join(cp, "digest"), cm["digest"])
-		a.Candidate.SourceVersion = r.id(join(cp, "source_version"), cm["source_version"])
-	}
+	a.Candidate.CandidateID, a.Candidate.Digest, a.Candidate.SourceVersion = r.candidatePointer(join(path, "candidate"), m["candidate"], "digest")
 	qp := join(path, "request")
 	if qm := r.object(qp, m["request"], "request_id", "digest"); qm != nil {
 		a.Request.RequestID = r.id(join(qp, "request_id"), qm["request_id"])

@@ -21,13 +21,30 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 		rc.TaskDeleted = r.taskDeleted(v)
 	}
 	if m["rejection"] != nil {
-		rc.Rejection = r.rejection(m["rejection"])
+		if rm := r.object("$.rejection", m["rejection"], "check", "path", "reason"); rm != nil {
+			rc.Rejection = &Rejection{
+				Check:  r.id("$.rejection.check", rm["check"]),
+				Path:   r.text("$.rejection.path", rm["path"], MaxTextBytes),
+				Reason: r.text("$.rejection.reason", rm["reason"], MaxTextBytes),
+			}
+		}
 	}
 	if m["failure"] != nil {
-		rc.Failure = r.failure(m["failure"])
+		if fm := r.object("$.failure", m["failure"], "reason", "attempts"); fm != nil {
+			rc.Failure = &Failure{
+				Reason:   r.text("$.failure.reason", fm["reason"], MaxTextBytes),
+				Attempts: r.integer("$.failure.attempts", fm["attempts"]),
+			}
+		}
 	}
 	if m["counts"] != nil {
-		rc.Counts = r.counts(m["counts"])
+		if cm := r.object("$.counts", m["counts"], "requests_received", "creates_executed", "tasks_existing"); cm != nil {
+			rc.Counts = &Counts{
+				RequestsReceived: r.integer("$.counts.requests_received", cm["requests_received"]),
+				CreatesExecuted:  r.integer("$.counts.creates_executed", cm["creates_executed"]),
+				TasksExisting:    r.integer("$.counts.tasks_existing", cm["tasks_existing"]),
+			}
+		}
 	}
 	rc.StoreID = r.nullable("$.store_id", m["store_id"], r.id)
 	rc.Delivery = r.delivery(m["delivery"])
@@ -69,44 +86,6 @@ func (r *reader) taskDeleted(v any) bool {
 		return true
 	}
 	return false
-}
-
-// rejection reads a receipt's rejection member (not null).
-func (r *reader) rejection(v any) *Rejection {
-	rm := r.object("$.rejection", v, "check", "path", "reason")
-	if rm == nil {
-		return nil
-	}
-	return &Rejection{
-		Check:  r.id("$.rejection.check", rm["check"]),
-		Path:   r.text("$.rejection.path", rm["path"], MaxTextBytes),
-		Reason: r.text("$.rejection.reason", rm["reason"], MaxTextBytes),
-	}
-}
-
-// failure reads a receipt's failure member (not null).
-func (r *reader) failure(v any) *Failure {
-	fm := r.object("$.failure", v, "reason", "attempts")
-	if fm == nil {
-		return nil
-	}
-	return &Failure{
-		Reason:   r.text("$.failure.reason", fm["reason"], MaxTextBytes),
-		Attempts: r.integer("$.failure.attempts", fm["attempts"]),
-	}
-}
-
-// counts reads a receipt's counts member (not null).
-func (r *reader) counts(v any) *Counts {
-	cm := r.object("$.counts", v, "requests_received", "creates_executed", "tasks_existing")
-	if cm == nil {
-		return nil
-	}
-	return &Counts{
-		RequestsReceived: r.integer("$.counts.requests_received", cm["requests_received"]),
-		CreatesExecuted:  r.integer("$.counts.creates_executed", cm["creates_executed"]),
-		TasksExisting:    r.integer("$.counts.tasks_existing", cm["tasks_existing"]),
-	}
 }
 
 // delivery reads a receipt's delivery member.

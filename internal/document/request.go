@@ -25,12 +25,8 @@ func (r *reader) request(path string, v any) *Request {
 	if v, ok := m["scope"]; ok {
 		q.Scope = r.scope(join(path, "scope"), v)
 	}
-	cp := join(path, "candidate_ref")
-	if cm := r.object(cp, m["candidate_ref"], "candidate_id", "candidate_digest", "source_version"); cm != nil {
-		q.CandidateRef.CandidateID = r.id(join(cp, "candidate_id"), cm["candidate_id"])
-		q.CandidateRef.CandidateDigest = r.digest(join(cp, "candidate_digest"), cm["candidate_digest"])
-		q.CandidateRef.SourceVersion = r.id(join(cp, "source_version"), cm["source_version"])
-	}
+	ref := &q.CandidateRef
+	ref.CandidateID, ref.CandidateDigest, ref.SourceVersion = r.candidatePointer(join(path, "candidate_ref"), m["candidate_ref"], "candidate_digest")
 	tp := join(path, "task")
 	if tm := r.object(tp, m["task"], "title", "assignee_person_ref", "due_at"); tm != nil {
 		q.Task.Title = r.line(join(tp, "title"), tm["title"], MaxTitleBytes)
@@ -41,4 +37,17 @@ func (r *reader) request(path string, v any) *Request {
 		return nil
 	}
 	return q
+}
+
+// candidatePointer reads an object that points at a candidate (a request's
+// candidate_ref, an approval's candidate): its id, its digest (the member
+// digestName) and its source version.
+func (r *reader) candidatePointer(path string, v any, digestName string) (id, digest, sourceVersion string) {
+	m := r.object(path, v, "candidate_id", digestName, "source_version")
+	if m == nil {
+		return "", "", ""
+	}
+	return r.id(join(path, "candidate_id"), m["candidate_id"]),
+		r.digest(join(path, digestName), m[digestName]),
+		r.id(join(path, "source_version"), m["source_version"])
 }

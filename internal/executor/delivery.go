@@ -12,6 +12,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -148,6 +149,54 @@ func (e *Executor) priorOutcome(d *delivery) (prior string, ended bool) {
 		return "", true
 	}
 	return prior, false
+}
+
+// ReceiptScanLimit bounds how many receipts of one intent are read in
+// search of a receipt of one message: those stored from the time the
+// message was stored (less receiptClockAllowance) on, oldest first. A
+// message whose own receipt is preceded there by more receipts of its
+// intent (the intent sent that many more times meanwhile) is handled as if
+// it had none: a dead letter then joins its receipt.
+const ReceiptScanLimit = 256
+
+// receiptClockAllowance is how much earlier than its message a receipt may
+// seem stored: the two streams' leaders may be different servers, each
+// stamping by its own clock. Tests set it to zero (one server, one clock).
+var receiptClockAllowance = time.Minute
+
+// storedReceipt returns the outcome of a receipt already stored for this
+// delivery's message, or "" when there is none: a receipt whose headers
+// name the message with a terminal outcome (storedmsg.Ends, as every reader
+// of receipts decides), the executor's (rejected, dead_lettered) or the
+// service's (created, replayed, idempotency_conflict). Receipts of the intent stored
+// before the message are skipped (they are of its earlier sends); the
+// first ReceiptScanLimit after are read.
+func (e *Executor) storedReceipt(d *delivery) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subject := subjects.Receipt(d.scope, d.id.IntentID)
+	from := storedmsg.From{Seq: 1}
+	if !d.stored.IsZero() {
+		from = storedmsg.From{Time: d.stored.Add(-receiptClockAllowance)}
+	}
+	get := storedmsg.NewGetter(e.js, topology.ReceiptsStream)
+	for range ReceiptScanLimit {
+		m, err := get.Next(ctx, subject, from)
+		switch {
+		case errors.Is(err, storedmsg.ErrHeader):
+			// Headers that do not decode name no message: not its receipt.
+		case err != nil:
+			return "", fmt.Errorf("executor: reading receipts on %s: %w", subject, err)
+		case m == nil:
+			return "", nil
+		default:
+			if seq, ok := storedmsg.Ends(m.Header); ok && seq == d.seq {
+				return m.Header.Get(topology.HeaderOutcome), nil
+			}
+		}
+		from = storedmsg.From{Seq: m.Sequence + 1}
+	}
+	return "", nil
 }
 
 // refused finishes a delivery the gate refuses with a rejected receipt,
