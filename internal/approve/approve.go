@@ -43,32 +43,16 @@ const DefaultLifetime = 7 * 24 * time.Hour
 // defaults to that name, and another name is refused (sign.ErrWrongSigner):
 // executors reject a signed approval whose approved_by is not its signer's.
 func Approve(candidate, request []byte, opts Options) (*document.Approval, error) {
-	if opts.Key != nil {
-		if opts.By == "" {
-			opts.By = opts.Key.Name
-		}
-		if err := opts.Key.CheckSigner(opts.By); err != nil {
-			return nil, fmt.Errorf("approve: %w", err)
-		}
+	if err := opts.checkApprover(); err != nil {
+		return nil, err
 	}
-	if strings.TrimSpace(opts.By) == "" {
-		return nil, errors.New("approve: the approver's name (--by) is required")
-	}
-	cv, err := document.Parse(candidate)
+	cv, cand, err := readCandidate(candidate)
 	if err != nil {
-		return nil, fmt.Errorf("reading the candidate: %w", err)
+		return nil, err
 	}
-	cand, err := document.DecodeCandidate("$", cv)
+	rv, req, err := readRequest(request)
 	if err != nil {
-		return nil, fmt.Errorf("reading the candidate: %w", err)
-	}
-	rv, err := document.Parse(request)
-	if err != nil {
-		return nil, fmt.Errorf("reading the request: %w", err)
-	}
-	req, err := document.DecodeRequest("$", rv)
-	if err != nil {
-		return nil, fmt.Errorf("reading the request: %w", err)
+		return nil, err
 	}
 	candDigest, err := canon.DigestTree(cv)
 	if err != nil {
@@ -78,27 +62,93 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 	if err != nil {
 		return nil, fmt.Errorf("digesting the request: %w", err)
 	}
-	ref := req.CandidateRef
-	switch {
-	case ref.CandidateID != cand.CandidateID:
-		return nil, fmt.Errorf("%w: request %q names candidate %q, not %q", ErrMismatch, req.RequestID, ref.CandidateID, cand.CandidateID)
-	case ref.SourceVersion != cand.Source.Version:
-		return nil, fmt.Errorf("%w: request %q names source version %q, but the candidate is from %q", ErrMismatch, req.RequestID, ref.SourceVersion, cand.Source.Version)
-	case ref.CandidateDigest != candDigest:
-		return nil, fmt.Errorf("%w: request %q names candidate digest %s, but the candidate's digest is %s", ErrMismatch, req.RequestID, ref.CandidateDigest, candDigest)
+	if err := checkPointsAt(req, cand, candDigest); err != nil {
+		return nil, err
 	}
-	// The decoder has checked that the provider is a known one.
-	capability, _ := document.CapabilityOf(req.Provider)
 	at := opts.At
 	if at.IsZero() {
 		at = time.Now()
 	}
 	at = at.UTC().Truncate(time.Second)
+	a := newApproval(opts, at, cand, req, candDigest, reqDigest)
+	if opts.Key != nil {
+		if err := Sign(a, opts.Key, opts.notAfter(at)); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkPassesGate(a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkApprover defaults By to the key's reviewer and checks that an
+// approver is named, and that a key signs only for its own reviewer.
+func (opts *Options) checkApprover() error {
+	if opts.Key != nil {
+		if opts.By == "" {
+			opts.By = opts.Key.Name
+		}
+		if err := opts.Key.CheckSigner(opts.By); err != nil {
+			return fmt.Errorf("approve: %w", err)
+		}
+	}
+	if strings.TrimSpace(opts.By) == "" {
+		return errors.New("approve: the approver's name (--by) is required")
+	}
+	return nil
+}
+
+// readCandidate parses and strictly decodes a candidate.
+func readCandidate(candidate []byte) (any, *document.Candidate, error) {
+	cv, err := document.Parse(candidate)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the candidate: %w", err)
+	}
+	cand, err := document.DecodeCandidate("$", cv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the candidate: %w", err)
+	}
+	return cv, cand, nil
+}
+
+// readRequest parses and strictly decodes a request.
+func readRequest(request []byte) (any, *document.Request, error) {
+	rv, err := document.Parse(request)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the request: %w", err)
+	}
+	req, err := document.DecodeRequest("$", rv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the request: %w", err)
+	}
+	return rv, req, nil
+}
+
+// checkPointsAt checks that the request points at this very candidate.
+func checkPointsAt(req *document.Request, cand *document.Candidate, candDigest string) error {
+	ref := req.CandidateRef
+	switch {
+	case ref.CandidateID != cand.CandidateID:
+		return fmt.Errorf("%w: request %q names candidate %q, not %q", ErrMismatch, req.RequestID, ref.CandidateID, cand.CandidateID)
+	case ref.SourceVersion != cand.Source.Version:
+		return fmt.Errorf("%w: request %q names source version %q, but the candidate is from %q", ErrMismatch, req.RequestID, ref.SourceVersion, cand.Source.Version)
+	case ref.CandidateDigest != candDigest:
+		return fmt.Errorf("%w: request %q names candidate digest %s, but the candidate's digest is %s", ErrMismatch, req.RequestID, ref.CandidateDigest, candDigest)
+	}
+	return nil
+}
+
+// newApproval is the unsigned approval, given at at, binding the candidate
+// and the request by their digests.
+func newApproval(opts Options, at time.Time, cand *document.Candidate, req *document.Request, candDigest, reqDigest string) *document.Approval {
+	// The decoder has checked that the provider is a known one.
+	capability, _ := document.CapabilityOf(req.Provider)
 	id := opts.ID
 	if id == "" {
 		id = fmt.Sprintf("approval-%s-%s-%s", reqDigest[len("sha256:"):len("sha256:")+12], at.Format("20060102T150405Z"), nuid.Next()[:8])
 	}
-	a := &document.Approval{
+	return &document.Approval{
 		SchemaVersion: document.ApprovalVersion,
 		ApprovalID:    id,
 		ApprovedBy:    opts.By,
@@ -107,32 +157,35 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 		Request:       document.ApprovedRequest{RequestID: req.RequestID, Digest: reqDigest},
 		Capabilities:  []string{capability},
 	}
-	if opts.Key != nil {
-		notAfter := opts.NotAfter
-		if notAfter.IsZero() {
-			life := opts.Lifetime
-			if life == 0 {
-				life = DefaultLifetime
-			}
-			notAfter = at.Add(life)
-		}
-		if err := Sign(a, opts.Key, notAfter); err != nil {
-			return nil, err
-		}
+}
+
+// notAfter ends the validity of a signed approval given at at.
+func (opts *Options) notAfter(at time.Time) time.Time {
+	if !opts.NotAfter.IsZero() {
+		return opts.NotAfter
 	}
-	// What we write must pass the strict decoder the gate uses.
+	life := opts.Lifetime
+	if life == 0 {
+		life = DefaultLifetime
+	}
+	return at.Add(life)
+}
+
+// checkPassesGate checks that what is written passes the strict decoder
+// the gate uses.
+func checkPassesGate(a *document.Approval) error {
 	b, err := json.Marshal(a)
 	if err != nil {
-		return nil, fmt.Errorf("approve: encoding the approval: %w", err)
+		return fmt.Errorf("approve: encoding the approval: %w", err)
 	}
 	v, err := document.Parse(b)
 	if err == nil {
 		_, err = document.DecodeApproval("$", v)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("approve: the approval would not pass the gate: %w", err)
+		return fmt.Errorf("approve: the approval would not pass the gate: %w", err)
 	}
-	return a, nil
+	return nil
 }
 
 // Sign signs an approval with key, valid until notAfter: it sets key_id and

@@ -13,6 +13,32 @@ import (
 	"time"
 )
 
+// Point names a place in the handling of one delivery where a fault can be
+// injected for tests.
+type Point string
+
+// Fault points, in the order a delivery passes them.
+const (
+	// Taken: a delivery within its budget is taken, before the gate.
+	Taken     Point = "taken"
+	AfterCall Point = "after-call" // the service answered; no receipt yet
+	// AfterReceipt: the receipt is stored (for a receipt stored in a batch,
+	// the batch's commit is acknowledged); no ack yet.
+	AfterReceipt Point = "after-receipt"
+	BeforeAck    Point = "before-ack" // just before the ack
+)
+
+// Fault points of a receipt batch, passed once per batch (with the first
+// delivery of the batch) between AfterCall and AfterReceipt.
+const (
+	// BatchStaged: the batch's messages before its commit are published;
+	// the commit is not.
+	BatchStaged Point = "batch-staged"
+	// BatchCommitSent: the commit is published too; its ack has not
+	// arrived, so nothing of the batch is acked.
+	BatchCommitSent Point = "batch-commit-sent"
+)
+
 // ErrFaultSpec is returned for a fault specification that does not parse.
 var ErrFaultSpec = errors.New("executor: bad fault specification")
 
@@ -109,5 +135,12 @@ func Faults(specs []FaultSpec, log *slog.Logger) func(Point, uint64, uint64, str
 			log.Error("FAULT INJECTED: stalling", "point", p, "for", f.Stall, "stream_seq", seq, "delivered", delivered, "intent_id", intentID)
 			time.Sleep(f.Stall)
 		}
+	}
+}
+
+// fault calls the Fault hook, if set, at point p of delivery d.
+func (e *Executor) fault(p Point, d *delivery) {
+	if e.cfg.Fault != nil {
+		e.cfg.Fault(p, d.seq, d.delivered, d.id.IntentID)
 	}
 }

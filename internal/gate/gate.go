@@ -355,31 +355,13 @@ func prefix(err error, member string) error {
 // checkParts runs the checks in order. policy is nil only when called by the
 // Bindings functions, which run the checks that need no keys by name.
 func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Verdict, error) {
-	cand, err := document.DecodeCandidate("$.candidate", p.Candidate)
+	cand, req, err := decodeAddressed(p, subject)
 	if err != nil {
-		return nil, fromDecoder(CheckEnvelope, err)
+		return nil, err
 	}
-	req, err := document.DecodeRequest("$.request", p.Request)
+	appr, err := decodeApproval(p.Approval)
 	if err != nil {
-		return nil, fromDecoder(CheckEnvelope, err)
-	}
-	if want := subjects.Approval(req.KeyScope(), req.IntentID); subject != "" && subject != want {
-		return nil, refuse(CheckEnvelope, "$.request.intent_id",
-			"the message was published on %q, but intent %q of scope %q is published on %q: an approval counts only on its own key's subject", subject, req.IntentID, req.KeyScope(), want)
-	}
-
-	if p.Approval == nil {
-		return nil, refuse(CheckApprovalFormat, "$.approval", "the message carries no approval; a person must approve the request (publisher approve) before it is sent")
-	}
-	if m, ok := p.Approval.(map[string]any); ok {
-		if sv, ok := m["schema_version"].(string); ok && sv != document.ApprovalVersion {
-			return nil, refuse(CheckApprovalFormat, "$.approval.schema_version",
-				"the approval member holds a %q document, not a %q: no other kind of decision passes for an approval", sv, document.ApprovalVersion)
-		}
-	}
-	appr, err := document.DecodeApproval("$.approval", p.Approval)
-	if err != nil {
-		return nil, fromDecoder(CheckApprovalFormat, err)
+		return nil, err
 	}
 	var signer *sign.Approver
 	if policy != nil {
@@ -399,41 +381,14 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 	reqSum := sha256.Sum256(reqJSON)
 	reqDigest := digestPrefix + hex.EncodeToString(reqSum[:])
 
-	switch {
-	case appr.Candidate.CandidateID != cand.CandidateID:
-		return nil, refuse(CheckCandidateBinding, "$.approval.candidate.candidate_id",
-			"the approval is for candidate %q, but the message carries candidate %q", appr.Candidate.CandidateID, cand.CandidateID)
-	case appr.Candidate.SourceVersion != cand.Source.Version:
-		return nil, refuse(CheckCandidateBinding, "$.candidate.source.version",
-			"the candidate comes from source version %q, but the approval was given for version %q; review the candidate again", cand.Source.Version, appr.Candidate.SourceVersion)
-	case appr.Candidate.Digest != candDigest:
-		return nil, refuse(CheckCandidateBinding, "$.candidate",
-			"the candidate's digest is %s, but the approval was given for %s: the candidate changed after it was approved", candDigest, appr.Candidate.Digest)
+	if err := checkCandidateBinding(appr, cand, candDigest); err != nil {
+		return nil, err
 	}
-
-	switch {
-	case appr.Request.RequestID != req.RequestID:
-		return nil, refuse(CheckRequestBinding, "$.approval.request.request_id",
-			"the approval is for request %q, but the message carries request %q", appr.Request.RequestID, req.RequestID)
-	case appr.Request.Digest != reqDigest:
-		return nil, refuse(CheckRequestBinding, "$.request",
-			"the request's digest is %s, but the approval was given for %s: the request was edited after it was approved", reqDigest, appr.Request.Digest)
-	case req.CandidateRef.CandidateID != cand.CandidateID:
-		return nil, refuse(CheckRequestBinding, "$.request.candidate_ref.candidate_id",
-			"the request points at candidate %q, not at the message's candidate %q", req.CandidateRef.CandidateID, cand.CandidateID)
-	case req.CandidateRef.CandidateDigest != candDigest:
-		return nil, refuse(CheckRequestBinding, "$.request.candidate_ref.candidate_digest",
-			"the request points at candidate digest %s, not at the message's candidate (%s)", req.CandidateRef.CandidateDigest, candDigest)
-	case req.CandidateRef.SourceVersion != cand.Source.Version:
-		return nil, refuse(CheckRequestBinding, "$.request.candidate_ref.source_version",
-			"the request points at source version %q, not at the candidate's %q", req.CandidateRef.SourceVersion, cand.Source.Version)
+	if err := checkRequestBinding(appr, req, cand, candDigest, reqDigest); err != nil {
+		return nil, err
 	}
-
-	// The decoder has checked that the provider is a known one.
-	capability, _ := document.CapabilityOf(req.Provider)
-	if len(appr.Capabilities) != 1 || appr.Capabilities[0] != capability {
-		return nil, refuse(CheckCapability, "$.approval.capabilities",
-			"the request is for provider %q, so the capabilities must be exactly [%q], not %q", req.Provider, capability, appr.Capabilities)
+	if err := checkCapability(appr, req); err != nil {
+		return nil, err
 	}
 
 	// The approval covers the request's provider and destination (the
@@ -445,15 +400,8 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 			return nil, err
 		}
 	}
-
-	// The scope is part of what was approved (the request digest binds it),
-	// and a signer may approve only the scopes the trusted-approvers file
-	// gives it. An unsigned approval (insecure mode) names no signer whose
-	// scopes could be looked up: it skips this check, as it skips signature.
-	if signer != nil && !signer.MayApprove(req.KeyScope()) {
-		return nil, refuse(CheckScope, "$.request.scope",
-			"the request is for scope %q, but its approver %q (key %s) is trusted only for the scopes %s; ask a reviewer trusted for %q to approve it, or have the trusted-approvers file grant that scope (publisher trust --scope)",
-			req.KeyScope(), signer.Name, signer.KeyID, quoteList(signer.ScopeList()), req.KeyScope())
+	if err := checkScope(signer, req); err != nil {
+		return nil, err
 	}
 
 	v := &Verdict{Candidate: cand, Request: req, Approval: appr, CandidateDigest: candDigest, RequestDigest: reqDigest, RequestJSON: reqJSON}
@@ -465,6 +413,110 @@ func checkParts(p *document.EnvelopeParts, policy *Checker, subject string) (*Ve
 		v.NotAfter, _ = time.Parse(time.RFC3339, appr.NotAfter)
 	}
 	return v, nil
+}
+
+// decodeAddressed decodes the candidate and the request, and checks that
+// the message was published on the subject of the request's key (when
+// subject is given).
+func decodeAddressed(p *document.EnvelopeParts, subject string) (*document.Candidate, *document.Request, error) {
+	cand, err := document.DecodeCandidate("$.candidate", p.Candidate)
+	if err != nil {
+		return nil, nil, fromDecoder(CheckEnvelope, err)
+	}
+	req, err := document.DecodeRequest("$.request", p.Request)
+	if err != nil {
+		return nil, nil, fromDecoder(CheckEnvelope, err)
+	}
+	if want := subjects.Approval(req.KeyScope(), req.IntentID); subject != "" && subject != want {
+		return nil, nil, refuse(CheckEnvelope, "$.request.intent_id",
+			"the message was published on %q, but intent %q of scope %q is published on %q: an approval counts only on its own key's subject", subject, req.IntentID, req.KeyScope(), want)
+	}
+	return cand, req, nil
+}
+
+// decodeApproval decodes the approval member, which must be there and be
+// an approval, not another kind of document.
+func decodeApproval(member any) (*document.Approval, error) {
+	if member == nil {
+		return nil, refuse(CheckApprovalFormat, "$.approval", "the message carries no approval; a person must approve the request (publisher approve) before it is sent")
+	}
+	if m, ok := member.(map[string]any); ok {
+		if sv, ok := m["schema_version"].(string); ok && sv != document.ApprovalVersion {
+			return nil, refuse(CheckApprovalFormat, "$.approval.schema_version",
+				"the approval member holds a %q document, not a %q: no other kind of decision passes for an approval", sv, document.ApprovalVersion)
+		}
+	}
+	appr, err := document.DecodeApproval("$.approval", member)
+	if err != nil {
+		return nil, fromDecoder(CheckApprovalFormat, err)
+	}
+	return appr, nil
+}
+
+// checkCandidateBinding checks that the approval was given for this very
+// candidate.
+func checkCandidateBinding(appr *document.Approval, cand *document.Candidate, candDigest string) error {
+	switch {
+	case appr.Candidate.CandidateID != cand.CandidateID:
+		return refuse(CheckCandidateBinding, "$.approval.candidate.candidate_id",
+			"the approval is for candidate %q, but the message carries candidate %q", appr.Candidate.CandidateID, cand.CandidateID)
+	case appr.Candidate.SourceVersion != cand.Source.Version:
+		return refuse(CheckCandidateBinding, "$.candidate.source.version",
+			"the candidate comes from source version %q, but the approval was given for version %q; review the candidate again", cand.Source.Version, appr.Candidate.SourceVersion)
+	case appr.Candidate.Digest != candDigest:
+		return refuse(CheckCandidateBinding, "$.candidate",
+			"the candidate's digest is %s, but the approval was given for %s: the candidate changed after it was approved", candDigest, appr.Candidate.Digest)
+	}
+	return nil
+}
+
+// checkRequestBinding checks that the approval was given for this very
+// request, and that the request points at the message's candidate.
+func checkRequestBinding(appr *document.Approval, req *document.Request, cand *document.Candidate, candDigest, reqDigest string) error {
+	switch {
+	case appr.Request.RequestID != req.RequestID:
+		return refuse(CheckRequestBinding, "$.approval.request.request_id",
+			"the approval is for request %q, but the message carries request %q", appr.Request.RequestID, req.RequestID)
+	case appr.Request.Digest != reqDigest:
+		return refuse(CheckRequestBinding, "$.request",
+			"the request's digest is %s, but the approval was given for %s: the request was edited after it was approved", reqDigest, appr.Request.Digest)
+	case req.CandidateRef.CandidateID != cand.CandidateID:
+		return refuse(CheckRequestBinding, "$.request.candidate_ref.candidate_id",
+			"the request points at candidate %q, not at the message's candidate %q", req.CandidateRef.CandidateID, cand.CandidateID)
+	case req.CandidateRef.CandidateDigest != candDigest:
+		return refuse(CheckRequestBinding, "$.request.candidate_ref.candidate_digest",
+			"the request points at candidate digest %s, not at the message's candidate (%s)", req.CandidateRef.CandidateDigest, candDigest)
+	case req.CandidateRef.SourceVersion != cand.Source.Version:
+		return refuse(CheckRequestBinding, "$.request.candidate_ref.source_version",
+			"the request points at source version %q, not at the candidate's %q", req.CandidateRef.SourceVersion, cand.Source.Version)
+	}
+	return nil
+}
+
+// checkCapability checks that the approval grants exactly the capability
+// of the request's provider.
+func checkCapability(appr *document.Approval, req *document.Request) error {
+	// The decoder has checked that the provider is a known one.
+	capability, _ := document.CapabilityOf(req.Provider)
+	if len(appr.Capabilities) != 1 || appr.Capabilities[0] != capability {
+		return refuse(CheckCapability, "$.approval.capabilities",
+			"the request is for provider %q, so the capabilities must be exactly [%q], not %q", req.Provider, capability, appr.Capabilities)
+	}
+	return nil
+}
+
+// checkScope checks that the signer may approve the request's scope. The
+// scope is part of what was approved (the request digest binds it), and a
+// signer may approve only the scopes the trusted-approvers file gives it.
+// An unsigned approval (insecure mode) names no signer whose scopes could
+// be looked up: it skips this check, as it skips signature.
+func checkScope(signer *sign.Approver, req *document.Request) error {
+	if signer != nil && !signer.MayApprove(req.KeyScope()) {
+		return refuse(CheckScope, "$.request.scope",
+			"the request is for scope %q, but its approver %q (key %s) is trusted only for the scopes %s; ask a reviewer trusted for %q to approve it, or have the trusted-approvers file grant that scope (publisher trust --scope)",
+			req.KeyScope(), signer.Name, signer.KeyID, quoteList(signer.ScopeList()), req.KeyScope())
+	}
+	return nil
 }
 
 // quoteList names scopes for a reason: "default", "team-a".

@@ -532,7 +532,7 @@ func drain(resp *http.Response) {
 func (a *Adapter) statusError(method string, target *url.URL, resp *http.Response, put bool) error {
 	msg := fmt.Sprintf("caldav: %s %s: the server answered %s", method, target, resp.Status)
 	switch code := resp.StatusCode; {
-	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+	case transientStatus(code):
 		return taskservice.Transient(errors.New(msg))
 	case code == http.StatusUnauthorized:
 		msg += fmt.Sprintf(": the credentials of user %q were refused", a.user)
@@ -544,6 +544,12 @@ func (a *Adapter) statusError(method string, target *url.URL, resp *http.Respons
 		msg += fmt.Sprintf(" with a redirect to %q, which is not followed: configure the collection's own URL", redact.URL(resp.Header.Get("Location")))
 	}
 	return taskservice.Permanent(errors.New(msg))
+}
+
+// transientStatus reports whether an answer's status says to try again
+// later: a 5xx, 408 or 429.
+func transientStatus(code int) bool {
+	return code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
 }
 
 func findTodo(cal *ical.Calendar) *ical.Component {

@@ -48,17 +48,17 @@ func encodeTask(req taskservice.Request, now time.Time) ([]byte, error) {
 			cal.Children = append(cal.Children, zone)
 		}
 	}
-	setX(todo, PropIntentID, req.IntentID)
-	setX(todo, PropScope, req.KeyScope())
-	setX(todo, PropRequestDigest, req.RequestDigest)
-	setX(todo, PropRequestID, req.RequestID)
-	setX(todo, PropCandidateID, req.CandidateID)
-	setX(todo, PropSourceVersion, req.SourceVersion)
-	setX(todo, PropApprovedBy, req.ApprovedBy)
-	setX(todo, PropCallRef, req.CallRef)
+	setText(todo, PropIntentID, req.IntentID)
+	setText(todo, PropScope, req.KeyScope())
+	setText(todo, PropRequestDigest, req.RequestDigest)
+	setText(todo, PropRequestID, req.RequestID)
+	setText(todo, PropCandidateID, req.CandidateID)
+	setText(todo, PropSourceVersion, req.SourceVersion)
+	setText(todo, PropApprovedBy, req.ApprovedBy)
+	setText(todo, PropCallRef, req.CallRef)
 	if req.Task.AssigneePersonRef != nil {
 		// A person reference, not an address: never an ATTENDEE.
-		setX(todo, PropAssigneeRef, *req.Task.AssigneePersonRef)
+		setText(todo, PropAssigneeRef, *req.Task.AssigneePersonRef)
 	}
 	cal.Children = append(cal.Children, todo)
 	var buf bytes.Buffer
@@ -167,18 +167,9 @@ func fixedZone(tzid string, offset int) *ical.Component {
 	return zone
 }
 
-// setText sets a TEXT property, escaped (line breaks of any kind as \n);
-// an empty value sets nothing.
+// setText sets a TEXT property, or an X- property (its value a TEXT too),
+// escaped (line breaks of any kind as \n); an empty value sets nothing.
 func setText(c *ical.Component, name, value string) {
-	if value == "" {
-		return
-	}
-	p := ical.NewProp(name)
-	p.Value = escapeText(value)
-	c.Props.Set(p)
-}
-
-func setX(c *ical.Component, name, value string) {
 	if value == "" {
 		return
 	}
