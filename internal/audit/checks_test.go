@@ -12,7 +12,6 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/keylife"
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -137,7 +136,7 @@ func (w *world) call(seq, delivered uint64, attempt string, at time.Time) provid
 		notAfter = stamp(d)
 	}
 	return w.serve(provider.CreateRequest{Scope: v.Request.KeyScope(), IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, RequestID: v.Request.RequestID,
-		Task: taskOf(v), CallRef: executor.CallRef(seq, delivered, attempt), NotAfter: notAfter}, at)
+		Task: taskOf(v), CallRef: topology.CallRef(seq, delivered, attempt), NotAfter: notAfter}, at)
 }
 
 // taskOf is the task of a request that passed the gate, as a call carries it.
@@ -349,7 +348,7 @@ func TestVerifyChecks(t *testing.T) {
 			name: "a rejected message that reached the service fails check 6",
 			build: func(w *world) {
 				w.run(hourAgo)
-				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: w.in.Intents[0].RequestDigest, CallRef: executor.CallRef(5, 1, "rejected")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: w.in.Intents[0].RequestDigest, CallRef: topology.CallRef(5, 1, "rejected")}, hourAgo)
 				w.in.Requests[rec.Seq-1].ReplyDropped = true
 			},
 			fail: []string{"rejected-not-called", "gate-passes"}, says: "was rejected, yet request",
@@ -374,7 +373,7 @@ func TestVerifyChecks(t *testing.T) {
 			name: "a call naming a stream sequence that does not exist fails check 7",
 			build: func(w *world) {
 				w.run(hourAgo)
-				rec := w.serve(provider.CreateRequest{IntentID: "intent-0009", RequestDigest: w.in.Intents[0].RequestDigest, CallRef: executor.CallRef(99, 1, "ghost")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0009", RequestDigest: w.in.Intents[0].RequestDigest, CallRef: topology.CallRef(99, 1, "ghost")}, hourAgo)
 				w.in.Receipts[99] = []*document.Receipt{{SchemaVersion: document.ReceiptVersion, ReceiptID: "receipt-ghost", Outcome: rec.Outcome,
 					IntentID: ptr("intent-0009"), TaskID: ptr(rec.TaskID), Delivery: document.Delivery{StreamSeq: 99, Delivered: 1, Attempt: "ghost"}, IssuedAt: stamp(hourAgo)}}
 			},
@@ -433,7 +432,7 @@ func TestVerifyChecks(t *testing.T) {
 			name: "an unparseable message with a created receipt and a service call fails check 9",
 			build: func(w *world) {
 				seq := w.publish([]byte(`{"schema_version": "task-envelope.v1", "candidate": `), hourAgo)
-				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: "sha256:" + strings.Repeat("0", 64), CallRef: executor.CallRef(seq, 1, "x")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: "sha256:" + strings.Repeat("0", 64), CallRef: topology.CallRef(seq, 1, "x")}, hourAgo)
 				w.receipt(seq, 1, "x", rec.Outcome, &rec, hourAgo)
 			},
 			fail: []string{"calls-name-messages", "receipts-name-messages", "gate-passes"}, says: "message 1 (intent \"\") fails the gate at envelope",
@@ -447,7 +446,7 @@ func TestVerifyChecks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: executor.CallRef(seq, 1, "x")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: topology.CallRef(seq, 1, "x")}, hourAgo)
 				w.receipt(seq, 1, "x", rec.Outcome, &rec, hourAgo)
 			},
 			fail: []string{"gate-passes"}, says: `message 1 (intent "intent-0001") fails the gate at candidate_binding`,
@@ -547,7 +546,7 @@ func TestVerifyChecks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: executor.CallRef(seq, 1, "b")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: v.Request.IntentID, RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: topology.CallRef(seq, 1, "b")}, hourAgo)
 				r := w.receipt(seq, 1, "b", rec.Outcome, &rec, hourAgo)
 				r.RequestID = ptr(v.Request.RequestID)
 			},
@@ -561,7 +560,7 @@ func TestVerifyChecks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: executor.CallRef(seq, 1, "c")}, hourAgo)
+				rec := w.serve(provider.CreateRequest{IntentID: "intent-0001", RequestDigest: v.RequestDigest, Task: taskOf(v), CallRef: topology.CallRef(seq, 1, "c")}, hourAgo)
 				w.receipt(seq, 1, "c", rec.Outcome, &rec, hourAgo)
 			},
 			fail: []string{"calls-name-messages", "content-as-approved"}, says: "carries request digest",

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // This file compares what the task service created with what was approved.
@@ -131,7 +132,7 @@ func (ix *contentIndex) approvedMessage(c *Check, t provider.TaskRecord, n *cont
 		c.violate("task %s (intent %q): its create names request %d, which is not recorded: its approved content is unknown", t.TaskID, t.IntentID, cr.RequestSeq)
 		return 0, false
 	}
-	seq, _, named := callSeq(r.CallRef)
+	seq, _, named := topology.ParseCallRef(r.CallRef)
 	if named {
 		switch v.place(seq) {
 		case beforeWindow, afterWindow:

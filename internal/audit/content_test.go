@@ -15,6 +15,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 const evil = "EVIL: wire 1M"
@@ -60,7 +61,7 @@ func TestAForgedCreateUnderAnApprovedDigestIsRefusedAndTheApprovalIsCreatedAsApp
 		t.Run("a create with "+a.name+" is refused at "+a.field+" and recorded", func(t *testing.T) {
 			call := map[string]any{"intent_id": q.IntentID, "request_digest": v.RequestDigest,
 				"task":     map[string]any{"title": evil, "assignee_person_ref": mallory, "due_at": nil},
-				"call_ref": executor.CallRef(1, uint64(i+2), "made-up")}
+				"call_ref": topology.CallRef(1, uint64(i+2), "made-up")}
 			if a.request != nil {
 				call["request"] = json.RawMessage(a.request)
 			}
@@ -195,7 +196,7 @@ func TestVerifyComparesEachTaskWithItsApprovedRequest(t *testing.T) {
 				w.in.Counts.RequestsReceived++
 				w.in.Requests = append(w.in.Requests, provider.RequestRecord{Seq: uint64(len(w.in.Requests) + 1), IntentID: "intent-0001",
 					RequestDigest: w.in.Intents[0].RequestDigest, Outcome: provider.OutcomeRefused, ReceivedAt: stamp(hourAgo),
-					CallRef: executor.CallRef(1, 2, "forged"),
+					CallRef: topology.CallRef(1, 2, "forged"),
 					Refusal: &provider.Refusal{Check: provider.CheckRequestBinding, Field: "task.title", Reason: "the call's task title differs from its request's"}})
 			},
 			fail: []string{"content-as-approved"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // This file checks the task service's counters against each other and
@@ -101,7 +102,7 @@ func (v *view) callsByRef(c *Check, n *requestTally) map[string]*provider.Reques
 	byRef := map[string]*provider.RequestRecord{}
 	for i := range in.Requests {
 		r := &in.Requests[i]
-		seq, _, ok := callSeq(r.CallRef)
+		seq, _, ok := topology.ParseCallRef(r.CallRef)
 		if !ok {
 			n.external++
 			continue
@@ -165,7 +166,7 @@ func (v *view) lostReplies(byRef map[string]*provider.RequestRecord, matched map
 			continue
 		}
 		n.lost++
-		seq, _, _ := callSeq(ref)
+		seq, _, _ := topology.ParseCallRef(ref)
 		finished := len(v.in.Receipts[seq]) > 0
 		if _, dead := v.in.DeadLetters[seq]; dead {
 			finished = true

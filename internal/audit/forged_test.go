@@ -159,7 +159,7 @@ func TestVerifyFailsWhenTheCallAndReceiptOfAMessageAreForAnotherIntent(t *testin
 	// under its call reference, and RECEIPTS holds a receipt for
 	// intent-0002 at its sequence.
 	seq := publishApproval(t, env, "intent-0001", s.Original.Envelope())
-	ref := executor.CallRef(seq, 1, "forged")
+	ref := topology.CallRef(seq, 1, "forged")
 	resp := callService(t, env, s.NewIntent.Envelope(), "intent-0002", ref)
 	storeReceipt(t, env, seq, "forged", "intent-0002", resp)
 
@@ -180,7 +180,7 @@ func TestVerifyFailsWhenAMessageTheGateRefusesHasACreatedReceiptAndACall(t *test
 		}
 	}
 	seq := publishApproval(t, env, "intent-0001", tampered)
-	resp := callService(t, env, s.Original.Envelope(), "intent-0001", executor.CallRef(seq, 1, "forged"))
+	resp := callService(t, env, s.Original.Envelope(), "intent-0001", topology.CallRef(seq, 1, "forged"))
 	storeReceipt(t, env, seq, "forged", "intent-0001", resp)
 
 	expectViolation(t, verify(t, env), "fails the gate at candidate_binding")

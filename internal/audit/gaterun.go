@@ -8,6 +8,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // This file re-runs the gate on every stored message, as the executors ran
@@ -62,7 +63,7 @@ func describeGate(c *gate.Checker, serves bool) GateRun {
 func checkGate(c *Check, v *view) {
 	calls := map[uint64]int{}
 	for _, r := range v.in.Requests {
-		if seq, _, ok := callSeq(r.CallRef); ok {
+		if seq, _, ok := topology.ParseCallRef(r.CallRef); ok {
 			calls[seq]++
 		}
 	}

@@ -109,7 +109,7 @@ func checkRejected(c *Check, in *Input) {
 		}
 	}
 	for _, r := range in.Requests {
-		if seq, _, ok := callSeq(r.CallRef); ok && rejected[seq] {
+		if seq, _, ok := topology.ParseCallRef(r.CallRef); ok && rejected[seq] {
 			c.violate("message %d was rejected, yet request %d (%s) reached the service", seq, r.Seq, r.CallRef)
 		}
 	}

@@ -198,7 +198,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 	}
 	stop()
 	seq := publishApproval(t, env, "intent-0001", s.Original.Envelope())
-	storeReceipt(t, env, seq, "after", "intent-0001", callService(t, env, s.Original.Envelope(), "intent-0001", executor.CallRef(seq, 1, "after")))
+	storeReceipt(t, env, seq, "after", "intent-0001", callService(t, env, s.Original.Envelope(), "intent-0001", topology.CallRef(seq, 1, "after")))
 
 	rep := verify(t, env)
 	expectViolation(t, rep,

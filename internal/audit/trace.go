@@ -110,7 +110,7 @@ func newView(in *Input, o Options) *view {
 		}
 	}
 	for _, r := range in.Requests {
-		if seq, _, ok := callSeq(r.CallRef); ok {
+		if seq, _, ok := topology.ParseCallRef(r.CallRef); ok {
 			note(seq, r.ReceivedAt)
 		}
 	}
@@ -241,7 +241,7 @@ func (v *view) window() Window {
 	}
 	seen := map[uint64]bool{}
 	for _, r := range v.in.Requests {
-		if seq, _, ok := callSeq(r.CallRef); ok {
+		if seq, _, ok := topology.ParseCallRef(r.CallRef); ok {
 			count(seq, 1, 0, seen)
 		}
 	}

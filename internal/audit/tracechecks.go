@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // This file traces every service call (calls-name-messages) and every
@@ -18,7 +20,7 @@ func checkCallsNameMessages(c *Check, v *view) {
 	var matched, gone, before, after int
 	var external []string
 	for _, r := range v.in.Requests {
-		seq, _, ok := callSeq(r.CallRef)
+		seq, _, ok := topology.ParseCallRef(r.CallRef)
 		if !ok {
 			external = append(external, fmt.Sprintf("request %d (intent %q, call reference %q)", r.Seq, r.IntentID, r.CallRef))
 			continue
@@ -145,7 +147,7 @@ func checkDeliveries(c *Check, v *view) {
 	var calls int
 	var highest uint64
 	for _, r := range v.in.Requests {
-		seq, d, ok := callSeq(r.CallRef)
+		seq, d, ok := topology.ParseCallRef(r.CallRef)
 		if !ok {
 			continue
 		}

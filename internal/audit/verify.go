@@ -1,10 +1,7 @@
 package audit
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -28,21 +25,9 @@ type Report struct {
 	Checks  []Check         `json:"checks"`
 }
 
-// callSeq reads the stream sequence and the delivery number out of an
-// executor's call reference, "APPROVALS:<stream_seq>:<delivery>:<attempt>".
-func callSeq(ref string) (seq, delivered uint64, ok bool) {
-	parts := strings.Split(ref, ":")
-	if len(parts) != 4 || parts[0] != topology.ApprovalsStream || parts[3] == "" {
-		return 0, 0, false
-	}
-	s, err1 := strconv.ParseUint(parts[1], 10, 64)
-	d, err2 := strconv.ParseUint(parts[2], 10, 64)
-	return s, d, err1 == nil && err2 == nil
-}
-
 // callRef is the call reference of the call a receipt reports.
 func callRef(r *document.Receipt) string {
-	return fmt.Sprintf("%s:%d:%d:%s", topology.ApprovalsStream, r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Attempt)
+	return topology.CallRef(r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Attempt)
 }
 
 func serviceOutcome(o string) bool {

@@ -8,6 +8,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // TestTheExecutorSendsTheRequestItsApprovalCovers checks the request bytes
@@ -19,7 +20,7 @@ func TestTheExecutorSendsTheRequestItsApprovalCovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := executor.CallRequest(v, executor.CallRef(1, 1, "a"))
+	req := executor.CallRequest(v, topology.CallRef(1, 1, "a"))
 	d, err := canon.DigestExact(req.Request)
 	if err != nil || d != req.RequestDigest || d != v.Approval.Request.Digest {
 		t.Fatalf("request digests to %s (%v); the call says %s, the approval %s", d, err, req.RequestDigest, v.Approval.Request.Digest)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -237,12 +236,6 @@ func (e *Executor) answered(d *delivery, resp *taskservice.Result) *document.Rec
 	return r
 }
 
-// CallRef names one handling's call to the task service, as recorded by the
-// service: "APPROVALS:<stream_seq>:<delivery>:<attempt>".
-func CallRef(seq, delivered uint64, attempt string) string {
-	return topology.ApprovalsStream + ":" + strconv.FormatUint(seq, 10) + ":" + strconv.FormatUint(delivered, 10) + ":" + attempt
-}
-
 // call asks the service to create the task, signalling progress to the
 // server while it waits so that the delivery is not handed to another
 // instance meanwhile.
@@ -250,7 +243,7 @@ func (e *Executor) call(d *delivery, v *gate.Verdict) (taskservice.Result, error
 	defer e.progress(d.msg)()
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
 	defer cancel()
-	req := CallRequest(v, CallRef(d.seq, d.delivered, d.attempt))
+	req := CallRequest(v, topology.CallRef(d.seq, d.delivered, d.attempt))
 	req.NotAfter = keylife.Deadline(req.NotAfter, e.deliveryWait)
 	return e.svc.Create(ctx, req)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -44,7 +45,7 @@ func TestTheCallCarriesTheRequestsProviderAndDestination(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := executor.CallRequest(v, executor.CallRef(1, 1, "a"))
+			req := executor.CallRequest(v, topology.CallRef(1, 1, "a"))
 			if req.Provider != c.provider || req.Destination != c.destination {
 				t.Errorf("call for %q, %q; want %q, %q", req.Provider, req.Destination, c.provider, c.destination)
 			}

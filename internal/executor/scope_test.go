@@ -12,6 +12,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -100,7 +101,7 @@ func TestTheCallCarriesTheKeysScopeAndTheApprovalsExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := executor.CallRequest(v, executor.CallRef(1, 1, "a"))
+			req := executor.CallRequest(v, topology.CallRef(1, 1, "a"))
 			if req.Scope != c.scope || !req.NotAfter.Equal(c.notAfter) {
 				t.Fatalf("the call names scope %q and not_after %v, want %q and %v", req.Scope, req.NotAfter, c.scope, c.notAfter)
 			}

@@ -78,7 +78,7 @@ type CreateRequest struct {
 	Task          Task            `json:"task"`
 	Request       json.RawMessage `json:"request"`
 	// CallRef names the caller's attempt: the executor sends four fields,
-	// "APPROVALS:<stream_seq>:<delivery>:<attempt>" (executor.CallRef), the
+	// "APPROVALS:<stream_seq>:<delivery>:<attempt>" (topology.CallRef), the
 	// stream, the message's sequence in it, its delivery count and the id
 	// of this handling of the delivery. It is recorded with the request so
 	// that an audit can match every request to a receipt or explain it.
