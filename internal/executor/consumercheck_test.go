@@ -14,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -167,9 +168,10 @@ func TestARunningExecutorStopsTakingDeliveriesOnceItsConsumerIsChanged(t *testin
 		t.Fatalf("no ERROR naming the differences in the log:\n%s", log.String())
 	}
 
-	// The connection is drained after Run, as serve does; nothing takes
-	// an approval sent now: it waits in the stream.
-	if err := nc.Drain(); err != nil {
+	// The connection is drained after Run, as serve does, and closed (a
+	// drain only starting could still take a delivery for a pull in
+	// flight); nothing takes an approval sent now: it waits in the stream.
+	if err := natsconn.Drain(nc, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
