@@ -1,4 +1,4 @@
-package probe
+package servicetest
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-func (r *runner) retry(ctx context.Context) Row {
-	row := rowHead(RowRetry)
+func (r *Rows) retry(ctx context.Context) Row {
+	row := Head(RowRetry)
 	req := r.request(RowRetry, 0)
 	row.IntentID = req.IntentID
 	r1, ok := r.first(ctx, &row, req)
@@ -51,8 +51,8 @@ func (r *runner) retry(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) conflict(ctx context.Context) Row {
-	row := rowHead(RowConflict)
+func (r *Rows) conflict(ctx context.Context) Row {
+	row := Head(RowConflict)
 	req, other := r.request(RowConflict, 0), r.request(RowConflict, 1)
 	row.IntentID = req.IntentID
 	r1, ok := r.first(ctx, &row, req)
@@ -105,7 +105,7 @@ type concurrentAnswer struct {
 
 // callAtOnce sends req n times at once, then retries each call that failed
 // transiently, as its delivery would be.
-func (r *runner) callAtOnce(ctx context.Context, req taskservice.Request, n int) []concurrentAnswer {
+func (r *Rows) callAtOnce(ctx context.Context, req taskservice.Request, n int) []concurrentAnswer {
 	answers := make([]concurrentAnswer, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -127,8 +127,8 @@ func (r *runner) callAtOnce(ctx context.Context, req taskservice.Request, n int)
 	return answers
 }
 
-func (r *runner) concurrent(ctx context.Context) Row {
-	row := rowHead(RowConcurrent)
+func (r *Rows) concurrent(ctx context.Context) Row {
+	row := Head(RowConcurrent)
 	row.Method = fmt.Sprintf("%d goroutines at once", r.o.Concurrency)
 	req := r.request(RowConcurrent, 0)
 	row.IntentID = req.IntentID
@@ -197,8 +197,8 @@ func (r *runner) concurrent(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) lostReply(ctx context.Context) Row {
-	row := rowHead(RowLostReply)
+func (r *Rows) lostReply(ctx context.Context) Row {
+	row := Head(RowLostReply)
 	if r.t.LoseReplyHow != "" {
 		row.Method = r.t.LoseReplyHow
 	}
@@ -272,8 +272,8 @@ func (r *runner) lostReply(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) afterDelete(ctx context.Context) Row {
-	row := rowHead(RowAfterDelete)
+func (r *Rows) afterDelete(ctx context.Context) Row {
+	row := Head(RowAfterDelete)
 	if r.t.Delete == nil {
 		if r.t.NeverDeletes {
 			row.Method = "stated by the adapter"
@@ -291,7 +291,7 @@ func (r *runner) afterDelete(ctx context.Context) Row {
 	if !ok {
 		return row
 	}
-	if !r.p.own(req.IntentID) || !strings.HasPrefix(req.IntentID, Prefix) {
+	if !r.own(req.IntentID) || !strings.HasPrefix(req.IntentID, Prefix) {
 		row.Status, row.Answer, row.Seen = Unknown, "not measured", "refused to delete an intent id that is not this run's"
 		return row
 	}
@@ -339,8 +339,8 @@ func (r *runner) afterDelete(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) scope(_ context.Context) Row {
-	row := rowHead(RowScope)
+func (r *Rows) scope(_ context.Context) Row {
+	row := Head(RowScope)
 	r.mu.Lock()
 	stores := make([]string, 0, len(r.stores))
 	for s := range r.stores {
@@ -381,8 +381,8 @@ func (r *runner) scope(_ context.Context) Row {
 // relies on: a lookup right after a create sees it. If it does not, a
 // retry soon after a create (a lost reply, a redelivery) finds nothing and
 // creates again.
-func (r *runner) readAfterWrite(ctx context.Context) Row {
-	row := rowHead(RowReadAfterWrite)
+func (r *Rows) readAfterWrite(ctx context.Context) Row {
+	row := Head(RowReadAfterWrite)
 	if r.t.Find == nil {
 		row.Status, row.Answer = NotApplicable, "not applicable"
 		row.Seen = orDefault(r.t.FindWhyNot, "no lookup decides a create for this target")
@@ -422,8 +422,8 @@ func (r *runner) readAfterWrite(ctx context.Context) Row {
 // adapter's protocol would, and counts the tasks they made; it then deletes
 // them again, so that the key's doubled tasks are not left for verify to
 // report. It is measured for comparison and never judged.
-func (r *runner) naive(ctx context.Context) Row {
-	row := rowHead(RowNaive)
+func (r *Rows) naive(ctx context.Context) Row {
+	row := Head(RowNaive)
 	if r.t.Naive == nil {
 		row.Status, row.Answer = NotApplicable, "not applicable"
 		row.Seen = orDefault(r.t.NaiveWhyNot, "the target offers no create that bypasses its key")
@@ -449,7 +449,7 @@ func (r *runner) naive(ctx context.Context) Row {
 	}
 	row.Answer = plural(tasks, "task")
 	row.Seen = strings.Join(seen, ", then ") + counted
-	if r.t.Delete != nil && r.p.own(req.IntentID) && strings.HasPrefix(req.IntentID, Prefix) && tasks != 0 {
+	if r.t.Delete != nil && r.own(req.IntentID) && strings.HasPrefix(req.IntentID, Prefix) && tasks != 0 {
 		dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
 		err := r.t.Delete(dctx, Scope, req.IntentID)
 		cancel()
