@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-		"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 // Head returns a row with its question and its default method, not yet
