@@ -38,80 +38,38 @@ const (
 // their approval is valid (taskservice.Request.NotAfter).
 const ApprovalLifetime = servicetest.ApprovalLifetime
 
-// Target is a task service to probe, as an adapter presents it.
+// Target is a task service to probe, as an adapter presents it: its
+// fields mean what servicetest.Target's of the same names mean (the probe
+// calls Delete only with its Scope and intent ids it made), and Provider
+// and Destination are what the probe's requests name, so that a service
+// that routes calls by them (an executor's router over several
+// destinations) sends them to the target; empty means the fake task
+// service's default destination. Suite gives the conformance suite's
+// Target.
 type Target struct {
-	// Name names the service in the report ("fake task service").
-	Name string
-	// Service is the service, reached through the public contract only.
-	Service taskservice.Service
-	// Scope says in what scope the service remembers keys ("the service",
-	// "the collection"), as the adapter states it; empty when it cannot
-	// say.
-	Scope string
-	// Delete deletes the task of one key (scope, intent id), as a user
-	// would in the service's own interface; nil when the target cannot.
-	// The probe calls it only with its Scope and intent ids it made.
-	Delete func(ctx context.Context, scope, intentID string) error
-	// NeverDeletes states that the service has no way to delete a task, so
-	// that a key lasts as long as the service's store. It answers the
-	// "key remembered after the task is deleted" row when Delete is nil.
-	NeverDeletes bool
-	// LoseReply arranges that the reply to the next create call is lost
-	// after the service has acted on it (the fake service's fault switch, a
-	// proxy that drops the response); disarm undoes it if the call did not
-	// use it up. Nil when the target cannot lose a reply.
-	LoseReply func(ctx context.Context) (disarm func(context.Context) error, err error)
-	// LoseReplyHow says how the reply is lost, for the table ("the service
-	// withholds the reply after commit"); empty for a generic description.
-	LoseReplyHow string
-	// Count returns how many tasks exist for an intent id, counted by the
-	// service; nil when the target cannot list its tasks.
-	Count func(ctx context.Context, intentID string) (int, error)
-	// Class states how the service keeps a resend to one task, as the
-	// adapter states it: "keeps keys" (the service replays a key it holds),
-	// "atomic create-if-absent" (the server refuses a second create of a
-	// name), "no key: the adapter looks up and locks"; empty when it
-	// cannot say.
-	Class string
-	// Naive creates a task on every call, with no lookup and no lock: what
-	// a plain retry does to the service without the adapter's protocol. The
-	// naive-retry row sends it two calls with one key and counts the tasks
-	// (then deletes them again, when Delete is set). Nil when the target
-	// offers no such create; NaiveWhyNot then says why, for the row.
-	Naive       taskservice.Service
-	NaiveWhyNot string
-	// Find looks the key of a request up, creating nothing
-	// (taskservice.Finder's Find), for an adapter that decides a create by
-	// a lookup: the read-after-write row checks that a lookup right after
-	// a create sees it. Nil when no lookup decides a create; FindWhyNot
-	// then says why, for the row.
-	Find       func(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error)
-	FindWhyNot string
-	// Provider and Destination are what the probe's requests name, so that
-	// a service that routes calls by them (an executor's router over
-	// several destinations) sends them to the target; empty means the fake
-	// task service's default destination.
+	Name, Scope, Class    string
+	Service               taskservice.Service
+	Delete                func(ctx context.Context, scope, intentID string) error
+	NeverDeletes          bool
+	Count                 func(ctx context.Context, intentID string) (int, error)
+	LoseReply             func(ctx context.Context) (disarm func(context.Context) error, err error)
+	Naive                 taskservice.Service
+	Find                  func(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error)
+	LoseReplyHow          string
+	NaiveWhyNot           string
+	FindWhyNot            string
 	Provider, Destination string
 }
 
-// Options tune a run; the zero value takes every default.
+// Options tune a run; the zero value takes every default. The first six
+// mean what servicetest.Options' of the same names mean.
 type Options struct {
-	// Concurrency is the number of calls sent at once with one key
-	// (DefaultConcurrency; 2 to MaxConcurrency).
-	Concurrency int
-	// RunID makes the intent ids unique; empty picks a random one. It is
-	// lower-case letters and digits only.
-	RunID string
-	// CallTimeout bounds each call (DefaultCallTimeout).
-	CallTimeout time.Duration
-	// LostReplyWait is how long the call whose reply is lost waits for it
-	// (DefaultLostReplyWait).
+	Concurrency   int
+	RunID         string
+	CallTimeout   time.Duration
 	LostReplyWait time.Duration
-	// Retries is how many times a call that failed transiently is retried,
-	// as the executor would redeliver it (DefaultRetries; -1 for none).
-	Retries int
-	// RetryDelay is the pause before each retry (DefaultRetryDelay).
-	RetryDelay time.Duration
+	Retries       int
+	RetryDelay    time.Duration
 	// KeepTasks leaves the run's tasks in place at its end; by default
 	// the run deletes them (Target.Delete), so that the service's list is
 	// as it was.

@@ -24,26 +24,7 @@ func TestTheAdapterPassesTheConformanceSuite(t *testing.T) {
 				a := adapter(t, collection, caldav.Config{})
 				return servicetest.Target{Name: "CalDAV on " + string(k), Service: a, Scope: a.Scope(),
 					Delete: a.DeleteTask, Find: a.Find,
-					Count: func(ctx context.Context, intentID string) (int, error) {
-						l, err := a.ListTasks(ctx)
-						n := 0
-						for _, task := range l.Tasks {
-							if task.IntentID == intentID {
-								n++
-							}
-						}
-						return n, err
-					},
-					LoseReply: func(context.Context) (func(context.Context) error, error) {
-						before := p.Dropped()
-						p.DropResponsesTo("PUT", 1)
-						return func(context.Context) error {
-							if p.Dropped() == before {
-								p.DropResponsesTo("PUT", -1)
-							}
-							return nil
-						}, nil
-					},
+					Count: servicetest.CountListed(a), LoseReply: p.LoseReply("PUT"),
 					LoseReplyHow: "a proxy drops the answer to the PUT",
 					Restart: func(context.Context) (taskservice.Service, error) {
 						return adapter(t, collection, caldav.Config{}), nil

@@ -25,26 +25,7 @@ func TestTheAdapterPassesTheConformanceSuite(t *testing.T) {
 		a := onServer(t, s, locks, viaProxy)
 		return servicetest.Target{Name: "Redmine", Service: a, Scope: a.Scope(),
 			Delete: a.DeleteTask, Find: a.Find, Naive: a.Naive(),
-			Count: func(ctx context.Context, intentID string) (int, error) {
-				l, err := a.ListTasks(ctx)
-				n := 0
-				for _, task := range l.Tasks {
-					if task.IntentID == intentID {
-						n++
-					}
-				}
-				return n, err
-			},
-			LoseReply: func(context.Context) (func(context.Context) error, error) {
-				before := p.Dropped()
-				p.DropResponsesTo("POST", 1)
-				return func(context.Context) error {
-					if p.Dropped() == before {
-						p.DropResponsesTo("POST", -1)
-					}
-					return nil
-				}, nil
-			},
+			Count: servicetest.CountListed(a), LoseReply: p.LoseReply("POST"),
 			LoseReplyHow: "a proxy drops the answer to the POST",
 			Restart: func(context.Context) (taskservice.Service, error) {
 				return onServer(t, s, locks, viaProxy), nil

@@ -177,3 +177,21 @@ type Row struct {
 	// IntentID is the intent id the row used, if any.
 	IntentID string `json:"intent_id,omitempty"`
 }
+
+// CountListed is a Target.Count for a service whose adapter lists its
+// tasks: the listed tasks that carry intentID, in any scope.
+func CountListed(l taskservice.Lister) func(ctx context.Context, intentID string) (int, error) {
+	return func(ctx context.Context, intentID string) (int, error) {
+		listing, err := l.ListTasks(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, t := range listing.Tasks {
+			if t.IntentID == intentID {
+				n++
+			}
+		}
+		return n, nil
+	}
+}
