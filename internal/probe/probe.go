@@ -22,21 +22,13 @@ const (
 	TitlePrefix = servicetest.TitlePrefix
 )
 
-// Defaults of Options.
+// Defaults of Options that the command shows, and the bound on
+// Options.Concurrency: the probe is a short experiment, not a load test.
 const (
-	DefaultConcurrency   = servicetest.DefaultConcurrency
-	DefaultCallTimeout   = servicetest.DefaultCallTimeout
-	DefaultLostReplyWait = servicetest.DefaultLostReplyWait
-	DefaultRetries       = servicetest.DefaultRetries
-	DefaultRetryDelay    = servicetest.DefaultRetryDelay
-	// MaxConcurrency bounds Options.Concurrency: the probe is a short
-	// experiment, not a load test.
-	MaxConcurrency = servicetest.MaxConcurrency
+	DefaultConcurrency = servicetest.DefaultConcurrency
+	DefaultCallTimeout = servicetest.DefaultCallTimeout
+	MaxConcurrency     = servicetest.MaxConcurrency
 )
-
-// ApprovalLifetime is how long after its start the probe's calls say
-// their approval is valid (taskservice.Request.NotAfter).
-const ApprovalLifetime = servicetest.ApprovalLifetime
 
 // Target is a task service to probe, as an adapter presents it: its
 // fields mean what servicetest.Target's of the same names mean (the probe
@@ -310,7 +302,6 @@ func Run(ctx context.Context, t Target, p Plan) (*Report, error) {
 	if so.Retries == 0 {
 		so.Retries = -1 // NewPlan's zero is none
 	}
-	so.NotAfter = time.Now().Add(ApprovalLifetime).UTC().Truncate(time.Second)
 	r, err := servicetest.NewRows(t.Suite(), so)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
