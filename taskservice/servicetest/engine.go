@@ -170,8 +170,7 @@ func (r *Rows) Measure(ctx context.Context, id string) Row {
 		return r.restart(ctx)
 	}
 	row := Head(id)
-	row.Status, row.Answer, row.Seen = Unknown, "not measured", "no such row"
-	return row
+	return notMeasured(row, "no such row")
 }
 
 // ApprovalLifetime is how long after its start the rows' calls say
@@ -306,6 +305,21 @@ func failure(err error) string {
 		return "failed permanently: " + err.Error()
 	}
 	return "failed: " + err.Error()
+}
+
+// open makes the first call of row's own request, which must create; ok
+// false means the row is unknown (filled in).
+func (r *Rows) open(ctx context.Context, row *Row) (taskservice.Request, taskservice.Result, bool) {
+	req := r.request(row.ID, 0)
+	row.IntentID = req.IntentID
+	res, ok := r.first(ctx, row, req)
+	return req, res, ok
+}
+
+// notMeasured makes row unknown: seen says why it was not measured.
+func notMeasured(row Row, seen string) Row {
+	row.Status, row.Answer, row.Seen = Unknown, "not measured", seen
+	return row
 }
 
 // first makes the row's first call, which must create; ok false means the

@@ -12,9 +12,7 @@ import (
 
 func (r *Rows) retry(ctx context.Context) Row {
 	row := Head(RowRetry)
-	req := r.request(RowRetry, 0)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
@@ -53,17 +51,14 @@ func (r *Rows) retry(ctx context.Context) Row {
 
 func (r *Rows) conflict(ctx context.Context) Row {
 	row := Head(RowConflict)
-	req, other := r.request(RowConflict, 0), r.request(RowConflict, 1)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
+	other := r.request(RowConflict, 1)
 	if !ok {
 		return row
 	}
 	r2, _, err := r.callRetry(ctx, other)
 	if err != nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s, then the other body %s", r1.TaskID, failure(err))
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s, then the other body %s", r1.TaskID, failure(err)))
 	}
 	r3, _, err3 := r.callRetry(ctx, req)
 	tasks, counted := r.count(ctx, req.IntentID)
@@ -203,17 +198,13 @@ func (r *Rows) lostReply(ctx context.Context) Row {
 		row.Method = r.t.LoseReplyHow
 	}
 	if r.t.LoseReply == nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = "the target has no way to lose a reply"
-		return row
+		return notMeasured(row, "the target has no way to lose a reply")
 	}
 	req := r.request(RowLostReply, 0)
 	row.IntentID = req.IntentID
 	disarm, err := r.t.LoseReply(ctx)
 	if err != nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = "a lost reply could not be arranged: " + err.Error()
-		return row
+		return notMeasured(row, "a lost reply could not be arranged: "+err.Error())
 	}
 	res, lostErr := r.call(ctx, req, r.o.LostReplyWait)
 	if disarm != nil {
@@ -221,15 +212,11 @@ func (r *Rows) lostReply(ctx context.Context) Row {
 		derr := disarm(dctx)
 		cancel()
 		if derr != nil {
-			row.Status, row.Answer = Unknown, "not measured"
-			row.Seen = "the lost reply could not be disarmed: " + derr.Error()
-			return row
+			return notMeasured(row, "the lost reply could not be disarmed: "+derr.Error())
 		}
 	}
 	if lostErr == nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("the reply was not lost: the call answered %s %s", res.Outcome, res.TaskID)
-		return row
+		return notMeasured(row, fmt.Sprintf("the reply was not lost: the call answered %s %s", res.Outcome, res.TaskID))
 	}
 	first := fmt.Sprintf("the first call got no reply (%v)", lostErr)
 	if taskservice.IsPermanent(lostErr) {
@@ -281,32 +268,23 @@ func (r *Rows) afterDelete(ctx context.Context) Row {
 			row.Seen = "the service has no way to delete a task: a key lasts as long as its store"
 			return row
 		}
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = "the target has no way to delete a task"
-		return row
+		return notMeasured(row, "the target has no way to delete a task")
 	}
-	req := r.request(RowAfterDelete, 0)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
 	if !r.own(req.IntentID) || !strings.HasPrefix(req.IntentID, Prefix) {
-		row.Status, row.Answer, row.Seen = Unknown, "not measured", "refused to delete an intent id that is not this run's"
-		return row
+		return notMeasured(row, "refused to delete an intent id that is not this run's")
 	}
 	dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
 	err := r.t.Delete(dctx, Scope, req.IntentID)
 	cancel()
 	if err != nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s; deleting it failed: %v", r1.TaskID, err)
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s; deleting it failed: %v", r1.TaskID, err))
 	}
 	if left, _ := r.count(ctx, req.IntentID); left > 0 {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s and deleted it, but %s still there", r1.TaskID, plural(left, "task"))
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s and deleted it, but %s still there", r1.TaskID, plural(left, "task")))
 	}
 	r2, _, err := r.callRetry(ctx, req)
 	tasks, counted := r.count(ctx, req.IntentID)
@@ -388,9 +366,7 @@ func (r *Rows) readAfterWrite(ctx context.Context) Row {
 		row.Seen = orDefault(r.t.FindWhyNot, "no lookup decides a create for this target")
 		return row
 	}
-	req := r.request(RowReadAfterWrite, 0)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}

@@ -18,13 +18,11 @@ const (
 // another key, so it must create a task of its own, not replay the first.
 func (r *Rows) otherIntent(ctx context.Context) Row {
 	row := Head(RowOtherIntent)
-	req := r.request(RowOtherIntent, 0)
-	other := r.complete(Scope, req.IntentID+otherIntentSuffix, req.RequestID+otherIntentSuffix, req.Task.Title)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
+	other := r.complete(Scope, req.IntentID+otherIntentSuffix, req.RequestID+otherIntentSuffix, req.Task.Title)
 	r2, _, err := r.callRetry(ctx, other)
 	switch {
 	case err != nil:
@@ -46,18 +44,14 @@ func (r *Rows) otherIntent(ctx context.Context) Row {
 // a resend in each scope replays its own.
 func (r *Rows) scopesApart(ctx context.Context) Row {
 	row := Head(RowScopesApart)
-	req := r.request(RowScopesApart, 0)
-	other := r.complete(OtherScope, req.IntentID, req.RequestID, req.Task.Title)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
+	other := r.complete(OtherScope, req.IntentID, req.RequestID, req.Task.Title)
 	r2, _, err := r.callRetry(ctx, other)
 	if err != nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s; the call in scope %s %s", r1.TaskID, OtherScope, failure(err))
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s; the call in scope %s %s", r1.TaskID, OtherScope, failure(err)))
 	}
 	again, _, err1 := r.callRetry(ctx, req)
 	againOther, _, err2 := r.callRetry(ctx, other)
@@ -87,21 +81,15 @@ func (r *Rows) scopesApart(ctx context.Context) Row {
 func (r *Rows) restart(ctx context.Context) Row {
 	row := Head(RowRestart)
 	if r.t.Restart == nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = "the target has no way to restart the service"
-		return row
+		return notMeasured(row, "the target has no way to restart the service")
 	}
-	req := r.request(RowRestart, 0)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
 	svc, err := r.t.Restart(ctx)
 	if err != nil || svc == nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s; the restart failed: %v", r1.TaskID, err)
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s; the restart failed: %v", r1.TaskID, err))
 	}
 	r.t.Service = svc
 	r2, _, err := r.callRetry(ctx, req)
