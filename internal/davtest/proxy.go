@@ -3,6 +3,7 @@ package davtest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -312,5 +313,21 @@ func (p *Proxy) serve(client net.Conn) {
 		if err != nil || resp.Close || req.Close {
 			return
 		}
+	}
+}
+
+// LoseReply arms the proxy to drop the answer to the next request with
+// method, as the conformance suite's Target.LoseReply: its disarm takes
+// the drop back if no answer was dropped.
+func (p *Proxy) LoseReply(method string) func(context.Context) (func(context.Context) error, error) {
+	return func(context.Context) (func(context.Context) error, error) {
+		before := p.Dropped()
+		p.DropResponsesTo(method, 1)
+		return func(context.Context) error {
+			if p.Dropped() == before {
+				p.DropResponsesTo(method, -1)
+			}
+			return nil
+		}, nil
 	}
 }

@@ -9,7 +9,10 @@
 // public contract (package taskservice) and returns a Report: one Row per
 // question, each saying how it was measured, what was seen and whether that
 // is safe, unsafe or unknown, and a Verdict over the rows. The executor
-// command "executor probe" prints it as a table or as JSON.
+// command "executor probe" prints it as a table or as JSON. The rows are
+// the conformance suite's (package taskservice/servicetest, which every
+// adapter's tests run): the probe measures the same rows against a live
+// service, and adds the plan, the consent, the cleanup and the verdict.
 //
 // # What the probe must never do
 //
@@ -50,7 +53,7 @@
 // (CalDAV) as serve runs it, composed with the executors' intent ledger
 // (taskservice.KeepDeletedKeys): the resend after the deletion is then
 // replayed, the task marked deleted, and the row reads "yes". Every call of
-// a run carries a NotAfter an hour after its start (ApprovalLifetime), as
+// a run carries a NotAfter an hour after its start (servicetest.ApprovalLifetime), as
 // an approval would, so that a ledger keeps the run's keys no longer than
 // that plus its allowances.
 //

@@ -5,20 +5,6 @@ import (
 	"strings"
 )
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "nothing"
-	}
-	return s
-}
-
 // Judge sums rows up into a verdict.
 func Judge(rows []Row) Verdict {
 	v := Verdict{Unsafe: []string{}, Unknown: []string{}, Caveats: []string{}, Fixes: []string{}}

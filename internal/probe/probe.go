@@ -2,174 +2,104 @@ package probe
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 // Prefix starts every intent id the probe makes: "probe-<run id>-<row>".
-const Prefix = "probe-"
+const Prefix = servicetest.Prefix
 
 // Scope is the caller scope of every call the probe makes, and TitlePrefix
 // starts every title: its tasks are told apart from a pipeline's (verify
 // lists them apart, a person sees them in a task list for what they are).
 const (
-	Scope       = "sendtwice-probe"
-	TitlePrefix = "[sendtwice probe] "
+	Scope       = servicetest.Scope
+	TitlePrefix = servicetest.TitlePrefix
 )
 
-// Defaults of Options.
+// Defaults of Options that the command shows, and the bound on
+// Options.Concurrency: the probe is a short experiment, not a load test.
 const (
-	DefaultConcurrency   = 16
-	DefaultCallTimeout   = 10 * time.Second
-	DefaultLostReplyWait = 2 * time.Second
-	DefaultRetries       = 3
-	DefaultRetryDelay    = 200 * time.Millisecond
-	// MaxConcurrency bounds Options.Concurrency: the probe is a short
-	// experiment, not a load test.
-	MaxConcurrency = 256
+	DefaultConcurrency = servicetest.DefaultConcurrency
+	DefaultCallTimeout = servicetest.DefaultCallTimeout
+	MaxConcurrency     = servicetest.MaxConcurrency
 )
 
-// Target is a task service to probe, as an adapter presents it.
+// Target is a task service to probe, as an adapter presents it: its
+// fields mean what servicetest.Target's of the same names mean (the probe
+// calls Delete only with its Scope and intent ids it made), and Provider
+// and Destination are what the probe's requests name, so that a service
+// that routes calls by them (an executor's router over several
+// destinations) sends them to the target; empty means the fake task
+// service's default destination. Suite gives the conformance suite's
+// Target.
 type Target struct {
-	// Name names the service in the report ("fake task service").
-	Name string
-	// Service is the service, reached through the public contract only.
-	Service taskservice.Service
-	// Scope says in what scope the service remembers keys ("the service",
-	// "the collection"), as the adapter states it; empty when it cannot
-	// say.
-	Scope string
-	// Delete deletes the task of one key (scope, intent id), as a user
-	// would in the service's own interface; nil when the target cannot.
-	// The probe calls it only with its Scope and intent ids it made.
-	Delete func(ctx context.Context, scope, intentID string) error
-	// NeverDeletes states that the service has no way to delete a task, so
-	// that a key lasts as long as the service's store. It answers the
-	// "key remembered after the task is deleted" row when Delete is nil.
-	NeverDeletes bool
-	// LoseReply arranges that the reply to the next create call is lost
-	// after the service has acted on it (the fake service's fault switch, a
-	// proxy that drops the response); disarm undoes it if the call did not
-	// use it up. Nil when the target cannot lose a reply.
-	LoseReply func(ctx context.Context) (disarm func(context.Context) error, err error)
-	// LoseReplyHow says how the reply is lost, for the table ("the service
-	// withholds the reply after commit"); empty for a generic description.
-	LoseReplyHow string
-	// Count returns how many tasks exist for an intent id, counted by the
-	// service; nil when the target cannot list its tasks.
-	Count func(ctx context.Context, intentID string) (int, error)
-	// Class states how the service keeps a resend to one task, as the
-	// adapter states it: "keeps keys" (the service replays a key it holds),
-	// "atomic create-if-absent" (the server refuses a second create of a
-	// name), "no key: the adapter looks up and locks"; empty when it
-	// cannot say.
-	Class string
-	// Naive creates a task on every call, with no lookup and no lock: what
-	// a plain retry does to the service without the adapter's protocol. The
-	// naive-retry row sends it two calls with one key and counts the tasks
-	// (then deletes them again, when Delete is set). Nil when the target
-	// offers no such create; NaiveWhyNot then says why, for the row.
-	Naive       taskservice.Service
-	NaiveWhyNot string
-	// Find looks the key of a request up, creating nothing
-	// (taskservice.Finder's Find), for an adapter that decides a create by
-	// a lookup: the read-after-write row checks that a lookup right after
-	// a create sees it. Nil when no lookup decides a create; FindWhyNot
-	// then says why, for the row.
-	Find       func(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error)
-	FindWhyNot string
-	// Provider and Destination are what the probe's requests name, so that
-	// a service that routes calls by them (an executor's router over
-	// several destinations) sends them to the target; empty means the fake
-	// task service's default destination.
+	Name, Scope, Class    string
+	Service               taskservice.Service
+	Delete                func(ctx context.Context, scope, intentID string) error
+	NeverDeletes          bool
+	Count                 func(ctx context.Context, intentID string) (int, error)
+	LoseReply             func(ctx context.Context) (disarm func(context.Context) error, err error)
+	Naive                 taskservice.Service
+	Find                  func(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error)
+	LoseReplyHow          string
+	NaiveWhyNot           string
+	FindWhyNot            string
 	Provider, Destination string
 }
 
-// Options tune a run; the zero value takes every default.
+// Options tune a run; the zero value takes every default. The first six
+// mean what servicetest.Options' of the same names mean.
 type Options struct {
-	// Concurrency is the number of calls sent at once with one key
-	// (DefaultConcurrency; 2 to MaxConcurrency).
-	Concurrency int
-	// RunID makes the intent ids unique; empty picks a random one. It is
-	// lower-case letters and digits only.
-	RunID string
-	// CallTimeout bounds each call (DefaultCallTimeout).
-	CallTimeout time.Duration
-	// LostReplyWait is how long the call whose reply is lost waits for it
-	// (DefaultLostReplyWait).
+	Concurrency   int
+	RunID         string
+	CallTimeout   time.Duration
 	LostReplyWait time.Duration
-	// Retries is how many times a call that failed transiently is retried,
-	// as the executor would redeliver it (DefaultRetries; -1 for none).
-	Retries int
-	// RetryDelay is the pause before each retry (DefaultRetryDelay).
-	RetryDelay time.Duration
+	Retries       int
+	RetryDelay    time.Duration
 	// KeepTasks leaves the run's tasks in place at its end; by default
 	// the run deletes them (Target.Delete), so that the service's list is
 	// as it was.
 	KeepTasks bool
 }
 
-// Row ids, in the order of the report.
+// Row ids, in the order of the report: the rows of the conformance suite
+// (package taskservice/servicetest) that the probe measures.
 const (
-	RowRetry       = "retry"
-	RowConflict    = "conflict"
-	RowConcurrent  = "concurrent"
-	RowLostReply   = "lost_reply"
-	RowAfterDelete = "after_delete"
-	RowScope       = "scope"
-	// RowReadAfterWrite: a create, then at once a lookup of its key.
-	RowReadAfterWrite = "read_after_write"
-	// RowNaive: two plain creates with one key, without the adapter's
-	// protocol, for comparison; never part of the verdict.
-	RowNaive = "naive_retry"
+	RowRetry          = servicetest.RowRetry
+	RowConflict       = servicetest.RowConflict
+	RowConcurrent     = servicetest.RowConcurrent
+	RowLostReply      = servicetest.RowLostReply
+	RowAfterDelete    = servicetest.RowAfterDelete
+	RowScope          = servicetest.RowScope
+	RowReadAfterWrite = servicetest.RowReadAfterWrite
+	RowNaive          = servicetest.RowNaive
 )
 
-// Status is a row's judgement.
-type Status string
+// rows are the ids of the rows the probe measures, in the order of the
+// report.
+var rows = []string{RowRetry, RowConflict, RowConcurrent, RowLostReply, RowAfterDelete, RowScope, RowReadAfterWrite, RowNaive}
+
+// Status is a row's judgement (servicetest.Status).
+type Status = servicetest.Status
 
 // Statuses of a row.
 const (
-	// Safe: what was seen keeps at-least-once delivery from doing anything twice.
-	Safe Status = "safe"
-	// Caveat: safe for at-least-once delivery, with a limit the user should
-	// know (a deleted task comes back on a late resend).
-	Caveat Status = "caveat"
-	// Unsafe: what was seen makes a resend do something twice or wrong.
-	Unsafe Status = "unsafe"
-	// Unknown: the row could not be measured for this target.
-	Unknown Status = "unknown"
-	// Info: measured for comparison, not judged (what a plain retry does
-	// without the adapter's protocol); never part of the verdict.
-	Info Status = "info"
-	// NotApplicable: the question does not arise for this target (its
-	// Seen says why); never part of the verdict.
-	NotApplicable Status = "n/a"
+	Safe          = servicetest.Safe
+	Caveat        = servicetest.Caveat
+	Unsafe        = servicetest.Unsafe
+	Unknown       = servicetest.Unknown
+	Info          = servicetest.Info
+	NotApplicable = servicetest.NotApplicable
 )
 
-// Row is one question and its answer.
-type Row struct {
-	ID       string `json:"id"`
-	Question string `json:"question"`
-	// Method says how the row was measured.
-	Method string `json:"how_measured"`
-	// Answer is the short answer for the table ("first result").
-	Answer string `json:"answer"`
-	// Seen is what the calls returned, with task ids.
-	Seen   string `json:"seen"`
-	Status Status `json:"status"`
-	// Consequence says, for an unsafe or caveat row, what it means for a
-	// resend; Fix what would cure it.
-	Consequence string `json:"consequence,omitempty"`
-	Fix         string `json:"fix,omitempty"`
-	// IntentID is the intent id the row used, if any.
-	IntentID string `json:"intent_id,omitempty"`
-}
+// Row is one question and its answer (servicetest.Row).
+type Row = servicetest.Row
 
 // Verdict sums the rows up.
 type Verdict struct {
@@ -293,39 +223,13 @@ func NewPlan(t Target, o Options) (Plan, error) {
 	if t.Name == "" {
 		t.Name = "task service"
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency
+	rows, err := servicetest.NewRows(t.Suite(), o.suite())
+	if err != nil {
+		return Plan{}, fmt.Errorf("probe: %w", err)
 	}
-	if o.Concurrency < 2 || o.Concurrency > MaxConcurrency {
-		return Plan{}, fmt.Errorf("probe: concurrency %d: want 2 to %d", o.Concurrency, MaxConcurrency)
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.LostReplyWait <= 0 {
-		o.LostReplyWait = DefaultLostReplyWait
-	}
-	switch {
-	case o.Retries == 0:
-		o.Retries = DefaultRetries
-	case o.Retries < 0:
-		o.Retries = 0
-	}
-	if o.RetryDelay <= 0 {
-		o.RetryDelay = DefaultRetryDelay
-	}
-	if o.RunID == "" {
-		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return Plan{}, fmt.Errorf("probe: picking a run id: %w", err)
-		}
-		o.RunID = hex.EncodeToString(b[:])
-	}
-	for _, r := range o.RunID {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
-			return Plan{}, fmt.Errorf("probe: run id %q: want lower-case letters and digits only", o.RunID)
-		}
-	}
+	so := rows.Options()
+	o.Concurrency, o.RunID, o.CallTimeout, o.LostReplyWait, o.RetryDelay = so.Concurrency, so.RunID, so.CallTimeout, so.LostReplyWait, so.RetryDelay
+	o.Retries = max(so.Retries, 0)
 	p := Plan{Target: t.Name, RunID: o.RunID, Prefix: Prefix + o.RunID + "-", opts: o}
 	// calls per row, in row order; the concurrent row's retries are one per call
 	add := func(row string, calls, tasks int) {
@@ -377,49 +281,51 @@ func (p Plan) own(id string) bool {
 	return false
 }
 
+// suite is o as the rows take it.
+func (o Options) suite() servicetest.Options {
+	so := servicetest.Options{Concurrency: o.Concurrency, RunID: o.RunID, CallTimeout: o.CallTimeout,
+		LostReplyWait: o.LostReplyWait, Retries: o.Retries, RetryDelay: o.RetryDelay}
+	return so
+}
+
 // Run runs the plan's script against t and returns the report. t must be
 // the target the plan was made for. Each row is measured on its own intent
-// id; a row whose calls fail in a way that says nothing about keys is
-// Unknown. Run returns an error only when ctx ends before the script does;
-// the report then holds the rows measured so far and the rest as unknown.
+// id (servicetest.Rows); a row whose calls fail in a way that says nothing
+// about keys is Unknown. Run returns an error only when ctx ends before the
+// script does; the report then holds the rows measured so far and the rest
+// as unknown.
 func Run(ctx context.Context, t Target, p Plan) (*Report, error) {
 	if t.Service == nil || p.Prefix == "" {
 		return nil, errors.New("probe: run needs a target and a plan from NewPlan")
 	}
-	r := &runner{t: t, p: p, o: p.opts, stores: map[string]bool{}, notAfter: time.Now().Add(ApprovalLifetime).UTC().Truncate(time.Second)}
-	rep := &Report{Target: p.Target, Scope: t.Scope, Class: t.Class, RunID: p.RunID, Prefix: p.Prefix, Concurrency: r.o.Concurrency}
-	steps := []struct {
-		id string
-		fn func(context.Context) Row
-	}{
-		{RowRetry, r.retry},
-		{RowConflict, r.conflict},
-		{RowConcurrent, r.concurrent},
-		{RowLostReply, r.lostReply},
-		{RowAfterDelete, r.afterDelete},
-		{RowScope, r.scope},
-		{RowReadAfterWrite, r.readAfterWrite},
-		{RowNaive, r.naive},
+	so := p.opts.suite()
+	if so.Retries == 0 {
+		so.Retries = -1 // NewPlan's zero is none
 	}
-	var err error
-	for _, s := range steps {
+	r, err := servicetest.NewRows(t.Suite(), so)
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	o := r.Options()
+	rep := &Report{Target: p.Target, Scope: t.Scope, Class: t.Class, RunID: p.RunID, Prefix: p.Prefix, Concurrency: o.Concurrency}
+	for _, id := range rows {
 		var row Row
 		if err == nil {
-			row = s.fn(ctx)
+			row = r.Measure(ctx, id)
 			if ctx.Err() != nil {
-				err = fmt.Errorf("probe: stopped during %q: %w", s.id, context.Cause(ctx))
+				err = fmt.Errorf("probe: stopped during %q: %w", id, context.Cause(ctx))
 				row.Status, row.Answer = Unknown, "not measured"
 				row.Seen = "stopped before the row was finished: " + context.Cause(ctx).Error()
 				row.Consequence, row.Fix = "", ""
 			}
 		} else {
-			row = rowHead(s.id)
+			row = servicetest.Head(id)
 			row.Status, row.Answer, row.Seen = Unknown, "not measured", "not run: the probe was stopped"
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
-	rep.Calls = r.calls.Load()
+	rep.Calls = r.Calls()
 	rep.Verdict = Judge(rep.Rows)
-	rep.Cleanup = r.cleanup(ctx)
+	rep.Cleanup = cleanup(ctx, t, p)
 	return rep, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 // Service is an opened task service.
@@ -110,7 +111,7 @@ func (s *Service) Target() probe.Target {
 	case *fakeAdapter:
 		t.Count = a.countProbeTasks
 	case taskservice.Lister:
-		t.Count = func(ctx context.Context, intentID string) (int, error) { return countListed(ctx, a, intentID) }
+		t.Count = servicetest.CountListed(a)
 	}
 	if n, ok := s.Adapter.(interface{ Naive() taskservice.Service }); ok {
 		t.Naive = n.Naive()
@@ -119,21 +120,6 @@ func (s *Service) Target() probe.Target {
 		t.Find = f.Find
 	}
 	return t
-}
-
-// countListed counts the listed tasks of intentID.
-func countListed(ctx context.Context, l taskservice.Lister, intentID string) (int, error) {
-	listing, err := l.ListTasks(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, t := range listing.Tasks {
-		if t.IntentID == intentID {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // Open opens the chosen service. connect is called only for a service

@@ -1,4 +1,4 @@
-package probe
+package servicetest
 
 import (
 	"context"
@@ -10,11 +10,9 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-func (r *runner) retry(ctx context.Context) Row {
-	row := rowHead(RowRetry)
-	req := r.request(RowRetry, 0)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+func (r *Rows) retry(ctx context.Context) Row {
+	row := Head(RowRetry)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
@@ -51,19 +49,16 @@ func (r *runner) retry(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) conflict(ctx context.Context) Row {
-	row := rowHead(RowConflict)
-	req, other := r.request(RowConflict, 0), r.request(RowConflict, 1)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+func (r *Rows) conflict(ctx context.Context) Row {
+	row := Head(RowConflict)
+	req, r1, ok := r.open(ctx, &row)
+	other := r.request(RowConflict, 1)
 	if !ok {
 		return row
 	}
 	r2, _, err := r.callRetry(ctx, other)
 	if err != nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s, then the other body %s", r1.TaskID, failure(err))
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s, then the other body %s", r1.TaskID, failure(err)))
 	}
 	r3, _, err3 := r.callRetry(ctx, req)
 	tasks, counted := r.count(ctx, req.IntentID)
@@ -105,7 +100,7 @@ type concurrentAnswer struct {
 
 // callAtOnce sends req n times at once, then retries each call that failed
 // transiently, as its delivery would be.
-func (r *runner) callAtOnce(ctx context.Context, req taskservice.Request, n int) []concurrentAnswer {
+func (r *Rows) callAtOnce(ctx context.Context, req taskservice.Request, n int) []concurrentAnswer {
 	answers := make([]concurrentAnswer, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -127,8 +122,8 @@ func (r *runner) callAtOnce(ctx context.Context, req taskservice.Request, n int)
 	return answers
 }
 
-func (r *runner) concurrent(ctx context.Context) Row {
-	row := rowHead(RowConcurrent)
+func (r *Rows) concurrent(ctx context.Context) Row {
+	row := Head(RowConcurrent)
 	row.Method = fmt.Sprintf("%d goroutines at once", r.o.Concurrency)
 	req := r.request(RowConcurrent, 0)
 	row.IntentID = req.IntentID
@@ -197,23 +192,19 @@ func (r *runner) concurrent(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) lostReply(ctx context.Context) Row {
-	row := rowHead(RowLostReply)
+func (r *Rows) lostReply(ctx context.Context) Row {
+	row := Head(RowLostReply)
 	if r.t.LoseReplyHow != "" {
 		row.Method = r.t.LoseReplyHow
 	}
 	if r.t.LoseReply == nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = "the target has no way to lose a reply"
-		return row
+		return notMeasured(row, "the target has no way to lose a reply")
 	}
 	req := r.request(RowLostReply, 0)
 	row.IntentID = req.IntentID
 	disarm, err := r.t.LoseReply(ctx)
 	if err != nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = "a lost reply could not be arranged: " + err.Error()
-		return row
+		return notMeasured(row, "a lost reply could not be arranged: "+err.Error())
 	}
 	res, lostErr := r.call(ctx, req, r.o.LostReplyWait)
 	if disarm != nil {
@@ -221,15 +212,11 @@ func (r *runner) lostReply(ctx context.Context) Row {
 		derr := disarm(dctx)
 		cancel()
 		if derr != nil {
-			row.Status, row.Answer = Unknown, "not measured"
-			row.Seen = "the lost reply could not be disarmed: " + derr.Error()
-			return row
+			return notMeasured(row, "the lost reply could not be disarmed: "+derr.Error())
 		}
 	}
 	if lostErr == nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("the reply was not lost: the call answered %s %s", res.Outcome, res.TaskID)
-		return row
+		return notMeasured(row, fmt.Sprintf("the reply was not lost: the call answered %s %s", res.Outcome, res.TaskID))
 	}
 	first := fmt.Sprintf("the first call got no reply (%v)", lostErr)
 	if taskservice.IsPermanent(lostErr) {
@@ -272,8 +259,8 @@ func (r *runner) lostReply(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) afterDelete(ctx context.Context) Row {
-	row := rowHead(RowAfterDelete)
+func (r *Rows) afterDelete(ctx context.Context) Row {
+	row := Head(RowAfterDelete)
 	if r.t.Delete == nil {
 		if r.t.NeverDeletes {
 			row.Method = "stated by the adapter"
@@ -281,32 +268,23 @@ func (r *runner) afterDelete(ctx context.Context) Row {
 			row.Seen = "the service has no way to delete a task: a key lasts as long as its store"
 			return row
 		}
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = "the target has no way to delete a task"
-		return row
+		return notMeasured(row, "the target has no way to delete a task")
 	}
-	req := r.request(RowAfterDelete, 0)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
-	if !r.p.own(req.IntentID) || !strings.HasPrefix(req.IntentID, Prefix) {
-		row.Status, row.Answer, row.Seen = Unknown, "not measured", "refused to delete an intent id that is not this run's"
-		return row
+	if !r.own(req.IntentID) || !strings.HasPrefix(req.IntentID, Prefix) {
+		return notMeasured(row, "refused to delete an intent id that is not this run's")
 	}
 	dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
 	err := r.t.Delete(dctx, Scope, req.IntentID)
 	cancel()
 	if err != nil {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s; deleting it failed: %v", r1.TaskID, err)
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s; deleting it failed: %v", r1.TaskID, err))
 	}
 	if left, _ := r.count(ctx, req.IntentID); left > 0 {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s and deleted it, but %s still there", r1.TaskID, plural(left, "task"))
-		return row
+		return notMeasured(row, fmt.Sprintf("created %s and deleted it, but %s still there", r1.TaskID, plural(left, "task")))
 	}
 	r2, _, err := r.callRetry(ctx, req)
 	tasks, counted := r.count(ctx, req.IntentID)
@@ -339,8 +317,8 @@ func (r *runner) afterDelete(ctx context.Context) Row {
 	return row
 }
 
-func (r *runner) scope(_ context.Context) Row {
-	row := rowHead(RowScope)
+func (r *Rows) scope(_ context.Context) Row {
+	row := Head(RowScope)
 	r.mu.Lock()
 	stores := make([]string, 0, len(r.stores))
 	for s := range r.stores {
@@ -381,16 +359,14 @@ func (r *runner) scope(_ context.Context) Row {
 // relies on: a lookup right after a create sees it. If it does not, a
 // retry soon after a create (a lost reply, a redelivery) finds nothing and
 // creates again.
-func (r *runner) readAfterWrite(ctx context.Context) Row {
-	row := rowHead(RowReadAfterWrite)
+func (r *Rows) readAfterWrite(ctx context.Context) Row {
+	row := Head(RowReadAfterWrite)
 	if r.t.Find == nil {
 		row.Status, row.Answer = NotApplicable, "not applicable"
 		row.Seen = orDefault(r.t.FindWhyNot, "no lookup decides a create for this target")
 		return row
 	}
-	req := r.request(RowReadAfterWrite, 0)
-	row.IntentID = req.IntentID
-	r1, ok := r.first(ctx, &row, req)
+	req, r1, ok := r.open(ctx, &row)
 	if !ok {
 		return row
 	}
@@ -422,8 +398,8 @@ func (r *runner) readAfterWrite(ctx context.Context) Row {
 // adapter's protocol would, and counts the tasks they made; it then deletes
 // them again, so that the key's doubled tasks are not left for verify to
 // report. It is measured for comparison and never judged.
-func (r *runner) naive(ctx context.Context) Row {
-	row := rowHead(RowNaive)
+func (r *Rows) naive(ctx context.Context) Row {
+	row := Head(RowNaive)
 	if r.t.Naive == nil {
 		row.Status, row.Answer = NotApplicable, "not applicable"
 		row.Seen = orDefault(r.t.NaiveWhyNot, "the target offers no create that bypasses its key")
@@ -449,7 +425,7 @@ func (r *runner) naive(ctx context.Context) Row {
 	}
 	row.Answer = plural(tasks, "task")
 	row.Seen = strings.Join(seen, ", then ") + counted
-	if r.t.Delete != nil && r.p.own(req.IntentID) && strings.HasPrefix(req.IntentID, Prefix) && tasks != 0 {
+	if r.t.Delete != nil && r.own(req.IntentID) && strings.HasPrefix(req.IntentID, Prefix) && tasks != 0 {
 		dctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
 		err := r.t.Delete(dctx, Scope, req.IntentID)
 		cancel()

@@ -1,0 +1,50 @@
+package service_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/service"
+	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
+)
+
+// The fake task service keeps the contract as a service that keeps its
+// keys: the conformance suite's rows against the embedded stack, as the
+// probe reaches it (service.Service.Target), with its fault switch for the
+// lost reply and a stop and start of the service on its store for the
+// restart.
+func TestTheFakeTaskServicePassesTheConformanceSuite(t *testing.T) {
+	servicetest.Run(t, func(t *testing.T) servicetest.Target {
+		dir := t.TempDir()
+		st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: -1, AllowFaults: true, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		nc, err := nats.Connect(st.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		cfg := service.Config{Kind: service.KindFake, LoseReplies: true}
+		svc, err := cfg.Open(t.Context(), func() (*nats.Conn, error) { return nc, nil }, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := svc.Target().Suite()
+		target.Restart = func(context.Context) (taskservice.Service, error) {
+			if err := st.StopService(); err != nil {
+				return nil, err
+			}
+			return svc.Service, st.StartService(filepath.Join(dir, "provider"))
+		}
+		return target
+	}, servicetest.Features{Class: servicetest.KeepsKeys})
+}
