@@ -88,5 +88,9 @@
 // create endpoint, so that running it cannot change what it measures.
 //
 // It must never import internal/embedded or nats-server: it reads a
-// deployment and never starts one.
+// deployment and never starts one. It must never import internal/executor,
+// internal/probe or internal/service: it stands apart from what it audits,
+// and reads the rules it shares with them (a key's deadline:
+// internal/keylife; a call reference: topology.CallRef; the tools' marks:
+// taskservice/servicetest) from where those are written once.
 package audit

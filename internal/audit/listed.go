@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 // This file audits a task service that keeps no log of calls and no
@@ -262,7 +262,7 @@ func (n *unnamedTally) account(c *Check, v *view, intent string, ts []ListedTask
 		return
 	}
 	switch {
-	case keyOf(ts[0].Scope, ts[0].IntentID).scope == document.DefaultScope && strings.HasPrefix(ts[0].IntentID, probe.Prefix) && !carried[intent]:
+	case keyOf(ts[0].Scope, ts[0].IntentID).scope == document.DefaultScope && strings.HasPrefix(ts[0].IntentID, servicetest.Prefix) && !carried[intent]:
 		// An older probe's, in the default scope, for a key the pipeline
 		// never carried.
 		n.probed += len(ts)

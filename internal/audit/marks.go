@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 // The tools of this project that create tasks of their own in a task
@@ -38,7 +38,7 @@ type Mark struct {
 
 // Marks are the tools' marks.
 var Marks = []Mark{
-	{By: "the probe", Scope: probe.Scope, TitlePrefix: probe.TitlePrefix},
+	{By: "the probe", Scope: servicetest.Scope, TitlePrefix: servicetest.TitlePrefix},
 	{By: "the demo", Scope: DemoScope, TitlePrefix: DemoTitlePrefix},
 }
 
