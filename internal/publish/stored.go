@@ -1,8 +1,9 @@
-package main
+package publish
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +14,8 @@ import (
 	"github.com/sendtwice/sendtwice/send"
 )
 
-const sendHelp = `send --envelope FILE [--server URL] [--wait DURATION] [--json]
+// SendStoredHelp is send's usage.
+const SendStoredHelp = `send --envelope FILE [--server URL] [--wait DURATION] [--json]
 
 Publishes one stored task-envelope.v1 message (the file, byte for byte) onto the APPROVALS
 stream and waits for the receipt of this invocation's own message, through the public send
@@ -30,22 +32,34 @@ certain); 2 usage; 6 published, but no receipt (none within --wait, the connecti
 receipts unreadable; the message stays stored, an executor may still carry it out, and sending
 again is safe).`
 
-func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("send", sendHelp, stderr)
+// SendStoredConfig is send's flags, as given.
+type SendStoredConfig struct {
+	fs     *flag.FlagSet
+	file   *string
+	conn   *cli.ConnConfig
+	wait   *time.Duration
+	asJSON *bool
+}
+
+// SendStoredFlagsVar defines send's flags on fs.
+func SendStoredFlagsVar(fs *flag.FlagSet) *SendStoredConfig {
 	file := fs.String("envelope", "", "the task-envelope.v1 `FILE` to publish")
 	conn := cli.ConnFlags(fs)
 	wait := fs.Duration("wait", 30*time.Second, "wait up to `DURATION` for the receipt")
 	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+	return &SendStoredConfig{fs: fs, file: file, conn: conn, wait: wait, asJSON: asJSON}
+}
+
+// SendStored runs send with its parsed flags.
+func SendStored(ctx context.Context, cf *SendStoredConfig, stdout io.Writer) error {
+	fs, file, conn, wait, asJSON := cf.fs, cf.file, cf.conn, cf.wait, cf.asJSON
 	switch {
 	case *file == "":
 		fs.Usage()
-		return fmt.Errorf("%w: --envelope is required", errUsage)
+		return fmt.Errorf("%w: --envelope is required", cli.ErrUsage)
 	case *wait <= 0:
 		fs.Usage()
-		return fmt.Errorf("%w: --wait must be positive", errUsage)
+		return fmt.Errorf("%w: --wait must be positive", cli.ErrUsage)
 	}
 	data, err := os.ReadFile(*file)
 	if err != nil {
@@ -75,13 +89,13 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		_, err = fmt.Fprintf(stdout, "%s\n", r.Raw)
 		return err
 	}
-	printSendReceipt(stdout, sent, r)
+	PrintSentReceipt(stdout, sent, r)
 	return nil
 }
 
-// printSendReceipt writes a receipt for a person, one line. An intent
+// PrintSentReceipt writes a receipt for a person, one line. An intent
 // outside the default scope is named with its scope.
-func printSendReceipt(w io.Writer, sent send.Sent, r *send.Receipt) {
+func PrintSentReceipt(w io.Writer, sent send.Sent, r *send.Receipt) {
 	orNone := func(s string) string {
 		if s == "" {
 			return "(none)"

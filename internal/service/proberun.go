@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/probe"
-	"github.com/sendtwice/sendtwice/internal/service"
 )
 
-const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
+// ProbeHelp is probe's usage.
+const ProbeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
       [--timeout DURATION] [--keep-tasks] --yes
 
 Answers by experiment whether a task service is safe behind the at-least-once pipeline, where
@@ -70,28 +70,44 @@ is measured only when that service was started with faults allowed (tests and de
 Exit status: 0 the verdict is safe; 1 unsafe, not proven safe, not run for want of --yes, or
 an error; 2 usage.`
 
-func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("probe", probeHelp, stderr)
+// ProbeConfig is probe's flags, as given.
+type ProbeConfig struct {
+	fs        *flag.FlagSet
+	conn      *cli.ConnConfig
+	ts        *Config
+	emb       *bool
+	conc      *int
+	asJSON    *bool
+	timeout   *time.Duration
+	yes       *bool
+	keepTasks *bool
+}
+
+// ProbeFlagsVar defines probe's flags on fs.
+func ProbeFlagsVar(fs *flag.FlagSet) *ProbeConfig {
 	conn := cli.ConnFlags(fs)
-	ts := service.FlagsVar(fs)
+	ts := FlagsVar(fs)
 	emb := fs.Bool("embedded", false, "probe a throwaway fake task service run in this process (needs nothing else running)")
 	conc := fs.Int("concurrency", probe.DefaultConcurrency, fmt.Sprintf("`N` calls sent at once with one key, 2 to %d", probe.MaxConcurrency))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after `DURATION` in all (each call also has its own deadline)")
 	yes := fs.Bool("yes", false, "create the tasks the plan names; without it the probe only prints its plan")
 	keepTasks := fs.Bool("keep-tasks", false, "leave the run's tasks in the service at the end (by default the probe deletes them)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+	return &ProbeConfig{fs: fs, conn: conn, ts: ts, emb: emb, conc: conc, asJSON: asJSON, timeout: timeout, yes: yes, keepTasks: keepTasks}
+}
+
+// Probe runs probe with its parsed flags.
+func Probe(ctx context.Context, cf *ProbeConfig, stdout, stderr io.Writer) error {
+	fs, conn, ts, emb, conc, asJSON, timeout, yes, keepTasks := cf.fs, cf.conn, cf.ts, cf.emb, cf.conc, cf.asJSON, cf.timeout, cf.yes, cf.keepTasks
 	serverSet := false
 	fs.Visit(func(f *flag.Flag) { serverSet = serverSet || f.Name == "server" })
 	if *conc < 2 || *conc > probe.MaxConcurrency {
 		fs.Usage()
-		return fmt.Errorf("%w: --concurrency %d: want 2 to %d", errUsage, *conc, probe.MaxConcurrency)
+		return fmt.Errorf("%w: --concurrency %d: want 2 to %d", cli.ErrUsage, *conc, probe.MaxConcurrency)
 	}
 	if *timeout <= 0 {
 		fs.Usage()
-		return fmt.Errorf("%w: --timeout must be positive", errUsage)
+		return fmt.Errorf("%w: --timeout must be positive", cli.ErrUsage)
 	}
 	if err := ts.Check(); err != nil {
 		fs.Usage()
@@ -101,9 +117,9 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return err
 	}
-	if *emb && (serverSet || ts.Kind != service.KindFake) {
+	if *emb && (serverSet || ts.Kind != KindFake) {
 		fs.Usage()
-		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", errUsage)
+		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", cli.ErrUsage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -141,7 +157,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runErr
 	}
 	if !rep.Verdict.Safe {
-		return errSilent
+		return cli.ErrSilent
 	}
 	return nil
 }
