@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/publish"
 )
 
 func main() {
@@ -40,12 +41,12 @@ type exitError = cli.ExitError
 // Exit statuses.
 const (
 	exitOK       = cli.ExitOK
-	exitFailure  = cli.ExitFailure   // an error, or a gate check failed
-	exitUsage    = cli.ExitUsage     // bad flags or arguments
-	exitConflict = 3                 // receipt: idempotency_conflict
-	exitRejected = 4                 // receipt: rejected at the executor's gate
-	exitDead     = 5                 // receipt: dead_lettered
-	exitNoAnswer = cli.ExitNoReceipt // published, but no receipt (--wait ran out, or the wait failed)
+	exitFailure  = cli.ExitFailure      // an error, or a gate check failed
+	exitUsage    = cli.ExitUsage        // bad flags or arguments
+	exitConflict = publish.ExitConflict // receipt: idempotency_conflict
+	exitRejected = publish.ExitRejected // receipt: rejected at the executor's gate
+	exitDead     = publish.ExitDead     // receipt: dead_lettered
+	exitNoAnswer = cli.ExitNoReceipt    // published, but no receipt (--wait ran out, or the wait failed)
 )
 
 // exitCode reports err on stderr, unless already reported, and returns the

@@ -1,14 +1,17 @@
-package main
+package publish
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-const trustHelp = `trust --trusted FILE --name NAME (--scope SCOPE... | --default-scope-only)
+// TrustHelp is trust's usage.
+const TrustHelp = `trust --trusted FILE --name NAME (--scope SCOPE... | --default-scope-only)
 
 Sets the caller scopes for which the approver NAME of the executors' trusted-approvers FILE may
 approve requests, keeping every other entry as it is. Each --scope names one scope ("*" for
@@ -17,32 +20,44 @@ every scope); --default-scope-only removes the entry's scopes, which allows only
 SIGHUP (executor serve), and refuse an approval for a scope its approver may not approve at
 the check scope. Refuses an unknown NAME and an unusable scope, changing nothing.`
 
-func runTrust(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("trust", trustHelp, stderr)
+// TrustConfig is trust's flags, as given.
+type TrustConfig struct {
+	fs          *flag.FlagSet
+	trusted     *string
+	name        *string
+	scopes      *scopesFlag
+	defaultOnly *bool
+}
+
+// TrustFlagsVar defines trust's flags on fs.
+func TrustFlagsVar(fs *flag.FlagSet) *TrustConfig {
 	trusted := fs.String("trusted", "", "the trusted-approvers `FILE` to change")
 	name := fs.String("name", "", "the approver's `NAME` in the file")
-	var scopes scopesFlag
-	fs.Var(&scopes, "scope", scopeFlagUsage)
+	scopes := new(scopesFlag)
+	fs.Var(scopes, "scope", scopeFlagUsage)
 	defaultOnly := fs.Bool("default-scope-only", false, "remove the entry's scopes: it may approve only the scope \"default\"")
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
+	return &TrustConfig{fs: fs, trusted: trusted, name: name, scopes: scopes, defaultOnly: defaultOnly}
+}
+
+// Trust runs trust with its parsed flags.
+func Trust(cf *TrustConfig, stdout io.Writer) error {
+	fs, trusted, name, scopes, defaultOnly := cf.fs, cf.trusted, cf.name, *cf.scopes, cf.defaultOnly
 	switch {
 	case fs.NArg() != 0:
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
 	case *trusted == "":
-		return usageErr(fs, "--trusted FILE is required")
+		return cli.UsageError(fs, "--trusted FILE is required")
 	case *name == "":
-		return usageErr(fs, "--name NAME is required")
+		return cli.UsageError(fs, "--name NAME is required")
 	case len(scopes) == 0 && !*defaultOnly:
-		return usageErr(fs, "give the scopes (--scope SCOPE, repeated) or --default-scope-only")
+		return cli.UsageError(fs, "give the scopes (--scope SCOPE, repeated) or --default-scope-only")
 	case len(scopes) > 0 && *defaultOnly:
-		return usageErr(fs, "--scope and --default-scope-only exclude each other")
+		return cli.UsageError(fs, "--scope and --default-scope-only exclude each other")
 	}
 	var list []string
 	if !*defaultOnly {
 		if err := sign.CheckScopes("--scope", scopes); err != nil {
-			return usageErr(fs, "%v", err)
+			return cli.UsageError(fs, "%v", err)
 		}
 		list = scopes
 	}

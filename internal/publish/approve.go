@@ -1,20 +1,38 @@
-package main
+package publish
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sendtwice/sendtwice/internal/approve"
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-func runApprove(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("approve", "approve --candidate F --request F (--by NAME | --key FILE) [--valid-for DURATION] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants the capability of the request's provider (create_fake_task for\nfake-task-provider.v1, create_caldav_task for caldav-task.v1, create_redmine_issue for\nredmine-issue.v1). Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets\nnot_after; --by then defaults to the reviewer's name recorded in the key file (publisher\nkeygen), and another name is refused, as executors would refuse it. Executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity. Says on standard error which request,\nintent, provider and destination (where the task will be made: default when the request names\nnone; only an executor serving that destination carries it out), capability and caller scope (the request's scope, default when it names none) it approved; the\napproval binds the scope, and executors accept a signed approval only from an approver their\ntrusted approvers allow that scope (publisher keygen --scope, publisher trust).", stderr)
+// ApproveHelp is approve's usage.
+const ApproveHelp = "approve --candidate F --request F (--by NAME | --key FILE) [--valid-for DURATION] [--id ID] [-o FILE]\n\nWrites a task-approval.v1 that binds the candidate (id, digest, source version) and the\nrequest (id, digest) and grants the capability of the request's provider (create_fake_task for\nfake-task-provider.v1, create_caldav_task for caldav-task.v1, create_redmine_issue for\nredmine-issue.v1). Refuses when the request does not point\nat that candidate. With --key, signs it (Ed25519) and sets\nnot_after; --by then defaults to the reviewer's name recorded in the key file (publisher\nkeygen), and another name is refused, as executors would refuse it. Executors refuse\nunsigned approvals unless run with --insecure-allow-unsigned. Without a signature,\napproved_by is a label for audits, not a proof of identity. Says on standard error which request,\nintent, provider and destination (where the task will be made: default when the request names\nnone; only an executor serving that destination carries it out), capability and caller scope (the request's scope, default when it names none) it approved; the\napproval binds the scope, and executors accept a signed approval only from an approver their\ntrusted approvers allow that scope (publisher keygen --scope, publisher trust)."
+
+// ApproveConfig is approve's flags, as given.
+type ApproveConfig struct {
+	fs       *flag.FlagSet
+	cand     *string
+	req      *string
+	by       *string
+	id       *string
+	out      *string
+	keyFile  *string
+	validFor *time.Duration
+}
+
+// ApproveFlagsVar defines approve's flags on fs.
+func ApproveFlagsVar(fs *flag.FlagSet) *ApproveConfig {
 	cand := fs.String("candidate", "", "the action-candidate.v1 `FILE`")
 	req := fs.String("request", "", "the task-request.v1 `FILE`")
 	by := fs.String("by", "", "the approver's `NAME`, recorded as approved_by (with --key: the key's recorded name)")
@@ -22,19 +40,22 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "write the approval to `FILE` instead of standard output")
 	keyFile := fs.String("key", "", "sign with the private key in `FILE` (made by publisher keygen)")
 	validFor := fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime: not_after = now + `DURATION`")
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
+	return &ApproveConfig{fs: fs, cand: cand, req: req, by: by, id: id, out: out, keyFile: keyFile, validFor: validFor}
+}
+
+// Approve runs approve with its parsed flags.
+func Approve(cf *ApproveConfig, stdout, stderr io.Writer) error {
+	fs, cand, req, by, id, out, keyFile, validFor := cf.fs, cf.cand, cf.req, cf.by, cf.id, cf.out, cf.keyFile, cf.validFor
 	if fs.NArg() != 0 {
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	switch {
 	case strings.TrimSpace(*by) == "" && *keyFile == "":
-		return usageErr(fs, "--by NAME is required")
+		return cli.UsageError(fs, "--by NAME is required")
 	case len(*by) > document.MaxIDBytes || !utf8.ValidString(*by):
-		return usageErr(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
+		return cli.UsageError(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
 	case *id != "" && !document.ValidID(*id):
-		return usageErr(fs, "--id %q: an approval id is 1 to %d bytes without spaces, control or format characters", *id, document.MaxIDBytes)
+		return cli.UsageError(fs, "--id %q: an approval id is 1 to %d bytes without spaces, control or format characters", *id, document.MaxIDBytes)
 	}
 	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req})
 	if err != nil {
@@ -43,19 +64,19 @@ func runApprove(args []string, stdout, stderr io.Writer) error {
 	opts := approve.Options{By: *by, ID: *id}
 	if *keyFile != "" {
 		if *validFor <= 0 || *validFor > gate.DefaultMaxLifetime {
-			return usageErr(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
+			return cli.UsageError(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
 		}
 		if opts.Key, err = sign.LoadKey(*keyFile); err != nil {
 			return err
 		}
 		if opts.Key.Name == "" {
 			if opts.By == "" {
-				return usageErr(fs, "--by NAME is required: %s records no reviewer name (it was made before keygen recorded names)", *keyFile)
+				return cli.UsageError(fs, "--by NAME is required: %s records no reviewer name (it was made before keygen recorded names)", *keyFile)
 			}
 			fmt.Fprintf(stderr, "publisher: %s records no reviewer name, so --by %q is not checked against it; executors accept the approval only if their trusted-approvers file names key %s %q\n",
 				*keyFile, opts.By, opts.Key.ID, opts.By)
 		} else if err := opts.Key.CheckSigner(opts.By); opts.By != "" && err != nil {
-			return &exitError{Code: exitUsage, Err: fmt.Errorf("refusing --by %q: %w", opts.By, err)}
+			return &cli.ExitError{Code: cli.ExitUsage, Err: fmt.Errorf("refusing --by %q: %w", opts.By, err)}
 		}
 		opts.Lifetime = *validFor
 	}

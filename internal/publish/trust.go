@@ -1,4 +1,4 @@
-package main
+package publish
 
 import (
 	"flag"
@@ -7,16 +7,16 @@ import (
 	"github.com/sendtwice/sendtwice/send"
 )
 
-// trustedEnv names the trusted-approvers file when --trusted-approvers is
+// TrustedEnv names the trusted-approvers file when --trusted-approvers is
 // not given.
-const trustedEnv = "SENDTWICE_TRUSTED_APPROVERS"
+const TrustedEnv = "SENDTWICE_TRUSTED_APPROVERS"
 
-// notChecked is what a local gate without trusted approvers could not check.
-const notChecked = "signature, expiry and scope not checked: no --trusted-approvers"
+// NotChecked is what a local gate without trusted approvers could not check.
+const NotChecked = "signature, expiry and scope not checked: no --trusted-approvers"
 
 // trustedApproversFlag adds --trusted-approvers to fs.
 func trustedApproversFlag(fs *flag.FlagSet) *string {
-	return fs.String("trusted-approvers", "", "check signature, expiry and scope too, as executors do, against the trusted-approvers `FILE`\n(default $"+trustedEnv+"; without either, only the checks that need no keys run)")
+	return fs.String("trusted-approvers", "", "check signature, expiry and scope too, as executors do, against the trusted-approvers `FILE`\n(default $"+TrustedEnv+"; without either, only the checks that need no keys run)")
 }
 
 // localCheck returns the local gate's check: with trusted approvers (the
@@ -26,7 +26,7 @@ func trustedApproversFlag(fs *flag.FlagSet) *string {
 func localCheck(flagValue string) (c send.Check, trusted bool, err error) {
 	path := flagValue
 	if path == "" {
-		path = os.Getenv(trustedEnv)
+		path = os.Getenv(TrustedEnv)
 	}
 	if path == "" {
 		return send.Bindings(), false, nil

@@ -1,7 +1,6 @@
-package main
+package publish
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,28 +9,6 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 )
-
-// newFlagSet returns a flag set that reports errors instead of exiting, with
-// a usage text of its own.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	return cli.NewFlagSet(name, "Usage: publisher "+synopsis+"\n\n", stderr)
-}
-
-// parseFlags parses args; --help is success, other errors are usage errors.
-func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return true, nil
-		}
-		return false, err
-	}
-	return false, nil
-}
-
-func usageErr(fs *flag.FlagSet, format string, args ...any) error {
-	fs.Usage()
-	return &exitError{Code: exitUsage, Err: fmt.Errorf(format, args...)}
-}
 
 // readInput reads a file, or standard input for "-".
 func readInput(name string, stdin io.Reader) ([]byte, error) {
@@ -50,7 +27,7 @@ func requireFiles(fs *flag.FlagSet, names map[string]*string) (map[string][]byte
 			continue
 		}
 		if *p == "" {
-			return nil, usageErr(fs, "--%s FILE is required", n)
+			return nil, cli.UsageError(fs, "--%s FILE is required", n)
 		}
 		b, err := os.ReadFile(*p)
 		if err != nil {
@@ -74,17 +51,13 @@ func documentFlags(fs *flag.FlagSet) documentFiles {
 	}
 }
 
-// parseDocuments parses args of a command that takes the three documents and
-// no argument, and reads the documents; --help is success.
-func parseDocuments(fs *flag.FlagSet, args []string, d documentFiles) (files map[string][]byte, help bool, err error) {
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return nil, help, err
-	}
+// readDocuments reads the documents of a command that takes the three
+// documents and no argument, once its flags are parsed.
+func readDocuments(fs *flag.FlagSet, d documentFiles) (map[string][]byte, error) {
 	if fs.NArg() != 0 {
-		return nil, false, usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return nil, cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	files, err = requireFiles(fs, map[string]*string{"candidate": d.candidate, "request": d.request, "approval": d.approval})
-	return files, false, err
+	return requireFiles(fs, map[string]*string{"candidate": d.candidate, "request": d.request, "approval": d.approval})
 }
 
 // scopesFlag collects a repeatable --scope: the caller scopes an approver

@@ -1,7 +1,8 @@
-package main
+package publish
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -11,7 +12,8 @@ import (
 	"github.com/sendtwice/sendtwice/send"
 )
 
-const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
+// SendHelp is send's usage.
+const SendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
      [--trusted-approvers FILE] [--no-check]
 
 Runs the gate locally (nothing is published if it fails; signature, expiry and scope too with
@@ -28,16 +30,33 @@ created is unknown; sending again is safe and will say); 6 published, but no rec
 within --wait, the connection lost, the receipts unreadable; the message stays stored, an
 executor may still carry it out, and sending again is safe).`
 
-func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("send", sendHelp, stderr)
+// SendConfig is send's flags, as given.
+type SendConfig struct {
+	fs       *flag.FlagSet
+	docFlags documentFiles
+	conn     *cli.ConnConfig
+	wait     *time.Duration
+	asJSON   *bool
+	noCheck  *bool
+	trusted  *string
+}
+
+// SendFlagsVar defines send's flags on fs.
+func SendFlagsVar(fs *flag.FlagSet) *SendConfig {
 	docFlags := documentFlags(fs)
 	conn := cli.ConnFlags(fs)
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` for this message's receipt (e.g. 30s); 0 does not wait")
 	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
 	noCheck := fs.Bool("no-check", false, "skip the local gate, to send a bad message on purpose")
 	trusted := trustedApproversFlag(fs)
-	files, help, err := parseDocuments(fs, args, docFlags)
-	if help || err != nil {
+	return &SendConfig{fs: fs, docFlags: docFlags, conn: conn, wait: wait, asJSON: asJSON, noCheck: noCheck, trusted: trusted}
+}
+
+// Send runs send with its parsed flags.
+func Send(ctx context.Context, cf *SendConfig, stdout, stderr io.Writer) error {
+	fs, docFlags, conn, wait, asJSON, noCheck, trusted := cf.fs, cf.docFlags, cf.conn, cf.wait, cf.asJSON, cf.noCheck, cf.trusted
+	files, err := readDocuments(fs, docFlags)
+	if err != nil {
 		return err
 	}
 	docs := send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]}
@@ -50,7 +69,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("nothing published: %w", err)
 		}
 		if !withKeys {
-			fmt.Fprintf(stderr, "publisher: local gate passed (%s)\n", notChecked)
+			fmt.Fprintf(stderr, "publisher: local gate passed (%s)\n", NotChecked)
 		}
 	}
 	env, err := send.Build(docs)
@@ -101,17 +120,17 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 	if asJSON {
 		fmt.Fprintf(stdout, "%s\n", r.Raw)
 	} else {
-		printReceipt(stdout, r)
+		PrintReceipt(stdout, r)
 	}
 	switch r.Outcome {
 	case send.Created, send.Replayed:
 		return nil
 	case send.Conflict:
-		return &exitError{Code: exitConflict, Err: errSilent}
+		return &cli.ExitError{Code: ExitConflict, Err: cli.ErrSilent}
 	case send.Rejected:
-		return &exitError{Code: exitRejected, Err: errSilent}
+		return &cli.ExitError{Code: ExitRejected, Err: cli.ErrSilent}
 	default:
-		return &exitError{Code: exitDead, Err: errSilent}
+		return &cli.ExitError{Code: ExitDead, Err: cli.ErrSilent}
 	}
 }
 
@@ -130,9 +149,9 @@ func orElse(s, unknown string) string {
 	return s
 }
 
-// printReceipt writes a receipt for a person. An intent outside the default
+// PrintReceipt writes a receipt for a person. An intent outside the default
 // scope is named with its scope ("intent-0001 in scope team-a").
-func printReceipt(w io.Writer, r *send.Receipt) {
+func PrintReceipt(w io.Writer, r *send.Receipt) {
 	intent := orElse(r.IntentID, "(unknown)")
 	if r.Scope != "" && r.Scope != document.DefaultScope {
 		intent += " in scope " + r.Scope
@@ -162,3 +181,10 @@ func printReceipt(w io.Writer, r *send.Receipt) {
 	}
 	fmt.Fprintf(w, "  stream message %d, delivery %d, executor %s\n", r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Executor)
 }
+
+// The exit statuses of a receipt that says no task was made or kept.
+const (
+	ExitConflict = 3 // receipt: idempotency_conflict
+	ExitRejected = 4 // receipt: rejected at the executor's gate
+	ExitDead     = 5 // receipt: dead_lettered
+)

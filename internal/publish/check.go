@@ -1,11 +1,13 @@
-package main
+package publish
 
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -23,13 +25,30 @@ type checkResult struct {
 	NotChecked string `json:"not_checked,omitempty"`
 }
 
-func runCheck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("check", "check --candidate F --request F --approval F [--trusted-approvers FILE] [--json]\n\nRuns the gate's checks in order (envelope, approval_format, signature, expiry,\ncandidate_binding, request_binding, capability) and prints pass, or the check that failed\nwith its path and reason. Signature and expiry need the executors' trusted-approvers file\n(--trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS); without it they are skipped and\nthe pass says so. Exit status: 0 pass, 1 a check failed, 2 usage.", stderr)
+// CheckHelp is check's usage.
+const CheckHelp = "check --candidate F --request F --approval F [--trusted-approvers FILE] [--json]\n\nRuns the gate's checks in order (envelope, approval_format, signature, expiry,\ncandidate_binding, request_binding, capability) and prints pass, or the check that failed\nwith its path and reason. Signature and expiry need the executors' trusted-approvers file\n(--trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS); without it they are skipped and\nthe pass says so. Exit status: 0 pass, 1 a check failed, 2 usage."
+
+// CheckConfig is check's flags, as given.
+type CheckConfig struct {
+	fs       *flag.FlagSet
+	docFlags documentFiles
+	asJSON   *bool
+	trusted  *string
+}
+
+// CheckFlagsVar defines check's flags on fs.
+func CheckFlagsVar(fs *flag.FlagSet) *CheckConfig {
 	docFlags := documentFlags(fs)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	trusted := trustedApproversFlag(fs)
-	files, help, err := parseDocuments(fs, args, docFlags)
-	if help || err != nil {
+	return &CheckConfig{fs: fs, docFlags: docFlags, asJSON: asJSON, trusted: trusted}
+}
+
+// Check runs check with its parsed flags.
+func Check(cf *CheckConfig, stdout io.Writer) error {
+	fs, docFlags, asJSON, trusted := cf.fs, cf.docFlags, cf.asJSON, cf.trusted
+	files, err := readDocuments(fs, docFlags)
+	if err != nil {
 		return err
 	}
 	check, withKeys, err := localCheck(*trusted)
@@ -43,7 +62,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 	case err == nil:
 		res = checkResult{Result: "pass", CandidateDigest: v.CandidateDigest, RequestDigest: v.RequestDigest, SignedBy: v.SignedBy}
 		if !withKeys {
-			res.NotChecked = notChecked
+			res.NotChecked = NotChecked
 		}
 	case errors.As(err, &refused):
 		res = checkResult{Result: "fail", Check: refused.Check, Path: refused.Path, Reason: refused.Reason}
@@ -67,7 +86,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "fail: %s at %s: %s\n", res.Check, res.Path, res.Reason)
 	}
 	if res.Result != "pass" {
-		return &exitError{Code: exitFailure, Err: errSilent}
+		return &cli.ExitError{Code: cli.ExitFailure, Err: cli.ErrSilent}
 	}
 	return nil
 }

@@ -1,17 +1,20 @@
-package main
+package publish
 
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
-const keygenHelp = `keygen --name NAME [--dir DIR] [--trusted FILE] [--scope SCOPE]...
+// KeygenHelp is keygen's usage.
+const KeygenHelp = `keygen --name NAME [--dir DIR] [--trusted FILE] [--scope SCOPE]...
 
 Makes a reviewer's Ed25519 key pair: DIR/NAME.key (the private key, file mode 0600; never
 share it) and DIR/NAME.pub, both recording NAME, the name approvals signed with the key must
@@ -25,25 +28,37 @@ scope); without --scope the entry names none, which allows only the scope "defau
 requests that name no scope land. Executors refuse an approval for another scope at the
 check scope. 'publisher trust' changes the scopes of an entry later.`
 
-func runKeygen(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("keygen", keygenHelp, stderr)
+// KeygenConfig is keygen's flags, as given.
+type KeygenConfig struct {
+	fs      *flag.FlagSet
+	name    *string
+	dir     *string
+	trusted *string
+	scopes  *scopesFlag
+}
+
+// KeygenFlagsVar defines keygen's flags on fs.
+func KeygenFlagsVar(fs *flag.FlagSet) *KeygenConfig {
 	name := fs.String("name", "", "the reviewer's `NAME`, used for the file names and in the trusted-approvers entry")
 	dir := fs.String("dir", ".", "`DIR` to write the key files in")
 	trusted := fs.String("trusted", "", "add this key to the trusted-approvers `FILE` (made if missing)")
-	var scopes scopesFlag
-	fs.Var(&scopes, "scope", scopeFlagUsage)
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
+	scopes := new(scopesFlag)
+	fs.Var(scopes, "scope", scopeFlagUsage)
+	return &KeygenConfig{fs: fs, name: name, dir: dir, trusted: trusted, scopes: scopes}
+}
+
+// Keygen runs keygen with its parsed flags.
+func Keygen(cf *KeygenConfig, stdout io.Writer) error {
+	fs, name, dir, trusted, scopes := cf.fs, cf.name, cf.dir, cf.trusted, *cf.scopes
 	if fs.NArg() != 0 {
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	if !sign.ValidName(*name) {
-		return usageErr(fs, "--name %q: use 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or a digit", *name)
+		return cli.UsageError(fs, "--name %q: use 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or a digit", *name)
 	}
 	if len(scopes) > 0 {
 		if err := sign.CheckScopes("--scope", scopes); err != nil {
-			return usageErr(fs, "%v", err)
+			return cli.UsageError(fs, "%v", err)
 		}
 	}
 	// Refuse a name the trusted file already has before making any key.
