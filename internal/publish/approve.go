@@ -45,51 +45,50 @@ func ApproveFlagsVar(fs *flag.FlagSet) *ApproveConfig {
 
 // Approve runs approve with its parsed flags.
 func Approve(cf *ApproveConfig, stdout, stderr io.Writer) error {
-	fs, cand, req, by, id, out, keyFile, validFor := cf.fs, cf.cand, cf.req, cf.by, cf.id, cf.out, cf.keyFile, cf.validFor
-	if fs.NArg() != 0 {
-		return cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
+	if cf.fs.NArg() != 0 {
+		return cli.UsageError(cf.fs, "unexpected argument %q", cf.fs.Arg(0))
 	}
 	switch {
-	case strings.TrimSpace(*by) == "" && *keyFile == "":
-		return cli.UsageError(fs, "--by NAME is required")
-	case len(*by) > document.MaxIDBytes || !utf8.ValidString(*by):
-		return cli.UsageError(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
-	case *id != "" && !document.ValidID(*id):
-		return cli.UsageError(fs, "--id %q: an approval id is 1 to %d bytes without spaces, control or format characters", *id, document.MaxIDBytes)
+	case strings.TrimSpace(*cf.by) == "" && *cf.keyFile == "":
+		return cli.UsageError(cf.fs, "--by NAME is required")
+	case len(*cf.by) > document.MaxIDBytes || !utf8.ValidString(*cf.by):
+		return cli.UsageError(cf.fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
+	case *cf.id != "" && !document.ValidID(*cf.id):
+		return cli.UsageError(cf.fs, "--id %q: an approval id is 1 to %d bytes without spaces, control or format characters", *cf.id, document.MaxIDBytes)
 	}
-	files, err := requireFiles(fs, map[string]*string{"candidate": cand, "request": req})
+	files, err := requireFiles(cf.fs, map[string]*string{"candidate": cf.cand, "request": cf.req})
 	if err != nil {
 		return err
 	}
-	opts := approve.Options{By: *by, ID: *id}
-	if *keyFile != "" {
-		if *validFor <= 0 || *validFor > gate.DefaultMaxLifetime {
-			return cli.UsageError(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
+	opts := approve.Options{By: *cf.by, ID: *cf.id}
+	if *cf.keyFile != "" {
+		if *cf.validFor <= 0 || *cf.validFor > gate.DefaultMaxLifetime {
+			return cli.UsageError(cf.fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
 		}
-		if opts.Key, err = sign.LoadKey(*keyFile); err != nil {
+		if opts.Key, err = sign.LoadKey(*cf.keyFile); err != nil {
 			return err
 		}
 		if opts.Key.Name == "" {
 			if opts.By == "" {
-				return cli.UsageError(fs, "--by NAME is required: %s records no reviewer name (it was made before keygen recorded names)", *keyFile)
+				return cli.UsageError(cf.fs, "--by NAME is required: %s records no reviewer name (it was made before keygen recorded names)", *cf.keyFile)
 			}
 			fmt.Fprintf(stderr, "publisher: %s records no reviewer name, so --by %q is not checked against it; executors accept the approval only if their trusted-approvers file names key %s %q\n",
-				*keyFile, opts.By, opts.Key.ID, opts.By)
+				*cf.keyFile, opts.By, opts.Key.ID, opts.By)
 		} else if err := opts.Key.CheckSigner(opts.By); opts.By != "" && err != nil {
 			return &cli.ExitError{Code: cli.ExitUsage, Err: fmt.Errorf("refusing --by %q: %w", opts.By, err)}
 		}
-		opts.Lifetime = *validFor
+		opts.Lifetime = *cf.validFor
 	}
 	a, b, err := approve.Write(files["candidate"], files["request"], opts)
 	if err != nil {
 		return err
 	}
 	describeApproval(stderr, a, files["request"])
-	if *out == "" {
+	if *cf.out == "" {
 		_, err = stdout.Write(b)
 		return err
 	}
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
+	if err := os.WriteFile(*cf.out, b, 0o644); err != nil {
 		return fmt.Errorf("writing the approval: %w", err)
 	}
 	return nil

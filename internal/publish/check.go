@@ -46,12 +46,11 @@ func CheckFlagsVar(fs *flag.FlagSet) *CheckConfig {
 
 // Check runs check with its parsed flags.
 func Check(cf *CheckConfig, stdout io.Writer) error {
-	fs, docFlags, asJSON, trusted := cf.fs, cf.docFlags, cf.asJSON, cf.trusted
-	files, err := readDocuments(fs, docFlags)
+	files, err := readDocuments(cf.fs, cf.docFlags)
 	if err != nil {
 		return err
 	}
-	check, withKeys, err := localCheck(*trusted)
+	check, withKeys, err := localCheck(*cf.trusted)
 	if err != nil {
 		return err
 	}
@@ -69,7 +68,7 @@ func Check(cf *CheckConfig, stdout io.Writer) error {
 	default:
 		return err
 	}
-	if *asJSON {
+	if *cf.asJSON {
 		b, _ := json.Marshal(res)
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else if res.Result == "pass" {

@@ -26,25 +26,24 @@ func DigestFlagsVar(fs *flag.FlagSet) *DigestConfig {
 
 // Digest runs digest with its parsed flags.
 func Digest(cf *DigestConfig, stdin io.Reader, stdout io.Writer) error {
-	fs, canonical := cf.fs, cf.canonical
-	if fs.NArg() != 1 {
-		return cli.UsageError(fs, "digest takes exactly one FILE (or - for standard input)")
+	if cf.fs.NArg() != 1 {
+		return cli.UsageError(cf.fs, "digest takes exactly one FILE (or - for standard input)")
 	}
-	data, err := readInput(fs.Arg(0), stdin)
+	data, err := readInput(cf.fs.Arg(0), stdin)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", fs.Arg(0), err)
+		return fmt.Errorf("reading %s: %w", cf.fs.Arg(0), err)
 	}
-	if *canonical {
+	if *cf.canonical {
 		out, err := canon.CanonicalizeExact(data)
 		if err != nil {
-			return fmt.Errorf("canonicalising %s: %w", fs.Arg(0), err)
+			return fmt.Errorf("canonicalising %s: %w", cf.fs.Arg(0), err)
 		}
 		_, err = stdout.Write(out)
 		return err
 	}
 	d, err := canon.DigestExact(data)
 	if err != nil {
-		return fmt.Errorf("digesting %s: %w", fs.Arg(0), err)
+		return fmt.Errorf("digesting %s: %w", cf.fs.Arg(0), err)
 	}
 	_, err = fmt.Fprintln(stdout, d)
 	return err

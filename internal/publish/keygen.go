@@ -49,53 +49,52 @@ func KeygenFlagsVar(fs *flag.FlagSet) *KeygenConfig {
 
 // Keygen runs keygen with its parsed flags.
 func Keygen(cf *KeygenConfig, stdout io.Writer) error {
-	fs, name, dir, trusted, scopes := cf.fs, cf.name, cf.dir, cf.trusted, *cf.scopes
-	if fs.NArg() != 0 {
-		return cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
+	if cf.fs.NArg() != 0 {
+		return cli.UsageError(cf.fs, "unexpected argument %q", cf.fs.Arg(0))
 	}
-	if !sign.ValidName(*name) {
-		return cli.UsageError(fs, "--name %q: use 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or a digit", *name)
+	if !sign.ValidName(*cf.name) {
+		return cli.UsageError(cf.fs, "--name %q: use 1 to 64 letters, digits, dots, underscores or dashes, starting with a letter or a digit", *cf.name)
 	}
-	if len(scopes) > 0 {
-		if err := sign.CheckScopes("--scope", scopes); err != nil {
-			return cli.UsageError(fs, "%v", err)
+	if len(*cf.scopes) > 0 {
+		if err := sign.CheckScopes("--scope", *cf.scopes); err != nil {
+			return cli.UsageError(cf.fs, "%v", err)
 		}
 	}
 	// Refuse a name the trusted file already has before making any key.
-	if *trusted != "" {
-		existing, err := sign.ReadTrusted(*trusted)
+	if *cf.trusted != "" {
+		existing, err := sign.ReadTrusted(*cf.trusted)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		for _, a := range existing {
-			if strings.EqualFold(a.Name, *name) {
-				return fmt.Errorf("%s already names an approver %q (key %s); choose another --name, or remove that entry first", *trusted, a.Name, a.KeyID)
+			if strings.EqualFold(a.Name, *cf.name) {
+				return fmt.Errorf("%s already names an approver %q (key %s); choose another --name, or remove that entry first", *cf.trusted, a.Name, a.KeyID)
 			}
 		}
 	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return fmt.Errorf("making %s: %w", *dir, err)
+	if err := os.MkdirAll(*cf.dir, 0o755); err != nil {
+		return fmt.Errorf("making %s: %w", *cf.dir, err)
 	}
 	k, err := sign.Generate()
 	if err != nil {
 		return err
 	}
-	entry, err := sign.WriteKeyPair(*dir, *name, k)
+	entry, err := sign.WriteKeyPair(*cf.dir, *cf.name, k)
 	if err != nil {
 		return err
 	}
-	if len(scopes) > 0 {
-		entry.Scopes = scopes
+	if len(*cf.scopes) > 0 {
+		entry.Scopes = *cf.scopes
 	}
-	if *trusted != "" {
-		if err := sign.AddTrusted(*trusted, entry); err != nil {
+	if *cf.trusted != "" {
+		if err := sign.AddTrusted(*cf.trusted, entry); err != nil {
 			return fmt.Errorf("adding the key to the trusted approvers: %w", err)
 		}
 	}
 	b, _ := json.MarshalIndent(entry, "", "  ")
-	fmt.Fprintf(stdout, "wrote %s/%s.key (private, mode 0600) and %s/%s.pub\nkey id %s\ntrusted-approvers entry:\n%s\n", *dir, *name, *dir, *name, entry.KeyID, b)
-	if *trusted != "" {
-		fmt.Fprintf(stdout, "added to %s\n", *trusted)
+	fmt.Fprintf(stdout, "wrote %s/%s.key (private, mode 0600) and %s/%s.pub\nkey id %s\ntrusted-approvers entry:\n%s\n", *cf.dir, *cf.name, *cf.dir, *cf.name, entry.KeyID, b)
+	if *cf.trusted != "" {
+		fmt.Fprintf(stdout, "added to %s\n", *cf.trusted)
 	}
 	return nil
 }

@@ -54,14 +54,13 @@ func SendFlagsVar(fs *flag.FlagSet) *SendConfig {
 
 // Send runs send with its parsed flags.
 func Send(ctx context.Context, cf *SendConfig, stdout, stderr io.Writer) error {
-	fs, docFlags, conn, wait, asJSON, noCheck, trusted := cf.fs, cf.docFlags, cf.conn, cf.wait, cf.asJSON, cf.noCheck, cf.trusted
-	files, err := readDocuments(fs, docFlags)
+	files, err := readDocuments(cf.fs, cf.docFlags)
 	if err != nil {
 		return err
 	}
 	docs := send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]}
-	if !*noCheck {
-		check, withKeys, err := localCheck(*trusted)
+	if !*cf.noCheck {
+		check, withKeys, err := localCheck(*cf.trusted)
 		if err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
@@ -76,7 +75,7 @@ func Send(ctx context.Context, cf *SendConfig, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("nothing published: %w", err)
 	}
-	return sendEnvelope(ctx, conn, env, *wait, *asJSON, stdout)
+	return sendEnvelope(ctx, cf.conn, env, *cf.wait, *cf.asJSON, stdout)
 }
 
 // sendEnvelope publishes env and, with a wait, prints its receipt.

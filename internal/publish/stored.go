@@ -52,40 +52,39 @@ func SendStoredFlagsVar(fs *flag.FlagSet) *SendStoredConfig {
 
 // SendStored runs send with its parsed flags.
 func SendStored(ctx context.Context, cf *SendStoredConfig, stdout io.Writer) error {
-	fs, file, conn, wait, asJSON := cf.fs, cf.file, cf.conn, cf.wait, cf.asJSON
 	switch {
-	case *file == "":
-		fs.Usage()
+	case *cf.file == "":
+		cf.fs.Usage()
 		return fmt.Errorf("%w: --envelope is required", cli.ErrUsage)
-	case *wait <= 0:
-		fs.Usage()
+	case *cf.wait <= 0:
+		cf.fs.Usage()
 		return fmt.Errorf("%w: --wait must be positive", cli.ErrUsage)
 	}
-	data, err := os.ReadFile(*file)
+	data, err := os.ReadFile(*cf.file)
 	if err != nil {
 		return fmt.Errorf("nothing published: %w", err)
 	}
 	env, err := send.ParseEnvelope(data)
 	if err != nil {
-		return fmt.Errorf("nothing published: %s: %w", *file, err)
+		return fmt.Errorf("nothing published: %s: %w", *cf.file, err)
 	}
-	c, err := conn.Open("executor-send", nil)
+	c, err := cf.conn.Open("executor-send", nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	js := c.JS
-	wctx, cancel := context.WithTimeout(ctx, *wait)
+	wctx, cancel := context.WithTimeout(ctx, *cf.wait)
 	defer cancel()
 	sent, r, err := send.NewClient(js).Send(wctx, env)
 	switch {
 	case errors.Is(err, send.ErrNoReceipt):
 		// Published: whatever ended the wait, the message is stored.
-		return cli.PublishedNoReceipt(ctx, sent, *wait, err)
+		return cli.PublishedNoReceipt(ctx, sent, *cf.wait, err)
 	case err != nil:
 		return err
 	}
-	if *asJSON {
+	if *cf.asJSON {
 		_, err = fmt.Fprintf(stdout, "%s\n", r.Raw)
 		return err
 	}

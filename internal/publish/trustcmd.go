@@ -41,30 +41,29 @@ func TrustFlagsVar(fs *flag.FlagSet) *TrustConfig {
 
 // Trust runs trust with its parsed flags.
 func Trust(cf *TrustConfig, stdout io.Writer) error {
-	fs, trusted, name, scopes, defaultOnly := cf.fs, cf.trusted, cf.name, *cf.scopes, cf.defaultOnly
 	switch {
-	case fs.NArg() != 0:
-		return cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
-	case *trusted == "":
-		return cli.UsageError(fs, "--trusted FILE is required")
-	case *name == "":
-		return cli.UsageError(fs, "--name NAME is required")
-	case len(scopes) == 0 && !*defaultOnly:
-		return cli.UsageError(fs, "give the scopes (--scope SCOPE, repeated) or --default-scope-only")
-	case len(scopes) > 0 && *defaultOnly:
-		return cli.UsageError(fs, "--scope and --default-scope-only exclude each other")
+	case cf.fs.NArg() != 0:
+		return cli.UsageError(cf.fs, "unexpected argument %q", cf.fs.Arg(0))
+	case *cf.trusted == "":
+		return cli.UsageError(cf.fs, "--trusted FILE is required")
+	case *cf.name == "":
+		return cli.UsageError(cf.fs, "--name NAME is required")
+	case len(*cf.scopes) == 0 && !*cf.defaultOnly:
+		return cli.UsageError(cf.fs, "give the scopes (--scope SCOPE, repeated) or --default-scope-only")
+	case len(*cf.scopes) > 0 && *cf.defaultOnly:
+		return cli.UsageError(cf.fs, "--scope and --default-scope-only exclude each other")
 	}
 	var list []string
-	if !*defaultOnly {
-		if err := sign.CheckScopes("--scope", scopes); err != nil {
-			return cli.UsageError(fs, "%v", err)
+	if !*cf.defaultOnly {
+		if err := sign.CheckScopes("--scope", *cf.scopes); err != nil {
+			return cli.UsageError(cf.fs, "%v", err)
 		}
-		list = scopes
+		list = *cf.scopes
 	}
-	a, err := sign.SetScopes(*trusted, *name, list)
+	a, err := sign.SetScopes(*cf.trusted, *cf.name, list)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s (key %s) may approve the scopes %s in %s\n", a.Name, a.KeyID, strings.Join(a.ScopeList(), ", "), *trusted)
+	fmt.Fprintf(stdout, "%s (key %s) may approve the scopes %s in %s\n", a.Name, a.KeyID, strings.Join(a.ScopeList(), ", "), *cf.trusted)
 	return nil
 }

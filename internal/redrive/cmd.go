@@ -90,37 +90,36 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 // Run runs redrive with its parsed flags: it republishes the dead letters
 // taken and reports on each on stdout.
 func Run(ctx context.Context, cf *Config, stdout io.Writer) error {
-	fs, conn, seq, all, wait, force, dryRun, asJSON, timeout := cf.fs, cf.conn, cf.seq, cf.all, cf.wait, cf.force, cf.dryRun, cf.asJSON, cf.timeout
 	seqGiven := false
-	fs.Visit(func(f *flag.Flag) {
+	cf.fs.Visit(func(f *flag.Flag) {
 		if f.Name == "seq" {
 			seqGiven = true
 		}
 	})
 	switch {
-	case seqGiven && *all:
-		return redriveUsage(fs, "give --seq N or --all, not both")
-	case !seqGiven && !*all:
-		return redriveUsage(fs, "give --seq N (one dead letter) or --all (every dead letter)")
-	case seqGiven && *seq == 0:
-		return redriveUsage(fs, "--seq must be a dead letter's sequence, 1 or more")
-	case *wait < 0:
-		return redriveUsage(fs, "--wait must not be negative")
-	case *timeout <= 0:
-		return redriveUsage(fs, "--timeout must be positive")
-	case *dryRun && *wait > 0:
-		return redriveUsage(fs, "--dry-run publishes nothing, so there is nothing to --wait for")
+	case seqGiven && *cf.all:
+		return redriveUsage(cf.fs, "give --seq N or --all, not both")
+	case !seqGiven && !*cf.all:
+		return redriveUsage(cf.fs, "give --seq N (one dead letter) or --all (every dead letter)")
+	case seqGiven && *cf.seq == 0:
+		return redriveUsage(cf.fs, "--seq must be a dead letter's sequence, 1 or more")
+	case *cf.wait < 0:
+		return redriveUsage(cf.fs, "--wait must not be negative")
+	case *cf.timeout <= 0:
+		return redriveUsage(cf.fs, "--timeout must be positive")
+	case *cf.dryRun && *cf.wait > 0:
+		return redriveUsage(cf.fs, "--dry-run publishes nothing, so there is nothing to --wait for")
 	}
-	c, err := conn.Open("executor-redrive", nil)
+	c, err := cf.conn.Open("executor-redrive", nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	js := c.JS
-	rctx, cancel := context.WithTimeout(ctx, *timeout)
+	rctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
-	r := &redriver{js: js, force: *force, dryRun: *dryRun, out: stdout, quiet: *asJSON}
-	if *wait > 0 {
+	r := &redriver{js: js, force: *cf.force, dryRun: *cf.dryRun, out: stdout, quiet: *cf.asJSON}
+	if *cf.wait > 0 {
 		// One watch for the whole run, however many messages it waits
 		// for: a subscription per intent and reads of the stored
 		// receipts, no consumer.
@@ -128,23 +127,23 @@ func Run(ctx context.Context, cf *Config, stdout io.Writer) error {
 		defer r.receipts.Close()
 	}
 	var dls []*DeadLetter
-	if *all {
+	if *cf.all {
 		dls, err = List(rctx, js)
 	} else {
 		var dl *DeadLetter
-		if dl, err = Get(rctx, js, *seq); err == nil {
+		if dl, err = Get(rctx, js, *cf.seq); err == nil {
 			dls = []*DeadLetter{dl}
 		}
 	}
 	if err == nil {
-		err = r.redrive(rctx, dls, !*all)
+		err = r.redrive(rctx, dls, !*cf.all)
 	}
-	if err == nil && *wait > 0 {
-		wctx, wcancel := context.WithTimeout(ctx, *wait)
-		err = r.waitReceipts(wctx, *wait)
+	if err == nil && *cf.wait > 0 {
+		wctx, wcancel := context.WithTimeout(ctx, *cf.wait)
+		err = r.waitReceipts(wctx, *cf.wait)
 		wcancel()
 	}
-	if *asJSON {
+	if *cf.asJSON {
 		printRedriveJSON(stdout, r.items, err)
 	} else if err == nil && len(dls) == 0 {
 		fmt.Fprintln(stdout, "no dead letters to redrive")

@@ -70,29 +70,28 @@ func CalendarsFlagsVar(fs *flag.FlagSet) *CalendarsConfig {
 
 // Calendars runs calendars with its parsed flags.
 func Calendars(ctx context.Context, cf *CalendarsConfig, stdout io.Writer) error {
-	fs, url, user, passwordFile, caFile, all, asJSON, timeout := cf.fs, cf.url, cf.user, cf.passwordFile, cf.caFile, cf.all, cf.asJSON, cf.timeout
-	if *url == "" {
-		fs.Usage()
+	if *cf.url == "" {
+		cf.fs.Usage()
 		return fmt.Errorf("%w: calendars needs --caldav-url", cli.ErrUsage)
 	}
-	if *timeout <= 0 {
-		fs.Usage()
+	if *cf.timeout <= 0 {
+		cf.fs.Usage()
 		return fmt.Errorf("%w: --timeout must be positive", cli.ErrUsage)
 	}
 	// The password's file and environment and the CA file are read as
 	// serve reads them, and the transport is serve's.
-	f := &Config{Kind: KindCalDAV, CalDAVURL: *url, CalDAVUser: *user, CalDAVPasswordFile: *passwordFile, CalDAVCAFile: *caFile}
-	cfg, err := f.DiscoveryConfig(*timeout)
+	f := &Config{Kind: KindCalDAV, CalDAVURL: *cf.url, CalDAVUser: *cf.user, CalDAVPasswordFile: *cf.passwordFile, CalDAVCAFile: *cf.caFile}
+	cfg, err := f.DiscoveryConfig(*cf.timeout)
 	if err != nil {
 		return err
 	}
 	cals, err := caldav.Discover(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*url), err)
+		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*cf.url), err)
 	}
-	report := CalendarsReport{Server: redact.URL(*url), Calendars: []CalendarEntry{}}
+	report := CalendarsReport{Server: redact.URL(*cf.url), Calendars: []CalendarEntry{}}
 	for _, c := range cals {
-		if c.AcceptsTasks() || *all {
+		if c.AcceptsTasks() || *cf.all {
 			report.Calendars = append(report.Calendars, CalendarEntry{DisplayName: c.DisplayName, URL: c.URL, Components: c.Components, AcceptsTasks: c.AcceptsTasks()})
 		}
 	}
@@ -107,7 +106,7 @@ func Calendars(ctx context.Context, cf *CalendarsConfig, stdout io.Writer) error
 		}
 	}
 	report.Calendars = append(tasks, others...)
-	if *asJSON {
+	if *cf.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)

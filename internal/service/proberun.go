@@ -98,43 +98,42 @@ func ProbeFlagsVar(fs *flag.FlagSet) *ProbeConfig {
 
 // Probe runs probe with its parsed flags.
 func Probe(ctx context.Context, cf *ProbeConfig, stdout, stderr io.Writer) error {
-	fs, conn, ts, emb, conc, asJSON, timeout, yes, keepTasks := cf.fs, cf.conn, cf.ts, cf.emb, cf.conc, cf.asJSON, cf.timeout, cf.yes, cf.keepTasks
 	serverSet := false
-	fs.Visit(func(f *flag.Flag) { serverSet = serverSet || f.Name == "server" })
-	if *conc < 2 || *conc > probe.MaxConcurrency {
-		fs.Usage()
-		return fmt.Errorf("%w: --concurrency %d: want 2 to %d", cli.ErrUsage, *conc, probe.MaxConcurrency)
+	cf.fs.Visit(func(f *flag.Flag) { serverSet = serverSet || f.Name == "server" })
+	if *cf.conc < 2 || *cf.conc > probe.MaxConcurrency {
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --concurrency %d: want 2 to %d", cli.ErrUsage, *cf.conc, probe.MaxConcurrency)
 	}
-	if *timeout <= 0 {
-		fs.Usage()
+	if *cf.timeout <= 0 {
+		cf.fs.Usage()
 		return fmt.Errorf("%w: --timeout must be positive", cli.ErrUsage)
 	}
-	if err := ts.Check(); err != nil {
-		fs.Usage()
+	if err := cf.ts.Check(); err != nil {
+		cf.fs.Usage()
 		return err
 	}
-	if err := ts.CheckCallTimeout(probe.DefaultCallTimeout); err != nil {
-		fs.Usage()
+	if err := cf.ts.CheckCallTimeout(probe.DefaultCallTimeout); err != nil {
+		cf.fs.Usage()
 		return err
 	}
-	if *emb && (serverSet || ts.Kind != KindFake) {
-		fs.Usage()
+	if *cf.emb && (serverSet || cf.ts.Kind != KindFake) {
+		cf.fs.Usage()
 		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", cli.ErrUsage)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
 
-	svc, where, release, err := ts.OpenToProbe(ctx, conn, serverSet, *emb, probe.DefaultCallTimeout)
+	svc, where, release, err := cf.ts.OpenToProbe(ctx, cf.conn, serverSet, *cf.emb, probe.DefaultCallTimeout)
 	defer release()
 	if err != nil {
 		return err
 	}
-	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
+	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *cf.conc, KeepTasks: *cf.keepTasks})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "task service: %s%s\n%s\n", svc.Name, where, plan)
-	if !*yes {
+	if !*cf.yes {
 		fmt.Fprintln(stderr, "Nothing was sent. Run again with --yes to proceed.")
 		return errors.New("probe: not run: give --yes to create the tasks named above")
 	}
@@ -144,7 +143,7 @@ func Probe(ctx context.Context, cf *ProbeConfig, stdout, stderr io.Writer) error
 	rep, runErr := probe.Run(ctx, svc.Target(), plan)
 	if rep != nil {
 		var err error
-		if *asJSON {
+		if *cf.asJSON {
 			err = probe.WriteJSON(stdout, rep)
 		} else {
 			err = probe.WriteText(stdout, rep)

@@ -102,17 +102,16 @@ func StatusFlagsVar(fs *flag.FlagSet) *StatusConfig {
 
 // Status runs status with its parsed flags.
 func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) error {
-	fs, conn, asJSON, serviceTimeout, tsf := cf.fs, cf.conn, cf.asJSON, cf.serviceTimeout, cf.tsf
-	if *serviceTimeout <= 0 {
-		fs.Usage()
+	if *cf.serviceTimeout <= 0 {
+		cf.fs.Usage()
 		return fmt.Errorf("%w: --service-timeout must be positive", cli.ErrUsage)
 	}
-	if tsf.Given("task-service") {
-		if err := tsf.Check(); err != nil {
+	if cf.tsf.Given("task-service") {
+		if err := cf.tsf.Check(); err != nil {
 			return err
 		}
 	}
-	c, err := conn.Open("executor-status", nil)
+	c, err := cf.conn.Open("executor-status", nil)
 	if err != nil {
 		return err
 	}
@@ -120,7 +119,7 @@ func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) err
 	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rec, source, err := Settle(ctx, js, tsf, "status", cli.RedactURL(conn.Server))
+	rec, source, err := Settle(ctx, js, cf.tsf, "status", cli.RedactURL(cf.conn.Server))
 	if err == nil && source == FromDefault {
 		fmt.Fprintln(stderr, NoRecordNote("status"))
 	}
@@ -129,25 +128,25 @@ func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) err
 	case errors.Is(err, ErrSecretNotRecorded):
 		// The rest is still read; the service's line says which flags
 		// to add.
-		rep = readStatus(ctx, js, nil, *serviceTimeout)
+		rep = readStatus(ctx, js, nil, *cf.serviceTimeout)
 		rep.Counts, rep.Keys, rep.Scopes = nil, nil, nil
-		rep.ServiceError = tsf.MissingSecret("status", cli.RedactURL(conn.Server))
+		rep.ServiceError = cf.tsf.MissingSecret("status", cli.RedactURL(cf.conn.Server))
 	case err != nil:
 		return err
-	case tsf.Kind == KindFake:
-		rep = readStatus(ctx, js, provider.NewClient(nc), *serviceTimeout)
+	case cf.tsf.Kind == KindFake:
+		rep = readStatus(ctx, js, provider.NewClient(nc), *cf.serviceTimeout)
 	default:
-		rep = readStatus(ctx, js, nil, *serviceTimeout)
-		rep.Tasks, rep.ServiceError = listStatus(ctx, tsf, nc, *serviceTimeout)
+		rep = readStatus(ctx, js, nil, *cf.serviceTimeout)
+		rep.Tasks, rep.ServiceError = listStatus(ctx, cf.tsf, nc, *cf.serviceTimeout)
 	}
-	rep.TaskService = &StatusService{Kind: tsf.Kind, From: source}
+	rep.TaskService = &StatusService{Kind: cf.tsf.Kind, From: source}
 	if rec != nil {
 		rep.TaskService.Name, rep.TaskService.RecordedBy, rep.TaskService.RecordedAt = rec.Name, rec.By, rec.At
 	}
-	if rep.TaskService.Name == "" && tsf.Kind == KindFake {
+	if rep.TaskService.Name == "" && cf.tsf.Kind == KindFake {
 		rep.TaskService.Name = "fake task service"
 	}
-	if *asJSON {
+	if *cf.asJSON {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {

@@ -1,3 +1,8 @@
+// Package verify is the executor's verify command without its command
+// line: it reads the executors' streams, the task service's record (or, for
+// a service that keeps none, its listed tasks) and, with trusted approvers,
+// re-runs the gate, then checks every invariant of the audit and reports
+// each with its figures.
 package verify
 
 import (
@@ -148,28 +153,27 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 
 // Run runs verify with its parsed flags.
 func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
-	conn, asJSON, timeout, trusted, insecure, maxLifetime, allowExternal, allowRepeated, tsf := cf.conn, cf.asJSON, cf.timeout, cf.trusted, cf.insecure, cf.maxLifetime, cf.allowExternal, cf.allowRepeated, cf.tsf
 	// Flags that name their service are checked before anything is
 	// opened; those that leave it to the executors' record, once it is
 	// read.
-	if tsf.Given("task-service") {
-		if err := tsf.Check(); err != nil {
+	if cf.tsf.Given("task-service") {
+		if err := cf.tsf.Check(); err != nil {
 			return err
 		}
 	}
-	opts, err := verifyOptions(*trusted, *insecure, *maxLifetime, *allowExternal, *allowRepeated)
+	opts, err := verifyOptions(*cf.trusted, *cf.insecure, *cf.maxLifetime, *cf.allowExternal, *cf.allowRepeated)
 	if err != nil {
 		return err
 	}
-	c, err := conn.Open("executor-verify", nil)
+	c, err := cf.conn.Open("executor-verify", nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	nc, js := c.NC, c.JS
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
-	_, source, err := service.Settle(ctx, js, tsf, "verify", cli.RedactURL(conn.Server))
+	_, source, err := service.Settle(ctx, js, cf.tsf, "verify", cli.RedactURL(cf.conn.Server))
 	if err != nil {
 		return err
 	}
@@ -180,11 +184,11 @@ func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
 	// The gate's re-run checks each message's destination against what the
 	// audited service serves, as its executors' gates did.
 	serves := []gate.Destination{executor.FakeDefault}
-	if tsf.Kind != service.KindFake {
+	if cf.tsf.Kind != service.KindFake {
 		// Verify lists and takes no lock: a --redmine-lock-ttl given as to
 		// serve (shorter than verify's --timeout) is not its business.
-		tsf.RedmineLockTTL = 0
-		svc, err := tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
+		cf.tsf.RedmineLockTTL = 0
+		svc, err := cf.tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, *cf.timeout)
 		if err != nil {
 			return err
 		}
@@ -198,7 +202,7 @@ func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	opts.Serves = serves
-	return writeReport(stdout, audit.VerifyWith(in, opts), *asJSON)
+	return writeReport(stdout, audit.VerifyWith(in, opts), *cf.asJSON)
 }
 
 // verifyOptions checks verify's flags for the audit and makes its Options:
