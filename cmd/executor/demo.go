@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,13 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/service"
-	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL [--caldav-user USER]]
@@ -58,31 +54,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if ts.Kind == service.KindRedmine {
-		fs.Usage()
-		return fmt.Errorf("%w: demo cannot call Redmine: its per-key locks live in the executors' intent ledger on a NATS server that runs before the adapter opens, "+
-			"and the demo's server starts only inside the demo; run executor serve --task-service redmine, or executor probe --task-service redmine to see it answer", errUsage)
-	}
-	if err := ts.Check(); err != nil {
+	if err := ts.CheckForDemo(); err != nil {
 		fs.Usage()
 		return err
 	}
 	opts := demo.Options{Dir: *keep, Out: stdout, Process: sendFromProcess, KeepTasks: *keepTasks}
 	if !ts.NeedsNATS() {
-		ts.LoseReplies = true
-		svc, err := ts.Open(ctx, func() (*nats.Conn, error) {
-			return nil, errors.New("demo: this task service is not reached over NATS")
-		}, 10*time.Second)
+		svc, err := ts.OpenForDemo(ctx, 10*time.Second)
 		if err != nil {
-			return fmt.Errorf("demo: opening the task service: %w", err)
-		}
-		_, lists := svc.Adapter.(taskservice.Lister)
-		_, deletes := svc.Adapter.(taskservice.Deleter)
-		if !lists || svc.LoseReply == nil || !deletes {
-			return fmt.Errorf("demo: the %s cannot list its tasks, lose a reply or delete a task", svc.Name)
-		}
-		if err := svc.Reach(ctx); err != nil {
-			return fmt.Errorf("demo: not run, nothing was created: %w", err)
+			return err
 		}
 		opts.Service, opts.CallTimeout = svc, 10*time.Second
 	}

@@ -15,6 +15,11 @@ import (
 	"os"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/internal/redrive"
+	"github.com/sendtwice/sendtwice/internal/serve"
+	"github.com/sendtwice/sendtwice/internal/service"
+	"github.com/sendtwice/sendtwice/internal/verify"
 )
 
 func main() {
@@ -63,25 +68,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("%w: no command", errUsage)
 	}
+	rest := args[1:]
 	switch args[0] {
 	case "serve":
-		return runServe(ctx, args[1:], stderr)
+		return runServe(ctx, rest, stderr)
 	case "status":
-		return runStatus(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, "status", service.StatusHelp, service.StatusFlagsVar,
+			func(c *service.StatusConfig) error { return service.Status(ctx, c, stdout, stderr) })
 	case "demo":
-		return runDemo(ctx, args[1:], stdout, stderr)
+		return runDemo(ctx, rest, stdout, stderr)
 	case "verify":
-		return runVerify(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, "verify", verify.Help, verify.FlagsVar,
+			func(c *verify.Config) error { return verify.Run(ctx, c, stdout, stderr) })
 	case "redrive":
-		return runRedrive(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, "redrive", redrive.Help, redrive.FlagsVar,
+			func(c *redrive.Config) error { return redrive.Run(ctx, c, stdout) })
 	case "provision":
-		return runProvision(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, "provision", serve.ProvisionHelp, serve.ProvisionFlagsVar,
+			func(c *serve.ProvisionConfig) error { return serve.Provision(ctx, c, stdout, stderr) })
 	case "probe":
-		return runProbe(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, "probe", service.ProbeHelp, service.ProbeFlagsVar,
+			func(c *service.ProbeConfig) error { return service.Probe(ctx, c, stdout, stderr) })
 	case "calendars":
-		return runCalendars(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, "calendars", service.CalendarsHelp, service.CalendarsFlagsVar,
+			func(c *service.CalendarsConfig) error { return service.Calendars(ctx, c, stdout) })
 	case sendCommand:
-		return runSend(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, sendCommand, publish.SendStoredHelp, publish.SendStoredFlagsVar,
+			func(c *publish.SendStoredConfig) error { return publish.SendStored(ctx, c, stdout) })
 	}
 	if cli.HelpOrVersion("executor", usage, args[0], stdout) {
 		return nil
@@ -96,3 +109,34 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 }
 
 func parse(fs *flag.FlagSet, args []string) error { return cli.ParseNoArgs(fs, args) }
+
+// command runs a command whose flags a package defines: flagsVar defines
+// them on a flag set of the command's own, and run runs the command with
+// what they hold once args are parsed.
+func command[C any](args []string, stderr io.Writer, name, help string, flagsVar func(*flag.FlagSet) C, run func(C) error) error {
+	fs := newFlagSet(name, help, stderr)
+	cfg := flagsVar(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return run(cfg)
+}
+
+// serveFlags is serve's flag set and the configuration it fills in.
+type serveFlags struct {
+	fs  *flag.FlagSet
+	cfg *serve.Config
+}
+
+func newServeFlags(stderr io.Writer) *serveFlags {
+	fs := newFlagSet("serve", serve.Help, stderr)
+	return &serveFlags{fs: fs, cfg: serve.FlagsVar(fs)}
+}
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	f := newServeFlags(stderr)
+	if err := parse(f.fs, args); err != nil {
+		return err
+	}
+	return serve.Run(ctx, f.cfg, stderr)
+}

@@ -5,11 +5,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
+	"github.com/sendtwice/sendtwice/internal/console"
+	"github.com/sendtwice/sendtwice/internal/publish"
 )
 
 func main() {
@@ -40,12 +44,12 @@ type exitError = cli.ExitError
 // Exit statuses.
 const (
 	exitOK       = cli.ExitOK
-	exitFailure  = cli.ExitFailure   // an error, or a gate check failed
-	exitUsage    = cli.ExitUsage     // bad flags or arguments
-	exitConflict = 3                 // receipt: idempotency_conflict
-	exitRejected = 4                 // receipt: rejected at the executor's gate
-	exitDead     = 5                 // receipt: dead_lettered
-	exitNoAnswer = cli.ExitNoReceipt // published, but no receipt (--wait ran out, or the wait failed)
+	exitFailure  = cli.ExitFailure      // an error, or a gate check failed
+	exitUsage    = cli.ExitUsage        // bad flags or arguments
+	exitConflict = publish.ExitConflict // receipt: idempotency_conflict
+	exitRejected = publish.ExitRejected // receipt: rejected at the executor's gate
+	exitDead     = publish.ExitDead     // receipt: dead_lettered
+	exitNoAnswer = cli.ExitNoReceipt    // published, but no receipt (--wait ran out, or the wait failed)
 )
 
 // exitCode reports err on stderr, unless already reported, and returns the
@@ -60,25 +64,70 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stderr, usage)
 		return &exitError{Code: exitUsage, Err: errSilent}
 	}
+	rest := args[1:]
 	switch args[0] {
 	case "digest":
-		return runDigest(args[1:], stdin, stdout, stderr)
+		return command(rest, stderr, "digest", publish.DigestHelp, publish.DigestFlagsVar,
+			func(c *publish.DigestConfig) error { return publish.Digest(c, stdin, stdout) })
 	case "approve":
-		return runApprove(args[1:], stdout, stderr)
+		return command(rest, stderr, "approve", publish.ApproveHelp, publish.ApproveFlagsVar,
+			func(c *publish.ApproveConfig) error { return publish.Approve(c, stdout, stderr) })
 	case "check":
-		return runCheck(args[1:], stdout, stderr)
+		return command(rest, stderr, "check", publish.CheckHelp, publish.CheckFlagsVar,
+			func(c *publish.CheckConfig) error { return publish.Check(c, stdout) })
 	case "send":
-		return runSend(ctx, args[1:], stdout, stderr)
+		return command(rest, stderr, "send", publish.SendHelp, publish.SendFlagsVar,
+			func(c *publish.SendConfig) error { return publish.Send(ctx, c, stdout, stderr) })
 	case "keygen":
-		return runKeygen(args[1:], stdout, stderr)
+		return command(rest, stderr, "keygen", publish.KeygenHelp, publish.KeygenFlagsVar,
+			func(c *publish.KeygenConfig) error { return publish.Keygen(c, stdout) })
 	case "trust":
-		return runTrust(args[1:], stdout, stderr)
+		return command(rest, stderr, "trust", publish.TrustHelp, publish.TrustFlagsVar,
+			func(c *publish.TrustConfig) error { return publish.Trust(c, stdout) })
 	case "console":
-		return runConsole(ctx, args[1:], stdout, stderr)
+		return runConsole(ctx, rest, stdout, stderr)
 	}
 	if cli.HelpOrVersion("publisher", usage, args[0], stdout) {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return &exitError{Code: exitUsage, Err: fmt.Errorf("unknown command %q", args[0])}
+}
+
+func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("console", console.CommandHelp, stderr)
+	cfg := console.FlagsVar(fs)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	return console.Run(ctx, cfg, stdout, stderr)
+}
+
+// command runs a command whose flags a package defines: flagsVar defines
+// them on a flag set of the command's own, and run runs the command with
+// what they hold once args are parsed (--help is success).
+func command[C any](args []string, stderr io.Writer, name, help string, flagsVar func(*flag.FlagSet) C, run func(C) error) error {
+	fs := newFlagSet(name, help, stderr)
+	cfg := flagsVar(fs)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	return run(cfg)
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting, with
+// a usage text of its own.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	return cli.NewFlagSet(name, "Usage: publisher "+synopsis+"\n\n", stderr)
+}
+
+// parseFlags parses args; --help is success, other errors are usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := cli.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
 }

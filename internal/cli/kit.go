@@ -156,3 +156,10 @@ func ParseNoArgs(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// UsageError prints fs's usage and returns a usage error (exit status 2)
+// saying what was wrong.
+func UsageError(fs *flag.FlagSet, format string, args ...any) error {
+	fs.Usage()
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}

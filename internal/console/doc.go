@@ -70,6 +70,10 @@
 // KeyOwner), and never answer a request that lacks an allowed host or the
 // session cookie.
 //
+// Run is the publisher's console command without its command line: from
+// the flags FlagsVar defines it settles the approver, connects, listens and
+// serves the console until stopped.
+//
 // It must never import Pebble or nats-server: it is a client of the
 // pipeline, with a publisher's rights only.
 package console

@@ -19,6 +19,10 @@
 // It only reads the DEADLETTERS stream; it never deletes or changes a dead
 // letter, so the record of the failure stays.
 //
+// Run is the executor's redrive command without its command line: it takes
+// the dead letters asked for by its flags (FlagsVar), republishes them, and,
+// with a wait, reports the outcome of each.
+//
 // It must never import internal/embedded or nats-server: it works on a
 // running deployment and never starts one.
 package redrive

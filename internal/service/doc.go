@@ -8,6 +8,12 @@
 // abilities, taskservice.Lister, taskservice.Deleter and
 // taskservice.Finder, found by type assertion), and what releases it.
 //
+// It also holds the executor's commands that report on the task service
+// without their command lines: Status (the service's counters or tasks,
+// the consumer and the receipts), Probe (a run of the probe against the
+// service) and Calendars (a CalDAV account's calendars), each with the
+// flags its FlagsVar defines.
+//
 // Adding a kind (for example caldav) is three steps:
 //   - a constant and its line in kinds;
 //   - its flags in FlagsVar (--caldav-url, --caldav-user,

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func reloadTrustedOnHangup(path string, keys *sign.Keyring, log *slog.Logger) (s
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_ = reloadTrusted(path, keys, log)
+				_ = ReloadTrusted(path, keys, log)
 			}
 		}
 	}()
@@ -37,11 +37,11 @@ func reloadTrustedOnHangup(path string, keys *sign.Keyring, log *slog.Logger) (s
 	}
 }
 
-// reloadTrusted reads the trusted-approvers file again and, if it loads,
+// ReloadTrusted reads the trusted-approvers file again and, if it loads,
 // makes keys trust exactly its approvers, logging which were added and
 // removed. A file that does not load changes nothing: the approvers loaded
 // before stay trusted, and the error is logged.
-func reloadTrusted(path string, keys *sign.Keyring, log *slog.Logger) error {
+func ReloadTrusted(path string, keys *sign.Keyring, log *slog.Logger) error {
 	next, err := sign.LoadTrusted(path)
 	if err != nil {
 		log.Error("reloading the trusted approvers failed; the approvers loaded before stay trusted",

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -25,7 +25,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-const serveHelp = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
+// Help is serve's usage.
+const Help = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
       [--data DIR] [--listen HOST:PORT] [--concurrency N] [--replicas N] [--http HOST:PORT]
       [--key-clock-allowance D] [--key-margin D] [--records-retention D] [--compact-every D]
       [--metrics-max-scopes N] [--task-service SERVICE]
@@ -95,17 +96,17 @@ const consumerPollInterval = 5 * time.Second
 // gate builds the gate's policy from the flags and, with
 // --trusted-approvers, reloads the approvers on SIGHUP until the returned
 // stop is called.
-func (f *serveFlags) gate(log *slog.Logger) (checker *gate.Checker, stop func(), err error) {
+func (f *Config) gate(log *slog.Logger) (checker *gate.Checker, stop func(), err error) {
 	stop = func() {}
 	if len(f.faults) > 0 {
 		log.Warn("FAULT INJECTION IS ON: this instance will crash or stall on purpose", "faults", len(f.faults))
 	}
 	if *f.trusted == "" && !*f.insecure {
 		f.fs.Usage()
-		return nil, stop, fmt.Errorf("%w: give --trusted-approvers FILE (from publisher keygen --trusted), or --insecure-allow-unsigned to accept unsigned approvals", errUsage)
+		return nil, stop, fmt.Errorf("%w: give --trusted-approvers FILE (from publisher keygen --trusted), or --insecure-allow-unsigned to accept unsigned approvals", cli.ErrUsage)
 	}
 	if *f.maxLifetime <= 0 {
-		return nil, stop, fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+		return nil, stop, fmt.Errorf("%w: --max-approval-lifetime must be positive", cli.ErrUsage)
 	}
 	checker = &gate.Checker{AllowUnsigned: *f.insecure, MaxLifetime: *f.maxLifetime}
 	if *f.trusted != "" {
@@ -123,7 +124,7 @@ func (f *serveFlags) gate(log *slog.Logger) (checker *gate.Checker, stop func(),
 
 // serving is one run of serve: what it started, to be closed in reverse.
 type serving struct {
-	f       *serveFlags
+	f       *Config
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	em      *metrics.Executor
@@ -150,14 +151,15 @@ func (s *serving) close() {
 	}
 }
 
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	f, err := parseServeFlags(args, stderr)
-	if err != nil {
+// Run checks the parsed flags and serves until ctx ends; the log goes to
+// stderr.
+func Run(ctx context.Context, f *Config, stderr io.Writer) error {
+	if err := f.settle(); err != nil {
 		return err
 	}
 	log, err := cli.NewLogger(stderr, *f.logFormat, *f.logLevel)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	checker, stopReload, err := f.gate(log)
 	if err != nil {

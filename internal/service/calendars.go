@@ -1,19 +1,22 @@
-package main
+package service
 
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/redact"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
-const calendarsHelp = `calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
+// CalendarsHelp is calendars's usage.
+const CalendarsHelp = `calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
                  [--caldav-ca-file FILE] [--all] [--json]
 
 Lists the account's calendars that accept tasks (VTODO): display name, URL and components,
@@ -26,60 +29,75 @@ $CALDAV_PASSWORD.
 Exit status: 0 listed (even when no calendar accepts tasks); 1 the server could not be read
 or refused the login; 2 usage.`
 
-// calendarsReport is calendars's --json output.
-type calendarsReport struct {
+// CalendarsReport is calendars's --json output.
+type CalendarsReport struct {
 	// Server is the URL the calendars were discovered from.
 	Server    string          `json:"server"`
-	Calendars []calendarEntry `json:"calendars"`
+	Calendars []CalendarEntry `json:"calendars"`
 }
 
-type calendarEntry struct {
+// CalendarEntry is one calendar in calendars's report.
+type CalendarEntry struct {
 	DisplayName  string   `json:"display_name"`
 	URL          string   `json:"url"`
 	Components   []string `json:"components"`
 	AcceptsTasks bool     `json:"accepts_tasks"`
 }
 
-func runCalendars(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("calendars", calendarsHelp, stderr)
+// CalendarsConfig is calendars's flags, as given.
+type CalendarsConfig struct {
+	fs           *flag.FlagSet
+	url          *string
+	user         *string
+	passwordFile *string
+	caFile       *string
+	all          *bool
+	asJSON       *bool
+	timeout      *time.Duration
+}
+
+// CalendarsFlagsVar defines calendars's flags on fs.
+func CalendarsFlagsVar(fs *flag.FlagSet) *CalendarsConfig {
 	url := fs.String("caldav-url", "", "the `URL` of the CalDAV server, or any URL on it (a principal, a calendar)")
 	user := fs.String("caldav-user", "", "the `USER` to log in as (HTTP basic authentication)")
-	passwordFile := fs.String("caldav-password-file", "", "a `FILE` holding the password (default: $"+service.CalDAVPasswordEnv+")")
+	passwordFile := fs.String("caldav-password-file", "", "a `FILE` holding the password (default: $"+CalDAVPasswordEnv+")")
 	caFile := fs.String("caldav-ca-file", "", "a `FILE` of PEM certificates to trust for the server, besides the system's\n(for a server with a self-signed certificate)")
 	all := fs.Bool("all", false, "list also the calendars that do not accept tasks, marked")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", caldav.DefaultTimeout, "how long one request to the server may take")
-	if err := parse(fs, args); err != nil {
-		return err
+	return &CalendarsConfig{fs: fs, url: url, user: user, passwordFile: passwordFile, caFile: caFile, all: all, asJSON: asJSON, timeout: timeout}
+}
+
+// Calendars runs calendars with its parsed flags.
+func Calendars(ctx context.Context, cf *CalendarsConfig, stdout io.Writer) error {
+	if *cf.url == "" {
+		cf.fs.Usage()
+		return fmt.Errorf("%w: calendars needs --caldav-url", cli.ErrUsage)
 	}
-	if *url == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: calendars needs --caldav-url", errUsage)
-	}
-	if *timeout <= 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: --timeout must be positive", errUsage)
+	if *cf.timeout <= 0 {
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --timeout must be positive", cli.ErrUsage)
 	}
 	// The password's file and environment and the CA file are read as
 	// serve reads them, and the transport is serve's.
-	f := &service.Config{Kind: service.KindCalDAV, CalDAVURL: *url, CalDAVUser: *user, CalDAVPasswordFile: *passwordFile, CalDAVCAFile: *caFile}
-	cfg, err := f.DiscoveryConfig(*timeout)
+	f := &Config{Kind: KindCalDAV, CalDAVURL: *cf.url, CalDAVUser: *cf.user, CalDAVPasswordFile: *cf.passwordFile, CalDAVCAFile: *cf.caFile}
+	cfg, err := f.DiscoveryConfig(*cf.timeout)
 	if err != nil {
 		return err
 	}
 	cals, err := caldav.Discover(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*url), err)
+		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*cf.url), err)
 	}
-	report := calendarsReport{Server: redact.URL(*url), Calendars: []calendarEntry{}}
+	report := CalendarsReport{Server: redact.URL(*cf.url), Calendars: []CalendarEntry{}}
 	for _, c := range cals {
-		if c.AcceptsTasks() || *all {
-			report.Calendars = append(report.Calendars, calendarEntry{DisplayName: c.DisplayName, URL: c.URL, Components: c.Components, AcceptsTasks: c.AcceptsTasks()})
+		if c.AcceptsTasks() || *cf.all {
+			report.Calendars = append(report.Calendars, CalendarEntry{DisplayName: c.DisplayName, URL: c.URL, Components: c.Components, AcceptsTasks: c.AcceptsTasks()})
 		}
 	}
 	// Those that accept tasks first, each part in Discover's order.
 	tasks := report.Calendars[:0:0]
-	var others []calendarEntry
+	var others []CalendarEntry
 	for _, c := range report.Calendars {
 		if c.AcceptsTasks {
 			tasks = append(tasks, c)
@@ -88,7 +106,7 @@ func runCalendars(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	report.Calendars = append(tasks, others...)
-	if *asJSON {
+	if *cf.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 // connection, listener or data directory.
 func checkConfig(log *slog.Logger, conn *cli.ConnConfig, httpAddr string) error {
 	if err := cli.CheckHostPort("http", httpAddr); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	if err := conn.Check(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	log.Info("configuration complete (--check-config): nothing was started", "server", cli.RedactURL(conn.Server))
 	return nil

@@ -1,9 +1,8 @@
-package main
+package serve
 
 import (
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -18,8 +17,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/service"
 )
 
-// serveFlags are serve's flags, as given.
-type serveFlags struct {
+// Config are serve's flags, as given.
+type Config struct {
 	fs          *flag.FlagSet
 	conn        *cli.ConnConfig
 	embedded    *bool
@@ -63,10 +62,10 @@ type serveFlags struct {
 	envConnIgnored bool
 }
 
-// newServeFlags defines serve's flags on a flag set of its own.
-func newServeFlags(stderr io.Writer) *serveFlags {
-	fs := newFlagSet("serve", serveHelp, stderr)
-	f := &serveFlags{fs: fs}
+// FlagsVar defines serve's flags on fs and returns the configuration they
+// fill in once fs is parsed.
+func FlagsVar(fs *flag.FlagSet) *Config {
+	f := &Config{fs: fs}
 	f.conn = cli.ConnFlags(fs)
 	f.embedded = fs.Bool("embedded", false, "run a NATS server and the task service in this process")
 	f.data = fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store and the task service's Pebble store")
@@ -89,7 +88,7 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	f.httpAddr = fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
 	f.trusted = fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
 	f.insecure = fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
-	f.maxBytes = maxBytesFlag(fs)
+	f.maxBytes = MaxBytesFlag(fs)
 	f.maxLifetime = fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
 	f.recordCalls = fs.String("record-calls", "", "record every task service call for a linearizability check: append its invocation (before the call)\nand its response (after) to `FILE` as JSON lines; one FILE per instance")
 	f.checkOnly = fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
@@ -103,42 +102,38 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	return f
 }
 
-// parseServeFlags parses and checks serve's command line.
-func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
-	f := newServeFlags(stderr)
-	if err := parse(f.fs, args); err != nil {
-		return nil, err
-	}
+// settle checks the parsed flags: the task service's, then serve's own.
+func (f *Config) settle() error {
 	if err := f.tsf.Check(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := f.tsf.CheckCallTimeout(*f.callTimeout); err != nil {
-		return nil, err
+		return err
 	}
-	return f, f.check()
+	return f.check()
 }
 
 // check refuses values serve cannot run with, and settles the replicas and
 // the embedded server's address.
-func (f *serveFlags) check() error {
+func (f *Config) check() error {
 	f.fs.Visit(func(fl *flag.Flag) { f.replicasSet = f.replicasSet || fl.Name == "replicas" })
 	if *f.conc < 1 || *f.conc > 4096 {
-		return fmt.Errorf("%w: --concurrency %d: want 1 to 4096", errUsage, *f.conc)
+		return fmt.Errorf("%w: --concurrency %d: want 1 to 4096", cli.ErrUsage, *f.conc)
 	}
 	if *f.maxDeliver < 2 {
-		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *f.maxDeliver)
+		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", cli.ErrUsage, *f.maxDeliver)
 	}
 	if *f.consCheck < time.Second {
-		return fmt.Errorf("%w: --consumer-check %s: want at least 1s", errUsage, *f.consCheck)
+		return fmt.Errorf("%w: --consumer-check %s: want at least 1s", cli.ErrUsage, *f.consCheck)
 	}
-	if err := checkMaxBytes(*f.maxBytes); err != nil {
+	if err := CheckMaxBytes(*f.maxBytes); err != nil {
 		return err
 	}
 	if f.replicasSet && (*f.replicas < 1 || *f.replicas > 5) {
-		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *f.replicas)
+		return fmt.Errorf("%w: --replicas %d: want 1 to 5", cli.ErrUsage, *f.replicas)
 	}
 	if *f.embedded && *f.replicas > 1 {
-		return fmt.Errorf("%w: --replicas %d with --embedded: the embedded server is a single node; run a cluster for replicas", errUsage, *f.replicas)
+		return fmt.Errorf("%w: --replicas %d with --embedded: the embedded server is a single node; run a cluster for replicas", cli.ErrUsage, *f.replicas)
 	}
 	if err := f.checkServiceFlags(); err != nil {
 		return err
@@ -152,10 +147,10 @@ func (f *serveFlags) check() error {
 	*f.replicas = 1
 	h, portStr, err := net.SplitHostPort(*f.listen)
 	if err != nil {
-		return fmt.Errorf("%w: --listen %q: %v", errUsage, *f.listen, err)
+		return fmt.Errorf("%w: --listen %q: %v", cli.ErrUsage, *f.listen, err)
 	}
 	if f.port, err = strconv.Atoi(portStr); err != nil {
-		return fmt.Errorf("%w: --listen %q: port must be a number", errUsage, *f.listen)
+		return fmt.Errorf("%w: --listen %q: port must be a number", cli.ErrUsage, *f.listen)
 	}
 	f.host = h
 	// The executor connects to its own server, which has neither
@@ -179,7 +174,7 @@ var serviceFlags = []string{"key-clock-allowance", "key-margin", "records-retent
 // checkServiceFlags refuses the embedded task service's flags without
 // --embedded (no service runs here to take them) and the values provider
 // serve refuses.
-func (f *serveFlags) checkServiceFlags() error {
+func (f *Config) checkServiceFlags() error {
 	if !*f.embedded {
 		var given []string
 		f.fs.Visit(func(fl *flag.Flag) {
@@ -188,7 +183,7 @@ func (f *serveFlags) checkServiceFlags() error {
 			}
 		})
 		if len(given) > 0 {
-			return fmt.Errorf("%w: %s without --embedded: these configure the embedded task service; give them to provider serve where the service runs", errUsage, strings.Join(given, ", "))
+			return fmt.Errorf("%w: %s without --embedded: these configure the embedded task service; give them to provider serve where the service runs", cli.ErrUsage, strings.Join(given, ", "))
 		}
 		return nil
 	}
@@ -200,7 +195,7 @@ func (f *serveFlags) checkServiceFlags() error {
 			}
 		})
 		if len(given) > 0 {
-			return fmt.Errorf("%w: %s with --task-service %s: these configure the embedded fake task service, which is not started when the executors call another", errUsage, strings.Join(given, ", "), f.tsf.Kind)
+			return fmt.Errorf("%w: %s with --task-service %s: these configure the embedded fake task service, which is not started when the executors call another", cli.ErrUsage, strings.Join(given, ", "), f.tsf.Kind)
 		}
 	}
 	for _, d := range []struct {
@@ -208,14 +203,14 @@ func (f *serveFlags) checkServiceFlags() error {
 		v    time.Duration
 	}{{"key-clock-allowance", *f.keyAllowance}, {"key-margin", *f.keyMargin}, {"records-retention", *f.retention}} {
 		if d.v < 0 {
-			return fmt.Errorf("%w: --%s %v: must not be negative", errUsage, d.name, d.v)
+			return fmt.Errorf("%w: --%s %v: must not be negative", cli.ErrUsage, d.name, d.v)
 		}
 	}
 	if *f.compactEvery <= 0 {
-		return fmt.Errorf("%w: --compact-every %v: must be positive", errUsage, *f.compactEvery)
+		return fmt.Errorf("%w: --compact-every %v: must be positive", cli.ErrUsage, *f.compactEvery)
 	}
 	if *f.maxScopes < 1 {
-		return fmt.Errorf("%w: --metrics-max-scopes %d: want at least 1", errUsage, *f.maxScopes)
+		return fmt.Errorf("%w: --metrics-max-scopes %d: want at least 1", cli.ErrUsage, *f.maxScopes)
 	}
 	return nil
 }
@@ -237,7 +232,7 @@ var embeddedConflicts = append([]string{"server"}, cli.AuthFlagNames...)
 // checkEmbeddedConn refuses connection flags given with --embedded, which
 // would otherwise be ignored without a word: the executor connects to the
 // server it starts itself.
-func (f *serveFlags) checkEmbeddedConn() error {
+func (f *Config) checkEmbeddedConn() error {
 	var given []string
 	f.fs.Visit(func(fl *flag.Flag) {
 		if slices.Contains(embeddedConflicts, fl.Name) {
@@ -248,8 +243,8 @@ func (f *serveFlags) checkEmbeddedConn() error {
 	case len(given) == 0:
 		return nil
 	case slices.Contains(given, "--server"):
-		return fmt.Errorf("%w: --embedded with --server: --embedded runs a NATS server in this process and connects to it; to join a running server, leave out --embedded", errUsage)
+		return fmt.Errorf("%w: --embedded with --server: --embedded runs a NATS server in this process and connects to it; to join a running server, leave out --embedded", cli.ErrUsage)
 	default:
-		return fmt.Errorf("%w: --embedded with %s: the embedded NATS server takes no credentials and no TLS; these flags go with --server", errUsage, strings.Join(given, ", "))
+		return fmt.Errorf("%w: --embedded with %s: the embedded NATS server takes no credentials and no TLS; these flags go with --server", cli.ErrUsage, strings.Join(given, ", "))
 	}
 }

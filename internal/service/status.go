@@ -1,9 +1,10 @@
-package main
+package service
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -16,11 +17,11 @@ import (
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-const statusHelp = `status [--server URL] [--json] [--service-timeout DURATION]
+// StatusHelp is status's usage.
+const StatusHelp = `status [--server URL] [--json] [--service-timeout DURATION]
        [--task-service SERVICE and its flags, as serve takes them]
 
 Prints the task service's three counters, its keys (live, and compacted after their approvals
@@ -36,20 +37,20 @@ task-service); with no record, the fake task service. A CalDAV collection or a R
 keeps no counters: status lists its tasks instead, creating nothing (those of the pipeline, and
 those the probe and the demo left in their scopes sendtwice-probe and sendtwice-demo). Its
 password or API key comes from the usual flags or environment (--caldav-password-file or
-$` + service.CalDAVPasswordEnv + `, --redmine-api-key-file or $` + service.RedmineAPIKeyEnv + `); when it is missing, the
+$` + CalDAVPasswordEnv + `, --redmine-api-key-file or $` + RedmineAPIKeyEnv + `); when it is missing, the
 service's line says which flags to add. Flags that name another service than the record's are
 refused, naming both.
 
 Exit status: 0 every part was read; 1 some part could not be read (what could be read is
 still printed); 2 usage.`
 
-// statusReport is status's --json output. A part that could not be read
+// StatusReport is status's --json output. A part that could not be read
 // is null, with the reason in its error member.
-type statusReport struct {
+type StatusReport struct {
 	// TaskService is the service status read: its kind, its name, and
 	// where it was taken from (the executors' record, the flags, or the
 	// default fake service).
-	TaskService *statusService `json:"task_service"`
+	TaskService *StatusService `json:"task_service"`
 	// Tasks sums up the tasks listed by a service that keeps no counters
 	// (CalDAV, Redmine); null for the fake service or when not listed.
 	Tasks  *audit.ListingSummary `json:"tasks,omitempty"`
@@ -65,8 +66,8 @@ type statusReport struct {
 	ReceiptsError string                 `json:"receipts_error,omitempty"`
 }
 
-// statusService says which task service status read.
-type statusService struct {
+// StatusService says which task service status read.
+type StatusService struct {
 	Kind string `json:"kind"`
 	Name string `json:"name,omitempty"`
 	// From is "record", "flags" or "default".
@@ -77,29 +78,40 @@ type statusService struct {
 }
 
 // failed reports whether some part could not be read.
-func (r *statusReport) failed() bool {
+func (r *StatusReport) failed() bool {
 	return r.ServiceError != "" || r.ConsumerError != "" || r.ReceiptsError != ""
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", statusHelp, stderr)
+// StatusConfig is status's flags, as given.
+type StatusConfig struct {
+	fs             *flag.FlagSet
+	conn           *cli.ConnConfig
+	asJSON         *bool
+	serviceTimeout *time.Duration
+	tsf            *Config
+}
+
+// StatusFlagsVar defines status's flags on fs.
+func StatusFlagsVar(fs *flag.FlagSet) *StatusConfig {
 	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	serviceTimeout := fs.Duration("service-timeout", provider.DefaultTimeout, "how long to wait for the task service's counters (for CalDAV and Redmine, its listing)")
-	tsf := service.FlagsVar(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+	tsf := FlagsVar(fs)
+	return &StatusConfig{fs: fs, conn: conn, asJSON: asJSON, serviceTimeout: serviceTimeout, tsf: tsf}
+}
+
+// Status runs status with its parsed flags.
+func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) error {
+	if *cf.serviceTimeout <= 0 {
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --service-timeout must be positive", cli.ErrUsage)
 	}
-	if *serviceTimeout <= 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: --service-timeout must be positive", errUsage)
-	}
-	if tsf.Given("task-service") {
-		if err := tsf.Check(); err != nil {
+	if cf.tsf.Given("task-service") {
+		if err := cf.tsf.Check(); err != nil {
 			return err
 		}
 	}
-	c, err := conn.Open("executor-status", nil)
+	c, err := cf.conn.Open("executor-status", nil)
 	if err != nil {
 		return err
 	}
@@ -107,41 +119,41 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rec, source, err := service.Settle(ctx, js, tsf, "status", cli.RedactURL(conn.Server))
-	if err == nil && source == service.FromDefault {
-		fmt.Fprintln(stderr, service.NoRecordNote("status"))
+	rec, source, err := Settle(ctx, js, cf.tsf, "status", cli.RedactURL(cf.conn.Server))
+	if err == nil && source == FromDefault {
+		fmt.Fprintln(stderr, NoRecordNote("status"))
 	}
-	var rep *statusReport
+	var rep *StatusReport
 	switch {
-	case errors.Is(err, service.ErrSecretNotRecorded):
+	case errors.Is(err, ErrSecretNotRecorded):
 		// The rest is still read; the service's line says which flags
 		// to add.
-		rep = readStatus(ctx, js, nil, *serviceTimeout)
+		rep = readStatus(ctx, js, nil, *cf.serviceTimeout)
 		rep.Counts, rep.Keys, rep.Scopes = nil, nil, nil
-		rep.ServiceError = tsf.MissingSecret("status", cli.RedactURL(conn.Server))
+		rep.ServiceError = cf.tsf.MissingSecret("status", cli.RedactURL(cf.conn.Server))
 	case err != nil:
 		return err
-	case tsf.Kind == service.KindFake:
-		rep = readStatus(ctx, js, provider.NewClient(nc), *serviceTimeout)
+	case cf.tsf.Kind == KindFake:
+		rep = readStatus(ctx, js, provider.NewClient(nc), *cf.serviceTimeout)
 	default:
-		rep = readStatus(ctx, js, nil, *serviceTimeout)
-		rep.Tasks, rep.ServiceError = listStatus(ctx, tsf, nc, *serviceTimeout)
+		rep = readStatus(ctx, js, nil, *cf.serviceTimeout)
+		rep.Tasks, rep.ServiceError = listStatus(ctx, cf.tsf, nc, *cf.serviceTimeout)
 	}
-	rep.TaskService = &statusService{Kind: tsf.Kind, From: source}
+	rep.TaskService = &StatusService{Kind: cf.tsf.Kind, From: source}
 	if rec != nil {
 		rep.TaskService.Name, rep.TaskService.RecordedBy, rep.TaskService.RecordedAt = rec.Name, rec.By, rec.At
 	}
-	if rep.TaskService.Name == "" && tsf.Kind == service.KindFake {
+	if rep.TaskService.Name == "" && cf.tsf.Kind == KindFake {
 		rep.TaskService.Name = "fake task service"
 	}
-	if *asJSON {
+	if *cf.asJSON {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
 		printStatus(stdout, rep)
 	}
 	if rep.failed() {
-		return errSilent
+		return cli.ErrSilent
 	}
 	return nil
 }
@@ -150,8 +162,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // that cannot be read does not hide the others.
 // svc is the fake task service's client; nil for a service that keeps no
 // counters (its tasks are listed apart, listStatus).
-func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Client, serviceTimeout time.Duration) *statusReport {
-	rep := &statusReport{}
+func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Client, serviceTimeout time.Duration) *StatusReport {
+	rep := &StatusReport{}
 	if svc != nil {
 		sctx, cancel := context.WithTimeout(ctx, serviceTimeout)
 		info, err := svc.Info(sctx)
@@ -178,7 +190,7 @@ func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Clien
 // listStatus lists the tasks of a service that keeps no counters (a
 // CalDAV collection, a Redmine project), creating nothing; the error is
 // the service's line when it cannot.
-func listStatus(ctx context.Context, tsf *service.Config, nc *nats.Conn, timeout time.Duration) (*audit.ListingSummary, string) {
+func listStatus(ctx context.Context, tsf *Config, nc *nats.Conn, timeout time.Duration) (*audit.ListingSummary, string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// status lists and takes no lock.
@@ -198,8 +210,8 @@ func listStatus(ctx context.Context, tsf *service.Config, nc *nats.Conn, timeout
 	return &sum, ""
 }
 
-func printStatus(w io.Writer, rep *statusReport) {
-	if ts := rep.TaskService; ts != nil && ts.Kind != service.KindFake {
+func printStatus(w io.Writer, rep *StatusReport) {
+	if ts := rep.TaskService; ts != nil && ts.Kind != KindFake {
 		printListedStatus(w, rep)
 		return
 	} else if rep.Counts != nil {
@@ -222,15 +234,15 @@ func printStatus(w io.Writer, rep *statusReport) {
 }
 
 // printListedStatus prints the lines of a service that keeps no counters.
-func printListedStatus(w io.Writer, rep *statusReport) {
+func printListedStatus(w io.Writer, rep *StatusReport) {
 	ts := rep.TaskService
 	name := ts.Name
 	if name == "" {
 		name = ts.Kind
 	}
 	from := "from the flags"
-	if ts.From == service.FromRecord {
-		from = service.RecordedBy(topology.TaskService{By: ts.RecordedBy, At: ts.RecordedAt})
+	if ts.From == FromRecord {
+		from = RecordedBy(topology.TaskService{By: ts.RecordedBy, At: ts.RecordedAt})
 		from = strings.TrimSuffix(strings.TrimPrefix(from, " ("), ")")
 		if from == "" {
 			from = "recorded"
@@ -247,7 +259,7 @@ func printListedStatus(w io.Writer, rep *statusReport) {
 }
 
 // printStreamStatus prints the consumer's and the receipts' lines.
-func printStreamStatus(w io.Writer, rep *statusReport) {
+func printStreamStatus(w io.Writer, rep *StatusReport) {
 	if rep.Consumer != nil {
 		fmt.Fprintf(w, "consumer:     pending %d, ack pending %d, redelivered %d\n",
 			rep.Consumer.Pending, rep.Consumer.AckPending, rep.Consumer.Redelivered)

@@ -1,8 +1,14 @@
-package main
+// Package verify is the executor's verify command without its command
+// line: it reads the executors' streams, the task service's record (or, for
+// a service that keeps none, its listed tasks) and, with trusted approvers,
+// re-runs the gate, then checks every invariant of the audit and reports
+// each with its figures.
+package verify
 
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -19,7 +25,8 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-const verifyHelp = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
+// Help is verify's usage.
+const Help = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecure-allow-unsigned]]
        [--allow-external N] [--allow-repeated-deliveries N]
        [--task-service caldav --caldav-url URL [--caldav-user USER --caldav-password-file FILE]]
        [--task-service redmine --redmine-url URL --redmine-project ID [--redmine-field NAME]
@@ -117,8 +124,21 @@ adapter's locks) and never provisions it.
 Prints each check with its figures. Exit status 0 when all hold, 1 on any violation.
 It only reads; running it changes nothing. Run it once the executors have drained.`
 
-func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("verify", verifyHelp, stderr)
+// Config is verify's flags, as given.
+type Config struct {
+	conn          *cli.ConnConfig
+	asJSON        *bool
+	timeout       *time.Duration
+	trusted       *string
+	insecure      *bool
+	maxLifetime   *time.Duration
+	allowExternal *int
+	allowRepeated *int
+	tsf           *service.Config
+}
+
+// FlagsVar defines verify's flags on fs.
+func FlagsVar(fs *flag.FlagSet) *Config {
 	conn := cli.ConnFlags(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up reading after this long")
@@ -128,30 +148,32 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	allowExternal := fs.Int("allow-external", 0, "accept up to `N` task service calls from outside the executors (with no call reference)")
 	allowRepeated := fs.Int("allow-repeated-deliveries", 0, "accept up to `N` calls on a delivery number that already made one\n(only a NATS server that lost consumer state, in a crash or a leader change, numbers a delivery twice)")
 	tsf := service.FlagsVar(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+	return &Config{conn: conn, asJSON: asJSON, timeout: timeout, trusted: trusted, insecure: insecure, maxLifetime: maxLifetime, allowExternal: allowExternal, allowRepeated: allowRepeated, tsf: tsf}
+}
+
+// Run runs verify with its parsed flags.
+func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
 	// Flags that name their service are checked before anything is
 	// opened; those that leave it to the executors' record, once it is
 	// read.
-	if tsf.Given("task-service") {
-		if err := tsf.Check(); err != nil {
+	if cf.tsf.Given("task-service") {
+		if err := cf.tsf.Check(); err != nil {
 			return err
 		}
 	}
-	opts, err := verifyOptions(*trusted, *insecure, *maxLifetime, *allowExternal, *allowRepeated)
+	opts, err := verifyOptions(*cf.trusted, *cf.insecure, *cf.maxLifetime, *cf.allowExternal, *cf.allowRepeated)
 	if err != nil {
 		return err
 	}
-	c, err := conn.Open("executor-verify", nil)
+	c, err := cf.conn.Open("executor-verify", nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	nc, js := c.NC, c.JS
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
-	_, source, err := service.Settle(ctx, js, tsf, "verify", cli.RedactURL(conn.Server))
+	_, source, err := service.Settle(ctx, js, cf.tsf, "verify", cli.RedactURL(cf.conn.Server))
 	if err != nil {
 		return err
 	}
@@ -162,11 +184,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// The gate's re-run checks each message's destination against what the
 	// audited service serves, as its executors' gates did.
 	serves := []gate.Destination{executor.FakeDefault}
-	if tsf.Kind != service.KindFake {
+	if cf.tsf.Kind != service.KindFake {
 		// Verify lists and takes no lock: a --redmine-lock-ttl given as to
 		// serve (shorter than verify's --timeout) is not its business.
-		tsf.RedmineLockTTL = 0
-		svc, err := tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, *timeout)
+		cf.tsf.RedmineLockTTL = 0
+		svc, err := cf.tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, *cf.timeout)
 		if err != nil {
 			return err
 		}
@@ -180,20 +202,20 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	opts.Serves = serves
-	return writeReport(stdout, audit.VerifyWith(in, opts), *asJSON)
+	return writeReport(stdout, audit.VerifyWith(in, opts), *cf.asJSON)
 }
 
 // verifyOptions checks verify's flags for the audit and makes its Options:
 // with trusted approvers, the gate's re-run verifies signatures too.
 func verifyOptions(trusted string, insecure bool, maxLifetime time.Duration, allowExternal, allowRepeated int) (audit.Options, error) {
 	if allowExternal < 0 || allowRepeated < 0 {
-		return audit.Options{}, fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", errUsage)
+		return audit.Options{}, fmt.Errorf("%w: --allow-external and --allow-repeated-deliveries must not be negative", cli.ErrUsage)
 	}
 	if insecure && trusted == "" {
-		return audit.Options{}, fmt.Errorf("%w: --insecure-allow-unsigned needs --trusted-approvers (without it, no signature is checked at all)", errUsage)
+		return audit.Options{}, fmt.Errorf("%w: --insecure-allow-unsigned needs --trusted-approvers (without it, no signature is checked at all)", cli.ErrUsage)
 	}
 	if maxLifetime <= 0 {
-		return audit.Options{}, fmt.Errorf("%w: --max-approval-lifetime must be positive", errUsage)
+		return audit.Options{}, fmt.Errorf("%w: --max-approval-lifetime must be positive", cli.ErrUsage)
 	}
 	opts := audit.Options{AllowExternal: allowExternal, AllowRepeatedDeliveries: allowRepeated}
 	if trusted != "" {
@@ -213,15 +235,15 @@ func writeReport(stdout io.Writer, rep audit.Report, asJSON bool) error {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
-		printReport(stdout, rep)
+		PrintReport(stdout, rep)
 	}
 	if !rep.OK {
-		return fmt.Errorf("verify: a check failed: %w", errSilent)
+		return fmt.Errorf("verify: a check failed: %w", cli.ErrSilent)
 	}
 	return nil
 }
 
-func printReport(w io.Writer, rep audit.Report) {
+func PrintReport(w io.Writer, rep audit.Report) {
 	win := rep.Window
 	if win.Stream != "" {
 		held := fmt.Sprintf("sequences %d to %d", win.FirstSeq, win.LastSeq)

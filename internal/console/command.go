@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/cli"
-	"github.com/sendtwice/sendtwice/internal/console"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/send"
 )
 
-const consoleHelp = `console [--listen HOST:PORT] [--allowed-host HOST]... [--candidates DIR] [--key FILE [--valid-for D]] [--trusted-approvers FILE] [--server URL] [--by NAME] [--wait DURATION]
+// CommandHelp is the console command's usage.
+const CommandHelp = `console [--listen HOST:PORT] [--allowed-host HOST]... [--candidates DIR] [--key FILE [--valid-for D]] [--trusted-approvers FILE] [--server URL] [--by NAME] [--wait DURATION]
 
 Serves the approval console: a list of the candidates awaiting review, a review page with each
 candidate beside the task request proposed from it (both digests shown), and an Approve button
@@ -45,8 +45,8 @@ only to the --listen host, localhost, 127.0.0.1 and [::1] (with its port), and e
 
 Needs a running NATS server with the streams, and an executor: go run ./cmd/executor serve --embedded`
 
-// consoleFlags are console's flags, as given.
-type consoleFlags struct {
+// Flags are the console command's flags, as given.
+type Flags struct {
 	fs          *flag.FlagSet
 	listen      *string
 	dir         *string
@@ -60,9 +60,9 @@ type consoleFlags struct {
 	byGiven     bool
 }
 
-func newConsoleFlags(stderr io.Writer) *consoleFlags {
-	fs := newFlagSet("console", consoleHelp, stderr)
-	f := &consoleFlags{fs: fs}
+// FlagsVar defines the console command's flags on fs.
+func FlagsVar(fs *flag.FlagSet) *Flags {
+	f := &Flags{fs: fs}
 	f.listen = fs.String("listen", "127.0.0.1:8080", "`HOST:PORT` to serve the console on")
 	f.dir = fs.String("candidates", "testdata/console", "the candidates `DIR`: NAME.candidate.json + NAME.request.json pairs")
 	f.conn = cli.ConnFlags(fs)
@@ -76,10 +76,10 @@ func newConsoleFlags(stderr io.Writer) *consoleFlags {
 }
 
 // check refuses values the console cannot run with.
-func (f *consoleFlags) check() error {
+func (f *Flags) check() error {
 	fs := f.fs
 	if fs.NArg() != 0 {
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageError(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	*f.by = strings.TrimSpace(*f.by)
 	fs.Visit(func(fl *flag.Flag) { f.byGiven = f.byGiven || fl.Name == "by" })
@@ -88,11 +88,11 @@ func (f *consoleFlags) check() error {
 	}
 	switch {
 	case *f.wait <= 0:
-		return usageErr(fs, "--wait must be positive")
+		return cli.UsageError(fs, "--wait must be positive")
 	case len(*f.by) > document.MaxIDBytes || !utf8.ValidString(*f.by):
-		return usageErr(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
+		return cli.UsageError(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
 	case *f.trustedFile != "" && *f.keyFile == "":
-		return usageErr(fs, "--trusted-approvers needs --key: without it the console's approvals are unsigned, and the signature check refuses every one")
+		return cli.UsageError(fs, "--trusted-approvers needs --key: without it the console's approvals are unsigned, and the signature check refuses every one")
 	}
 	return nil
 }
@@ -110,12 +110,12 @@ type approver struct {
 // approver loads the key and the trusted approvers and settles the
 // approver's name: the key's owner when known (a different --by is refused),
 // else --by, else $USER.
-func (f *consoleFlags) approver() (*approver, error) {
+func (f *Flags) approver() (*approver, error) {
 	fs := f.fs
 	a := &approver{by: *f.by}
 	if *f.keyFile != "" {
 		if *f.validFor <= 0 || *f.validFor > gate.DefaultMaxLifetime {
-			return nil, usageErr(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
+			return nil, cli.UsageError(fs, "--valid-for must be positive and at most %s", gate.DefaultMaxLifetime)
 		}
 		var err error
 		if a.key, err = sign.LoadKey(*f.keyFile); err != nil {
@@ -129,14 +129,14 @@ func (f *consoleFlags) approver() (*approver, error) {
 		}
 		name, ok := a.trusted.NameOf(a.key.ID)
 		if !ok {
-			return nil, usageErr(fs, "--key %s (key %s) is not among the trusted approvers in %s: executors would refuse every approval it signs", *f.keyFile, a.key.ID, *f.trustedFile)
+			return nil, cli.UsageError(fs, "--key %s (key %s) is not among the trusted approvers in %s: executors would refuse every approval it signs", *f.keyFile, a.key.ID, *f.trustedFile)
 		}
 		a.owner = name
 		switch {
 		case !f.byGiven:
 			a.by = a.owner
 		case a.by != a.owner:
-			return nil, usageErr(fs, "--by %q: the key %s (key %s) belongs to %q in %s, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
+			return nil, cli.UsageError(fs, "--by %q: the key %s (key %s) belongs to %q in %s, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
 				a.by, *f.keyFile, a.key.ID, a.owner, *f.trustedFile, a.owner)
 		}
 	}
@@ -147,7 +147,7 @@ func (f *consoleFlags) approver() (*approver, error) {
 		case !f.byGiven:
 			a.by = a.owner
 		case a.by != a.owner:
-			return nil, usageErr(fs, "--by %q: the key %s belongs to %q, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
+			return nil, cli.UsageError(fs, "--by %q: the key %s belongs to %q, and executors refuse an approval whose approved_by is not its signing key's name; give --by %q or leave --by out",
 				a.by, *f.keyFile, a.owner, a.owner)
 		}
 	}
@@ -160,11 +160,9 @@ func (f *consoleFlags) approver() (*approver, error) {
 	return a, nil
 }
 
-func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newConsoleFlags(stderr)
-	if help, err := parseFlags(f.fs, args); help || err != nil {
-		return err
-	}
+// Run checks the parsed flags, connects, and serves the console until ctx
+// ends; the address to open goes to stdout, the log to stderr.
+func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) error {
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -174,10 +172,10 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	host, _, err := net.SplitHostPort(*f.listen)
 	if err != nil {
-		return usageErr(f.fs, "--listen %q: %v", *f.listen, err)
+		return cli.UsageError(f.fs, "--listen %q: %v", *f.listen, err)
 	}
 	if st, err := os.Stat(*f.dir); err != nil || !st.IsDir() {
-		return usageErr(f.fs, "--candidates %s: not a folder; point it at a folder of NAME.candidate.json + NAME.request.json pairs", *f.dir)
+		return cli.UsageError(f.fs, "--candidates %s: not a folder; point it at a folder of NAME.candidate.json + NAME.request.json pairs", *f.dir)
 	}
 
 	log, err := cli.NewLogger(stderr, "text", "info")
@@ -199,11 +197,11 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer ln.Close()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	hosts, err := console.DefaultHosts(net.JoinHostPort(host, port))
+	hosts, err := DefaultHosts(net.JoinHostPort(host, port))
 	if err != nil {
 		return err
 	}
-	c, err := console.New(console.Config{
+	c, err := New(Config{
 		Dir:          *f.dir,
 		JetStream:    js,
 		By:           a.by,
@@ -226,7 +224,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // serveConsole serves c on ln until ctx ends, then shuts the server down.
-func serveConsole(ctx context.Context, c *console.Console, ln net.Listener) error {
+func serveConsole(ctx context.Context, c *Console, ln net.Listener) error {
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	// Event streams end when the console closes, so that Shutdown can finish.
 	srv.RegisterOnShutdown(c.Close)
@@ -269,7 +267,7 @@ type hostList []string
 func (l *hostList) String() string { return strings.Join(*l, ",") }
 
 func (l *hostList) Set(v string) error {
-	if err := console.CheckHost(v); err != nil {
+	if err := CheckHost(v); err != nil {
 		return err
 	}
 	*l = append(*l, strings.TrimSpace(v))

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-const provisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N] [--max-bytes N]
+// ProvisionHelp is provision's usage.
+const ProvisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N] [--max-bytes N]
 
 Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the shared consumer
 "executor", records what the server applied to each in the key-value bucket sendtwice-topology
@@ -31,42 +32,55 @@ Each stream refuses messages larger than the gate accepts (256 KiB envelopes, pl
 headers) and holds at most --max-bytes (default 1 GiB); a full stream refuses new messages
 instead of dropping stored ones.`
 
-// maxBytesFlag declares --max-bytes, shared by provision and serve.
-func maxBytesFlag(fs *flag.FlagSet) *int64 {
+// MaxBytesFlag declares --max-bytes, shared by provision and serve.
+func MaxBytesFlag(fs *flag.FlagSet) *int64 {
 	return fs.Int64("max-bytes", topology.DefaultMaxBytes,
 		"`BYTES` each stream (APPROVALS, RECEIPTS, DEADLETTERS) may hold, per replica; a full stream refuses new\nmessages rather than dropping stored ones (-1: unlimited)")
 }
 
-// checkMaxBytes validates --max-bytes: -1, or room for at least one
+// CheckMaxBytes validates --max-bytes: -1, or room for at least one
 // message of the largest size a stream accepts.
-func checkMaxBytes(n int64) error {
+func CheckMaxBytes(n int64) error {
 	if n == -1 || n >= topology.DeadLetterMaxMsg {
 		return nil
 	}
-	return fmt.Errorf("%w: --max-bytes %d: want -1 (unlimited) or at least %d", errUsage, n, topology.DeadLetterMaxMsg)
+	return fmt.Errorf("%w: --max-bytes %d: want -1 (unlimited) or at least %d", cli.ErrUsage, n, topology.DeadLetterMaxMsg)
 }
 
-func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("provision", provisionHelp, stderr)
+// ProvisionConfig is provision's flags, as given.
+type ProvisionConfig struct {
+	conn       *cli.ConnConfig
+	replicas   *int
+	ackWait    *time.Duration
+	maxDeliver *int
+	maxBytes   *int64
+}
+
+// ProvisionFlagsVar defines provision's flags on fs.
+func ProvisionFlagsVar(fs *flag.FlagSet) *ProvisionConfig {
 	conn := cli.ConnFlags(fs)
 	replicas := fs.Int("replicas", 0, "stream and consumer replicas, 1 to 5: 3 on a cluster (default: as the existing streams have it, else 1)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait")
 	maxDeliver := fs.Int("max-deliver", 5, "deliveries that may try a message before the executors dead-letter it (kept in the consumer's metadata; the consumer itself never drops a message)")
-	maxBytes := maxBytesFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := checkMaxBytes(*maxBytes); err != nil {
+	maxBytes := MaxBytesFlag(fs)
+	return &ProvisionConfig{conn: conn, replicas: replicas, ackWait: ackWait, maxDeliver: maxDeliver, maxBytes: maxBytes}
+}
+
+// Provision creates or updates the streams, the consumer, their record
+// and the intent ledger, and says so on stdout.
+func Provision(ctx context.Context, p *ProvisionConfig, stdout, stderr io.Writer) error {
+	conn, replicas, ackWait, maxDeliver, maxBytes := p.conn, p.replicas, p.ackWait, p.maxDeliver, p.maxBytes
+	if err := CheckMaxBytes(*maxBytes); err != nil {
 		return err
 	}
 	if *maxDeliver < 2 {
-		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", errUsage, *maxDeliver)
+		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", cli.ErrUsage, *maxDeliver)
 	}
 	if *ackWait <= 0 {
-		return fmt.Errorf("%w: --ack-wait must be positive", errUsage)
+		return fmt.Errorf("%w: --ack-wait must be positive", cli.ErrUsage)
 	}
 	if *replicas < 0 || *replicas > 5 {
-		return fmt.Errorf("%w: --replicas %d: want 1 to 5", errUsage, *replicas)
+		return fmt.Errorf("%w: --replicas %d: want 1 to 5", cli.ErrUsage, *replicas)
 	}
 	c, err := conn.Open("executor-provision", nil)
 	if err != nil {

@@ -1,9 +1,12 @@
-package main
+package publish
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/cli"
@@ -11,7 +14,8 @@ import (
 	"github.com/sendtwice/sendtwice/send"
 )
 
-const sendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
+// SendHelp is send's usage.
+const SendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
      [--trusted-approvers FILE] [--no-check]
 
 Runs the gate locally (nothing is published if it fails; signature, expiry and scope too with
@@ -28,21 +32,37 @@ created is unknown; sending again is safe and will say); 6 published, but no rec
 within --wait, the connection lost, the receipts unreadable; the message stays stored, an
 executor may still carry it out, and sending again is safe).`
 
-func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("send", sendHelp, stderr)
+// SendConfig is send's flags, as given.
+type SendConfig struct {
+	fs       *flag.FlagSet
+	docFlags documentFiles
+	conn     *cli.ConnConfig
+	wait     *time.Duration
+	asJSON   *bool
+	noCheck  *bool
+	trusted  *string
+}
+
+// SendFlagsVar defines send's flags on fs.
+func SendFlagsVar(fs *flag.FlagSet) *SendConfig {
 	docFlags := documentFlags(fs)
 	conn := cli.ConnFlags(fs)
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` for this message's receipt (e.g. 30s); 0 does not wait")
 	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
 	noCheck := fs.Bool("no-check", false, "skip the local gate, to send a bad message on purpose")
 	trusted := trustedApproversFlag(fs)
-	files, help, err := parseDocuments(fs, args, docFlags)
-	if help || err != nil {
+	return &SendConfig{fs: fs, docFlags: docFlags, conn: conn, wait: wait, asJSON: asJSON, noCheck: noCheck, trusted: trusted}
+}
+
+// Send runs send with its parsed flags.
+func Send(ctx context.Context, cf *SendConfig, stdout, stderr io.Writer) error {
+	files, err := readDocuments(cf.fs, cf.docFlags)
+	if err != nil {
 		return err
 	}
 	docs := send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]}
-	if !*noCheck {
-		check, withKeys, err := localCheck(*trusted)
+	if !*cf.noCheck {
+		check, withKeys, err := localCheck(*cf.trusted)
 		if err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
@@ -50,14 +70,14 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("nothing published: %w", err)
 		}
 		if !withKeys {
-			fmt.Fprintf(stderr, "publisher: local gate passed (%s)\n", notChecked)
+			fmt.Fprintf(stderr, "publisher: local gate passed (%s)\n", NotChecked)
 		}
 	}
 	env, err := send.Build(docs)
 	if err != nil {
 		return fmt.Errorf("nothing published: %w", err)
 	}
-	return sendEnvelope(ctx, conn, env, *wait, *asJSON, stdout)
+	return sendEnvelope(ctx, cf.conn, env, *cf.wait, *cf.asJSON, stdout)
 }
 
 // sendEnvelope publishes env and, with a wait, prints its receipt.
@@ -101,17 +121,17 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 	if asJSON {
 		fmt.Fprintf(stdout, "%s\n", r.Raw)
 	} else {
-		printReceipt(stdout, r)
+		PrintReceipt(stdout, r)
 	}
 	switch r.Outcome {
 	case send.Created, send.Replayed:
 		return nil
 	case send.Conflict:
-		return &exitError{Code: exitConflict, Err: errSilent}
+		return &cli.ExitError{Code: ExitConflict, Err: cli.ErrSilent}
 	case send.Rejected:
-		return &exitError{Code: exitRejected, Err: errSilent}
+		return &cli.ExitError{Code: ExitRejected, Err: cli.ErrSilent}
 	default:
-		return &exitError{Code: exitDead, Err: errSilent}
+		return &cli.ExitError{Code: ExitDead, Err: cli.ErrSilent}
 	}
 }
 
@@ -130,9 +150,9 @@ func orElse(s, unknown string) string {
 	return s
 }
 
-// printReceipt writes a receipt for a person. An intent outside the default
+// PrintReceipt writes a receipt for a person. An intent outside the default
 // scope is named with its scope ("intent-0001 in scope team-a").
-func printReceipt(w io.Writer, r *send.Receipt) {
+func PrintReceipt(w io.Writer, r *send.Receipt) {
 	intent := orElse(r.IntentID, "(unknown)")
 	if r.Scope != "" && r.Scope != document.DefaultScope {
 		intent += " in scope " + r.Scope
@@ -161,4 +181,118 @@ func printReceipt(w io.Writer, r *send.Receipt) {
 			r.Counts.RequestsReceived, r.Counts.CreatesExecuted, r.Counts.TasksExisting)
 	}
 	fmt.Fprintf(w, "  stream message %d, delivery %d, executor %s\n", r.Delivery.StreamSeq, r.Delivery.Delivered, r.Delivery.Executor)
+}
+
+// The exit statuses of a receipt that says no task was made or kept.
+const (
+	ExitConflict = 3 // receipt: idempotency_conflict
+	ExitRejected = 4 // receipt: rejected at the executor's gate
+	ExitDead     = 5 // receipt: dead_lettered
+)
+
+// SendStoredHelp is send's usage.
+const SendStoredHelp = `send --envelope FILE [--server URL] [--wait DURATION] [--json]
+
+Publishes one stored task-envelope.v1 message (the file, byte for byte) onto the APPROVALS
+stream and waits for the receipt of this invocation's own message, through the public send
+package. Each invocation is a real send: the same envelope sent twice reaches the task service
+twice, and the second receipt says replayed, with the first task. No local gate runs: the
+executors' gate judges the message and its receipt says what it decided (to send three
+documents with a local check first, use publisher send). The demo's publisher processes are
+this command.
+
+Prints the receipt, or with --json the task-receipt.v1 document.
+
+Exit status: 0 a receipt arrived, whatever its outcome; 1 error (nothing published, or not for
+certain); 2 usage; 6 published, but no receipt (none within --wait, the connection lost, the
+receipts unreadable; the message stays stored, an executor may still carry it out, and sending
+again is safe).`
+
+// SendStoredConfig is send's flags, as given.
+type SendStoredConfig struct {
+	fs     *flag.FlagSet
+	file   *string
+	conn   *cli.ConnConfig
+	wait   *time.Duration
+	asJSON *bool
+}
+
+// SendStoredFlagsVar defines send's flags on fs.
+func SendStoredFlagsVar(fs *flag.FlagSet) *SendStoredConfig {
+	file := fs.String("envelope", "", "the task-envelope.v1 `FILE` to publish")
+	conn := cli.ConnFlags(fs)
+	wait := fs.Duration("wait", 30*time.Second, "wait up to `DURATION` for the receipt")
+	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
+	return &SendStoredConfig{fs: fs, file: file, conn: conn, wait: wait, asJSON: asJSON}
+}
+
+// SendStored runs send with its parsed flags.
+func SendStored(ctx context.Context, cf *SendStoredConfig, stdout io.Writer) error {
+	switch {
+	case *cf.file == "":
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --envelope is required", cli.ErrUsage)
+	case *cf.wait <= 0:
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --wait must be positive", cli.ErrUsage)
+	}
+	data, err := os.ReadFile(*cf.file)
+	if err != nil {
+		return fmt.Errorf("nothing published: %w", err)
+	}
+	env, err := send.ParseEnvelope(data)
+	if err != nil {
+		return fmt.Errorf("nothing published: %s: %w", *cf.file, err)
+	}
+	c, err := cf.conn.Open("executor-send", nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	js := c.JS
+	wctx, cancel := context.WithTimeout(ctx, *cf.wait)
+	defer cancel()
+	sent, r, err := send.NewClient(js).Send(wctx, env)
+	switch {
+	case errors.Is(err, send.ErrNoReceipt):
+		// Published: whatever ended the wait, the message is stored.
+		return cli.PublishedNoReceipt(ctx, sent, *cf.wait, err)
+	case err != nil:
+		return err
+	}
+	if *cf.asJSON {
+		_, err = fmt.Fprintf(stdout, "%s\n", r.Raw)
+		return err
+	}
+	PrintSentReceipt(stdout, sent, r)
+	return nil
+}
+
+// PrintSentReceipt writes a receipt for a person, one line. An intent
+// outside the default scope is named with its scope.
+func PrintSentReceipt(w io.Writer, sent send.Sent, r *send.Receipt) {
+	orNone := func(s string) string {
+		if s == "" {
+			return "(none)"
+		}
+		return s
+	}
+	intent := orNone(r.IntentID)
+	if r.Scope != "" && r.Scope != document.DefaultScope {
+		intent += " in scope " + r.Scope
+	}
+	fmt.Fprintf(w, "%s: task %s, intent %s, stream message %d, delivery %d", r.Outcome, orNone(r.TaskID),
+		intent, sent.StreamSeq, r.Delivery.Delivered)
+	switch {
+	case r.TaskDeleted:
+		fmt.Fprint(w, "; the task was deleted since, nothing was created again")
+	case r.Rejection != nil:
+		fmt.Fprintf(w, "; rejected at %s (%s): %s", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
+	case r.Failure != nil:
+		fmt.Fprintf(w, "; after %d attempts: %s", r.Failure.Attempts, r.Failure.Reason)
+	}
+	if c := r.Counts; c != nil {
+		fmt.Fprintf(w, "; requests received %d, creates executed %d, tasks existing %d", c.RequestsReceived, c.CreatesExecuted, c.TasksExisting)
+	}
+	fmt.Fprintln(w)
 }

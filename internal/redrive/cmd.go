@@ -1,4 +1,4 @@
-package main
+package redrive
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/send"
 )
 
-const redriveHelp = `redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
+// Help is redrive's usage.
+const Help = `redrive (--seq N | --all) [--server URL] [--wait DURATION] [--force] [--dry-run] [--json]
 
 Republishes dead-lettered approvals so that they are carried out after all, for example once
 the task service is back after an outage. Each dead letter's payload (the original envelope,
@@ -40,8 +40,8 @@ with --wait, each came back created or replayed); 1 an error, a dead letter that
 or already redriven (nothing published), or with --wait another outcome or no receipt in time;
 2 usage.`
 
-// redriveItem is one dead letter in redrive's report.
-type redriveItem struct {
+// ReportItem is one dead letter in redrive's report.
+type ReportItem struct {
 	DeadLetterSeq  uint64   `json:"dead_letter_seq"`
 	ApprovalSeq    uint64   `json:"approval_seq"`
 	IntentID       string   `json:"intent_id"`
@@ -55,14 +55,27 @@ type redriveItem struct {
 	WaitError      string   `json:"wait_error,omitempty"`
 }
 
-// redriveReport is redrive's --json output.
-type redriveReport struct {
-	Items []*redriveItem `json:"dead_letters"`
-	Error string         `json:"error,omitempty"`
+// Report is redrive's --json output.
+type Report struct {
+	Items []*ReportItem `json:"dead_letters"`
+	Error string        `json:"error,omitempty"`
 }
 
-func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("redrive", redriveHelp, stderr)
+// Config is redrive's flags, as given.
+type Config struct {
+	fs      *flag.FlagSet
+	conn    *cli.ConnConfig
+	seq     *uint64
+	all     *bool
+	wait    *time.Duration
+	force   *bool
+	dryRun  *bool
+	asJSON  *bool
+	timeout *time.Duration
+}
+
+// FlagsVar defines redrive's flags on fs.
+func FlagsVar(fs *flag.FlagSet) *Config {
 	conn := cli.ConnFlags(fs)
 	seq := fs.Uint64("seq", 0, "redrive the dead letter at sequence `N` of the DEADLETTERS stream")
 	all := fs.Bool("all", false, "redrive every dead letter not yet redriven")
@@ -71,63 +84,66 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dryRun := fs.Bool("dry-run", false, "print what would be republished; publish nothing")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up reading and publishing after `DURATION` (the wait for receipts is bounded by --wait alone)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+	return &Config{fs: fs, conn: conn, seq: seq, all: all, wait: wait, force: force, dryRun: dryRun, asJSON: asJSON, timeout: timeout}
+}
+
+// Run runs redrive with its parsed flags: it republishes the dead letters
+// taken and reports on each on stdout.
+func Run(ctx context.Context, cf *Config, stdout io.Writer) error {
 	seqGiven := false
-	fs.Visit(func(f *flag.Flag) {
+	cf.fs.Visit(func(f *flag.Flag) {
 		if f.Name == "seq" {
 			seqGiven = true
 		}
 	})
 	switch {
-	case seqGiven && *all:
-		return redriveUsage(fs, "give --seq N or --all, not both")
-	case !seqGiven && !*all:
-		return redriveUsage(fs, "give --seq N (one dead letter) or --all (every dead letter)")
-	case seqGiven && *seq == 0:
-		return redriveUsage(fs, "--seq must be a dead letter's sequence, 1 or more")
-	case *wait < 0:
-		return redriveUsage(fs, "--wait must not be negative")
-	case *timeout <= 0:
-		return redriveUsage(fs, "--timeout must be positive")
-	case *dryRun && *wait > 0:
-		return redriveUsage(fs, "--dry-run publishes nothing, so there is nothing to --wait for")
+	case seqGiven && *cf.all:
+		return redriveUsage(cf.fs, "give --seq N or --all, not both")
+	case !seqGiven && !*cf.all:
+		return redriveUsage(cf.fs, "give --seq N (one dead letter) or --all (every dead letter)")
+	case seqGiven && *cf.seq == 0:
+		return redriveUsage(cf.fs, "--seq must be a dead letter's sequence, 1 or more")
+	case *cf.wait < 0:
+		return redriveUsage(cf.fs, "--wait must not be negative")
+	case *cf.timeout <= 0:
+		return redriveUsage(cf.fs, "--timeout must be positive")
+	case *cf.dryRun && *cf.wait > 0:
+		return redriveUsage(cf.fs, "--dry-run publishes nothing, so there is nothing to --wait for")
 	}
-	c, err := conn.Open("executor-redrive", nil)
+	c, err := cf.conn.Open("executor-redrive", nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	js := c.JS
-	rctx, cancel := context.WithTimeout(ctx, *timeout)
+	rctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
-	r := &redriver{js: js, force: *force, dryRun: *dryRun, out: stdout, quiet: *asJSON}
-	if *wait > 0 {
+	r := &redriver{js: js, force: *cf.force, dryRun: *cf.dryRun, out: stdout, quiet: *cf.asJSON}
+	if *cf.wait > 0 {
 		// One watch for the whole run, however many messages it waits
 		// for: a subscription per intent and reads of the stored
 		// receipts, no consumer.
 		r.receipts = send.NewClient(js).NewListener()
 		defer r.receipts.Close()
 	}
-	var dls []*redrive.DeadLetter
-	if *all {
-		dls, err = redrive.List(rctx, js)
+	var dls []*DeadLetter
+	if *cf.all {
+		dls, err = List(rctx, js)
 	} else {
-		var dl *redrive.DeadLetter
-		if dl, err = redrive.Get(rctx, js, *seq); err == nil {
-			dls = []*redrive.DeadLetter{dl}
+		var dl *DeadLetter
+		if dl, err = Get(rctx, js, *cf.seq); err == nil {
+			dls = []*DeadLetter{dl}
 		}
 	}
 	if err == nil {
-		err = r.redrive(rctx, dls, !*all)
+		err = r.redrive(rctx, dls, !*cf.all)
 	}
-	if err == nil && *wait > 0 {
-		wctx, wcancel := context.WithTimeout(ctx, *wait)
-		err = r.waitReceipts(wctx, *wait)
+	if err == nil && *cf.wait > 0 {
+		wctx, wcancel := context.WithTimeout(ctx, *cf.wait)
+		err = r.waitReceipts(wctx, *cf.wait)
 		wcancel()
 	}
-	if *asJSON {
+	if *cf.asJSON {
 		printRedriveJSON(stdout, r.items, err)
 	} else if err == nil && len(dls) == 0 {
 		fmt.Fprintln(stdout, "no dead letters to redrive")
@@ -137,12 +153,12 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // printRedriveJSON prints the report of --json: the items, and the error
 // that stopped the run, if any.
-func printRedriveJSON(w io.Writer, items []*redriveItem, err error) {
-	rep := redriveReport{Items: items}
+func printRedriveJSON(w io.Writer, items []*ReportItem, err error) {
+	rep := Report{Items: items}
 	if rep.Items == nil {
-		rep.Items = []*redriveItem{}
+		rep.Items = []*ReportItem{}
 	}
-	if err != nil && !errors.Is(err, errSilent) {
+	if err != nil && !errors.Is(err, cli.ErrSilent) {
 		rep.Error = err.Error()
 	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
@@ -151,7 +167,7 @@ func printRedriveJSON(w io.Writer, items []*redriveItem, err error) {
 
 func redriveUsage(fs *flag.FlagSet, format string, args ...any) error {
 	fs.Usage()
-	return fmt.Errorf("%w: %s; nothing published", errUsage, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s; nothing published", cli.ErrUsage, fmt.Sprintf(format, args...))
 }
 
 // redriver republishes dead letters and reports on each.
@@ -161,8 +177,8 @@ type redriver struct {
 	dryRun bool
 	out    io.Writer
 	quiet  bool // the report is printed as JSON at the end
-	items  []*redriveItem
-	sent   []*redriveItem // the republished ones, with their intents
+	items  []*ReportItem
+	sent   []*ReportItem // the republished ones, with their intents
 	// receipts watches the intents of the republished messages, from
 	// before each is published (nil without --wait).
 	receipts *send.Listener
@@ -183,7 +199,7 @@ func keyScope(scope string) string {
 	return scope
 }
 
-func describe(dl *redrive.DeadLetter) string {
+func describe(dl *DeadLetter) string {
 	intent := dl.IntentID
 	if intent == "" {
 		intent = "(none)"
@@ -207,8 +223,8 @@ func seqList(seqs []uint64) string {
 // redriven is refused when one was asked for by sequence (refuse), skipped
 // otherwise, unless forced. Nothing is published when one asked for by
 // sequence is refused.
-func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refuse bool) error {
-	done, err := redrive.Redriven(ctx, r.js)
+func (r *redriver) redrive(ctx context.Context, dls []*DeadLetter, refuse bool) error {
+	done, err := Redriven(ctx, r.js)
 	if err != nil {
 		return err
 	}
@@ -223,7 +239,7 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 		}
 	}
 	for _, dl := range dls {
-		it := &redriveItem{DeadLetterSeq: dl.Seq, ApprovalSeq: dl.ApprovalSeq, IntentID: dl.IntentID, Scope: keyScope(dl.Scope), Reason: dl.Reason, RedrivenAs: done[dl.Seq]}
+		it := &ReportItem{DeadLetterSeq: dl.Seq, ApprovalSeq: dl.ApprovalSeq, IntentID: dl.IntentID, Scope: keyScope(dl.Scope), Reason: dl.Reason, RedrivenAs: done[dl.Seq]}
 		if prior := done[dl.Seq]; len(prior) > 0 && !r.force {
 			if refuse {
 				return fmt.Errorf("%s was already redriven as approvals message %s; nothing published (--force republishes it again)", describe(dl), seqList(prior))
@@ -253,7 +269,7 @@ func (r *redriver) redrive(ctx context.Context, dls []*redrive.DeadLetter, refus
 				return r.stopped(err)
 			}
 		}
-		sent, err := redrive.Redrive(ctx, r.js, dl, r.force)
+		sent, err := Redrive(ctx, r.js, dl, r.force)
 		if err != nil {
 			return r.stopped(err)
 		}
@@ -283,7 +299,7 @@ func (r *redriver) stopped(err error) error {
 }
 
 // waitReceipts waits for the receipt of each republished message and prints
-// its outcome; it fails (errSilent) unless each came back created or replayed.
+// its outcome; it fails (cli.ErrSilent) unless each came back created or replayed.
 func (r *redriver) waitReceipts(ctx context.Context, wait time.Duration) error {
 	bad := 0
 	for _, it := range r.sent {
@@ -315,7 +331,7 @@ func (r *redriver) waitReceipts(ctx context.Context, wait time.Duration) error {
 	}
 	if bad > 0 {
 		r.printf("%d of %d redriven messages did not come back created or replayed\n", bad, len(r.sent))
-		return errSilent
+		return cli.ErrSilent
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/probe"
-	"github.com/sendtwice/sendtwice/internal/service"
 )
 
-const probeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
+// ProbeHelp is probe's usage.
+const ProbeHelp = `probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
       [--timeout DURATION] [--keep-tasks] --yes
 
 Answers by experiment whether a task service is safe behind the at-least-once pipeline, where
@@ -70,55 +70,70 @@ is measured only when that service was started with faults allowed (tests and de
 Exit status: 0 the verdict is safe; 1 unsafe, not proven safe, not run for want of --yes, or
 an error; 2 usage.`
 
-func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("probe", probeHelp, stderr)
+// ProbeConfig is probe's flags, as given.
+type ProbeConfig struct {
+	fs        *flag.FlagSet
+	conn      *cli.ConnConfig
+	ts        *Config
+	emb       *bool
+	conc      *int
+	asJSON    *bool
+	timeout   *time.Duration
+	yes       *bool
+	keepTasks *bool
+}
+
+// ProbeFlagsVar defines probe's flags on fs.
+func ProbeFlagsVar(fs *flag.FlagSet) *ProbeConfig {
 	conn := cli.ConnFlags(fs)
-	ts := service.FlagsVar(fs)
+	ts := FlagsVar(fs)
 	emb := fs.Bool("embedded", false, "probe a throwaway fake task service run in this process (needs nothing else running)")
 	conc := fs.Int("concurrency", probe.DefaultConcurrency, fmt.Sprintf("`N` calls sent at once with one key, 2 to %d", probe.MaxConcurrency))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after `DURATION` in all (each call also has its own deadline)")
 	yes := fs.Bool("yes", false, "create the tasks the plan names; without it the probe only prints its plan")
 	keepTasks := fs.Bool("keep-tasks", false, "leave the run's tasks in the service at the end (by default the probe deletes them)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+	return &ProbeConfig{fs: fs, conn: conn, ts: ts, emb: emb, conc: conc, asJSON: asJSON, timeout: timeout, yes: yes, keepTasks: keepTasks}
+}
+
+// Probe runs probe with its parsed flags.
+func Probe(ctx context.Context, cf *ProbeConfig, stdout, stderr io.Writer) error {
 	serverSet := false
-	fs.Visit(func(f *flag.Flag) { serverSet = serverSet || f.Name == "server" })
-	if *conc < 2 || *conc > probe.MaxConcurrency {
-		fs.Usage()
-		return fmt.Errorf("%w: --concurrency %d: want 2 to %d", errUsage, *conc, probe.MaxConcurrency)
+	cf.fs.Visit(func(f *flag.Flag) { serverSet = serverSet || f.Name == "server" })
+	if *cf.conc < 2 || *cf.conc > probe.MaxConcurrency {
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --concurrency %d: want 2 to %d", cli.ErrUsage, *cf.conc, probe.MaxConcurrency)
 	}
-	if *timeout <= 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: --timeout must be positive", errUsage)
+	if *cf.timeout <= 0 {
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --timeout must be positive", cli.ErrUsage)
 	}
-	if err := ts.Check(); err != nil {
-		fs.Usage()
+	if err := cf.ts.Check(); err != nil {
+		cf.fs.Usage()
 		return err
 	}
-	if err := ts.CheckCallTimeout(probe.DefaultCallTimeout); err != nil {
-		fs.Usage()
+	if err := cf.ts.CheckCallTimeout(probe.DefaultCallTimeout); err != nil {
+		cf.fs.Usage()
 		return err
 	}
-	if *emb && (serverSet || ts.Kind != service.KindFake) {
-		fs.Usage()
-		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", errUsage)
+	if *cf.emb && (serverSet || cf.ts.Kind != KindFake) {
+		cf.fs.Usage()
+		return fmt.Errorf("%w: --embedded runs its own fake task service; it goes with neither --server nor another --task-service", cli.ErrUsage)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
 
-	svc, where, release, err := ts.OpenToProbe(ctx, conn, serverSet, *emb, probe.DefaultCallTimeout)
+	svc, where, release, err := cf.ts.OpenToProbe(ctx, cf.conn, serverSet, *cf.emb, probe.DefaultCallTimeout)
 	defer release()
 	if err != nil {
 		return err
 	}
-	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *conc, KeepTasks: *keepTasks})
+	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *cf.conc, KeepTasks: *cf.keepTasks})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "task service: %s%s\n%s\n", svc.Name, where, plan)
-	if !*yes {
+	if !*cf.yes {
 		fmt.Fprintln(stderr, "Nothing was sent. Run again with --yes to proceed.")
 		return errors.New("probe: not run: give --yes to create the tasks named above")
 	}
@@ -128,7 +143,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rep, runErr := probe.Run(ctx, svc.Target(), plan)
 	if rep != nil {
 		var err error
-		if *asJSON {
+		if *cf.asJSON {
 			err = probe.WriteJSON(stdout, rep)
 		} else {
 			err = probe.WriteText(stdout, rep)
@@ -141,7 +156,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runErr
 	}
 	if !rep.Verdict.Safe {
-		return errSilent
+		return cli.ErrSilent
 	}
 	return nil
 }
