@@ -5,6 +5,6 @@
 // by its FlagsVar function; once they are parsed, its run function does the
 // work and returns an error whose exit status cli.ExitCode reads.
 //
-// It must not import Pebble, nats-server or pgx: the publisher, which
+// It must never import Pebble, nats-server or pgx: the publisher, which
 // imports it, runs beside the reviewer without them.
 package publish

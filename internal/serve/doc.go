@@ -5,4 +5,6 @@
 // topology, opens the task service and runs the executors until stopped.
 // It also provisions the topology for deployments whose executors may not
 // (the provision command).
+//
+// It must never import pgx or a test rig.
 package serve

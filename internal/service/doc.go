@@ -42,6 +42,5 @@
 // (Settle), never sending a password or an API key to a recorded URL the
 // operator did not give.
 //
-// It must never import internal/audit, pgx or a test rig: it opens a
-// service; what audits it and what tests it stand apart.
+// It must never import pgx or a test rig.
 package service
