@@ -251,7 +251,10 @@ func TestCreateWaitsForAHeldLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	// Long enough for the first try of the lock to come back held on a
+	// loaded machine under -race (at 300 ms the context once ended inside
+	// that try, before it could see the lock held).
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
 	defer cancel()
 	_, err = a.Create(ctx, request("i-1", digestA))
 	if !errors.Is(err, taskservice.ErrLocked) || taskservice.IsPermanent(err) {
