@@ -13,14 +13,22 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
-	env := testenv.Start(t)
+// newStartingExecutor makes, on a connection of its own, an executor that
+// Start is called on; noProvision makes it leave the streams as they are.
+func newStartingExecutor(t *testing.T, env *testenv.Env, noProvision bool) *executor.Executor {
+	t.Helper()
 	nc, _ := testenv.Connect(t, env.URL())
-	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology,
+	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology, NoProvision: noProvision,
 		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ex
+}
+
+func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
+	env := testenv.Start(t)
+	ex := newStartingExecutor(t, env, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stop, err := ex.Start(ctx)
@@ -45,15 +53,10 @@ func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
 
 func TestStartReportsAnExecutorThatCannotConsume(t *testing.T) {
 	env := testenv.Start(t)
-	nc, _ := testenv.Connect(t, env.URL())
 	if err := env.JS.DeleteStream(context.Background(), topology.ApprovalsStream); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology, NoProvision: true,
-		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := newStartingExecutor(t, env, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stop, err := ex.Start(ctx)
