@@ -7,28 +7,13 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-// newStartingExecutor makes, on a connection of its own, an executor that
-// Start is called on; noProvision makes it leave the streams as they are.
-func newStartingExecutor(t *testing.T, env *testenv.Env, noProvision bool) *executor.Executor {
-	t.Helper()
-	nc, _ := testenv.Connect(t, env.URL())
-	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology, NoProvision: noProvision,
-		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ex
-}
-
 func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
 	env := testenv.Start(t)
-	ex := newStartingExecutor(t, env, false)
+	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-start"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stop, err := ex.Start(ctx)
@@ -56,7 +41,7 @@ func TestStartReportsAnExecutorThatCannotConsume(t *testing.T) {
 	if err := env.JS.DeleteStream(context.Background(), topology.ApprovalsStream); err != nil {
 		t.Fatal(err)
 	}
-	ex := newStartingExecutor(t, env, true)
+	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-start", NoProvision: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stop, err := ex.Start(ctx)
