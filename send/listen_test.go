@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
@@ -29,14 +28,7 @@ func consumers(t *testing.T, env *testenv.Env, stream string) int {
 func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 	env := testenv.StartNoConsumers(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := send.Build(docs(s.Original))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := built(t)
 	js, violations := env.ConnectPublisher()
 	c := send.NewClient(js)
 	for _, tc := range []struct {

@@ -66,6 +66,43 @@ func store(t *testing.T, js jetstream.JetStream, m *nats.Msg) {
 }
 
 // receiptID returns the receipt id a receipt carries.
+// stageUncommitted stores the receipt id for message seq of intent as the
+// first message of a batch it does not commit, and checks that the watch
+// does not report it.
+func stageUncommitted(t *testing.T, env *testenv.Env, w *send.ReceiptWatch, intent string, seq uint64, batch, id string) {
+	t.Helper()
+	staged := receiptMsg(intent, seq, receiptDoc(t, intent, seq, id))
+	staged.Header.Set("Nats-Batch-Id", batch)
+	staged.Header.Set("Nats-Batch-Sequence", "1")
+	if err := env.NC.PublishMsg(staged); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	r, err := w.Wait(ctx, "", intent, seq)
+	cancel()
+	if r != nil || !errors.Is(err, send.ErrNoReceipt) {
+		t.Fatalf("before the commit: got %s, %v; want send.ErrNoReceipt", receiptID(r), err)
+	}
+}
+
+// commitBatch commits the batch that stageUncommitted began with a second
+// receipt (of a message 1000 after seq) and returns the server's answer.
+func commitBatch(t *testing.T, env *testenv.Env, intent string, seq uint64, batch string) *nats.Msg {
+	t.Helper()
+	commit := receiptMsg(intent, seq+1000, receiptDoc(t, intent, seq+1000, "r-commit"))
+	commit.Header.Set("Nats-Batch-Id", batch)
+	commit.Header.Set("Nats-Batch-Sequence", "2")
+	commit.Header.Set("Nats-Batch-Commit", "1")
+	ack, err := env.NC.RequestMsg(commit, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack
+}
+
 func receiptID(r *send.StoredReceipt) string {
 	if r == nil {
 		return ""
@@ -196,30 +233,9 @@ func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	if err := w.Watch("", intent); err != nil {
 		t.Fatal(err)
 	}
-	staged := receiptMsg(intent, sent.StreamSeq, receiptDoc(t, intent, sent.StreamSeq, "r-batched"))
-	staged.Header.Set("Nats-Batch-Id", "batch-1")
-	staged.Header.Set("Nats-Batch-Sequence", "1")
-	if err := env.NC.PublishMsg(staged); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	r, err := w.Wait(ctx, "", intent, sent.StreamSeq)
-	cancel()
-	if r != nil || !errors.Is(err, send.ErrNoReceipt) {
-		t.Fatalf("before the commit: got %s, %v; want send.ErrNoReceipt", receiptID(r), err)
-	}
+	stageUncommitted(t, env, w, intent, sent.StreamSeq, "batch-1", "r-batched")
 
-	commit := receiptMsg(intent, sent.StreamSeq+1000, receiptDoc(t, intent, sent.StreamSeq+1000, "r-commit"))
-	commit.Header.Set("Nats-Batch-Id", "batch-1")
-	commit.Header.Set("Nats-Batch-Sequence", "2")
-	commit.Header.Set("Nats-Batch-Commit", "1")
-	ack, err := env.NC.RequestMsg(commit, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ack := commitBatch(t, env, intent, sent.StreamSeq, "batch-1")
 	var answer struct {
 		Error *jetstream.APIError `json:"error"`
 		Count int                 `json:"count"`
@@ -227,7 +243,7 @@ func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	if err := json.Unmarshal(ack.Data, &answer); err != nil || answer.Error != nil || answer.Count != 2 {
 		t.Fatalf("the commit's answer %s: %v", ack.Data, err)
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if r, err := w.Wait(ctx, "", intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-batched" {
 		t.Fatalf("after the commit: got %s, %v; want r-batched", receiptID(r), err)
@@ -338,32 +354,12 @@ func TestAReceiptSeenBeforeItsBatchIsStoredCostsAPublisherNoRefusal(t *testing.T
 	if err := js.Conn().Flush(); err != nil {
 		t.Fatal(err)
 	}
-	staged := receiptMsg(intent, second.StreamSeq, receiptDoc(t, intent, second.StreamSeq, "r-second"))
-	staged.Header.Set("Nats-Batch-Id", "batch-uncommitted")
-	staged.Header.Set("Nats-Batch-Sequence", "1")
-	if err := env.NC.PublishMsg(staged); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	r, err := w.Wait(ctx, "", intent, second.StreamSeq)
-	cancel()
-	if r != nil || !errors.Is(err, send.ErrNoReceipt) {
-		t.Fatalf("before the commit: got %s, %v; want send.ErrNoReceipt", receiptID(r), err)
-	}
+	stageUncommitted(t, env, w, intent, second.StreamSeq, "batch-uncommitted", "r-second")
 	if v := violations.Seen(); len(v) > 0 {
 		t.Fatalf("the server refused the publisher while its receipt was not stored yet: %v", v)
 	}
-	commit := receiptMsg(intent, second.StreamSeq+1000, receiptDoc(t, intent, second.StreamSeq+1000, "r-commit"))
-	commit.Header.Set("Nats-Batch-Id", "batch-uncommitted")
-	commit.Header.Set("Nats-Batch-Sequence", "2")
-	commit.Header.Set("Nats-Batch-Commit", "1")
-	if _, err := env.NC.RequestMsg(commit, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	commitBatch(t, env, intent, second.StreamSeq, "batch-uncommitted")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if r, err := w.Wait(ctx, "", intent, second.StreamSeq); err != nil || r.ReceiptID != "r-second" {
 		t.Fatalf("after the commit: got %s, %v; want r-second", receiptID(r), err)

@@ -20,6 +20,21 @@ func docs(a scenario.Approved) send.Documents {
 	return send.Documents{Candidate: a.Candidate, Request: a.Request, Approval: a.Approval}
 }
 
+// built is the scenario's original envelope, as Build makes it from the
+// documents.
+func built(t *testing.T) *send.Envelope {
+	t.Helper()
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := send.Build(docs(s.Original))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func trusted(t *testing.T, name string, pub ed25519.PublicKey) *send.TrustedApprovers {
 	t.Helper()
 	tr, err := send.NewTrustedApprovers(send.Approver{Name: name, PublicKey: pub})
@@ -181,14 +196,7 @@ func TestAReceiptReadsNullMembersAsEmpty(t *testing.T) {
 
 func TestAWaitWithoutAnExecutorEndsWithErrNoReceiptAndEachPublishIsANewMessage(t *testing.T) {
 	env := testenv.Start(t)
-	s, err := scenario.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := send.Build(docs(s.Original))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := built(t)
 	c := send.NewClient(env.JS)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -98,7 +98,7 @@ func newContentIndex(v *view) *contentIndex {
 	for _, r := range in.Requests {
 		ix.reqBySeq[r.Seq] = r
 	}
-	for _, seq := range sortedSeqs(v.msgs) {
+	for _, seq := range sortedKeys(v.msgs) {
 		m := v.msgs[seq]
 		k := contentKey{keyOf(m.id.Scope, m.id.IntentID), m.digest}
 		if _, ok := ix.byContent[k]; !ok && m.hasData && m.digest != "" {

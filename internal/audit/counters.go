@@ -129,7 +129,7 @@ func (v *view) callsByRef(c *Check, n *requestTally) map[string]*provider.Reques
 func (v *view) matchReceipts(c *Check, byRef map[string]*provider.RequestRecord, n *requestTally) map[string]bool {
 	in := v.in
 	matched := map[string]bool{}
-	for _, seq := range sortedSeqs(in.Receipts) {
+	for _, seq := range sortedKeys(in.Receipts) {
 		if p := v.place(seq); p == beforeWindow || p == afterWindow {
 			continue
 		}

@@ -28,7 +28,7 @@ func checkOneCreate(c *Check, v *view) {
 	recs := newKeyRecords(in)
 	tasks := map[key]string{}
 	var n receiptTally
-	for _, seq := range sortedSeqs(in.Receipts) {
+	for _, seq := range sortedKeys(in.Receipts) {
 		for _, r := range in.Receipts[seq] {
 			if r.Outcome != document.OutcomeCreated && r.Outcome != document.OutcomeReplayed || r.IntentID == nil || r.TaskID == nil {
 				continue

@@ -68,7 +68,7 @@ func checkGate(c *Check, v *view) {
 		}
 	}
 	var checked, reached, refused, refusedReached, rejectedPassing int
-	for _, seq := range sortedSeqs(v.msgs) {
+	for _, seq := range sortedKeys(v.msgs) {
 		m := v.msgs[seq]
 		var outcomes []string
 		rejected := false

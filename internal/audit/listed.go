@@ -110,7 +110,7 @@ func checkListedOneTask(c *Check, in *Input) {
 	created := map[string]map[delivery]bool{}
 	named := map[string]string{}
 	var checked, gone int
-	for _, seq := range sortedSeqs(in.Receipts) {
+	for _, seq := range sortedKeys(in.Receipts) {
 		for _, r := range in.Receipts[seq] {
 			if r.Outcome != document.OutcomeCreated && r.Outcome != document.OutcomeReplayed || r.IntentID == nil || r.TaskID == nil {
 				continue
@@ -192,7 +192,7 @@ func checkListedTasks(c *Check, v *view) {
 	tasks := tasksByKey(l)
 	carried := pipelineKeys(in, v)
 	withReceipt := map[string]string{}
-	for _, seq := range sortedSeqs(in.Receipts) {
+	for _, seq := range sortedKeys(in.Receipts) {
 		for _, r := range in.Receipts[seq] {
 			if (r.Outcome == document.OutcomeCreated || r.Outcome == document.OutcomeReplayed) && r.IntentID != nil {
 				withReceipt[receiptKey(r).String()] = deref(r.TaskID)
@@ -291,13 +291,4 @@ func notTools(scope string, carried bool) string {
 	default:
 		return fmt.Sprintf(" (in the scope of %s, but not titled %q as its tasks are)", m.By, m.TitlePrefix)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	s := make([]string, 0, len(m))
-	for k := range m {
-		s = append(s, k)
-	}
-	slices.Sort(s)
-	return s
 }

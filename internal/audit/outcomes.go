@@ -17,7 +17,7 @@ import (
 // contradict each other (see contradiction).
 func checkTerminal(c *Check, in *Input) {
 	var withReceipt, dead, contradictory int
-	for _, seq := range sortedSeqs(in.Messages) {
+	for _, seq := range sortedKeys(in.Messages) {
 		terminal := false
 		for _, r := range in.Receipts[seq] {
 			terminal = terminal || r.Of(seq)
@@ -42,7 +42,7 @@ func checkTerminal(c *Check, in *Input) {
 	for seq := range in.DeadLetters {
 		seqs[seq] = true
 	}
-	for _, seq := range sortedSeqs(seqs) {
+	for _, seq := range sortedKeys(seqs) {
 		_, isDead := in.DeadLetters[seq]
 		if why := contradiction(in.Receipts[seq], isDead); why != "" {
 			contradictory++

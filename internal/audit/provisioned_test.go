@@ -79,7 +79,7 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 					t.Errorf("no violation says %q:\n%s", w, all)
 				}
 			}
-			if got := failing(rep); !slices.Equal(got, []string{"as-provisioned"}) {
+			if got := failing(rep.Checks); !slices.Equal(got, []string{"as-provisioned"}) {
 				t.Errorf("failing checks %v, want [13]:\n%s", got, all)
 			}
 		})

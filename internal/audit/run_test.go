@@ -49,18 +49,6 @@ func healthyRun() *audit.RunInput {
 	}
 }
 
-// failingRun lists the checks of rep that failed, by name.
-func failingRun(rep audit.RunReport) []string {
-	var out []string
-	for _, c := range rep.Checks {
-		if !c.OK {
-			out = append(out, c.ID)
-			seenFailing.Store(c.ID, true)
-		}
-	}
-	return out
-}
-
 func TestVerifyRunPassesAHealthyRunAndCountsItsReceipts(t *testing.T) {
 	rep := audit.VerifyRun(healthyRun())
 	if !rep.OK {
@@ -154,7 +142,7 @@ func TestVerifyRunFailsWhenTheRunIsBroken(t *testing.T) {
 			if rep.OK {
 				t.Fatal("the broken run passes")
 			}
-			if got := failingRun(rep); len(got) == 0 || got[0] != tc.check {
+			if got := failing(rep.Checks); len(got) == 0 || got[0] != tc.check {
 				t.Errorf("failing checks %v; want %s first", got, tc.check)
 			}
 			if p := strings.Join(rep.Problems(), "\n"); !strings.Contains(p, tc.says) {

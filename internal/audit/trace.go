@@ -95,7 +95,7 @@ func newView(in *Input, o Options) *view {
 		// No stream state (an Input built by hand): the window is the
 		// messages held.
 		v.first, v.last = 1, 0
-		if seqs := sortedSeqs(v.msgs); len(seqs) > 0 {
+		if seqs := sortedKeys(v.msgs); len(seqs) > 0 {
 			v.first, v.last = seqs[0], seqs[len(seqs)-1]
 		}
 	}

@@ -81,7 +81,7 @@ func checkReceiptsNameMessages(c *Check, v *view) {
 		c.violate("the receipt at RECEIPTS sequence %d%s does not decode: %s", u.Seq, forMsg, u.Err)
 	}
 	var total, matched, gone, before, after int
-	for _, seq := range sortedSeqs(v.in.Receipts) {
+	for _, seq := range sortedKeys(v.in.Receipts) {
 		rs := v.in.Receipts[seq]
 		total += len(rs)
 		switch v.place(seq) {
@@ -165,7 +165,7 @@ func checkDeliveries(c *Check, v *view) {
 			beyond[seq] = append(beyond[seq], d)
 		}
 	}
-	for _, seq := range sortedSeqs(beyond) {
+	for _, seq := range sortedKeys(beyond) {
 		ds := beyond[seq]
 		c.violate("message %d: %d calls name deliveries beyond the executors' delivery budget %d (up to delivery %d)", seq, len(ds), v.in.MaxDeliver, slices.Max(ds))
 	}
@@ -211,7 +211,7 @@ func checkOneStore(c *Check, in *Input) {
 	}
 	others := map[string][]string{}
 	var named, unnamed int
-	for _, seq := range sortedSeqs(in.Receipts) {
+	for _, seq := range sortedKeys(in.Receipts) {
 		for _, r := range in.Receipts[seq] {
 			if !serviceOutcome(r.Outcome) {
 				continue

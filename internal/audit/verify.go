@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -103,13 +105,10 @@ func report(in *Input, v *view, o Options, checks []Check) Report {
 	return rep
 }
 
-func sortedSeqs[V any](m map[uint64]V) []uint64 {
-	s := make([]uint64, 0, len(m))
-	for k := range m {
-		s = append(s, k)
-	}
-	slices.Sort(s)
-	return s
+// sortedKeys returns the keys of m in order, so that a check reports what
+// it finds in the same order on every run.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	return slices.Sorted(maps.Keys(m))
 }
 
 func deref(s *string) string {

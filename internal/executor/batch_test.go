@@ -508,13 +508,8 @@ func TestReceiptsStoredAloneStopAtTheFirstSystemicFailure(t *testing.T) {
 	if _, err := env.JS.UpdateStream(ctx, away); err != nil {
 		t.Fatal(err)
 	}
-	nc, _ := testenv.Connect(t, env.URL())
 	var retried atomic.Int64
-	ex, err := executor.New(nc, executor.Config{ID: "exec-1", Gate: &gate.Checker{AllowUnsigned: true},
-		TaskService: provider.NewClient(nc).TaskService(), Topology: testenv.Topology, Logger: testenv.Logger(), OnRetry: func(uint64, error) { retried.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-1", Logger: testenv.Logger(), OnRetry: func(uint64, error) { retried.Add(1) }})
 	start := time.Now()
 	ex.StoreAlone(msgs)
 	took := time.Since(start)

@@ -129,10 +129,7 @@ func TestAMessageCreatedWhoseAckWasLostIsNeverDeadLetteredToo(t *testing.T) {
 // is not followed by a create, a create is not followed by a refusal.
 func TestAChangeOfTrustedApproversBetweenDeliveriesDoesNotChangeAStoredOutcome(t *testing.T) {
 	key := scenario.TestKey()
-	trusted, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	trusted := reviewerKeyring(t)
 	nobody, err := sign.NewKeyring()
 	if err != nil {
 		t.Fatal(err)

@@ -80,10 +80,7 @@ func TestAnApprovalForAScopeItsApproverIsNotTrustedForNeverReachesTheService(t *
 }
 
 func TestTheCallCarriesTheKeysScopeAndTheApprovalsExpiry(t *testing.T) {
-	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, scenario.TestKey().Public()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kr := reviewerKeyring(t)
 	at := scenario.ApprovedAt
 	checker := &gate.Checker{Keys: kr, AllowUnsigned: true, Now: func() time.Time { return at.Add(time.Minute) }}
 	for _, c := range []struct {

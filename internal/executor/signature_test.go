@@ -14,13 +14,21 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
-func TestForgedOrExpiredApprovalsNeverReachTheService(t *testing.T) {
-	env := testenv.Start(t)
-	key := scenario.TestKey()
-	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
+// reviewerKeyring trusts the scenario's reviewer with its test key, the key
+// scenario.BuildSigned signs with.
+func reviewerKeyring(t *testing.T) *sign.Keyring {
+	t.Helper()
+	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, scenario.TestKey().Public()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kr
+}
+
+func TestForgedOrExpiredApprovalsNeverReachTheService(t *testing.T) {
+	env := testenv.Start(t)
+	key := scenario.TestKey()
+	kr := reviewerKeyring(t)
 	// Approvals made an hour ago, valid for a day; one made 2 days ago is expired.
 	now := time.Now().UTC().Truncate(time.Second)
 	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}})
@@ -83,10 +91,7 @@ func TestForgedOrExpiredApprovalsNeverReachTheService(t *testing.T) {
 func TestAnApprovalThatExpiresBetweenDeliveriesIsStillReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	key := scenario.TestKey()
-	kr, err := sign.NewKeyring(sign.ApproverFor(scenario.Reviewer, key.Public()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kr := reviewerKeyring(t)
 	// The call takes longer than the approval has left: the first delivery's
 	// reply is dropped, and the redelivery comes after not_after.
 	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}, CallTimeout: 2 * time.Second})

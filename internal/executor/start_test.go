@@ -7,20 +7,13 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
 	env := testenv.Start(t)
-	nc, _ := testenv.Connect(t, env.URL())
-	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology,
-		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-start"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stop, err := ex.Start(ctx)
@@ -45,15 +38,10 @@ func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
 
 func TestStartReportsAnExecutorThatCannotConsume(t *testing.T) {
 	env := testenv.Start(t)
-	nc, _ := testenv.Connect(t, env.URL())
 	if err := env.JS.DeleteStream(context.Background(), topology.ApprovalsStream); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := executor.New(nc, executor.Config{ID: "exec-start", Logger: env.Log, Topology: testenv.Topology, NoProvision: true,
-		TaskService: provider.NewClient(nc).TaskService(), Gate: &gate.Checker{AllowUnsigned: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-start", NoProvision: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stop, err := ex.Start(ctx)

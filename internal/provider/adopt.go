@@ -302,17 +302,24 @@ func (a *adopter) check(ctx context.Context) error {
 			}
 			a.kv = kv
 		}
-		cur, rev, found, err := readAdoption(ctx, a.kv)
-		if err != nil {
-			return err
-		}
-		write, err := decideAdoption(cur, found, a.storeID, a.path, a.replaces)
-		if err != nil {
-			return err
-		}
-		a.cur, a.rev, a.found, a.write = cur, rev, found, write
-		return nil
+		return a.decide(ctx)
 	})
+}
+
+// decide reads the record and decides whether this start writes it:
+// it refuses a store that is neither adopted nor named to replace the
+// adopted one.
+func (a *adopter) decide(ctx context.Context) error {
+	cur, rev, found, err := readAdoption(ctx, a.kv)
+	if err != nil {
+		return err
+	}
+	write, err := decideAdoption(cur, found, a.storeID, a.path, a.replaces)
+	if err != nil {
+		return err
+	}
+	a.cur, a.rev, a.found, a.write = cur, rev, found, write
+	return nil
 }
 
 // record writes the record that check decided on, if any: the first start
@@ -331,16 +338,10 @@ func (a *adopter) record(ctx context.Context) error {
 		err := writeAdoption(ctx, a.kv, a.found, a.rev, rec)
 		if raced(err) {
 			// Someone wrote it since check: decide again on what is there.
-			cur, rev, found, rerr := readAdoption(ctx, a.kv)
-			if rerr != nil {
-				return rerr
-			}
-			write, derr := decideAdoption(cur, found, a.storeID, a.path, a.replaces)
-			if derr != nil {
+			if derr := a.decide(ctx); derr != nil {
 				return derr
 			}
-			a.cur, a.rev, a.found, a.write = cur, rev, found, write
-			if !write {
+			if !a.write {
 				return nil
 			}
 			return fmt.Errorf("provider: the adoption record changed while writing it: %w", err)

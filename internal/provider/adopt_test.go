@@ -364,20 +364,7 @@ func TestAServingInstanceHoldsToTheRecord(t *testing.T) {
 		if _, err := adoptionKV(t, h.url).Put(ctxT(t), AdoptionKey, val); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-h.svc.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatal("the service kept serving a store the deployment no longer uses")
-		}
-		if err := h.svc.Err(); !errors.Is(err, ErrStoreReplaced) || !strings.Contains(err.Error(), other.StoreID) {
-			t.Errorf("Err() = %v, want ErrStoreReplaced naming %s", err, other.StoreID)
-		}
-		if !strings.Contains(log.String(), "level=ERROR msg=\"STORE REPLACED") {
-			t.Errorf("log:\n%s", log.String())
-		}
-		if _, err := h.client.Create(ctxT(t), newRequest("after", "x")); !errors.Is(err, nats.ErrNoResponders) {
-			t.Errorf("create after the replacement: %v, want no responders", err)
-		}
+		h.expectStoppedLoudly(t, log, 10*time.Second, ErrStoreReplaced, other.StoreID, "STORE REPLACED")
 		if _, err := leaseKV(t, h.url, time.Second).Get(ctxT(t), LeaseKey); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			t.Errorf("lease: %v, want it released for the adopted store", err)
 		}

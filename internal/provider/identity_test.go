@@ -45,6 +45,27 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
+// expectStoppedLoudly waits, at most within, for the service to stop with
+// an error wrapping want that names storeID, logged at ERROR with a message
+// beginning with logged; a create then finds no service to answer it.
+func (h *harness) expectStoppedLoudly(t *testing.T, log *logBuffer, within time.Duration, want error, storeID, logged string) {
+	t.Helper()
+	select {
+	case <-h.svc.Done():
+	case <-time.After(within):
+		t.Fatalf("the service kept serving %s after it should have stopped with %v", within, want)
+	}
+	if err := h.svc.Err(); !errors.Is(err, want) || !strings.Contains(err.Error(), storeID) {
+		t.Errorf("Err() = %v, want %v naming %s", err, want, storeID)
+	}
+	if !strings.Contains(log.String(), "level=ERROR msg=\""+logged) {
+		t.Errorf("log:\n%s", log.String())
+	}
+	if _, err := h.client.Create(ctxT(t), newRequest("after-stop", "x")); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("create after the stop: %v, want no responders", err)
+	}
+}
+
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
@@ -337,20 +358,7 @@ func TestAnInstanceWithoutAConfirmedLeaseDoesNotAnswer(t *testing.T) {
 		if _, err := kv.Put(ctxT(t), LeaseKey, val); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-h.svc.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("the service kept serving without its lease")
-		}
-		if err := h.svc.Err(); !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), thief.StoreID) {
-			t.Errorf("Err() = %v, want ErrLeaseLost naming %s", err, thief.StoreID)
-		}
-		if !strings.Contains(log.String(), "level=ERROR msg=\"LEASE LOST") {
-			t.Errorf("log:\n%s", log.String())
-		}
-		if _, err := h.client.Create(ctxT(t), newRequest("after-loss", "x")); !errors.Is(err, nats.ErrNoResponders) {
-			t.Errorf("create after the loss: %v, want no responders", err)
-		}
+		h.expectStoppedLoudly(t, log, 5*time.Second, ErrLeaseLost, thief.StoreID, "LEASE LOST")
 		if e, err := kv.Get(ctxT(t), LeaseKey); err != nil || !strings.Contains(string(e.Value()), "thief") {
 			t.Errorf("the stopped instance touched the new holder's lease: %v", err)
 		}

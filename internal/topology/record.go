@@ -94,39 +94,56 @@ func RecordBucketConfig(replicas int) jetstream.KeyValueConfig {
 
 // record writes p as the record of what was provisioned.
 func record(ctx context.Context, js jetstream.JetStream, replicas int, p Provisioned) error {
-	value, err := json.Marshal(p)
+	return putRecord(ctx, js, true, replicas, RecordKey, "what was provisioned", p)
+}
+
+// putRecord writes v at key of the record bucket, creating or updating
+// the bucket when create is set; what says in errors what v is.
+func putRecord(ctx context.Context, js jetstream.JetStream, create bool, replicas int, key, what string, v any) error {
+	value, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("topology: encoding the record of what was provisioned: %w", err)
+		return fmt.Errorf("topology: encoding the record of %s: %w", what, err)
 	}
-	kv, err := natsconn.Bucket(ctx, js, RecordBucketConfig(replicas), true)
+	kv, err := natsconn.Bucket(ctx, js, RecordBucketConfig(replicas), create)
 	if err != nil {
-		return fmt.Errorf("topology: recording what was provisioned: %w", err)
+		return fmt.Errorf("topology: recording %s: %w", what, err)
 	}
-	if _, err := kv.Put(ctx, RecordKey, value); err != nil {
-		return fmt.Errorf("topology: recording what was provisioned in bucket %s: %w", RecordBucket, err)
+	if _, err := kv.Put(ctx, key, value); err != nil {
+		return fmt.Errorf("topology: recording %s in bucket %s: %w", what, RecordBucket, err)
 	}
 	return nil
+}
+
+// getRecord reads key of the record bucket. It returns an error wrapping
+// missing when there is no bucket or no key; what says in errors what the
+// record is of.
+func getRecord(ctx context.Context, js jetstream.JetStream, key, what string, missing error) ([]byte, error) {
+	kv, err := js.KeyValue(ctx, RecordBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w (no bucket %s)", missing, RecordBucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("topology: reading the record of %s (bucket %s): %w", what, RecordBucket, err)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w (bucket %s has no key %s)", missing, RecordBucket, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("topology: reading the record of %s (bucket %s): %w", what, RecordBucket, err)
+	}
+	return e.Value(), nil
 }
 
 // ReadRecord reads the record of what was provisioned. It returns an error
 // wrapping ErrNoRecord when there is none, and says why when the record
 // does not decode.
 func ReadRecord(ctx context.Context, js jetstream.JetStream) (Provisioned, error) {
-	kv, err := js.KeyValue(ctx, RecordBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return Provisioned{}, fmt.Errorf("%w (no bucket %s)", ErrNoRecord, RecordBucket)
-	}
+	value, err := getRecord(ctx, js, RecordKey, "what was provisioned", ErrNoRecord)
 	if err != nil {
-		return Provisioned{}, fmt.Errorf("topology: reading the record of what was provisioned (bucket %s): %w", RecordBucket, err)
+		return Provisioned{}, err
 	}
-	e, err := kv.Get(ctx, RecordKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Provisioned{}, fmt.Errorf("%w (bucket %s has no key %s)", ErrNoRecord, RecordBucket, RecordKey)
-	}
-	if err != nil {
-		return Provisioned{}, fmt.Errorf("topology: reading the record of what was provisioned (bucket %s): %w", RecordBucket, err)
-	}
-	return decodeRecord(e.Value())
+	return decodeRecord(value)
 }
 
 // decodeRecord decodes a record and refuses one that lacks a stream or
@@ -372,39 +389,18 @@ type TaskService struct {
 // bucket provisioning made, and fails when there is none or the writer
 // may not write.
 func RecordTaskService(ctx context.Context, js jetstream.JetStream, create bool, replicas int, ts TaskService) error {
-	value, err := json.Marshal(ts)
-	if err != nil {
-		return fmt.Errorf("topology: encoding the record of the task service: %w", err)
-	}
-	kv, err := natsconn.Bucket(ctx, js, RecordBucketConfig(replicas), create)
-	if err != nil {
-		return fmt.Errorf("topology: recording the task service: %w", err)
-	}
-	if _, err := kv.Put(ctx, TaskServiceKey, value); err != nil {
-		return fmt.Errorf("topology: recording the task service in bucket %s: %w", RecordBucket, err)
-	}
-	return nil
+	return putRecord(ctx, js, create, replicas, TaskServiceKey, "the task service", ts)
 }
 
 // ReadTaskService reads the record of the executors' task service. It
 // returns an error wrapping ErrNoTaskService when there is none.
 func ReadTaskService(ctx context.Context, js jetstream.JetStream) (TaskService, error) {
-	kv, err := js.KeyValue(ctx, RecordBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return TaskService{}, fmt.Errorf("%w (no bucket %s)", ErrNoTaskService, RecordBucket)
-	}
+	value, err := getRecord(ctx, js, TaskServiceKey, "the task service", ErrNoTaskService)
 	if err != nil {
-		return TaskService{}, fmt.Errorf("topology: reading the record of the task service (bucket %s): %w", RecordBucket, err)
-	}
-	e, err := kv.Get(ctx, TaskServiceKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return TaskService{}, fmt.Errorf("%w (bucket %s has no key %s)", ErrNoTaskService, RecordBucket, TaskServiceKey)
-	}
-	if err != nil {
-		return TaskService{}, fmt.Errorf("topology: reading the record of the task service (bucket %s): %w", RecordBucket, err)
+		return TaskService{}, err
 	}
 	var ts TaskService
-	if err := json.Unmarshal(e.Value(), &ts); err != nil {
+	if err := json.Unmarshal(value, &ts); err != nil {
 		return TaskService{}, fmt.Errorf("topology: the record in bucket %s, key %s, does not decode: %w", RecordBucket, TaskServiceKey, err)
 	}
 	if ts.Kind == "" {

@@ -253,6 +253,18 @@ func (c *pgCluster) logTail() string {
 	return string(b)
 }
 
+// stopChild sends sig to a child process and waits for it to exit (exited
+// is its Wait's result), killing it after grace.
+func stopChild(p *os.Process, sig os.Signal, exited <-chan error, grace time.Duration) {
+	_ = p.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-exited
+	}
+}
+
 // stop shuts the server down (fast shutdown: SIGINT, then SIGKILL after 30 s)
 // and removes the cluster.
 func (c *pgCluster) stop() {
@@ -260,13 +272,7 @@ func (c *pgCluster) stop() {
 		return
 	}
 	if c.cmd != nil && c.exited != nil {
-		_ = c.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-c.exited:
-		case <-time.After(30 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
+		stopChild(c.cmd.Process, syscall.SIGINT, c.exited, 30*time.Second)
 	}
 	_ = os.RemoveAll(c.dir)
 }

@@ -198,13 +198,7 @@ func (s *stack) close() {
 	}
 	if s.child != nil {
 		s.rss.stop()
-		_ = s.child.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.childEnd:
-		case <-time.After(20 * time.Second):
-			_ = s.child.Process.Kill()
-			<-s.childEnd
-		}
+		stopChild(s.child.Process, syscall.SIGTERM, s.childEnd, 20*time.Second)
 	}
 	if s.svcStack != nil {
 		_ = s.svcStack.Close()
