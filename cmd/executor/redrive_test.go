@@ -407,7 +407,7 @@ func TestRedriveAllWaitsForHundredsOfReceiptsWithoutUsingUpTheConsumers(t *testi
 	storeDeadLetters(t, env, deadLetters)
 
 	out, errOut, runErr := redriveCmd(env, "--all", "--wait", "120s", "--json")
-	var rep redriveReport
+	var rep redrive.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("redrive --all --wait: %v; the report does not decode: %v\n%s", runErr, err, errOut)
 	}

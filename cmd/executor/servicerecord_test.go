@@ -121,7 +121,7 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep statusReport
+		var rep service.StatusReport
 		if err := json.Unmarshal([]byte(js), &rep); err != nil {
 			t.Fatalf("status --json: %v\n%s", err, js)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
@@ -82,7 +83,7 @@ func TestCheckRunsSignatureAndExpiryOnlyWithTrustedApproversAndSaysSo(t *testing
 		}
 	})
 	t.Run("the trusted approvers can come from the environment", func(t *testing.T) {
-		t.Setenv(trustedEnv, trusted)
+		t.Setenv(publish.TrustedEnv, trusted)
 		r := publisher(t, nil, corrupted.args("check")...)
 		r.expect(t, 1)
 		if !strings.HasPrefix(r.stdout, "fail: signature at ") {
@@ -127,7 +128,7 @@ func TestSendsLocalGateRefusesACorruptedSignatureWithTrustedApprovers(t *testing
 		}
 	}
 	expired, _ := signedFiles(t, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), 24*time.Hour)
-	t.Setenv(trustedEnv, trusted)
+	t.Setenv(publish.TrustedEnv, trusted)
 	r = publisher(t, nil, expired.args("send", "--server", "nats://127.0.0.1:1")...)
 	r.expect(t, 1)
 	if !strings.Contains(r.stderr, "nothing published") || !strings.Contains(r.stderr, "expiry") {
