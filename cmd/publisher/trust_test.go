@@ -66,14 +66,22 @@ func TestCheckRunsSignatureAndExpiryOnlyWithTrustedApproversAndSaysSo(t *testing
 			t.Errorf("check --json printed %v", got)
 		}
 	})
-	t.Run("a corrupted signature fails at signature", func(t *testing.T) {
-		t.Parallel()
-		r := publisher(t, nil, corrupted.args("check", "--trusted-approvers", trusted)...)
-		r.expect(t, 1)
-		if !strings.HasPrefix(r.stdout, "fail: signature at $.approval.signature: ") {
-			t.Errorf("stdout %q", r.stdout)
-		}
-	})
+	for _, c := range []struct {
+		name string
+		f    files
+	}{
+		{"a corrupted signature fails at signature", corrupted},
+		{"an unsigned approval fails at signature, as at an executor", seedOriginal},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := publisher(t, nil, c.f.args("check", "--trusted-approvers", trusted)...)
+			r.expect(t, 1)
+			if !strings.HasPrefix(r.stdout, "fail: signature at $.approval.signature: ") {
+				t.Errorf("stdout %q", r.stdout)
+			}
+		})
+	}
 	t.Run("an approval that expired in 2020 fails at expiry", func(t *testing.T) {
 		t.Parallel()
 		r := publisher(t, nil, expired.args("check", "--json", "--trusted-approvers", trusted)...)
@@ -103,14 +111,6 @@ func TestCheckRunsSignatureAndExpiryOnlyWithTrustedApproversAndSaysSo(t *testing
 			if got := checkJSON(t, j.stdout); got["not_checked"] != "signature, expiry and scope not checked: no --trusted-approvers" {
 				t.Errorf("check --json printed %v", got)
 			}
-		}
-	})
-	t.Run("an unsigned approval fails at signature, as at an executor", func(t *testing.T) {
-		t.Parallel()
-		r := publisher(t, nil, seedOriginal.args("check", "--trusted-approvers", trusted)...)
-		r.expect(t, 1)
-		if !strings.HasPrefix(r.stdout, "fail: signature at $.approval.signature: ") {
-			t.Errorf("stdout %q", r.stdout)
 		}
 	})
 }
