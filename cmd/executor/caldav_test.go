@@ -429,17 +429,7 @@ func TestCalDAVALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 
 func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	const batch = 30
-	cand := scenario.Candidate()
-	envelopes := make([][]byte, batch)
-	intents := make([]string, batch)
-	for i := range batch {
-		a, err := scenario.CalDAV.Generate(cand, "restart", i+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		envelopes[i] = a.Envelope()
-		intents[i] = document.Identify(envelopes[i]).IntentID
-	}
+	envelopes, intents := generateBatch(t, scenario.CalDAV, "restart", batch)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" restarted while the executors work, every message ends with a receipt and every intent with one VTODO", func(t *testing.T) {
 			r := startDAVRig(t, k)

@@ -93,6 +93,22 @@ func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 	}
 }
 
+// generateBatch makes approvals 1 to n of f under prefix: their envelopes
+// and, in the same order, their intent ids.
+func generateBatch(t *testing.T, f scenario.For, prefix string, n int) (envelopes [][]byte, intents []string) {
+	t.Helper()
+	cand := scenario.Candidate()
+	for i := 1; i <= n; i++ {
+		a, err := f.Generate(cand, prefix, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envelopes = append(envelopes, a.Envelope())
+		intents = append(intents, document.Identify(a.Envelope()).IntentID)
+	}
+	return envelopes, intents
+}
+
 func receiptFor(t *testing.T, js jetstream.JetStream, intent string, seq uint64) *testenv.Receipt {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
