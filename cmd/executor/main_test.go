@@ -83,13 +83,20 @@ func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 		t.Fatalf("demo failed: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 	table := out.String()
-	for _, want := range []string{"replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at"} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
+	expectLines(t, "table", table, "replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at")
 	if strings.Contains(table, "DIFFERS") {
 		t.Errorf("a row differs:\n%s", table)
+	}
+}
+
+// expectLines fails the test, naming what printed out, for each of wants
+// that out does not contain.
+func expectLines(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
 	}
 }
 
