@@ -64,11 +64,11 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r calendarsReport
+		var r service.CalendarsReport
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("%v:\n%s", err, out)
 		}
-		got := map[string]calendarEntry{}
+		got := map[string]service.CalendarEntry{}
 		for _, c := range r.Calendars {
 			got[c.URL] = c
 		}

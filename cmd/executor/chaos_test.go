@@ -34,6 +34,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/verify"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -492,7 +493,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Log(b.String())
 	var vb strings.Builder
-	printReport(&vb, rep)
+	verify.PrintReport(&vb, rep)
 	t.Log("\n" + vb.String())
 	checkLinearizable(t, callsDir)
 	if !rep.OK {

@@ -30,6 +30,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/verify"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -467,7 +468,7 @@ func TestClusterThreeNodesR3SurvivesANodeKilledAndRestarted(t *testing.T) {
 	// Nothing lost, nothing doubled.
 	rep := audit.Verify(in)
 	var vb strings.Builder
-	printReport(&vb, rep)
+	verify.PrintReport(&vb, rep)
 	if !rep.OK {
 		t.Fatalf("verify after the node kill:\n%s", vb.String())
 	}

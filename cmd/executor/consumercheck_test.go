@@ -35,12 +35,9 @@ func TestServeWithNoProvisionRefusesAConsumerRewrittenBehindProvisioningsBack(t 
 	if code := exitCode(err); code != 1 {
 		t.Errorf("exit status %d, want 1", code)
 	}
-	for _, w := range []string{`consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
-		"consumer executor: max_deliver: expected -1, found 1", "executor provision"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("the refusal does not say %q: %v", w, err)
-		}
-	}
+	expectLines(t, "the refusal", err.Error(),
+		`consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
+		"consumer executor: max_deliver: expected -1, found 1", "executor provision")
 }
 
 func TestServeStopsWhenItsConsumerIsRewrittenWhileItRuns(t *testing.T) {

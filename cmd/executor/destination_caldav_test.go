@@ -113,11 +113,7 @@ func TestApprovalsAreCarriedOutOnlyInTheDestinationTheyNameOnACalDAVServer(t *te
 		if err != nil {
 			t.Fatalf("verify: %v\n%s", err, out)
 		}
-		for _, want := range []string{r.srv.CollectionURL, r.srv.BaseURL + teamPath, "audited stores of other destinations"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("verify's report lacks %q:\n%s", want, out)
-			}
-		}
+		expectLines(t, "verify's report", out, r.srv.CollectionURL, r.srv.BaseURL+teamPath, "audited stores of other destinations")
 	})
 	t.Run("verify of the default calendar alone reports the team calendar's receipt as another store's", func(t *testing.T) {
 		out, err := runCommand("verify", "--server", r.env.URL(), "--caldav-url", r.srv.CollectionURL)
@@ -130,10 +126,6 @@ func TestApprovalsAreCarriedOutOnlyInTheDestinationTheyNameOnACalDAVServer(t *te
 	})
 	t.Run("serve logs the destinations it serves", func(t *testing.T) {
 		out := p.out.String()
-		for _, want := range []string{"caldav-task.v1/default at " + r.srv.CollectionURL, "caldav-task.v1/team at " + r.srv.BaseURL + teamPath} {
-			if !strings.Contains(out, want) {
-				t.Errorf("serve's log lacks %q:\n%s", want, out)
-			}
-		}
+		expectLines(t, "serve's log", out, "caldav-task.v1/default at "+r.srv.CollectionURL, "caldav-task.v1/team at "+r.srv.BaseURL+teamPath)
 	})
 }

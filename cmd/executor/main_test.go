@@ -83,14 +83,37 @@ func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 		t.Fatalf("demo failed: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 	table := out.String()
-	for _, want := range []string{"replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at"} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
+	expectLines(t, "table", table, "replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at")
 	if strings.Contains(table, "DIFFERS") {
 		t.Errorf("a row differs:\n%s", table)
 	}
+}
+
+// expectLines fails the test, naming what printed out, for each of wants
+// that out does not contain.
+func expectLines(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
+	}
+}
+
+// generateBatch makes approvals 1 to n of f under prefix: their envelopes
+// and, in the same order, their intent ids.
+func generateBatch(t *testing.T, f scenario.For, prefix string, n int) (envelopes [][]byte, intents []string) {
+	t.Helper()
+	cand := scenario.Candidate()
+	for i := 1; i <= n; i++ {
+		a, err := f.Generate(cand, prefix, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envelopes = append(envelopes, a.Envelope())
+		intents = append(intents, document.Identify(a.Envelope()).IntentID)
+	}
+	return envelopes, intents
 }
 
 func receiptFor(t *testing.T, js jetstream.JetStream, intent string, seq uint64) *testenv.Receipt {

@@ -171,11 +171,7 @@ func TestProbeCalDAVWithoutYesCreatesNothing(t *testing.T) {
 	if out != "" {
 		t.Errorf("probe without --yes printed a report:\n%s", out)
 	}
-	for _, want := range []string{"CalDAV collection " + s.CollectionURL, "creates 5 tasks", "deletes 1 task of its own", "Nothing was sent"} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("the plan lacks %q:\n%s", want, errOut)
-		}
-	}
+	expectLines(t, "the plan", errOut, "CalDAV collection "+s.CollectionURL, "creates 5 tasks", "deletes 1 task of its own", "Nothing was sent")
 	after := s.StoredNames()
 	if len(before) != 0 || len(after) != 0 {
 		t.Errorf("the collection's folder held %v before and %v after, want nothing both times", before, after)
@@ -272,11 +268,7 @@ func TestProbeCalDAVWithALogin(t *testing.T) {
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("probe --help: %v", err)
 		}
-		for _, want := range []string{"-caldav-url", "-caldav-user", "-caldav-password-file", "$" + service.CalDAVPasswordEnv} {
-			if !strings.Contains(errOut, want) {
-				t.Errorf("help lacks %q", want)
-			}
-		}
+		expectLines(t, "help", errOut, "-caldav-url", "-caldav-user", "-caldav-password-file", "$"+service.CalDAVPasswordEnv)
 		noSecret(t, "--help", errOut)
 	})
 }

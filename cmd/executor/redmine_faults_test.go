@@ -270,7 +270,6 @@ func faultRun(t *testing.T, r *redmineRig, proxy *davtest.Proxy, envelopes [][]b
 // each one it answers late is delivered and POSTed again.
 func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T) {
 	const intents, drops = 8, 2
-	cand := scenario.Candidate()
 	r := startRedmineRig(t)
 	proxy := davtest.NewProxy(t, r.srv.URL)
 	viaProxy := r.adapter(t, proxy.Rewrite(r.srv.URL), 3*time.Second)
@@ -291,16 +290,7 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 	}
 	dups := map[string]int{}
 	for _, run := range runs {
-		var envelopes [][]byte
-		var ids []string
-		for i := 1; i <= intents; i++ {
-			a, err := scenario.Redmine.Generate(cand, run.name, i)
-			if err != nil {
-				t.Fatal(err)
-			}
-			envelopes = append(envelopes, a.Envelope())
-			ids = append(ids, document.Identify(a.Envelope()).IntentID)
-		}
+		envelopes, ids := generateBatch(t, scenario.Redmine, run.name, intents)
 		var stops []func()
 		for i := 1; i <= 2; i++ {
 			_, stop := r.env.Executor(executor.Config{ID: fmt.Sprintf("%s-%d", run.name, i), TaskService: run.svc, Gate: redmineGate(),

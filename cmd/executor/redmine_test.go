@@ -315,17 +315,7 @@ func TestRedmineALostReplyIsReplayedOnTheRedelivery(t *testing.T) {
 func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const batch = 30
-	cand := scenario.Candidate()
-	envelopes := make([][]byte, batch)
-	intents := make([]string, batch)
-	for i := range batch {
-		a, err := scenario.Redmine.Generate(cand, "restart", i+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		envelopes[i] = a.Envelope()
-		intents[i] = document.Identify(envelopes[i]).IntentID
-	}
+	envelopes, intents := generateBatch(t, scenario.Redmine, "restart", batch)
 	r := startRedmineRig(t)
 	// The budget outlasts a restart: redeliveries come after 1 s, 2 s,
 	// 4 s, …; a POST cut by the restart keeps its lock for the TTL.

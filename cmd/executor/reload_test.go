@@ -14,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/serve"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
@@ -101,7 +102,7 @@ func TestAReloadOfAFileThatDoesNotLoadKeepsTheApproversLoadedBefore(t *testing.T
 	if err := sign.WriteTrusted(p, sign.ApproverFor("bob", k2.Public())); err != nil {
 		t.Fatal(err)
 	}
-	if err := reloadTrusted(p, keys, log); err != nil {
+	if err := serve.ReloadTrusted(p, keys, log); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(logs.String(), `added="[bob (`+k2.ID+`, scopes default)]"`) || !strings.Contains(logs.String(), `removed="[alice (`+k1.ID+`, scopes default)]"`) {
@@ -111,7 +112,7 @@ func TestAReloadOfAFileThatDoesNotLoadKeepsTheApproversLoadedBefore(t *testing.T
 		t.Fatal(err)
 	}
 	logs.Reset()
-	if err := reloadTrusted(p, keys, log); err == nil {
+	if err := serve.ReloadTrusted(p, keys, log); err == nil {
 		t.Fatal("a broken file reloaded")
 	}
 	if _, err := keys.Lookup(k2.ID); err != nil || keys.Len() != 1 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -24,7 +25,7 @@ func TestExecutorSendPrintsTheScopeAndADeletedTask(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.r.Delivery.Delivered = 1
 			var b bytes.Buffer
-			printSendReceipt(&b, send.Sent{StreamSeq: 7}, &c.r)
+			publish.PrintSentReceipt(&b, send.Sent{StreamSeq: 7}, &c.r)
 			if !strings.HasPrefix(b.String(), c.want) || (c.not != "" && strings.Contains(b.String(), c.not)) {
 				t.Fatalf("printed %q, want %q and no %q", b.String(), c.want, c.not)
 			}

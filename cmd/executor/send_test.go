@@ -74,12 +74,9 @@ func TestSendHelpAndUsage(t *testing.T) {
 		t.Fatalf("send --help: %v", err)
 	}
 	help := strings.Join(strings.Fields(errOut+out), " ")
-	for _, want := range []string{"send --envelope FILE", "byte for byte", "second receipt says replayed", "publisher send",
-		"-wait", "-json", "Exit status: 0"} {
-		if !strings.Contains(help, want) {
-			t.Errorf("send --help lacks %q", want)
-		}
-	}
+	expectLines(t, "send --help", help,
+		"send --envelope FILE", "byte for byte", "second receipt says replayed", "publisher send",
+		"-wait", "-json", "Exit status: 0")
 	if _, _, err := sendCmd(); exitCode(err) != 2 || !strings.Contains(err.Error(), "--envelope is required") {
 		t.Errorf("send without --envelope: %v (exit %d), want a usage error", err, exitCode(err))
 	}

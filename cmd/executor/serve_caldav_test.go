@@ -53,11 +53,7 @@ func TestServeChecksTheCalDAVLoginBeforeItTakesAMessage(t *testing.T) {
 		if p.err == nil {
 			t.Fatalf("serve with a wrong password exited 0:\n%s", out)
 		}
-		for _, want := range []string{"refuses this executor", "401"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("the refusal does not say %q:\n%s", want, out)
-			}
-		}
+		expectLines(t, "the refusal", out, "refuses this executor", "401")
 		if strings.Contains(out, password) || strings.Contains(out, "not-the-password") {
 			t.Errorf("a password is in serve's output:\n%s", out)
 		}

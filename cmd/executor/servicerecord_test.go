@@ -91,12 +91,9 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		if exitCode(err) != 1 {
 			t.Errorf("status without the password ended %v (exit %d), want exit 1", err, exitCode(err))
 		}
-		for _, want := range []string{recorded, "tasks:        not read (", "add --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor status --server " + server + " --caldav-password-file FILE",
-			"receipts:     created 1 replayed 0"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("status does not say %q", want)
-			}
-		}
+		expectLines(t, "status", out,
+			recorded, "tasks:        not read (", "add --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor status --server "+server+" --caldav-password-file FILE",
+			"receipts:     created 1 replayed 0")
 		if strings.Contains(out, "requests received 0") {
 			t.Errorf("status shows the idle fake service's counters:\n%s", out)
 		}
@@ -107,13 +104,10 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatalf("status: %v", err)
 		}
-		for _, want := range []string{recorded,
+		expectLines(t, "status", out,
+			recorded,
 			"tasks:        3 carrying an intent id: 1 of the pipeline; left by the probe 1, by the demo 1; 3 items in all",
-			"receipts:     created 1 replayed 0"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("status does not say %q", want)
-			}
-		}
+			"receipts:     created 1 replayed 0")
 		if strings.Contains(out, password) {
 			t.Errorf("status prints the password")
 		}
@@ -121,7 +115,7 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep statusReport
+		var rep service.StatusReport
 		if err := json.Unmarshal([]byte(js), &rep); err != nil {
 			t.Fatalf("status --json: %v\n%s", err, js)
 		}
@@ -136,12 +130,9 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		if !errors.Is(err, errUsage) {
 			t.Fatalf("verify without the password: %v, want a usage error", err)
 		}
-		for _, want := range []string{"the executors call the CalDAV collection " + srv.CollectionURL + " as user alice",
-			"add --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor verify --server " + server + " --caldav-password-file FILE"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("the error does not say %q", want)
-			}
-		}
+		expectLines(t, "the error", err.Error(),
+			"the executors call the CalDAV collection "+srv.CollectionURL+" as user alice",
+			"add --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor verify --server "+server+" --caldav-password-file FILE")
 	})
 	t.Run("verify with only the password file audits the recorded collection and lists the probe's and the demo's tasks apart", func(t *testing.T) {
 		out, err := runCommand("verify", "--server", server, "--caldav-password-file", pwFile)
@@ -149,13 +140,10 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatalf("verify: %v", err)
 		}
-		for _, want := range []string{"task service: store " + caldavStore(t, srv.CollectionURL) + ", CalDAV collection " + srv.CollectionURL,
+		expectLines(t, "verify", out,
+			"task service: store "+caldavStore(t, srv.CollectionURL)+", CalDAV collection "+srv.CollectionURL,
 			"tasks:        3 carrying an intent id: 1 of the pipeline; left by the probe 1, by the demo 1; 3 items in all",
-			"of which left by the demo (scope sendtwice-demo; excluded)", "left by the demo", "verify: all checks hold"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("verify does not say %q", want)
-			}
-		}
+			"of which left by the demo (scope sendtwice-demo; excluded)", "left by the demo", "verify: all checks hold")
 		if strings.Contains(out, password) {
 			t.Errorf("verify prints the password")
 		}

@@ -50,11 +50,7 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 	if err == nil {
 		t.Fatalf("verify passed after a direct create:\n%s", out.String())
 	}
-	for _, want := range []string{"window: APPROVALS sequences 1 to 1, 1 messages", "FAIL 7.", "came from outside the executors"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the report does not say %q:\n%s", want, out.String())
-		}
-	}
+	expectLines(t, "the report", out.String(), "window: APPROVALS sequences 1 to 1, 1 messages", "FAIL 7.", "came from outside the executors")
 	// No executor ran serve here, so nothing recorded the service: verify
 	// says that it takes the fake one.
 	if want := "no record of the executors' task service"; !strings.Contains(errOut.String(), want) {

@@ -111,13 +111,7 @@ func TestConsoleServesAndStops(t *testing.T) {
 	client := &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := client.Get(base + strings.TrimPrefix(path, "/"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return getPage(t, client, base, path)
 	}
 	// Before the printed address is opened, nothing is served.
 	if code, body := get("/"); code != http.StatusUnauthorized || !strings.Contains(body, "Open the address the console printed when it started") {
@@ -302,16 +296,11 @@ func TestConsoleSignsInTheKeysName(t *testing.T) {
 	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
 	get := func(path string) string {
 		t.Helper()
-		resp, err := client.Get(base + strings.TrimPrefix(path, "/"))
-		if err != nil {
-			t.Fatal(err)
+		code, b := getPage(t, client, base, path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, code, b)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d\n%s", path, resp.StatusCode, b)
-		}
-		return string(b)
+		return b
 	}
 	get(m[2])
 	if page := get("/c/notify-checks"); !strings.Contains(page, `value="reviewer-1"`) || !strings.Contains(page, key.ID) {
@@ -353,4 +342,17 @@ func TestConsoleSignsInTheNameItsKeyFileRecords(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `belongs to "reviewer-7"`) {
 		t.Fatalf("console --by another name than the key's: %v\n%s", err, errOut.String())
 	}
+}
+
+// getPage GETs path below the console's base address with client: the
+// status and the body.
+func getPage(t *testing.T, client *http.Client, base, path string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(base + strings.TrimPrefix(path, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

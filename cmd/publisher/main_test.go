@@ -22,6 +22,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -397,7 +398,7 @@ func TestCheck(t *testing.T) {
 			j := publisher(t, nil, seed.f.args("check", "--json")...)
 			j.expect(t, 0)
 			got := checkJSON(t, j.stdout)
-			if len(got) != 4 || got["result"] != "pass" || got["not_checked"] != notChecked || got["candidate_digest"] != a.Candidate.Digest || got["request_digest"] != a.Request.Digest {
+			if len(got) != 4 || got["result"] != "pass" || got["not_checked"] != publish.NotChecked || got["candidate_digest"] != a.Candidate.Digest || got["request_digest"] != a.Request.Digest {
 				t.Errorf("check --json printed %v", got)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/approve"
+	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/send"
@@ -147,7 +148,7 @@ func TestAReceiptReadsWithItsScopeAndADeletedTask(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			printReceipt(&out, rc)
+			publish.PrintReceipt(&out, rc)
 			if !strings.HasPrefix(out.String(), c.want+"\n") || strings.Contains(out.String(), c.not) {
 				t.Errorf("printed %q, want %q and no %q", out.String(), c.want, c.not)
 			}

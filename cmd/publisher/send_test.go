@@ -12,6 +12,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"
@@ -27,7 +28,7 @@ func TestADeadLetteredReceiptReadsAsAnUnknownOutcomeThatIsSafeToResend(t *testin
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	printReceipt(&out, rc)
+	publish.PrintReceipt(&out, rc)
 	text := out.String()
 	for _, want := range append([]string{"dead_lettered after 5 attempt(s): task service call failed on delivery 5 of 5"}, advice...) {
 		if !strings.Contains(text, want) {
@@ -45,7 +46,7 @@ func TestADeadLetterThatCreatedNothingDoesNotPromiseThatAResendHelps(t *testing.
 	rc.Failure.Reason = "task service refused the call: caldav: a task with the UID this intent's task would have is already in the collection; " +
 		document.DeadLetterNothingCreated
 	var out bytes.Buffer
-	printReceipt(&out, rc)
+	publish.PrintReceipt(&out, rc)
 	text := out.String()
 	if !strings.Contains(text, document.DeadLetterNothingCreated) {
 		t.Errorf("the receipt reads without its reason's ending:\n%s", text)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )
@@ -65,14 +66,22 @@ func TestCheckRunsSignatureAndExpiryOnlyWithTrustedApproversAndSaysSo(t *testing
 			t.Errorf("check --json printed %v", got)
 		}
 	})
-	t.Run("a corrupted signature fails at signature", func(t *testing.T) {
-		t.Parallel()
-		r := publisher(t, nil, corrupted.args("check", "--trusted-approvers", trusted)...)
-		r.expect(t, 1)
-		if !strings.HasPrefix(r.stdout, "fail: signature at $.approval.signature: ") {
-			t.Errorf("stdout %q", r.stdout)
-		}
-	})
+	for _, c := range []struct {
+		name string
+		f    files
+	}{
+		{"a corrupted signature fails at signature", corrupted},
+		{"an unsigned approval fails at signature, as at an executor", seedOriginal},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := publisher(t, nil, c.f.args("check", "--trusted-approvers", trusted)...)
+			r.expect(t, 1)
+			if !strings.HasPrefix(r.stdout, "fail: signature at $.approval.signature: ") {
+				t.Errorf("stdout %q", r.stdout)
+			}
+		})
+	}
 	t.Run("an approval that expired in 2020 fails at expiry", func(t *testing.T) {
 		t.Parallel()
 		r := publisher(t, nil, expired.args("check", "--json", "--trusted-approvers", trusted)...)
@@ -82,7 +91,7 @@ func TestCheckRunsSignatureAndExpiryOnlyWithTrustedApproversAndSaysSo(t *testing
 		}
 	})
 	t.Run("the trusted approvers can come from the environment", func(t *testing.T) {
-		t.Setenv(trustedEnv, trusted)
+		t.Setenv(publish.TrustedEnv, trusted)
 		r := publisher(t, nil, corrupted.args("check")...)
 		r.expect(t, 1)
 		if !strings.HasPrefix(r.stdout, "fail: signature at ") {
@@ -104,14 +113,6 @@ func TestCheckRunsSignatureAndExpiryOnlyWithTrustedApproversAndSaysSo(t *testing
 			}
 		}
 	})
-	t.Run("an unsigned approval fails at signature, as at an executor", func(t *testing.T) {
-		t.Parallel()
-		r := publisher(t, nil, seedOriginal.args("check", "--trusted-approvers", trusted)...)
-		r.expect(t, 1)
-		if !strings.HasPrefix(r.stdout, "fail: signature at $.approval.signature: ") {
-			t.Errorf("stdout %q", r.stdout)
-		}
-	})
 }
 
 func TestSendsLocalGateRefusesACorruptedSignatureWithTrustedApprovers(t *testing.T) {
@@ -127,7 +128,7 @@ func TestSendsLocalGateRefusesACorruptedSignatureWithTrustedApprovers(t *testing
 		}
 	}
 	expired, _ := signedFiles(t, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), 24*time.Hour)
-	t.Setenv(trustedEnv, trusted)
+	t.Setenv(publish.TrustedEnv, trusted)
 	r = publisher(t, nil, expired.args("send", "--server", "nats://127.0.0.1:1")...)
 	r.expect(t, 1)
 	if !strings.Contains(r.stderr, "nothing published") || !strings.Contains(r.stderr, "expiry") {

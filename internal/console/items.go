@@ -112,28 +112,12 @@ func loadItem(dir, name string) *Item {
 		problems = append(problems, fileProblem(rpath, err))
 	}
 	if it.CandidateRaw != nil {
-		v, err := document.Parse(it.CandidateRaw)
-		if err == nil {
-			it.Candidate, err = document.DecodeCandidate("$", v)
-		}
-		if err == nil {
-			it.CandidateDigest, err = canon.DigestTree(v)
-		}
-		if err != nil {
-			it.Candidate = nil
+		if it.Candidate, it.CandidateDigest, err = decodeDigested(it.CandidateRaw, document.DecodeCandidate); err != nil {
 			problems = append(problems, fmt.Sprintf("%s is not an %s: %v", cpath, document.CandidateVersion, err))
 		}
 	}
 	if it.RequestRaw != nil {
-		v, err := document.Parse(it.RequestRaw)
-		if err == nil {
-			it.Request, err = document.DecodeRequest("$", v)
-		}
-		if err == nil {
-			it.RequestDigest, err = canon.DigestTree(v)
-		}
-		if err != nil {
-			it.Request = nil
+		if it.Request, it.RequestDigest, err = decodeDigested(it.RequestRaw, document.DecodeRequest); err != nil {
 			problems = append(problems, fmt.Sprintf("%s is not a %s: %v", rpath, document.RequestVersion, err))
 		}
 	}
@@ -142,6 +126,24 @@ func loadItem(dir, name string) *Item {
 		it.Mismatch = mismatch(it)
 	}
 	return it
+}
+
+// decodeDigested parses raw, decodes the document with decode and digests
+// it: the document and its digest, or nil, "" and the first error.
+func decodeDigested[T any](raw []byte, decode func(path string, v any) (*T, error)) (*T, string, error) {
+	v, err := document.Parse(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	doc, err := decode("$", v)
+	if err != nil {
+		return nil, "", err
+	}
+	digest, err := canon.DigestTree(v)
+	if err != nil {
+		return nil, "", err
+	}
+	return doc, digest, nil
 }
 
 // mismatch says why the request does not point at the candidate, or "".

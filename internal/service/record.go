@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -308,13 +309,32 @@ func readServiceRecord(ctx context.Context, js jetstream.JetStream) (topology.Ta
 	return rec, true, nil
 }
 
+// CheckNamed is what status and verify check before they connect: the
+// flags, when they name their service; flags that leave the service to the
+// executors' record are checked by Settle, once it is read.
+func (f *Config) CheckNamed() error {
+	if !f.Given("task-service") {
+		return nil
+	}
+	return f.Check()
+}
+
 // Settle is what status and verify do with their task service
 // flags once connected: take the executors' record for what the flags
 // leave out (refusing flags that contradict it), then check the flags and
 // read the password or API key. The first error is a usage error; a
 // missing secret names the flags to add. It returns the record (nil when
-// none) and where the service was taken from.
-func Settle(ctx context.Context, js jetstream.JetStream, f *Config, command, server string) (*topology.TaskService, string, error) {
+// none) and where the service was taken from; when it falls back to the
+// fake service, it says so on stderr (noRecordNote).
+func Settle(ctx context.Context, js jetstream.JetStream, f *Config, command, server string, stderr io.Writer) (*topology.TaskService, string, error) {
+	rec, source, err := settle(ctx, js, f, command, server)
+	if err == nil && source == FromDefault {
+		fmt.Fprintln(stderr, noRecordNote(command))
+	}
+	return rec, source, err
+}
+
+func settle(ctx context.Context, js jetstream.JetStream, f *Config, command, server string) (*topology.TaskService, string, error) {
 	rec, ok, err := readServiceRecord(ctx, js)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", command, err)
@@ -368,10 +388,10 @@ func RecordAtStart(ctx context.Context, js jetstream.JetStream, f *Config, provi
 	return nil
 }
 
-// NoRecordNote is what status and verify say when neither the flags nor a
+// noRecordNote is what status and verify say when neither the flags nor a
 // record name the task service: they use the fake service, which may not be
 // the one the executors call.
-func NoRecordNote(command string) string {
+func noRecordNote(command string) string {
 	return "executor " + command + ": no record of the executors' task service (serve writes it at start; one that may not write the bucket " +
 		topology.RecordBucket + " does not) and no --task-service: using the fake task service; for CalDAV or Redmine, add --task-service and its flags"
 }

@@ -106,10 +106,8 @@ func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) err
 		cf.fs.Usage()
 		return fmt.Errorf("%w: --service-timeout must be positive", cli.ErrUsage)
 	}
-	if cf.tsf.Given("task-service") {
-		if err := cf.tsf.Check(); err != nil {
-			return err
-		}
+	if err := cf.tsf.CheckNamed(); err != nil {
+		return err
 	}
 	c, err := cf.conn.Open("executor-status", nil)
 	if err != nil {
@@ -119,10 +117,7 @@ func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) err
 	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rec, source, err := Settle(ctx, js, cf.tsf, "status", cli.RedactURL(cf.conn.Server))
-	if err == nil && source == FromDefault {
-		fmt.Fprintln(stderr, NoRecordNote("status"))
-	}
+	rec, source, err := Settle(ctx, js, cf.tsf, "status", cli.RedactURL(cf.conn.Server), stderr)
 	var rep *StatusReport
 	switch {
 	case errors.Is(err, ErrSecretNotRecorded):

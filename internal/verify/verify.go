@@ -148,13 +148,8 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 
 // Run runs verify with its parsed flags.
 func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
-	// Flags that name their service are checked before anything is
-	// opened; those that leave it to the executors' record, once it is
-	// read.
-	if cf.tsf.Given("task-service") {
-		if err := cf.tsf.Check(); err != nil {
-			return err
-		}
+	if err := cf.tsf.CheckNamed(); err != nil {
+		return err
 	}
 	opts, err := verifyOptions(*cf.trusted, *cf.insecure, *cf.maxLifetime, *cf.allowExternal, *cf.allowRepeated)
 	if err != nil {
@@ -168,12 +163,8 @@ func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
 	nc, js := c.NC, c.JS
 	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
-	_, source, err := service.Settle(ctx, js, cf.tsf, "verify", cli.RedactURL(cf.conn.Server))
-	if err != nil {
+	if _, _, err := service.Settle(ctx, js, cf.tsf, "verify", cli.RedactURL(cf.conn.Server), stderr); err != nil {
 		return err
-	}
-	if source == service.FromDefault {
-		fmt.Fprintln(stderr, service.NoRecordNote("verify"))
 	}
 	var lister taskservice.Lister
 	// The gate's re-run checks each message's destination against what the
