@@ -25,11 +25,11 @@ func (p *parser) str() (string, error) {
 			i++
 			continue
 		}
-		switch {
-		case c == '"':
+		switch c {
+		case '"':
 			p.pos = i + 1
 			return p.src[start:i], nil
-		case c == '\\':
+		case '\\':
 			return p.strEscaped(start, i)
 		default:
 			size, err := p.charSize(i)
@@ -55,11 +55,11 @@ func (p *parser) strEscaped(start, i int) (string, error) {
 			i++
 			continue
 		}
-		switch {
-		case c == '"':
+		switch c {
+		case '"':
 			p.pos = i + 1
 			return string(buf), nil
-		case c == '\\':
+		case '\\':
 			if i+1 >= len(d) {
 				i++
 				continue // reported as unterminated below
