@@ -92,20 +92,26 @@ func TestAnApprovalThatExpiresBetweenDeliveriesIsStillReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	key := scenario.TestKey()
 	kr := reviewerKeyring(t)
-	// The call takes longer than the approval has left: the first delivery's
-	// reply is dropped, and the redelivery comes after not_after.
-	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}, CallTimeout: 2 * time.Second})
-	now := time.Now().UTC().Truncate(time.Second)
-	s, err := scenario.BuildSigned(key, now.Add(-time.Minute), time.Minute+time.Second)
-	if err != nil {
+	// The first delivery's reply is dropped, and the call waits longer than
+	// the approval has left: the redelivery comes after not_after. The
+	// approval has 2 to 3 seconds left when it is sent; the executor judges
+	// expiry at the time the stream stored the message.
+	const callTimeout = 4 * time.Second
+	env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{Keys: kr}, CallTimeout: callTimeout})
+	if _, err := env.Service.ArmFault(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Service.ArmFault(context.Background(), 1); err != nil {
+	notAfter := time.Now().UTC().Truncate(time.Second).Add(3 * time.Second)
+	s, err := scenario.BuildSigned(key, notAfter.Add(-time.Minute), time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	rc := send(t, env, s.Original.Envelope())
 	if rc.Outcome != document.OutcomeReplayed || rc.Delivery.Delivered < 2 {
 		t.Fatalf("receipt %s on delivery %d (%+v), want replayed on a redelivery", rc.Outcome, rc.Delivery.Delivered, rc.Rejection)
+	}
+	if issued, err := time.Parse(time.RFC3339Nano, rc.IssuedAt); err != nil || !issued.After(notAfter) {
+		t.Fatalf("the redelivery's receipt was issued at %q (%v), want after not_after %s", rc.IssuedAt, err, notAfter)
 	}
 	wantCounts(t, env.Counts(), 2, 1, 1)
 }
