@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/davtest"
-	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 // secretToken stands for a password or token in a CalDAV URL or login; no

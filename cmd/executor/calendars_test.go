@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/davtest"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 

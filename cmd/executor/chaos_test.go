@@ -23,6 +23,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
+	"github.com/sendtwice/sendtwice/cmd/internal/verify"
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -30,11 +32,9 @@ import (
 	"github.com/sendtwice/sendtwice/internal/history"
 	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
-	"github.com/sendtwice/sendtwice/internal/verify"
 	"github.com/sendtwice/sendtwice/send"
 )
 

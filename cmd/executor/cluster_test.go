@@ -24,13 +24,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/verify"
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/proctest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
-	"github.com/sendtwice/sendtwice/internal/verify"
 	"github.com/sendtwice/sendtwice/send"
 )
 

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/demo"
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/cli"
-	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL [--caldav-user USER]]

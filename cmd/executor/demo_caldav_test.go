@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/davtest"
-	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/cmd/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/history"

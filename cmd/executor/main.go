@@ -14,12 +14,12 @@ import (
 	"io"
 	"os"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
+	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
+	"github.com/sendtwice/sendtwice/cmd/internal/serve"
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
+	"github.com/sendtwice/sendtwice/cmd/internal/verify"
 	"github.com/sendtwice/sendtwice/internal/cli"
-	"github.com/sendtwice/sendtwice/internal/publish"
-	"github.com/sendtwice/sendtwice/internal/redrive"
-	"github.com/sendtwice/sendtwice/internal/serve"
-	"github.com/sendtwice/sendtwice/internal/service"
-	"github.com/sendtwice/sendtwice/internal/verify"
 )
 
 func main() {

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )

@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // The redmine flags as the commands take them; the flags' own checks are
-// internal/service's tests.
+// cmd/internal/service's tests.
 
 // redmineKey stands for a Redmine API key; no output of a command may show
 // it.

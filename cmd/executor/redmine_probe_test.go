@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
-	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 // redmineProbeArgs are probe's flags for srv, with the API key from a file.

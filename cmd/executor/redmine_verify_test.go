@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )

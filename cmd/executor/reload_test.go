@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/cmd/internal/demo"
+	"github.com/sendtwice/sendtwice/cmd/internal/serve"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/scenario"
-	"github.com/sendtwice/sendtwice/internal/serve"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )

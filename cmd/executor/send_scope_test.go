@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/send"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sendtwice/sendtwice/internal/metrics"
+	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -21,7 +22,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/audit"
-	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"

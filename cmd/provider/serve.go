@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
+	"github.com/sendtwice/sendtwice/cmd/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/cli"
-	"github.com/sendtwice/sendtwice/internal/metrics"
-	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 

@@ -11,9 +11,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/console"
-	"github.com/sendtwice/sendtwice/internal/publish"
 )
 
 func main() {

@@ -18,11 +18,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/approve"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/send"

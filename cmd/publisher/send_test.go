@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"

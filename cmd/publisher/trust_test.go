@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/publish"
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 )

@@ -89,7 +89,7 @@
 //
 // It must never import internal/embedded or nats-server: it reads a
 // deployment and never starts one. It must never import internal/executor,
-// internal/probe or internal/service: it stands apart from what it audits,
+// internal/probe or cmd/internal/service: it stands apart from what it audits,
 // and reads the rules it shares with them (a key's deadline:
 // internal/keylife; a call reference: topology.CallRef; the tools' marks:
 // taskservice/servicetest) from where those are written once.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
-	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
@@ -18,11 +17,7 @@ func sendAll(t *testing.T, env *testenv.Env, envelopes ...[]byte) []*document.Re
 	t.Helper()
 	var out []*document.Receipt
 	for _, e := range envelopes {
-		rc, err := demo.SendAndWait(context.Background(), env.JS, e, 30*time.Second)
-		if err != nil {
-			t.Fatalf("sending: %v", err)
-		}
-		out = append(out, rc)
+		out = append(out, env.Send(e))
 	}
 	return out
 }

@@ -27,7 +27,7 @@
 // standard library; taskservice/redmine only that, taskservice and the two
 // small packages it shares with caldav; internal/gate, internal/document and
 // internal/subjects nothing of NATS; internal/provider no document, gate or
-// sign; internal/metrics no gate; internal/executor no provider; send and
+// sign; cmd/internal/metrics no gate; internal/executor no provider; send and
 // approval no Pebble, nats-server or test rig; sendtest, the test kit, which
 // runs the server and the service, no pgx or test rig; and a test rig stays
 // out of every production package.

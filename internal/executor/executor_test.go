@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
-	"github.com/sendtwice/sendtwice/internal/demo"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/provider"
@@ -29,11 +28,7 @@ func seed(t testing.TB) *scenario.Seed {
 
 func send(t testing.TB, env *testenv.Env, envelope []byte) *document.Receipt {
 	t.Helper()
-	rc, err := demo.SendAndWait(context.Background(), env.JS, envelope, 30*time.Second)
-	if err != nil {
-		t.Fatalf("sending: %v", err)
-	}
-	return rc
+	return env.Send(envelope)
 }
 
 func wantCounts(t testing.TB, got provider.Counts, requests, creates, tasks int64) {

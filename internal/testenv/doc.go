@@ -8,7 +8,7 @@
 // needs only a bucket of its own, and Ledger provisions and opens the
 // executors' intent ledger on it, as the commands do.
 //
-// It is a test rig. Like the other rigs (internal/deploytest,
+// It is a test rig. Like the other rigs (cmd/internal/deploytest,
 // internal/davtest, internal/redminetest, internal/proctest), it must never
 // be imported by a production package: a command or any package's non-test
 // files (internal/boundary checks it).

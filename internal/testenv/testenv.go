@@ -14,11 +14,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/send"
 )
 
 // Env is a running server and task service.
@@ -126,6 +128,21 @@ func (e *Env) Counts() provider.Counts {
 		e.T.Fatalf("reading the counters: %v", err)
 	}
 	return c
+}
+
+// Send publishes an envelope as it is (no local check) and returns the
+// receipt the executor publishes for it, waiting up to 30 seconds.
+func (e *Env) Send(envelope []byte) *document.Receipt {
+	e.T.Helper()
+	_, rc, err := send.NewClient(e.JS).Send(context.Background(), send.Unchecked(envelope), send.Timeout(30*time.Second))
+	if err != nil {
+		e.T.Fatalf("sending: %v", err)
+	}
+	d, err := document.DecodeReceipt(rc.Raw)
+	if err != nil {
+		e.T.Fatalf("decoding the receipt: %v", err)
+	}
+	return d
 }
 
 // Buffer collects a child process's output safely from several goroutines.

@@ -40,8 +40,8 @@ func buildCommands(t *testing.T) string {
 	out := dir + string(filepath.Separator)
 	// The bench is a module of its own (bench/): it is built there.
 	for _, cmd := range []*exec.Cmd{
-		exec.Command("go", "build", "-o", out, "../../cmd/executor", "../../cmd/publisher", "../../cmd/provider"),
-		exec.Command("go", "build", "-C", "../../bench", "-o", out, "./cmd/bench"),
+		exec.Command("go", "build", "-o", out, "../../executor", "../../publisher", "../../provider"),
+		exec.Command("go", "build", "-C", "../../../bench", "-o", out, "./cmd/bench"),
 	} {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("building the commands: %v\n%s", err, b)

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/metrics"
 )
 
 func TestTheRejectionLabelsAreTheGatesChecksInItsOrder(t *testing.T) {

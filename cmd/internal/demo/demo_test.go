@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/demo"
+	"github.com/sendtwice/sendtwice/cmd/internal/demo"
 )
 
 // Sent from this process (no Options.Process), the story against the fake

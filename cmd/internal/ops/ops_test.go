@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sendtwice/sendtwice/internal/ops"
+	"github.com/sendtwice/sendtwice/cmd/internal/ops"
 )
 
 func get(t *testing.T, url string) (int, string) {

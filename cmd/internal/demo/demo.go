@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -23,7 +24,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/send"

@@ -30,7 +30,7 @@ import (
 // the mounts the manifest declares, so a missing mount is a missing file),
 // and runs it through the command's own --check-config.
 
-const deployDir = "../../deploy"
+const deployDir = "../../../deploy"
 
 // ourBinaries are the commands shipped as images sendtwice/NAME.
 var ourBinaries = []string{"executor", "provider", "publisher"}
@@ -44,7 +44,7 @@ func buildBinaries(t *testing.T) string {
 		args = append(args, "./cmd/"+b)
 	}
 	cmd := exec.Command("go", args...)
-	cmd.Dir = filepath.Join("..", "..")
+	cmd.Dir = filepath.Join("..", "..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/service"
 )
 
 // Config are serve's flags, as given.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/embedded"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )

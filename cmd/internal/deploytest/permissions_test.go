@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -30,7 +31,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/subjects"
@@ -70,7 +70,7 @@ func authServer(t *testing.T) (url string, passwords map[string]string) {
 		passwords[r] = hex.EncodeToString(b)
 		t.Setenv(passwordVar(r), passwords[r])
 	}
-	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "auth", "nats-auth.conf"))
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "..", "deploy", "auth", "nats-auth.conf"))
 	if err != nil {
 		t.Fatalf("reading deploy/auth/nats-auth.conf: %v", err)
 	}

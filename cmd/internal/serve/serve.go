@@ -13,14 +13,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
+	"github.com/sendtwice/sendtwice/cmd/internal/ops"
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/metrics"
-	"github.com/sendtwice/sendtwice/internal/ops"
 	"github.com/sendtwice/sendtwice/internal/provider"
-	"github.com/sendtwice/sendtwice/internal/service"
 	"github.com/sendtwice/sendtwice/internal/sign"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )

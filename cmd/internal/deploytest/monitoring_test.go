@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sendtwice/sendtwice/internal/metrics"
+	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
 	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
@@ -65,7 +65,7 @@ func exportedMetrics(t *testing.T) map[string][]string {
 func queries(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "alerts.yml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "prometheus", "alerts.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func queries(t *testing.T) map[string]string {
 			out["alerts.yml rule "+r.Alert+r.Record] = r.Expr
 		}
 	}
-	dashboards, err := filepath.Glob(filepath.Join("..", "..", "deploy", "grafana", "dashboards", "*.json"))
+	dashboards, err := filepath.Glob(filepath.Join("..", "..", "..", "deploy", "grafana", "dashboards", "*.json"))
 	if err != nil || len(dashboards) == 0 {
 		t.Fatalf("no dashboards under deploy/grafana/dashboards: %v", err)
 	}
