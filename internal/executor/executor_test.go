@@ -12,12 +12,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 func seed(t testing.TB) *scenario.Seed {
@@ -264,4 +267,49 @@ func TestAMessageRefusedForAVeryLongMemberNameGetsAReceiptThatDecodes(t *testing
 	}
 	// send reads the receipt with the strict decoder: it decodes.
 	wantCounts(t, env.Counts(), 0, 0, 0)
+}
+
+// "café" in NFC and in NFD, each approved as written: the first is created,
+// the second is rejected at the gate naming request.intent_id and never
+// reaches the service. One intent, one task.
+func TestAnIntentIDSpelledTwiceInUnicodeMakesOneTask(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	var rcs []*document.Receipt
+	for _, intent := range []string{"caf\u00e9", "cafe\u0301"} {
+		a, err := scenario.ApproveAsWritten(scenario.Candidate(), "task-request-cafe", intent, "補上通知設定的檢查項目", "approval-cafe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcs = append(rcs, send(t, env, a.Envelope()))
+	}
+	if rcs[0].Outcome != document.OutcomeCreated {
+		t.Fatalf("the NFC spelling: %s, want created", rcs[0].Outcome)
+	}
+	rj := rcs[1].Rejection
+	if rcs[1].Outcome != document.OutcomeRejected || rj == nil || rj.Check != gate.CheckEnvelope ||
+		rj.Path != "$.request.intent_id" || !strings.Contains(rj.Reason, "NFC") {
+		t.Fatalf("the NFD spelling: %s %+v, want rejected at envelope, $.request.intent_id, saying NFC", rcs[1].Outcome, rj)
+	}
+	wantCounts(t, env.Counts(), 1, 1, 1)
+}
+
+// TestTheExecutorSendsTheRequestItsApprovalCovers checks the request bytes
+// an executor hands to the task service: the canonical form of the
+// envelope's request, which hashes to the approved digest.
+func TestTheExecutorSendsTheRequestItsApprovalCovers(t *testing.T) {
+	s := testenv.Seed(t)
+	v, err := gate.CheckBindings(s.Original.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := executor.CallRequest(v, topology.CallRef(1, 1, "a"))
+	d, err := canon.DigestExact(req.Request)
+	if err != nil || d != req.RequestDigest || d != v.Approval.Request.Digest {
+		t.Fatalf("request digests to %s (%v); the call says %s, the approval %s", d, err, req.RequestDigest, v.Approval.Request.Digest)
+	}
+	call, err := provider.RequestFor(req.Request)
+	if err != nil || call.IntentID != req.IntentID || call.RequestID != req.RequestID || call.Task.Title != req.Task.Title {
+		t.Fatalf("the service reads %+v (%v) from the request of %+v", call, err, req)
+	}
 }
