@@ -3,12 +3,10 @@ package executor_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,77 +16,11 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
-
-// roleEnv makes the test binary run one executor process (see TestMain).
-const roleEnv = "EXECUTOR_TEST_ROLE"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "executor" {
-		os.Exit(runExecutorProcess())
-	}
-	os.Exit(m.Run())
-}
-
-// runExecutorProcess is an executor that kills itself (SIGKILL, as a crash
-// would) the n-th time it reaches the fault point named in
-// EXECUTOR_TEST_KILL_AT, after flushing what it has published so that the
-// server has it. EXECUTOR_TEST_ACK_WAIT and EXECUTOR_TEST_MAX_DELIVER, when
-// set, replace those of testenv.Topology.
-func runExecutorProcess() int {
-	nc, err := nats.Connect(os.Getenv("EXECUTOR_TEST_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	point := executor.Point(os.Getenv("EXECUTOR_TEST_KILL_AT"))
-	nth, _ := strconv.Atoi(os.Getenv("EXECUTOR_TEST_KILL_NTH"))
-	topo := testenv.Topology
-	if d, err := time.ParseDuration(os.Getenv("EXECUTOR_TEST_ACK_WAIT")); err == nil {
-		topo.AckWait = d
-	}
-	if n, err := strconv.Atoi(os.Getenv("EXECUTOR_TEST_MAX_DELIVER")); err == nil {
-		topo.MaxDeliver = n
-	}
-	var mu sync.Mutex
-	seen := 0
-	ex, err := executor.New(nc, executor.Config{
-		Gate:        &gate.Checker{AllowUnsigned: true},
-		TaskService: provider.NewClient(nc).TaskService(),
-		ID:          "exec-killed",
-		Concurrency: 32,
-		CallTimeout: 2 * time.Second,
-		Topology:    topo,
-		Logger:      testenv.Logger(),
-		Fault: func(p executor.Point, seq, _ uint64, _ string) {
-			if p != point {
-				return
-			}
-			mu.Lock()
-			seen++
-			fire := seen == nth
-			mu.Unlock()
-			if fire {
-				_ = nc.Flush()
-				fmt.Printf("killed at %s, message %d\n", p, seq)
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {}
-			}
-		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	_ = ex.Run(context.Background(), nil)
-	return 0
-}
 
 // ackSpy records the stream sequence of every ack or termination that any
 // executor sends for the approvals consumer.
@@ -357,6 +289,17 @@ func waitForReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.
 	}
 }
 
+// waitClosed waits up to 30 seconds for ch to be closed and fails the
+// test with why when it is not.
+func waitClosed(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 // A receipt batch whose commit takes longer than AckWait: its deliveries
 // keep signalling progress, so none is delivered again meanwhile.
 func TestAReceiptWaitingLongerThanAckWaitForItsBatchIsNotDeliveredAgain(t *testing.T) {
@@ -375,11 +318,7 @@ func TestAReceiptWaitingLongerThanAckWaitForItsBatchIsNotDeliveredAgain(t *testi
 	}})
 	const n = 60
 	seqs := publishApprovals(t, env.JS, "slow-batch", n)
-	select {
-	case <-stalled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no receipt batch was ever committed")
-	}
+	waitClosed(t, stalled, "no receipt batch was ever committed")
 	in := waitForReceipts(t, env, seqs, 30*time.Second)
 	for _, seq := range seqs {
 		if rs := in.Receipts[seq]; len(rs) != 1 || rs[0].Delivery.Delivered != 1 || rs[0].Outcome != document.OutcomeCreated {
@@ -441,11 +380,7 @@ func TestWhenTheReceiptsStreamVanishesMidBatchEveryDeliveryIsGivenBackAtOnce(t *
 		}})
 	const n = 120
 	seqs := publishApprovals(t, env.JS, "vanished", n)
-	select {
-	case <-vanished:
-	case <-time.After(30 * time.Second):
-		t.Fatal("never reached a second receipt batch")
-	}
+	waitClosed(t, vanished, "never reached a second receipt batch")
 	time.Sleep(1500 * time.Millisecond)
 	mu.Lock()
 	var soon int

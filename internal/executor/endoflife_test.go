@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,41 +22,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
-
-// killedExecutor runs an executor process that kills itself (SIGKILL) the
-// nth time a delivery reaches point, and waits until it is dead; it returns
-// what the process printed. The topology's AckWait and MaxDeliver apply when
-// set.
-func killedExecutor(t *testing.T, env *testenv.Env, point executor.Point, nth int, topo topology.Config) string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=executor", "EXECUTOR_TEST_URL="+env.URL(),
-		"EXECUTOR_TEST_KILL_AT="+string(point), "EXECUTOR_TEST_KILL_NTH="+strconv.Itoa(nth))
-	if topo.AckWait > 0 {
-		cmd.Env = append(cmd.Env, "EXECUTOR_TEST_ACK_WAIT="+topo.AckWait.String())
-	}
-	if topo.MaxDeliver > 0 {
-		cmd.Env = append(cmd.Env, "EXECUTOR_TEST_MAX_DELIVER="+strconv.Itoa(topo.MaxDeliver))
-	}
-	var out testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("the executor process ended without being killed (%v):\n%s", err, out.String())
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("the executor process never reached %s %d times:\n%s", point, nth, out.String())
-	}
-	return out.String()
-}
 
 // receiptsFor waits until message seq has a receipt and returns its
 // receipts.
