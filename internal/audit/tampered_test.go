@@ -187,7 +187,10 @@ func TestVerifyFailsWhenAMessageTheGateRefusesHasACreatedReceiptAndACall(t *test
 	expectViolation(t, verify(t, env), "fails the gate at candidate_binding")
 }
 
-func TestVerifyFailsWhenTheApprovalsStreamIsPurgedWhileItsRecordsAreYoung(t *testing.T) {
+// sentTwice starts a stack with one executor, sends the seed's original
+// approval twice through it and returns the stack and its approvals stream.
+func sentTwice(t *testing.T) (*testenv.Env, jetstream.Stream) {
+	t.Helper()
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
 	s := testenv.Seed(t)
@@ -196,6 +199,11 @@ func TestVerifyFailsWhenTheApprovalsStreamIsPurgedWhileItsRecordsAreYoung(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
+	return env, st
+}
+
+func TestVerifyFailsWhenTheApprovalsStreamIsPurgedWhileItsRecordsAreYoung(t *testing.T) {
+	env, st := sentTwice(t)
 	if err := st.Purge(ctx5(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -331,14 +339,7 @@ func TestVerifyReportsEveryChangeSinceProvisioning(t *testing.T) {
 // out; judged by the MaxAge provisioned, the messages were removed while
 // their records are young: a purge, reported as such.
 func TestVerifyJudgesAgeByTheMaxAgeProvisionedNotALoweredOne(t *testing.T) {
-	env := testenv.Start(t)
-	env.Executor(executor.Config{ID: "exec-1"})
-	s := testenv.Seed(t)
-	sendAll(t, env, s.Original.Envelope(), s.Original.Envelope())
-	st, err := env.JS.Stream(ctx5(t), topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, st := sentTwice(t)
 	sc := st.CachedInfo().Config
 	sc.MaxAge, sc.Duplicates = time.Second, time.Second
 	if _, err := env.JS.UpdateStream(ctx5(t), sc); err != nil {
