@@ -76,7 +76,7 @@ func TestARequestForADestinationTheExecutorDoesNotServeNeverReachesTheService(t 
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
 			env.Executor(executor.Config{ID: "exec-1", Gate: &gate.Checker{AllowUnsigned: true, Serves: c.serves}})
-			rc := send(t, env, c.msg.Envelope())
+			rc := env.Send(c.msg.Envelope())
 			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != gate.CheckDestination {
 				t.Fatalf("receipt %+v; want rejected at destination", rc)
 			}
@@ -98,7 +98,7 @@ func TestAFakeRequestNamingTheDefaultDestinationIsCreated(t *testing.T) {
 	if !strings.Contains(string(msg.Request), `"destination": "default"`) {
 		t.Fatalf("the request does not name its destination: %s", msg.Request)
 	}
-	rc := send(t, env, msg.Envelope())
+	rc := env.Send(msg.Envelope())
 	if rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("receipt %s %+v %+v; want created", rc.Outcome, rc.Rejection, rc.Failure)
 	}
@@ -137,19 +137,19 @@ func TestAnExecutorServingSeveralDestinationsRoutesEachCallToItsOwn(t *testing.T
 	}
 	env.Executor(executor.Config{ID: "exec-1", TaskService: router, Gate: &gate.Checker{AllowUnsigned: true, Serves: router.Serves()}})
 
-	rc := send(t, env, built(t, scenario.Fake).Original.Envelope())
+	rc := env.Send(built(t, scenario.Fake).Original.Envelope())
 	if rc.Outcome != document.OutcomeCreated || second.n() != 0 {
 		t.Fatalf("the default destination's request: receipt %s, %d calls to the second service; want created by the fake service, none", rc.Outcome, second.n())
 	}
 	wantCounts(t, env.Counts(), 1, 1, 1)
 
-	rc = send(t, env, built(t, scenario.Fake.At("second")).NewIntent.Envelope())
+	rc = env.Send(built(t, scenario.Fake.At("second")).NewIntent.Envelope())
 	if rc.Outcome != document.OutcomeCreated || rc.TaskID == nil || !strings.HasPrefix(*rc.TaskID, "second-task-") || second.n() != 1 {
 		t.Fatalf("the second destination's request: receipt %+v, %d calls; want created by the second service, one call", rc, second.n())
 	}
 	wantCounts(t, env.Counts(), 1, 1, 1)
 
-	rc = send(t, env, built(t, scenario.Fake.At("third")).Original.Envelope())
+	rc = env.Send(built(t, scenario.Fake.At("third")).Original.Envelope())
 	if rc.Outcome != document.OutcomeRejected || rc.Rejection.Check != gate.CheckDestination ||
 		!strings.Contains(rc.Rejection.Reason, `"fake-task-provider.v1/default", "fake-task-provider.v1/second"`) {
 		t.Fatalf("a request for a third destination: receipt %+v; want rejected at destination naming the two served", rc)

@@ -85,7 +85,7 @@ func wantDeadLettered(t *testing.T, env *testenv.Env, seq uint64, why string) *d
 func TestAMessageWhoseDeliveriesRanOutWhileEveryExecutorWasDeadIsDeadLetteredByTheNextOne(t *testing.T) {
 	env := testenv.Start(t)
 	topo := topology.Config{AckWait: time.Second, MaxDeliver: 2, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
-	seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+	seq := sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 	// Two executors take the message in turn and die after the service
 	// call: its budget of two deliveries is spent.
 	killedExecutor(t, env, executor.AfterCall, 1, topo)
@@ -126,7 +126,7 @@ func TestAConsumerProvisionedByAnOlderVersionStillDeadLettersWhatRunsOut(t *test
 			if err != nil {
 				t.Fatal(err)
 			}
-			seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+			seq := sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 			for i := 1; i <= 2; i++ {
 				batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 				if err != nil {
@@ -184,7 +184,7 @@ func TestTransientFailuresAreRetriedOnTheScheduleTheLogStatesAndTheLastIsDeadLet
 	if err := env.Stack.StopService(); err != nil {
 		t.Fatal(err)
 	}
-	sendOnly(t, env.JS, seed(t).Original.Envelope())
+	sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 	var got []event
 	for len(got) < topo.MaxDeliver {
 		select {
@@ -256,7 +256,7 @@ func TestADeliveryWithoutJetStreamMetadataIsGivenBackNotTerminated(t *testing.T)
 	}
 	m := nats.NewMsg(inbox)
 	m.Reply = "test.not-an-ack-subject"
-	m.Data = seed(t).Original.Envelope()
+	m.Data = testenv.Seed(t).Original.Envelope()
 	if err := env.NC.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *te
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
 			topo := topology.Config{AckWait: time.Second, MaxDeliver: 1, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
-			envelope := seed(t).Original.Envelope()
+			envelope := testenv.Seed(t).Original.Envelope()
 			id := document.Identify(envelope)
 			others := func(from, n int) {
 				for i := from; i < from+n; i++ {

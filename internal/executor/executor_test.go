@@ -27,17 +27,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-func seed(t testing.TB) *scenario.Seed {
-	t.Helper()
-	s := testenv.Seed(t)
-	return s
-}
-
-func send(t testing.TB, env *testenv.Env, envelope []byte) *document.Receipt {
-	t.Helper()
-	return env.Send(envelope)
-}
-
 func wantCounts(t testing.TB, got provider.Counts, requests, creates, tasks int64) {
 	t.Helper()
 	if got != (provider.Counts{RequestsReceived: requests, CreatesExecuted: creates, TasksExisting: tasks}) {
@@ -48,9 +37,9 @@ func wantCounts(t testing.TB, got provider.Counts, requests, creates, tasks int6
 func TestTheSameApprovalSentTwiceIsCreatedThenReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := seed(t)
-	first := send(t, env, s.Original.Envelope())
-	second := send(t, env, s.Original.Envelope())
+	s := testenv.Seed(t)
+	first := env.Send(s.Original.Envelope())
+	second := env.Send(s.Original.Envelope())
 	if first.Outcome != document.OutcomeCreated || second.Outcome != document.OutcomeReplayed {
 		t.Fatalf("outcomes %s then %s, want created then replayed", first.Outcome, second.Outcome)
 	}
@@ -86,10 +75,10 @@ func TestAGateRejectionIsTerminatedAndNeverReachesTheService(t *testing.T) {
 			redeliveries++
 		}
 	}})
-	s := seed(t)
+	s := testenv.Seed(t)
 	for _, c := range s.TamperedCases() {
 		t.Run(c.Name+" is rejected at "+c.Check, func(t *testing.T) {
-			rc := send(t, env, c.Envelope)
+			rc := env.Send(c.Envelope)
 			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != c.Check {
 				t.Fatalf("receipt %+v, want rejected at %s", rc, c.Check)
 			}
@@ -121,11 +110,11 @@ func TestAGateRejectionIsTerminatedAndNeverReachesTheService(t *testing.T) {
 func TestADroppedReplyComesBackAsReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := seed(t)
+	s := testenv.Seed(t)
 	if _, err := env.Service.ArmFault(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	rc := send(t, env, s.Original.Envelope())
+	rc := env.Send(s.Original.Envelope())
 	if rc.Outcome != document.OutcomeReplayed || rc.Delivery.Delivered < 2 {
 		t.Fatalf("receipt %s on delivery %d, want replayed on a redelivery", rc.Outcome, rc.Delivery.Delivered)
 	}
@@ -146,7 +135,7 @@ func TestAReceiptStoredButItsAckLostComesBackAsReplayed(t *testing.T) {
 		}
 	}})
 	t.Cleanup(func() { close(release) })
-	s := seed(t)
+	s := testenv.Seed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js := env.JS
@@ -194,8 +183,8 @@ func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
 	if err := env.Stack.StopService(); err != nil {
 		t.Fatal(err)
 	}
-	s := seed(t)
-	rc := send(t, env, s.Original.Envelope())
+	s := testenv.Seed(t)
+	rc := env.Send(s.Original.Envelope())
 	if rc.Outcome != document.OutcomeDeadLettered || rc.Failure == nil {
 		t.Fatalf("receipt %+v, want dead_lettered with a reason", rc)
 	}
@@ -213,7 +202,7 @@ func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
 	}
 	// The executor keeps serving once the service is back.
 	env.RestartService("provider")
-	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+	if rc := env.Send(s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("after the service came back: %s, want created", rc.Outcome)
 	}
 }
@@ -221,7 +210,7 @@ func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
 func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := seed(t)
+	s := testenv.Seed(t)
 	valid := string(s.Original.Envelope())
 	for _, c := range []struct {
 		name, path string
@@ -234,7 +223,7 @@ func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testi
 		{"an empty message", "$", []byte{}},
 	} {
 		t.Run(c.name+" is rejected at the envelope check with a reason", func(t *testing.T) {
-			rc := send(t, env, c.body)
+			rc := env.Send(c.body)
 			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != "envelope" {
 				t.Fatalf("receipt %+v, want rejected at envelope", rc)
 			}
@@ -243,7 +232,7 @@ func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testi
 			}
 		})
 	}
-	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+	if rc := env.Send(s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("after the poison messages: %s, want created", rc.Outcome)
 	}
 	wantCounts(t, env.Counts(), 1, 1, 1)
@@ -253,7 +242,7 @@ func TestAMessageRefusedForAVeryLongMemberNameGetsAReceiptThatDecodes(t *testing
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
 	var envelope map[string]any
-	if err := json.Unmarshal(seed(t).Original.Envelope(), &envelope); err != nil {
+	if err := json.Unmarshal(testenv.Seed(t).Original.Envelope(), &envelope); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("é", 6000) // 12,000 bytes, a name no receipt field may hold whole
@@ -262,7 +251,7 @@ func TestAMessageRefusedForAVeryLongMemberNameGetsAReceiptThatDecodes(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := send(t, env, body)
+	rc := env.Send(body)
 	if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != "envelope" {
 		t.Fatalf("receipt %+v, want rejected at envelope", rc)
 	}
@@ -285,7 +274,7 @@ func TestAnIntentIDSpelledTwiceInUnicodeMakesOneTask(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rcs = append(rcs, send(t, env, a.Envelope()))
+		rcs = append(rcs, env.Send(a.Envelope()))
 	}
 	if rcs[0].Outcome != document.OutcomeCreated {
 		t.Fatalf("the NFC spelling: %s, want created", rcs[0].Outcome)
@@ -443,8 +432,8 @@ func TestARunningExecutorStopsTakingDeliveriesOnceItsConsumerIsChanged(t *testin
 	case <-time.After(10 * time.Second):
 		t.Fatal("the executor did not start")
 	}
-	s := seed(t)
-	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+	s := testenv.Seed(t)
+	if rc := env.Send(s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("outcome %s before the change", rc.Outcome)
 	}
 

@@ -70,7 +70,7 @@ func TestTheServiceKeepsAKeyUntilTheApprovalsNotAfterPlusTheApprovalsStreamsMaxA
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rc := send(t, env, m.Envelope()); rc.Outcome != document.OutcomeCreated {
+			if rc := env.Send(m.Envelope()); rc.Outcome != document.OutcomeCreated {
 				t.Fatalf("receipt %s (%+v), want created", rc.Outcome, rc.Rejection)
 			}
 
@@ -167,14 +167,14 @@ func TestAResendAfterItsKeyWasCompactedIsRefusedAtExpiryAndNeverReachesTheServic
 
 	var task string
 	t.Run("the first send is created", func(t *testing.T) {
-		rc := send(t, env, m.Envelope())
+		rc := env.Send(m.Envelope())
 		if rc.Outcome != document.OutcomeCreated || rc.TaskID == nil {
 			t.Fatalf("receipt %s (%+v), want created", rc.Outcome, rc.Rejection)
 		}
 		task = *rc.TaskID
 	})
 	t.Run("a resend while the approval is still valid is replayed with the first task", func(t *testing.T) {
-		rc := send(t, env, m.Envelope())
+		rc := env.Send(m.Envelope())
 		if rc.Outcome != document.OutcomeReplayed || rc.TaskID == nil || *rc.TaskID != task {
 			t.Fatalf("receipt %s (task %v, %+v), want replayed %s", rc.Outcome, rc.TaskID, rc.Rejection, task)
 		}
@@ -198,7 +198,7 @@ func TestAResendAfterItsKeyWasCompactedIsRefusedAtExpiryAndNeverReachesTheServic
 	}
 	before := scopeCounts()
 	t.Run("a resend after the key was compacted is rejected at expiry with no call to the service", func(t *testing.T) {
-		rc := send(t, env, m.Envelope())
+		rc := env.Send(m.Envelope())
 		if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != gate.CheckExpiry {
 			t.Fatalf("receipt %s (%+v), want rejected at %s", rc.Outcome, rc.Rejection, gate.CheckExpiry)
 		}
@@ -273,14 +273,14 @@ func TestForgedOrExpiredApprovalsNeverReachTheService(t *testing.T) {
 		{"an unsigned approval", gate.CheckSignature, unsigned.Original.Envelope()},
 	} {
 		t.Run(c.name+" is rejected at "+c.check, func(t *testing.T) {
-			rc := send(t, env, c.envelope)
+			rc := env.Send(c.envelope)
 			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != c.check {
 				t.Fatalf("receipt %+v (%+v), want rejected at %s", rc.Outcome, rc.Rejection, c.check)
 			}
 		})
 	}
 	wantCounts(t, env.Counts(), 0, 0, 0)
-	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+	if rc := env.Send(s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("a valid signed approval: %s, want created", rc.Outcome)
 	}
 	wantCounts(t, env.Counts(), 1, 1, 1)
@@ -304,7 +304,7 @@ func TestAnApprovalThatExpiresBetweenDeliveriesIsStillReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := send(t, env, s.Original.Envelope())
+	rc := env.Send(s.Original.Envelope())
 	if rc.Outcome != document.OutcomeReplayed || rc.Delivery.Delivered < 2 {
 		t.Fatalf("receipt %s on delivery %d (%+v), want replayed on a redelivery", rc.Outcome, rc.Delivery.Delivered, rc.Rejection)
 	}

@@ -97,7 +97,7 @@ func TestAMessageCreatedWhoseAckWasLostIsNeverDeadLetteredToo(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
 			topo := topology.Config{AckWait: time.Second, MaxDeliver: 3, NakDelay: 50 * time.Millisecond, MaxNakDelay: 200 * time.Millisecond}
-			seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+			seq := sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 			killedExecutor(t, env, executor.AfterReceipt, 1, topo)
 			if outcomes, _ := outcomesOf(t, env, seq); !slices.Equal(outcomes, []string{document.OutcomeCreated}) {
 				t.Fatalf("receipts %v after the kill, want created", outcomes)
@@ -206,7 +206,7 @@ func TestAMessageIsNotDeadLetteredWhileItsStoredReceiptCannotBeLookedUp(t *testi
 	if err := env.JS.DeleteStream(ctx, topology.ReceiptsStream); err != nil {
 		t.Fatal(err)
 	}
-	seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+	seq := sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 	// The first delivery's call fails with its budget spent (the way to a
 	// dead letter that did not look before today); then the deliveries
 	// past the budget.
@@ -262,7 +262,7 @@ func TestADeadLetterPromisesAResendOnlyWhenTheOutcomeIsUnknown(t *testing.T) {
 			})
 			var log testenv.Buffer
 			env.Executor(executor.Config{ID: "exec-refused", TaskService: svc, Logger: slog.New(slog.NewTextHandler(&log, nil))})
-			seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+			seq := sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 			rs := receiptsFor(t, env, seq, 20*time.Second)
 			if len(rs) != 1 || rs[0].Outcome != document.OutcomeDeadLettered || rs[0].Failure == nil {
 				t.Fatalf("receipts %+v; want one dead_lettered", rs)

@@ -59,7 +59,7 @@ func TestAnApprovalForAScopeItsApproverIsNotTrustedForNeverReachesTheService(t *
 		{"a request naming no scope (default)", ""},
 	} {
 		t.Run(c.name+" signed by a reviewer trusted for team-a only is rejected at scope", func(t *testing.T) {
-			rc := send(t, env, inScope(t, c.scope, true, now).Envelope())
+			rc := env.Send(inScope(t, c.scope, true, now).Envelope())
 			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != gate.CheckScope ||
 				rc.Rejection.Path != "$.request.scope" {
 				t.Fatalf("receipt %s (%+v), want rejected at scope, $.request.scope", rc.Outcome, rc.Rejection)
@@ -77,7 +77,7 @@ func TestAnApprovalForAScopeItsApproverIsNotTrustedForNeverReachesTheService(t *
 	t.Run("the same request for team-a passes the gate and reaches the service", func(t *testing.T) {
 		// What the service answers for a scoped key is the service's own
 		// business; here it matters only that the gate let this one through.
-		rc := send(t, env, inScope(t, "team-a", true, now).Envelope())
+		rc := env.Send(inScope(t, "team-a", true, now).Envelope())
 		if rc.Outcome == document.OutcomeRejected {
 			t.Fatalf("rejected at %+v, want it let through", rc.Rejection)
 		}
@@ -132,12 +132,12 @@ func (d deletingService) Create(ctx context.Context, req taskservice.Request) (t
 func TestAReplayOfADeletedTaskSaysSoOnItsReceiptAndNothingElseDoes(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1", TaskService: deletingService{env.Service.TaskService()}})
-	s := seed(t)
-	first := send(t, env, s.Original.Envelope())
+	s := testenv.Seed(t)
+	first := env.Send(s.Original.Envelope())
 	if first.Outcome != document.OutcomeCreated || first.TaskDeleted || first.Scope != "default" {
 		t.Fatalf("first receipt %s, task_deleted %v, scope %q; want created, not deleted, default", first.Outcome, first.TaskDeleted, first.Scope)
 	}
-	second := send(t, env, s.Original.Envelope())
+	second := env.Send(s.Original.Envelope())
 	if second.Outcome != document.OutcomeReplayed || !second.TaskDeleted || *second.TaskID != *first.TaskID {
 		t.Fatalf("second receipt %s, task_deleted %v, task %s; want replayed, deleted, %s", second.Outcome, second.TaskDeleted, *second.TaskID, *first.TaskID)
 	}
@@ -151,7 +151,7 @@ func TestAReplayOfADeletedTaskSaysSoOnItsReceiptAndNothingElseDoes(t *testing.T)
 func TestAReceiptIsFiledUnderTheScopeOfItsDeliverySubject(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := seed(t)
+	s := testenv.Seed(t)
 	scoped, err := s.InScope(s.Original, "team-a")
 	if err != nil {
 		t.Fatal(err)
