@@ -55,12 +55,7 @@ func (w *world) rejectedInScope(scope string, at time.Time) uint64 {
 }
 
 func checkNotes(rep audit.Report, id string) string {
-	for _, c := range rep.Checks {
-		if c.ID == id {
-			return strings.Join(c.Notes, "\n")
-		}
-	}
-	return ""
+	return strings.Join(checkNamed(rep, id).Notes, "\n")
 }
 
 func TestVerifyAListedTaskService(t *testing.T) {
@@ -275,10 +270,11 @@ func TestVerifyAListedTaskService(t *testing.T) {
 				if rep.Listing == nil || !maps.Equal(rep.Listing.Left, tc.left) {
 					t.Errorf("the report's listing %+v, want left %v", rep.Listing, tc.left)
 				}
+				figures := checkNamed(rep, "listed-tasks-named").Figures
 				for scope, n := range tc.left {
 					m, _ := audit.MarkOf(scope)
-					if !slices.Contains(rep.Checks[2].Figures, audit.Figure{Name: "of which left by " + m.By + " (scope " + scope + "; excluded)", Value: int64(n)}) {
-						t.Errorf("check 3's figures %v do not count %d left by %s", rep.Checks[2].Figures, n, m.By)
+					if !slices.Contains(figures, audit.Figure{Name: "of which left by " + m.By + " (scope " + scope + "; excluded)", Value: int64(n)}) {
+						t.Errorf("check 3's figures %v do not count %d left by %s", figures, n, m.By)
 					}
 				}
 			}

@@ -3,92 +3,25 @@ package executor_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/gate"
-	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
-
-// roleEnv makes the test binary run one executor process (see TestMain).
-const roleEnv = "EXECUTOR_TEST_ROLE"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "executor" {
-		os.Exit(runExecutorProcess())
-	}
-	os.Exit(m.Run())
-}
-
-// runExecutorProcess is an executor that kills itself (SIGKILL, as a crash
-// would) the n-th time it reaches the fault point named in
-// EXECUTOR_TEST_KILL_AT, after flushing what it has published so that the
-// server has it. EXECUTOR_TEST_ACK_WAIT and EXECUTOR_TEST_MAX_DELIVER, when
-// set, replace those of testenv.Topology.
-func runExecutorProcess() int {
-	nc, err := nats.Connect(os.Getenv("EXECUTOR_TEST_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	point := executor.Point(os.Getenv("EXECUTOR_TEST_KILL_AT"))
-	nth, _ := strconv.Atoi(os.Getenv("EXECUTOR_TEST_KILL_NTH"))
-	topo := testenv.Topology
-	if d, err := time.ParseDuration(os.Getenv("EXECUTOR_TEST_ACK_WAIT")); err == nil {
-		topo.AckWait = d
-	}
-	if n, err := strconv.Atoi(os.Getenv("EXECUTOR_TEST_MAX_DELIVER")); err == nil {
-		topo.MaxDeliver = n
-	}
-	var mu sync.Mutex
-	seen := 0
-	ex, err := executor.New(nc, executor.Config{
-		Gate:        &gate.Checker{AllowUnsigned: true},
-		TaskService: provider.NewClient(nc).TaskService(),
-		ID:          "exec-killed",
-		Concurrency: 32,
-		CallTimeout: 2 * time.Second,
-		Topology:    topo,
-		Logger:      testenv.Logger(),
-		Fault: func(p executor.Point, seq, _ uint64, _ string) {
-			if p != point {
-				return
-			}
-			mu.Lock()
-			seen++
-			fire := seen == nth
-			mu.Unlock()
-			if fire {
-				_ = nc.Flush()
-				fmt.Printf("killed at %s, message %d\n", p, seq)
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {}
-			}
-		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	_ = ex.Run(context.Background(), nil)
-	return 0
-}
 
 // ackSpy records the stream sequence of every ack or termination that any
 // executor sends for the approvals consumer.
@@ -357,6 +290,17 @@ func waitForReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.
 	}
 }
 
+// waitClosed waits up to 30 seconds for ch to be closed and fails the
+// test with why when it is not.
+func waitClosed(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 // A receipt batch whose commit takes longer than AckWait: its deliveries
 // keep signalling progress, so none is delivered again meanwhile.
 func TestAReceiptWaitingLongerThanAckWaitForItsBatchIsNotDeliveredAgain(t *testing.T) {
@@ -375,11 +319,7 @@ func TestAReceiptWaitingLongerThanAckWaitForItsBatchIsNotDeliveredAgain(t *testi
 	}})
 	const n = 60
 	seqs := publishApprovals(t, env.JS, "slow-batch", n)
-	select {
-	case <-stalled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no receipt batch was ever committed")
-	}
+	waitClosed(t, stalled, "no receipt batch was ever committed")
 	in := waitForReceipts(t, env, seqs, 30*time.Second)
 	for _, seq := range seqs {
 		if rs := in.Receipts[seq]; len(rs) != 1 || rs[0].Delivery.Delivered != 1 || rs[0].Outcome != document.OutcomeCreated {
@@ -441,11 +381,7 @@ func TestWhenTheReceiptsStreamVanishesMidBatchEveryDeliveryIsGivenBackAtOnce(t *
 		}})
 	const n = 120
 	seqs := publishApprovals(t, env.JS, "vanished", n)
-	select {
-	case <-vanished:
-	case <-time.After(30 * time.Second):
-		t.Fatal("never reached a second receipt batch")
-	}
+	waitClosed(t, vanished, "never reached a second receipt batch")
 	time.Sleep(1500 * time.Millisecond)
 	mu.Lock()
 	var soon int
@@ -523,4 +459,157 @@ func TestReceiptsStoredAloneStopAtTheFirstSystemicFailure(t *testing.T) {
 		t.Fatalf("giving %d deliveries back took %s", n, took)
 	}
 	t.Logf("%d deliveries given back in %s", n, took.Round(time.Millisecond))
+}
+
+// batchServer is a real embedded server with one stream, BATCHES on
+// batches.>, that allows atomic publish (or not).
+func batchServer(t *testing.T, atomic bool) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	js := testenv.JetStream(t)
+	nc := js.Conn()
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "BATCHES", Subjects: []string{"batches.>"}, AllowAtomicPublish: atomic}); err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func batchMsgs(n int) []*nats.Msg {
+	msgs := make([]*nats.Msg, n)
+	for i := range msgs {
+		msgs[i] = &nats.Msg{Subject: "batches." + strconv.Itoa(i), Data: []byte("m" + strconv.Itoa(i)), Header: nats.Header{"Keep": {"yes"}}}
+	}
+	return msgs
+}
+
+// A batch is stored whole, at consecutive sequences that the ack gives, and
+// the messages handed in are not changed; a single message is published
+// alone.
+func TestPublishBatchStoresTheBatchWholeAndSaysWhere(t *testing.T) {
+	nc, js := batchServer(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := executor.PublishBatch(ctx, nc, "BATCHES", batchMsgs(1)); err != nil {
+		t.Fatalf("one message alone: %v", err)
+	}
+	msgs := batchMsgs(5)
+	ack, err := executor.PublishBatch(ctx, nc, "BATCHES", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Count != 5 || ack.Stream != "BATCHES" {
+		t.Errorf("ack %+v; want 5 messages on BATCHES", ack)
+	}
+	st, err := js.Stream(ctx, "BATCHES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := ack.Seqs(5)
+	for i, seq := range seqs {
+		if seq != uint64(2+i) {
+			t.Fatalf("sequences %v; want 2 to 6", seqs)
+		}
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Data) != "m"+strconv.Itoa(i) {
+			t.Errorf("sequence %d holds %q; want message %d", seq, m.Data, i)
+		}
+	}
+	for i, m := range msgs {
+		if len(m.Header) != 1 || m.Header.Get("Keep") != "yes" {
+			t.Errorf("message %d was changed: headers %v", i, m.Header)
+		}
+	}
+}
+
+// A stream that does not allow atomic publish refuses the batch with the
+// server's error, and stores none of it.
+func TestPublishBatchOnAStreamWithoutAtomicPublishStoresNothing(t *testing.T) {
+	nc, js := batchServer(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := executor.PublishBatch(ctx, nc, "BATCHES", batchMsgs(3))
+	if err == nil {
+		t.Fatal("the batch was accepted")
+	}
+	s, err := js.Stream(ctx, "BATCHES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 0 {
+		t.Errorf("%d messages stored", n)
+	}
+}
+
+// BenchmarkReceiptBatch stores receipt-sized messages on a stream configured
+// like RECEIPTS (file storage, fsync before every ack), as the executor
+// does: "alone" publishes each and waits for its ack; "batch=N" publishes N
+// as one atomic batch whose commit is a request, as the executor's receipt
+// batches are. One op is one receipt stored.
+func BenchmarkReceiptBatch(b *testing.B) {
+	js := testenv.JetStream(b)
+	nc := js.Conn()
+	ctx := context.Background()
+	if _, err := js.CreateOrUpdateStream(ctx, topology.ReceiptsConfig(topology.Config{})); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 600)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	receipt := func(i int) *nats.Msg {
+		m := nats.NewMsg(subjects.Receipt("", fmt.Sprintf("intent-bench-%07d", i)))
+		m.Data = body
+		m.Header.Set(topology.HeaderOutcome, "created")
+		m.Header.Set(topology.HeaderStreamSeq, strconv.Itoa(i))
+		m.Header.Set(topology.HeaderDelivered, "1")
+		m.Header.Set(jetstream.MsgIDHeader, "receipt-"+nuid.Next())
+		m.Header.Set(jetstream.ExpectedStreamHeader, topology.ReceiptsStream)
+		return m
+	}
+	b.Run("alone", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := js.PublishMsg(ctx, receipt(i)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+	})
+	for _, size := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			b.ReportAllocs()
+			batches := 0
+			for i := 0; i < b.N; {
+				n := min(size, b.N-i)
+				id := nuid.Next()
+				for k := range n {
+					m := receipt(i + k)
+					m.Header.Set("Nats-Batch-Id", id)
+					m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(k+1))
+					if k < n-1 {
+						if err := nc.PublishMsg(m); err != nil {
+							b.Fatal(err)
+						}
+						continue
+					}
+					m.Header.Set("Nats-Batch-Commit", "1")
+					reply, err := nc.RequestMsg(m, 30*time.Second)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(reply.Data) == 0 || reply.Data[0] != '{' || string(reply.Data[:8]) == `{"error"` {
+						b.Fatalf("commit answered %s", reply.Data)
+					}
+				}
+				i += n
+				batches++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(max(batches, 1)), "ms/batch")
+		})
+	}
 }

@@ -3,14 +3,12 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,41 +22,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
-
-// killedExecutor runs an executor process that kills itself (SIGKILL) the
-// nth time a delivery reaches point, and waits until it is dead; it returns
-// what the process printed. The topology's AckWait and MaxDeliver apply when
-// set.
-func killedExecutor(t *testing.T, env *testenv.Env, point executor.Point, nth int, topo topology.Config) string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=executor", "EXECUTOR_TEST_URL="+env.URL(),
-		"EXECUTOR_TEST_KILL_AT="+string(point), "EXECUTOR_TEST_KILL_NTH="+strconv.Itoa(nth))
-	if topo.AckWait > 0 {
-		cmd.Env = append(cmd.Env, "EXECUTOR_TEST_ACK_WAIT="+topo.AckWait.String())
-	}
-	if topo.MaxDeliver > 0 {
-		cmd.Env = append(cmd.Env, "EXECUTOR_TEST_MAX_DELIVER="+strconv.Itoa(topo.MaxDeliver))
-	}
-	var out testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("the executor process ended without being killed (%v):\n%s", err, out.String())
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("the executor process never reached %s %d times:\n%s", point, nth, out.String())
-	}
-	return out.String()
-}
 
 // receiptsFor waits until message seq has a receipt and returns its
 // receipts.
@@ -122,7 +85,7 @@ func wantDeadLettered(t *testing.T, env *testenv.Env, seq uint64, why string) *d
 func TestAMessageWhoseDeliveriesRanOutWhileEveryExecutorWasDeadIsDeadLetteredByTheNextOne(t *testing.T) {
 	env := testenv.Start(t)
 	topo := topology.Config{AckWait: time.Second, MaxDeliver: 2, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
-	seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+	seq := sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 	// Two executors take the message in turn and die after the service
 	// call: its budget of two deliveries is spent.
 	killedExecutor(t, env, executor.AfterCall, 1, topo)
@@ -163,7 +126,7 @@ func TestAConsumerProvisionedByAnOlderVersionStillDeadLettersWhatRunsOut(t *test
 			if err != nil {
 				t.Fatal(err)
 			}
-			seq := sendOnly(t, env.JS, seed(t).Original.Envelope())
+			seq := sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 			for i := 1; i <= 2; i++ {
 				batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 				if err != nil {
@@ -221,7 +184,7 @@ func TestTransientFailuresAreRetriedOnTheScheduleTheLogStatesAndTheLastIsDeadLet
 	if err := env.Stack.StopService(); err != nil {
 		t.Fatal(err)
 	}
-	sendOnly(t, env.JS, seed(t).Original.Envelope())
+	sendOnly(t, env.JS, testenv.Seed(t).Original.Envelope())
 	var got []event
 	for len(got) < topo.MaxDeliver {
 		select {
@@ -293,7 +256,7 @@ func TestADeliveryWithoutJetStreamMetadataIsGivenBackNotTerminated(t *testing.T)
 	}
 	m := nats.NewMsg(inbox)
 	m.Reply = "test.not-an-ack-subject"
-	m.Data = seed(t).Original.Envelope()
+	m.Data = testenv.Seed(t).Original.Envelope()
 	if err := env.NC.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +294,7 @@ func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *te
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)
 			topo := topology.Config{AckWait: time.Second, MaxDeliver: 1, NakDelay: 50 * time.Millisecond, MaxNakDelay: 500 * time.Millisecond}
-			envelope := seed(t).Original.Envelope()
+			envelope := testenv.Seed(t).Original.Envelope()
 			id := document.Identify(envelope)
 			others := func(from, n int) {
 				for i := from; i < from+n; i++ {
@@ -403,5 +366,62 @@ func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *te
 			}
 			wantCounts(t, env.Counts(), 1, 1, 1)
 		})
+	}
+}
+
+func TestFaultSpecificationsParseOrAreRefusedWithAReason(t *testing.T) {
+	for _, c := range []struct {
+		spec string
+		want executor.FaultSpec
+		bad  bool
+	}{
+		{spec: "after-call:kill", want: executor.FaultSpec{Point: executor.AfterCall, Kill: true}},
+		{spec: "before-ack:stall=5s:0.01", want: executor.FaultSpec{Point: executor.BeforeAck, Stall: 5 * time.Second, Probability: 0.01}},
+		{spec: "taken@intent-0007:kill", want: executor.FaultSpec{Point: executor.Taken, IntentID: "intent-0007", Kill: true}},
+		{spec: "taken@:kill", bad: true},
+		{spec: "nowhere:kill", bad: true},
+		{spec: "taken:explode", bad: true},
+		{spec: "taken:kill:2", bad: true},
+		{spec: "taken", bad: true},
+	} {
+		name := c.spec + " parses"
+		if c.bad {
+			name = c.spec + " is refused"
+		}
+		t.Run(name, func(t *testing.T) {
+			got, err := executor.ParseFault(c.spec)
+			if c.bad {
+				if !errors.Is(err, executor.ErrFaultSpec) {
+					t.Fatalf("err %v, want ErrFaultSpec", err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, c.want)
+			}
+		})
+	}
+}
+
+// A fault for one intent fires on every delivery of that intent and never
+// on another's.
+func TestAFaultForOneIntentFiresOnEachOfItsDeliveriesOnly(t *testing.T) {
+	f, err := executor.ParseFault("taken@intent-0007:stall=50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := executor.Faults([]executor.FaultSpec{f}, testenv.Logger())
+	took := func(intent string) time.Duration {
+		start := time.Now()
+		hook(executor.Taken, 1, 1, intent)
+		return time.Since(start)
+	}
+	for i := range 3 {
+		if d := took("intent-0007"); d < 50*time.Millisecond {
+			t.Fatalf("delivery %d of the intent did not stall", i+1)
+		}
+	}
+	if d := took("intent-0008"); d >= 50*time.Millisecond {
+		t.Fatalf("another intent's delivery stalled %s", d)
 	}
 }

@@ -3,33 +3,29 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/gate"
+	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
-
-func seed(t testing.TB) *scenario.Seed {
-	t.Helper()
-	s := testenv.Seed(t)
-	return s
-}
-
-func send(t testing.TB, env *testenv.Env, envelope []byte) *document.Receipt {
-	t.Helper()
-	return env.Send(envelope)
-}
 
 func wantCounts(t testing.TB, got provider.Counts, requests, creates, tasks int64) {
 	t.Helper()
@@ -41,9 +37,9 @@ func wantCounts(t testing.TB, got provider.Counts, requests, creates, tasks int6
 func TestTheSameApprovalSentTwiceIsCreatedThenReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := seed(t)
-	first := send(t, env, s.Original.Envelope())
-	second := send(t, env, s.Original.Envelope())
+	s := testenv.Seed(t)
+	first := env.Send(s.Original.Envelope())
+	second := env.Send(s.Original.Envelope())
 	if first.Outcome != document.OutcomeCreated || second.Outcome != document.OutcomeReplayed {
 		t.Fatalf("outcomes %s then %s, want created then replayed", first.Outcome, second.Outcome)
 	}
@@ -79,10 +75,10 @@ func TestAGateRejectionIsTerminatedAndNeverReachesTheService(t *testing.T) {
 			redeliveries++
 		}
 	}})
-	s := seed(t)
+	s := testenv.Seed(t)
 	for _, c := range s.TamperedCases() {
 		t.Run(c.Name+" is rejected at "+c.Check, func(t *testing.T) {
-			rc := send(t, env, c.Envelope)
+			rc := env.Send(c.Envelope)
 			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != c.Check {
 				t.Fatalf("receipt %+v, want rejected at %s", rc, c.Check)
 			}
@@ -114,11 +110,11 @@ func TestAGateRejectionIsTerminatedAndNeverReachesTheService(t *testing.T) {
 func TestADroppedReplyComesBackAsReplayed(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := seed(t)
+	s := testenv.Seed(t)
 	if _, err := env.Service.ArmFault(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	rc := send(t, env, s.Original.Envelope())
+	rc := env.Send(s.Original.Envelope())
 	if rc.Outcome != document.OutcomeReplayed || rc.Delivery.Delivered < 2 {
 		t.Fatalf("receipt %s on delivery %d, want replayed on a redelivery", rc.Outcome, rc.Delivery.Delivered)
 	}
@@ -139,7 +135,7 @@ func TestAReceiptStoredButItsAckLostComesBackAsReplayed(t *testing.T) {
 		}
 	}})
 	t.Cleanup(func() { close(release) })
-	s := seed(t)
+	s := testenv.Seed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js := env.JS
@@ -187,8 +183,8 @@ func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
 	if err := env.Stack.StopService(); err != nil {
 		t.Fatal(err)
 	}
-	s := seed(t)
-	rc := send(t, env, s.Original.Envelope())
+	s := testenv.Seed(t)
+	rc := env.Send(s.Original.Envelope())
 	if rc.Outcome != document.OutcomeDeadLettered || rc.Failure == nil {
 		t.Fatalf("receipt %+v, want dead_lettered with a reason", rc)
 	}
@@ -206,7 +202,7 @@ func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
 	}
 	// The executor keeps serving once the service is back.
 	env.RestartService("provider")
-	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+	if rc := env.Send(s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("after the service came back: %s, want created", rc.Outcome)
 	}
 }
@@ -214,7 +210,7 @@ func TestWithTheServiceDownAMessageIsDeadLettered(t *testing.T) {
 func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testing.T) {
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
-	s := seed(t)
+	s := testenv.Seed(t)
 	valid := string(s.Original.Envelope())
 	for _, c := range []struct {
 		name, path string
@@ -227,7 +223,7 @@ func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testi
 		{"an empty message", "$", []byte{}},
 	} {
 		t.Run(c.name+" is rejected at the envelope check with a reason", func(t *testing.T) {
-			rc := send(t, env, c.body)
+			rc := env.Send(c.body)
 			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != "envelope" {
 				t.Fatalf("receipt %+v, want rejected at envelope", rc)
 			}
@@ -236,7 +232,7 @@ func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testi
 			}
 		})
 	}
-	if rc := send(t, env, s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+	if rc := env.Send(s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("after the poison messages: %s, want created", rc.Outcome)
 	}
 	wantCounts(t, env.Counts(), 1, 1, 1)
@@ -246,7 +242,7 @@ func TestAMessageRefusedForAVeryLongMemberNameGetsAReceiptThatDecodes(t *testing
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-1"})
 	var envelope map[string]any
-	if err := json.Unmarshal(seed(t).Original.Envelope(), &envelope); err != nil {
+	if err := json.Unmarshal(testenv.Seed(t).Original.Envelope(), &envelope); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("é", 6000) // 12,000 bytes, a name no receipt field may hold whole
@@ -255,7 +251,7 @@ func TestAMessageRefusedForAVeryLongMemberNameGetsAReceiptThatDecodes(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := send(t, env, body)
+	rc := env.Send(body)
 	if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != "envelope" {
 		t.Fatalf("receipt %+v, want rejected at envelope", rc)
 	}
@@ -264,4 +260,260 @@ func TestAMessageRefusedForAVeryLongMemberNameGetsAReceiptThatDecodes(t *testing
 	}
 	// send reads the receipt with the strict decoder: it decodes.
 	wantCounts(t, env.Counts(), 0, 0, 0)
+}
+
+// "café" in NFC and in NFD, each approved as written: the first is created,
+// the second is rejected at the gate naming request.intent_id and never
+// reaches the service. One intent, one task.
+func TestAnIntentIDSpelledTwiceInUnicodeMakesOneTask(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	var rcs []*document.Receipt
+	for _, intent := range []string{"caf\u00e9", "cafe\u0301"} {
+		a, err := scenario.ApproveAsWritten(scenario.Candidate(), "task-request-cafe", intent, "補上通知設定的檢查項目", "approval-cafe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcs = append(rcs, env.Send(a.Envelope()))
+	}
+	if rcs[0].Outcome != document.OutcomeCreated {
+		t.Fatalf("the NFC spelling: %s, want created", rcs[0].Outcome)
+	}
+	rj := rcs[1].Rejection
+	if rcs[1].Outcome != document.OutcomeRejected || rj == nil || rj.Check != gate.CheckEnvelope ||
+		rj.Path != "$.request.intent_id" || !strings.Contains(rj.Reason, "NFC") {
+		t.Fatalf("the NFD spelling: %s %+v, want rejected at envelope, $.request.intent_id, saying NFC", rcs[1].Outcome, rj)
+	}
+	wantCounts(t, env.Counts(), 1, 1, 1)
+}
+
+// TestTheExecutorSendsTheRequestItsApprovalCovers checks the request bytes
+// an executor hands to the task service: the canonical form of the
+// envelope's request, which hashes to the approved digest.
+func TestTheExecutorSendsTheRequestItsApprovalCovers(t *testing.T) {
+	s := testenv.Seed(t)
+	v, err := gate.CheckBindings(s.Original.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := executor.CallRequest(v, topology.CallRef(1, 1, "a"))
+	d, err := canon.DigestExact(req.Request)
+	if err != nil || d != req.RequestDigest || d != v.Approval.Request.Digest {
+		t.Fatalf("request digests to %s (%v); the call says %s, the approval %s", d, err, req.RequestDigest, v.Approval.Request.Digest)
+	}
+	call, err := provider.RequestFor(req.Request)
+	if err != nil || call.IntentID != req.IntentID || call.RequestID != req.RequestID || call.Task.Title != req.Task.Title {
+		t.Fatalf("the service reads %+v (%v) from the request of %+v", call, err, req)
+	}
+}
+
+// changeConsumer changes the executors' consumer behind provisioning's
+// back, as a role that may update consumers but not the record could.
+func changeConsumer(t *testing.T, env *testenv.Env, change func(*jetstream.ConsumerConfig)) {
+	t.Helper()
+	testenv.ChangeConsumer(t, env.JS, change)
+}
+
+// newExecutor makes an executor on a connection of its own, as
+// testenv.Env.Executor does, without starting it.
+func newExecutor(t *testing.T, env *testenv.Env, cfg executor.Config) (*executor.Executor, *nats.Conn) {
+	t.Helper()
+	nc, err := nats.Connect(env.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if cfg.Topology == (topology.Config{}) {
+		cfg.Topology = testenv.Topology
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = env.Log
+	}
+	cfg.TaskService = provider.NewClient(nc).TaskService()
+	cfg.Gate = &gate.Checker{AllowUnsigned: true}
+	ex, err := executor.New(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex, nc
+}
+
+func TestAnExecutorRefusesAtStartAConsumerChangedSinceItWasProvisioned(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(*testing.T, *testenv.Env)
+		// says lists the differences the refusal must name; none means the
+		// executor must start.
+		says        []string
+		noProvision bool
+	}{
+		{name: "a consumer as provisioned is consumed from", noProvision: true},
+		{name: "a consumer rewritten to filter nothing with a budget of one is refused, naming both fields",
+			change: func(t *testing.T, env *testenv.Env) {
+				changeConsumer(t, env, func(cc *jetstream.ConsumerConfig) { cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1 })
+			},
+			says: []string{`consumer executor: filter_subject: expected "approvals.>", found "approvals.nothing"`,
+				"consumer executor: max_deliver: expected -1, found 1"},
+			noProvision: true},
+		{name: "a consumer whose ack wait, ack pending limit and budget were changed is refused",
+			change: func(t *testing.T, env *testenv.Env) {
+				changeConsumer(t, env, func(cc *jetstream.ConsumerConfig) {
+					cc.AckWait, cc.MaxAckPending = time.Hour, 1
+					cc.Metadata[topology.MetaMaxDeliver] = "1"
+				})
+			},
+			says: []string{"ack_wait: expected 2s, found 1h0m0s", "max_ack_pending: expected 4096, found 1",
+				`metadata.sendtwice.max_deliver: expected "4", found "1"`},
+			noProvision: true},
+		{name: "a consumer provisioned by an older version, without a record, is refused against what the executor's settings provision",
+			change: func(t *testing.T, env *testenv.Env) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := env.JS.DeleteKeyValue(ctx, topology.RecordBucket); err != nil {
+					t.Fatal(err)
+				}
+				changeConsumer(t, env, func(cc *jetstream.ConsumerConfig) {
+					cc.AckWait, cc.MaxDeliver, cc.BackOff, cc.Metadata = time.Second, 3, []time.Duration{time.Second, time.Second}, nil
+				})
+			},
+			says: []string{"no record of what was provisioned", "max_deliver: expected -1, found 3", "backoff: expected none, found [1s 1s]",
+				`metadata.sendtwice.max_deliver: expected "4", found none`},
+			noProvision: true},
+		{name: "an executor that provisions sets a rewritten consumer right and consumes",
+			change: func(t *testing.T, env *testenv.Env) {
+				changeConsumer(t, env, func(cc *jetstream.ConsumerConfig) { cc.FilterSubject, cc.MaxDeliver = "approvals.nothing", 1 })
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.Start(t)
+			if c.change != nil {
+				c.change(t, env)
+			}
+			ex, _ := newExecutor(t, env, executor.Config{ID: "exec-check", NoProvision: c.noProvision})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stop, err := ex.Start(ctx)
+			if len(c.says) == 0 {
+				if err != nil {
+					t.Fatalf("the executor did not start: %v", err)
+				}
+				if err := stop(); err != nil {
+					t.Fatalf("stop: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				_ = stop()
+				t.Fatal("the executor started on a consumer changed since it was provisioned")
+			}
+			if !errors.Is(err, executor.ErrConsumerChanged) {
+				t.Fatalf("start: %v; want ErrConsumerChanged", err)
+			}
+			for _, w := range c.says {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the refusal does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestARunningExecutorStopsTakingDeliveriesOnceItsConsumerIsChanged(t *testing.T) {
+	env := testenv.Start(t)
+	var log testenv.Buffer
+	ex, nc := newExecutor(t, env, executor.Config{ID: "exec-watch", NoProvision: true, ConsumerCheckInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- ex.Run(context.Background(), ready) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the executor stopped at start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the executor did not start")
+	}
+	s := testenv.Seed(t)
+	if rc := env.Send(s.Original.Envelope()); rc.Outcome != document.OutcomeCreated {
+		t.Fatalf("outcome %s before the change", rc.Outcome)
+	}
+
+	changeConsumer(t, env, func(cc *jetstream.ConsumerConfig) {
+		cc.MaxDeliver = 1
+		cc.Metadata[topology.MetaMaxDeliver] = "1"
+	})
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the executor kept running on a changed consumer")
+	}
+	if !errors.Is(err, executor.ErrConsumerChanged) || !strings.Contains(err.Error(), "max_deliver: expected -1, found 1") {
+		t.Fatalf("Run returned %v; want ErrConsumerChanged naming max_deliver", err)
+	}
+	if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), `metadata.sendtwice.max_deliver: expected \"4\", found \"1\"`) {
+		t.Fatalf("no ERROR naming the differences in the log:\n%s", log.String())
+	}
+
+	// The connection is drained after Run, as serve does, and closed (a
+	// drain only starting could still take a delivery for a pull in
+	// flight); nothing takes an approval sent now: it waits in the stream.
+	if err := natsconn.Drain(nc, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := env.JS.Publish(ctx, subjects.Approval("", "intent-0001"), s.Original.Envelope()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending != 1 || info.NumAckPending != 0 || info.NumWaiting != 0 {
+		t.Fatalf("consumer pending %d, ack pending %d, pulls waiting %d: want the approval untaken and no executor pulling",
+			info.NumPending, info.NumAckPending, info.NumWaiting)
+	}
+}
+
+func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
+	env := testenv.Start(t)
+	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-start"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stop, err := ex.Start(ctx)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil || info.NumWaiting == 0 {
+		t.Errorf("after Start the consumer has %d pulls waiting (%v); want the executor's", info.NumWaiting, err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("a second stop: %v", err)
+	}
+}
+
+func TestStartReportsAnExecutorThatCannotConsume(t *testing.T) {
+	env := testenv.Start(t)
+	if err := env.JS.DeleteStream(context.Background(), topology.ApprovalsStream); err != nil {
+		t.Fatal(err)
+	}
+	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-start", NoProvision: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stop, err := ex.Start(ctx)
+	if err == nil || stop != nil || !strings.Contains(err.Error(), "stopped at start") {
+		t.Fatalf("Start without a consumer: %v (stop %v); want an error saying it stopped at start", err, stop != nil)
+	}
 }

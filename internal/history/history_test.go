@@ -254,3 +254,22 @@ func TestALineThatCannotBeWrittenIsReportedAndTheCallStillGoesAhead(t *testing.T
 		t.Fatalf("reported %v, Err %v; want the lost line reported", reported, r.Err())
 	}
 }
+
+func TestDeletesRoundTripThroughAHistoryFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "calls.jsonl")
+	rec := open(t, path)
+	del := rec.WrapDelete(func(context.Context, string) error { return nil })
+	if err := del(context.Background(), "intent-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Calls) != 1 || h.Calls[0].Op != history.OpDelete || !h.Calls[0].Answered || h.Calls[0].Outcome != history.Deleted {
+		t.Errorf("read back %+v; want one answered delete", h.Calls)
+	}
+}

@@ -1,7 +1,6 @@
 package linearize_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -330,27 +329,5 @@ func TestCheckWithDeletes(t *testing.T) {
 				t.Errorf("violations %v; want one naming intent-a", res.Violations)
 			}
 		})
-	}
-}
-
-func TestDeletesRoundTripThroughAHistoryFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "calls.jsonl")
-	rec, err := history.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	del := rec.WrapDelete(func(context.Context, string) error { return nil })
-	if err := del(context.Background(), "intent-a"); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(); err != nil {
-		t.Fatal(err)
-	}
-	h, err := history.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(h.Calls) != 1 || h.Calls[0].Op != history.OpDelete || !h.Calls[0].Answered || h.Calls[0].Outcome != history.Deleted {
-		t.Errorf("read back %+v; want one answered delete", h.Calls)
 	}
 }
