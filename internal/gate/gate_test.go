@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -260,4 +261,72 @@ func FuzzGate(f *testing.F) {
 			t.Fatalf("the verdict's request JSON is not canonical: %s (%v)", v.RequestJSON, err)
 		}
 	})
+}
+
+// "café" spelled with U+00E9 (NFC) and with e + U+0301 (NFD) would be two
+// intent ids, so two tasks. The NFD request, approved as written, is
+// refused at envelope naming request.intent_id; the NFC one passes.
+func TestAnIntentIDNotInNFCIsRefusedAtTheEnvelopeCheck(t *testing.T) {
+	for _, c := range []struct {
+		name, intent string
+		refused      bool
+	}{
+		{"an intent id in NFC passes", "caf\u00e9", false},
+		{"the NFD spelling of the same intent id is refused", "cafe\u0301", true},
+		{"combining marks out of canonical order are refused", "a\u0301\u0323", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := scenario.ApproveAsWritten(scenario.Candidate(), "task-request-cafe", c.intent, "補上通知設定的檢查項目", "approval-cafe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = gate.CheckBindings(a.Envelope())
+			if !c.refused {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ge *gate.Error
+			if !errors.As(err, &ge) || ge.Check != gate.CheckEnvelope || ge.Path != "$.request.intent_id" ||
+				!strings.Contains(ge.Reason, "NFC") {
+				t.Fatalf("refusal %v, want envelope at $.request.intent_id saying NFC", err)
+			}
+			if !errors.Is(err, gate.ErrEnvelope) || !errors.Is(err, document.ErrValue) {
+				t.Errorf("the refusal unwraps to neither ErrEnvelope nor ErrValue: %v", err)
+			}
+		})
+	}
+}
+
+// A nil *Checker selects nothing: each of its methods refuses with
+// ErrNoChecker instead of falling back to the checks that need no keys,
+// which run only when called by name.
+func TestANilCheckerRunsNoCheckAndSaysSo(t *testing.T) {
+	s := seed(t)
+	env := s.Original.Envelope()
+	a := s.Original
+	var c *gate.Checker
+	for _, tc := range []struct {
+		name string
+		run  func() (*gate.Verdict, error)
+	}{
+		{"Check", func() (*gate.Verdict, error) { return c.Check(env) }},
+		{"CheckAt", func() (*gate.Verdict, error) { return c.CheckAt(env, time.Now()) }},
+		{"CheckDelivery", func() (*gate.Verdict, error) { return c.CheckDelivery("", env, time.Now()) }},
+		{"CheckDocuments", func() (*gate.Verdict, error) { return c.CheckDocuments(a.Candidate, a.Request, a.Approval) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := tc.run()
+			if v != nil || !errors.Is(err, gate.ErrNoChecker) {
+				t.Fatalf("got %v, %v; want no verdict and ErrNoChecker", v, err)
+			}
+		})
+	}
+	if _, err := gate.CheckBindings(env); err != nil {
+		t.Fatalf("the same envelope, by CheckBindings: %v", err)
+	}
+	if _, err := gate.CheckDocumentBindings(a.Candidate, a.Request, a.Approval); err != nil {
+		t.Fatalf("the same documents, by CheckDocumentBindings: %v", err)
+	}
 }
