@@ -1,9 +1,11 @@
 package send_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -216,5 +218,63 @@ func TestAWaitWithoutAnExecutorEndsWithErrNoReceiptAndEachPublishIsANewMessage(t
 	defer wcancel()
 	if r, err := c.WaitReceipt(wctx, first); r != nil || !errors.Is(err, send.ErrNoReceipt) {
 		t.Fatalf("got %v, %v; want ErrNoReceipt", r, err)
+	}
+}
+
+func TestAStoredEnvelopeIsSentAgainByteForByteAndAnythingElseIsRefused(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := s.Original.Envelope()
+	env, err := send.ParseEnvelope(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(env.Bytes(), stored) {
+		t.Fatalf("the parsed envelope's bytes differ from the stored ones")
+	}
+	if got := env.IntentID(); got != "intent-0001" {
+		t.Fatalf("intent %q, want intent-0001", got)
+	}
+	for name, data := range map[string][]byte{
+		"not JSON":                    []byte(`{`),
+		"a document, not an envelope": s.Original.Request,
+		"another schema version":      bytes.Replace(stored, []byte(`task-envelope.v1`), []byte(`task-envelope.v2`), 1),
+	} {
+		if _, err := send.ParseEnvelope(data); !errors.Is(err, send.ErrNotEnvelope) {
+			t.Errorf("%s: %v, want ErrNotEnvelope", name, err)
+		}
+	}
+}
+
+// LoadTrustedApprovers speaks for itself: its errors carry one package
+// prefix, send's, with the path and the cause (the OS error of a file that
+// cannot be read, the reason a malformed one is refused).
+func TestLoadTrustedApproversErrorsAreSendsOwn(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.json")
+	malformed := filepath.Join(dir, "malformed.json")
+	if err := os.WriteFile(malformed, []byte(`{"approvers": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		is   error
+		says string
+	}{
+		{missing, fs.ErrNotExist, "no such file"},
+		{malformed, send.ErrInvalid, "names no approvers"},
+	} {
+		_, err := send.LoadTrustedApprovers(c.path)
+		if err == nil {
+			t.Fatalf("%s: loaded", c.path)
+		}
+		msg := err.Error()
+		if !errors.Is(err, c.is) || !strings.HasPrefix(msg, "send: ") ||
+			strings.Contains(msg[len("send: "):], "send: ") || strings.Contains(msg, "sign: ") ||
+			!strings.Contains(msg, c.path) || !strings.Contains(msg, c.says) {
+			t.Errorf("loading %s: %q; want it to match %v, start with the one prefix \"send: \", name the path and say %q", c.path, msg, c.is, c.says)
+		}
 	}
 }
