@@ -273,15 +273,8 @@ func (r *reader) line(path string, v any, maxBytes int) string {
 
 // id is a non-empty identifier without spaces, control or format characters.
 func (r *reader) id(path string, v any) string {
-	s := r.text(path, v, MaxIDBytes)
-	if r.err != nil {
-		return ""
-	}
-	if !ValidID(s) {
-		r.fail(path, RuleValue, ErrValue, "must not contain spaces, control or format characters")
-		return ""
-	}
-	return s
+	return r.valid(path, r.text(path, v, MaxIDBytes), ValidID,
+		"must not contain spaces, control or format characters")
 }
 
 // intentID is an id in Unicode Normalization Form C. The intent id is the
@@ -332,22 +325,13 @@ func (r *reader) constant(path string, v any, want, rule string, sentinel error)
 }
 
 func (r *reader) digest(path string, v any) string {
-	s := r.text(path, v, MaxIDBytes)
-	if r.err == nil && !canon.ValidDigest(s) {
-		r.fail(path, RuleValue, ErrValue, "must be \"sha256:\" followed by 64 lower-case hex digits")
-	}
-	return s
+	return r.valid(path, r.text(path, v, MaxIDBytes), canon.ValidDigest,
+		"must be \"sha256:\" followed by 64 lower-case hex digits")
 }
 
 func (r *reader) timestamp(path string, v any) string {
-	s := r.text(path, v, 64)
-	if r.err != nil {
-		return ""
-	}
-	if !isRFC3339(s) {
-		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z")
-	}
-	return s
+	return r.valid(path, r.text(path, v, 64), isRFC3339,
+		"must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z")
 }
 
 // due is a due date: an RFC 3339 date-time, or a full-date for a task due
