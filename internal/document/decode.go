@@ -220,13 +220,22 @@ func isMember(k string, names []string) bool {
 	return false
 }
 
-func (r *reader) text(path string, v any, maxBytes int) string {
+// str returns v as a string; without one (or after an earlier error) it
+// returns false, failing at path when v is of another type.
+func (r *reader) str(path string, v any) (string, bool) {
 	if r.err != nil {
-		return ""
+		return "", false
 	}
 	s, ok := v.(string)
 	if !ok {
 		r.fail(path, RuleType, ErrType, "must be a string, not %s", canon.TypeName(v))
+	}
+	return s, ok
+}
+
+func (r *reader) text(path string, v any, maxBytes int) string {
+	s, ok := r.str(path, v)
+	if !ok {
 		return ""
 	}
 	switch {
@@ -355,12 +364,8 @@ func (r *reader) due(path string, v any) string {
 
 // provider is one of the known providers.
 func (r *reader) provider(path string, v any) string {
-	if r.err != nil {
-		return ""
-	}
-	s, ok := v.(string)
+	s, ok := r.str(path, v)
 	if !ok {
-		r.fail(path, RuleType, ErrType, "must be a string, not %s", canon.TypeName(v))
 		return ""
 	}
 	if _, known := CapabilityOf(s); !known {
