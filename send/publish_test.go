@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,11 +269,7 @@ func TestAListenFailureSaysSendOnce(t *testing.T) {
 // its own receipt id.
 func receiptDoc(t *testing.T, intent string, seq uint64, id string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "receipts", "created.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return scenario.Edit(b, func(m map[string]any) {
+	return scenario.Edit(receiptFixture(t, "created.json"), func(m map[string]any) {
 		m["receipt_id"], m["intent_id"] = id, intent
 		m["delivery"].(map[string]any)["stream_seq"] = seq
 	})
