@@ -1,9 +1,12 @@
 package send_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/send"
+	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 func docs(a scenario.Approved) send.Documents {
@@ -176,10 +182,7 @@ func TestAReceiptReadsNullMembersAsEmpty(t *testing.T) {
 		{"dead_lettered.json", send.DeadLettered, "", false},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join("..", "testdata", "receipts", tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := receiptFixture(t, tc.file)
 			r, err := send.ParseReceipt(b)
 			if err != nil {
 				t.Fatal(err)
@@ -216,5 +219,143 @@ func TestAWaitWithoutAnExecutorEndsWithErrNoReceiptAndEachPublishIsANewMessage(t
 	defer wcancel()
 	if r, err := c.WaitReceipt(wctx, first); r != nil || !errors.Is(err, send.ErrNoReceipt) {
 		t.Fatalf("got %v, %v; want ErrNoReceipt", r, err)
+	}
+}
+
+func TestAStoredEnvelopeIsSentAgainByteForByteAndAnythingElseIsRefused(t *testing.T) {
+	s, err := scenario.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := s.Original.Envelope()
+	env, err := send.ParseEnvelope(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(env.Bytes(), stored) {
+		t.Fatalf("the parsed envelope's bytes differ from the stored ones")
+	}
+	if got := env.IntentID(); got != "intent-0001" {
+		t.Fatalf("intent %q, want intent-0001", got)
+	}
+	for name, data := range map[string][]byte{
+		"not JSON":                    []byte(`{`),
+		"a document, not an envelope": s.Original.Request,
+		"another schema version":      bytes.Replace(stored, []byte(`task-envelope.v1`), []byte(`task-envelope.v2`), 1),
+	} {
+		if _, err := send.ParseEnvelope(data); !errors.Is(err, send.ErrNotEnvelope) {
+			t.Errorf("%s: %v, want ErrNotEnvelope", name, err)
+		}
+	}
+}
+
+// LoadTrustedApprovers speaks for itself: its errors carry one package
+// prefix, send's, with the path and the cause (the OS error of a file that
+// cannot be read, the reason a malformed one is refused).
+func TestLoadTrustedApproversErrorsAreSendsOwn(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.json")
+	malformed := filepath.Join(dir, "malformed.json")
+	if err := os.WriteFile(malformed, []byte(`{"approvers": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		is   error
+		says string
+	}{
+		{missing, fs.ErrNotExist, "no such file"},
+		{malformed, send.ErrInvalid, "names no approvers"},
+	} {
+		_, err := send.LoadTrustedApprovers(c.path)
+		if err == nil {
+			t.Fatalf("%s: loaded", c.path)
+		}
+		msg := err.Error()
+		if !errors.Is(err, c.is) || !strings.HasPrefix(msg, "send: ") ||
+			strings.Contains(msg[len("send: "):], "send: ") || strings.Contains(msg, "sign: ") ||
+			!strings.Contains(msg, c.path) || !strings.Contains(msg, c.says) {
+			t.Errorf("loading %s: %q; want it to match %v, start with the one prefix \"send: \", name the path and say %q", c.path, msg, c.is, c.says)
+		}
+	}
+}
+
+// The check names are written out in send (so that go doc shows them);
+// they must be the gate's, in the gate's order.
+func TestTheCheckConstantsAreTheGatesChecksInOrder(t *testing.T) {
+	ours := []string{send.CheckEnvelope, send.CheckApprovalFormat, send.CheckSignature, send.CheckExpiry,
+		send.CheckCandidateBinding, send.CheckRequestBinding, send.CheckCapability, send.CheckDestination, send.CheckScope}
+	if !slices.Equal(ours, gate.Checks) {
+		t.Fatalf("send's checks %q, the gate's %q", ours, gate.Checks)
+	}
+}
+
+// The outcomes a receipt carries are the ones the executors write.
+func TestTheOutcomesAreTheReceiptsOwn(t *testing.T) {
+	for _, c := range []struct {
+		ours   send.Outcome
+		theirs string
+	}{
+		{send.Created, document.OutcomeCreated}, {send.Replayed, document.OutcomeReplayed}, {send.Conflict, document.OutcomeConflict},
+		{send.Rejected, document.OutcomeRejected}, {send.DeadLettered, document.OutcomeDeadLettered},
+	} {
+		if string(c.ours) != c.theirs || !document.Terminal(string(c.ours)) {
+			t.Errorf("send's %q, the receipt's %q", c.ours, c.theirs)
+		}
+	}
+	var _ taskservice.Outcome = send.Created // one type
+}
+
+// Every error of the package's own functions starts "send: ", matches one
+// of its sentinels and carries none of the module's internal types.
+func TestErrorsAreThePackagesOwn(t *testing.T) {
+	_, buildErr := send.Build(send.Documents{Candidate: []byte("{"), Request: []byte("{}"), Approval: []byte("{}")})
+	_, parseErr := send.ParseEnvelope([]byte(`{"not":"an envelope"}`))
+	_, receiptErr := send.ParseReceipt([]byte(`{"schema_version":"task-receipt.v1"}`))
+	_, refusal := send.Bindings().Documents(send.Documents{Candidate: []byte("{}"), Request: []byte("{}"), Approval: []byte("{}")})
+	_, timeErr := send.ParseReceipt([]byte(strings.Replace(string(receiptFixture(t, "created.json")), `"issued_at": "2026`, `"issued_at": "yesterday 2026`, 1)))
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"Build of a document that is not JSON", buildErr, send.ErrInvalid},
+		{"ParseEnvelope of what is not an envelope", parseErr, send.ErrNotEnvelope},
+		{"ParseEnvelope of what is not an envelope", parseErr, send.ErrInvalid},
+		{"ParseReceipt of what is not a receipt", receiptErr, send.ErrBadReceipt},
+		{"ParseReceipt of a receipt whose issued_at is no time", timeErr, send.ErrBadReceipt},
+		{"a local check's refusal", refusal, send.ErrRefused},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !errors.Is(c.err, c.want) || !strings.HasPrefix(fmt.Sprint(c.err), "send: ") {
+				t.Fatalf("%v; want one that starts send: and matches %v", c.err, c.want)
+			}
+			var de *document.Error
+			var ge *gate.Error
+			if errors.As(c.err, &de) || errors.As(c.err, &ge) {
+				t.Fatalf("%v carries an internal type", c.err)
+			}
+		})
+	}
+}
+
+// receiptFixture is the receipt testdata/receipts/name.
+func receiptFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "receipts", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A receipt's times are times.
+func TestAReceiptsTimesAreTimes(t *testing.T) {
+	r, err := send.ParseReceipt(receiptFixture(t, "created.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IssuedAt.IsZero() || r.Outcome != send.Created || r.Counts == nil {
+		t.Fatalf("receipt %+v", r)
 	}
 }

@@ -46,11 +46,11 @@ func Approve(candidate, request []byte, opts Options) (*document.Approval, error
 	if err := opts.checkApprover(); err != nil {
 		return nil, err
 	}
-	cv, cand, err := readCandidate(candidate)
+	cv, cand, err := readDocument("candidate", candidate, document.DecodeCandidate)
 	if err != nil {
 		return nil, err
 	}
-	rv, req, err := readRequest(request)
+	rv, req, err := readDocument("request", request, document.DecodeRequest)
 	if err != nil {
 		return nil, err
 	}
@@ -99,30 +99,18 @@ func (opts *Options) checkApprover() error {
 	return nil
 }
 
-// readCandidate parses and strictly decodes a candidate.
-func readCandidate(candidate []byte) (any, *document.Candidate, error) {
-	cv, err := document.Parse(candidate)
+// readDocument parses and strictly decodes one document, the what (such as
+// "candidate") naming it in errors.
+func readDocument[T any](what string, data []byte, decode func(string, any) (*T, error)) (any, *T, error) {
+	v, err := document.Parse(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the candidate: %w", err)
+		return nil, nil, fmt.Errorf("reading the %s: %w", what, err)
 	}
-	cand, err := document.DecodeCandidate("$", cv)
+	doc, err := decode("$", v)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the candidate: %w", err)
+		return nil, nil, fmt.Errorf("reading the %s: %w", what, err)
 	}
-	return cv, cand, nil
-}
-
-// readRequest parses and strictly decodes a request.
-func readRequest(request []byte) (any, *document.Request, error) {
-	rv, err := document.Parse(request)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the request: %w", err)
-	}
-	req, err := document.DecodeRequest("$", rv)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the request: %w", err)
-	}
-	return rv, req, nil
+	return v, doc, nil
 }
 
 // checkPointsAt checks that the request points at this very candidate.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/sign"
 )
 
 const seedDir = "../../testdata/seed"
@@ -271,4 +273,60 @@ func TestApprovalIDsAndTimes(t *testing.T) {
 			t.Fatalf("approved_at %q, want a whole second in UTC between %s and %s", a.ApprovedAt, before, after)
 		}
 	})
+}
+
+func TestTheApprovalGrantsTheCapabilityOfTheRequestsProvider(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    scenario.For
+		want string
+	}{
+		{"a request for the fake task service is approved for create_fake_task", scenario.Fake, document.CapabilityCreateFakeTask},
+		{"a request for a CalDAV calendar is approved for create_caldav_task", scenario.CalDAV.At("team"), document.CapabilityCreateCalDAVTask},
+		{"a request for a Redmine project is approved for create_redmine_issue", scenario.Redmine, document.CapabilityCreateRedmineIssue},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cand := scenario.Candidate()
+			req, err := c.f.Request(cand, "task-request-1", "intent-1", scenario.Title)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := approve.Approve(cand, req, approve.Options{By: scenario.Reviewer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(a.Capabilities, []string{c.want}) {
+				t.Errorf("capabilities %q; want [%q]", a.Capabilities, c.want)
+			}
+		})
+	}
+}
+
+func TestApproveWithANamedKeyRefusesAnotherApproverAndDefaultsToTheKeysName(t *testing.T) {
+	dir := t.TempDir()
+	k, err := sign.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.WriteKeyPair(dir, "reviewer-1", k); err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadKey(filepath.Join(dir, "reviewer-1.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand, req := readSeed(t, "candidate.json"), readSeed(t, "request.json")
+	if _, err := approve.Approve(cand, req, approve.Options{By: "mallory", Key: key}); !errors.Is(err, sign.ErrWrongSigner) {
+		t.Fatalf("approving as mallory with reviewer-1's key: %v, want sign.ErrWrongSigner", err)
+	}
+	a, err := approve.Approve(cand, req, approve.Options{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ApprovedBy != "reviewer-1" || a.KeyID != key.ID {
+		t.Fatalf("approved_by %q key %s, want reviewer-1 %s", a.ApprovedBy, a.KeyID, key.ID)
+	}
+	if _, err := approve.Approve(cand, req, approve.Options{By: "reviewer-1", Key: key}); err != nil {
+		t.Fatal(err)
+	}
 }

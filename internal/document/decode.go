@@ -220,13 +220,22 @@ func isMember(k string, names []string) bool {
 	return false
 }
 
-func (r *reader) text(path string, v any, maxBytes int) string {
+// str returns v as a string; without one (or after an earlier error) it
+// returns false, failing at path when v is of another type.
+func (r *reader) str(path string, v any) (string, bool) {
 	if r.err != nil {
-		return ""
+		return "", false
 	}
 	s, ok := v.(string)
 	if !ok {
 		r.fail(path, RuleType, ErrType, "must be a string, not %s", canon.TypeName(v))
+	}
+	return s, ok
+}
+
+func (r *reader) text(path string, v any, maxBytes int) string {
+	s, ok := r.str(path, v)
+	if !ok {
 		return ""
 	}
 	switch {
@@ -273,15 +282,8 @@ func (r *reader) line(path string, v any, maxBytes int) string {
 
 // id is a non-empty identifier without spaces, control or format characters.
 func (r *reader) id(path string, v any) string {
-	s := r.text(path, v, MaxIDBytes)
-	if r.err != nil {
-		return ""
-	}
-	if !ValidID(s) {
-		r.fail(path, RuleValue, ErrValue, "must not contain spaces, control or format characters")
-		return ""
-	}
-	return s
+	return r.valid(path, r.text(path, v, MaxIDBytes), ValidID,
+		"must not contain spaces, control or format characters")
 }
 
 // intentID is an id in Unicode Normalization Form C. The intent id is the
@@ -332,22 +334,13 @@ func (r *reader) constant(path string, v any, want, rule string, sentinel error)
 }
 
 func (r *reader) digest(path string, v any) string {
-	s := r.text(path, v, MaxIDBytes)
-	if r.err == nil && !canon.ValidDigest(s) {
-		r.fail(path, RuleValue, ErrValue, "must be \"sha256:\" followed by 64 lower-case hex digits")
-	}
-	return s
+	return r.valid(path, r.text(path, v, MaxIDBytes), canon.ValidDigest,
+		"must be \"sha256:\" followed by 64 lower-case hex digits")
 }
 
 func (r *reader) timestamp(path string, v any) string {
-	s := r.text(path, v, 64)
-	if r.err != nil {
-		return ""
-	}
-	if !isRFC3339(s) {
-		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z")
-	}
-	return s
+	return r.valid(path, r.text(path, v, 64), isRFC3339,
+		"must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z")
 }
 
 // due is a due date: an RFC 3339 date-time, or a full-date for a task due
@@ -371,12 +364,8 @@ func (r *reader) due(path string, v any) string {
 
 // provider is one of the known providers.
 func (r *reader) provider(path string, v any) string {
-	if r.err != nil {
-		return ""
-	}
-	s, ok := v.(string)
+	s, ok := r.str(path, v)
 	if !ok {
-		r.fail(path, RuleType, ErrType, "must be a string, not %s", canon.TypeName(v))
 		return ""
 	}
 	if _, known := CapabilityOf(s); !known {
