@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,6 +26,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
+
+// logBuffer collects log output from several goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // expectStoppedLoudly waits, at most within, for the service to stop with
 // an error wrapping want that names storeID, logged at ERROR with a message
@@ -44,6 +64,10 @@ func (h *harness) expectStoppedLoudly(t *testing.T, log *logBuffer, within time.
 	if _, err := h.client.Create(ctxT(t), newRequest("after-stop", "x")); !errors.Is(err, nats.ErrNoResponders) {
 		t.Errorf("create after the stop: %v, want no responders", err)
 	}
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 var storeIDPattern = regexp.MustCompile(`^store-[0-9a-f]{16}$`)

@@ -67,8 +67,7 @@ func TestARefusedCreateSaysItsTrueReason(t *testing.T) {
 			davtest.Require(t, k)
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					s := davtest.Start(t, k, davtest.Options{})
-					a := adapter(t, s.CollectionURL, caldav.Config{})
+					s, a := serverAndAdapter(t, k)
 					req := request("intent-reasons", "the real one")
 					c.prepare(t, s, a, req)
 					before := s.StoredNames()
@@ -105,8 +104,7 @@ func TestARefusedCreateSaysItsTrueReason(t *testing.T) {
 func TestAChangedRequestIsStillAConflictNotARefusal(t *testing.T) {
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k), func(t *testing.T) {
-			s := davtest.Start(t, k, davtest.Options{})
-			a := adapter(t, s.CollectionURL, caldav.Config{})
+			_, a := serverAndAdapter(t, k)
 			first := create(t, a, request("intent-ordinary", "first"))
 			again := create(t, a, request("intent-ordinary", "first"))
 			changed := create(t, a, request("intent-ordinary", "changed"))

@@ -54,6 +54,14 @@ func adapter(t *testing.T, collectionURL string, cfg caldav.Config) *caldav.Adap
 	return a
 }
 
+// serverAndAdapter starts a server of kind k and an adapter on its
+// collection.
+func serverAndAdapter(t *testing.T, k davtest.Kind) (*davtest.Server, *caldav.Adapter) {
+	t.Helper()
+	s := davtest.Start(t, k, davtest.Options{})
+	return s, adapter(t, s.CollectionURL, caldav.Config{})
+}
+
 func create(t *testing.T, a *caldav.Adapter, req taskservice.Request) taskservice.Result {
 	t.Helper()
 	res, err := a.Create(context.Background(), req)
@@ -128,8 +136,7 @@ var scenarios = []struct {
 	run  func(t *testing.T, k davtest.Kind)
 }{
 	{"the same request sent twice is created, then replayed with the same task id", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-0001", "補上通知設定的檢查項目")
 		first := create(t, a, req)
 		second := create(t, a, req)
@@ -160,8 +167,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"a changed request under the same intent is a conflict and leaves the first task byte for byte", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		first := create(t, a, request("intent-0002", "the first title"))
 		name, _ := resourcePath(t, s, "intent-0002")
 		before := s.Stored(name)
@@ -178,8 +184,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"two intents with the same content are two tasks", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		r1, r2 := request("intent-a", "same"), request("intent-b", "same")
 		r2.RequestDigest = r1.RequestDigest
 		x, y := create(t, a, r1), create(t, a, r2)
@@ -278,8 +283,7 @@ var scenarios = []struct {
 		counts(t, s, req.IntentID, 2, 1, 1)
 	}},
 	{"a server restarted between two calls replays, nothing lost", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-restart", "survives a restart")
 		first := create(t, a, req)
 		s.Restart()
@@ -297,8 +301,7 @@ var scenarios = []struct {
 		// intent id only as long as its resource exists. Measured on both
 		// servers: once the task is deleted, a late resend of the same
 		// approval creates it again (201), as a first call would.
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-deleted", "deleted by a user")
 		create(t, a, req)
 		if err := a.Delete(context.Background(), req.IntentID); err != nil {
@@ -317,8 +320,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"one intent id in two scopes and the default scope is three tasks, each replayed in its own scope", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		want := map[string]struct{ taskID, name string }{
 			"":       {"intent-0001", "intent-0001.ics"},
 			"team-a": {"team-a~~intent-0001", "team-a~~intent-0001.ics"},
@@ -351,8 +353,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"Find reads a key without creating anything, and finds nothing once the task is deleted", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		_, a := serverAndAdapter(t, k)
 		ctx := context.Background()
 		req := request("intent-find", "found, not made")
 		req.Scope = "team-a"
@@ -401,8 +402,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"with the intent ledger, a task deleted and sent again is replayed as deleted and not created again", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		ctx := context.Background()
 		kept, err := taskservice.KeepDeletedKeys(a, startLedger(t))
 		if err != nil {
@@ -433,8 +433,7 @@ var scenarios = []struct {
 		counts(t, s, req.IntentID, 1, 1, 0)
 	}},
 	{"a resource someone else put at the intent's name is refused as not ours, left as it is", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-taken", "ours")
 		name, path := resourcePath(t, s, req.IntentID)
 		foreign := "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:someone-elses-task\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:not ours\r\nEND:VTODO\r\nEND:VCALENDAR\r\n"
@@ -459,8 +458,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"an intent id with unsafe characters is encoded and round-trips", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("team/a b?#%", "unsafe characters")
 		first, second := create(t, a, req), create(t, a, req)
 		if first.Outcome != taskservice.Created || second.Outcome != taskservice.Replayed || first.TaskID != req.IntentID {
@@ -499,8 +497,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"a stopped server is a transient error", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		s.Stop()
 		_, err := a.Create(context.Background(), request("intent-refused", "connection refused"))
 		if err == nil || taskservice.IsPermanent(err) || !errors.Is(err, taskservice.ErrTransient) {
