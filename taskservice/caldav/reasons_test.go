@@ -13,12 +13,6 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
-// vtodo is a calendar another client could write: one VTODO with uid.
-func vtodo(uid, title string) []byte {
-	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:" + uid +
-		"\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:" + title + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
-}
-
 // Each refusal the adapter can explain is its own permanent error, marked
 // as having created nothing, with the true reason in its text; each is
 // made on the real servers as a person's calendar client would make it.

@@ -35,6 +35,12 @@ func request(intent, title string) taskservice.Request {
 	}
 }
 
+// vtodo is a calendar another client could write: one VTODO with uid.
+func vtodo(uid, title string) []byte {
+	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:" + uid +
+		"\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:" + title + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
+}
+
 // startLedger starts an embedded JetStream server and opens the intent
 // ledger in it.
 func startLedger(t *testing.T) *ledger.Ledger {
@@ -436,8 +442,7 @@ var scenarios = []struct {
 		s, a := serverAndAdapter(t, k)
 		req := request("intent-taken", "ours")
 		name, path := resourcePath(t, s, req.IntentID)
-		foreign := "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:someone-elses-task\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:not ours\r\nEND:VTODO\r\nEND:VCALENDAR\r\n"
-		if code := s.Put(path, []byte(foreign)); code != http.StatusCreated {
+		if code := s.Put(path, vtodo("someone-elses-task", "not ours")); code != http.StatusCreated {
 			t.Fatalf("the foreign PUT answered %d", code)
 		}
 		before := s.Stored(name)
