@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sendtwice/sendtwice/internal/embedded"
 	"github.com/sendtwice/sendtwice/internal/proctest"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
 // start starts a stack with opts, logging nothing, and closes it at the
@@ -34,11 +33,7 @@ func start(t *testing.T, opts embedded.StackOptions) (*embedded.Stack, error) {
 // returns a client of its task service.
 func client(t *testing.T, st *embedded.Stack) *provider.Client {
 	t.Helper()
-	nc, err := nats.Connect(st.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, _ := testenv.Connect(t, st.URL())
 	return provider.NewClient(nc)
 }
 
