@@ -11,44 +11,41 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sendtwice/sendtwice/internal/embedded"
+	"github.com/sendtwice/sendtwice/internal/proctest"
 	"github.com/sendtwice/sendtwice/internal/provider"
+	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
-// freePort returns a port nothing listens on at the moment.
-func freePort(t *testing.T) int {
+// start starts a stack with opts, logging nothing, and closes it at the
+// test's end.
+func start(t *testing.T, opts embedded.StackOptions) (*embedded.Stack, error) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
-func start(t *testing.T, dir string, port int) (*embedded.Stack, error) {
-	t.Helper()
-	st, err := embedded.StartStack(embedded.StackOptions{Dir: dir, Port: port, Logger: slog.New(slog.DiscardHandler)})
+	opts.Logger = slog.New(slog.DiscardHandler)
+	st, err := embedded.StartStack(opts)
 	if err == nil {
 		t.Cleanup(func() { _ = st.Close() })
 	}
 	return st, err
 }
 
+// client connects to the stack's NATS server, until the test's end, and
+// returns a client of its task service.
+func client(t *testing.T, st *embedded.Stack) *provider.Client {
+	t.Helper()
+	nc, _ := testenv.Connect(t, st.URL())
+	return provider.NewClient(nc)
+}
+
 func TestTheDataDirectoryIsLockedBeforeAnythingStarts(t *testing.T) {
 	dir := t.TempDir()
-	first, err := start(t, dir, -1)
+	first, err := start(t, embedded.StackOptions{Dir: dir, Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("a second stack on the same directory fails before it starts a server", func(t *testing.T) {
-		port := freePort(t)
-		second, err := start(t, dir, port)
+		port := proctest.FreePort(t, "embedded")
+		second, err := start(t, embedded.StackOptions{Dir: dir, Port: port})
 		if err == nil {
 			t.Fatalf("a second stack started on %s at %s", dir, second.URL())
 		}
@@ -63,14 +60,9 @@ func TestTheDataDirectoryIsLockedBeforeAnythingStarts(t *testing.T) {
 		_ = l.Close()
 	})
 	t.Run("the first stack still serves", func(t *testing.T) {
-		nc, err := nats.Connect(first.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		info, err := provider.NewClient(nc).Info(ctx)
+		info, err := client(t, first).Info(ctx)
 		if err != nil || info.StoreID != first.Store.ID() {
 			t.Errorf("info %+v, %v", info, err)
 		}
@@ -80,7 +72,7 @@ func TestTheDataDirectoryIsLockedBeforeAnythingStarts(t *testing.T) {
 		if err := first.Close(); err != nil {
 			t.Fatal(err)
 		}
-		again, err := start(t, dir, -1)
+		again, err := start(t, embedded.StackOptions{Dir: dir, Port: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +83,7 @@ func TestTheDataDirectoryIsLockedBeforeAnythingStarts(t *testing.T) {
 }
 
 func TestAStackKeepsTheStoreItsDeploymentAdopted(t *testing.T) {
-	st, err := start(t, t.TempDir(), -1)
+	st, err := start(t, embedded.StackOptions{Dir: t.TempDir(), Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,18 +144,12 @@ func TestAStackKeepsTheStoreItsDeploymentAdopted(t *testing.T) {
 // approval expired is compacted at the next period, and its records are
 // removed after the retention.
 func TestTheStackGivesItsTaskServiceItsKeyLifetimeRetentionAndCompactionPeriod(t *testing.T) {
-	st, err := embedded.StartStack(embedded.StackOptions{Dir: t.TempDir(), Port: -1, Logger: slog.New(slog.DiscardHandler),
+	st, err := start(t, embedded.StackOptions{Dir: t.TempDir(), Port: -1,
 		KeyClockAllowance: -1, KeyMargin: -1, RecordsRetention: time.Second, CompactEvery: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
-	nc, err := nats.Connect(st.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c := provider.NewClient(nc)
+	c := client(t, st)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, err := provider.NewRequest("intent-expired", provider.Task{Title: "an approval that expired"})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -232,7 +233,7 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := run(t, tc.target, fast)
-			if got := statuses(rep); !mapsEqual(got, tc.want) {
+			if got := statuses(rep); !maps.Equal(got, tc.want) {
 				var text bytes.Buffer
 				_ = WriteText(&text, rep)
 				t.Errorf("statuses %v, want %v\n%s", got, tc.want, text.String())
@@ -250,18 +251,6 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mapsEqual(a, b map[string]Status) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestTheProbeTouchesOnlyIntentIdsWithItsOwnPrefix(t *testing.T) {

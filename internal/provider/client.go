@@ -88,20 +88,12 @@ func (c *Client) Stats(ctx context.Context) (Counts, error) {
 // Info returns the service's three counters with the id of its store and the
 // instance that answered (the stats endpoint's whole reply).
 func (c *Client) Info(ctx context.Context) (Info, error) {
-	var info Info
-	if err := c.call(ctx, SubjectStats, nil, &info); err != nil {
-		return Info{}, fmt.Errorf("stats: %w", err)
-	}
-	return info, nil
+	return call[Info](ctx, c, SubjectStats, nil, "stats")
 }
 
 // Records returns one page of audit records.
 func (c *Client) Records(ctx context.Context, req RecordsRequest) (RecordsResponse, error) {
-	var resp RecordsResponse
-	if err := c.call(ctx, SubjectRecords, req, &resp); err != nil {
-		return RecordsResponse{}, fmt.Errorf("records %s: %w", req.Kind, err)
-	}
-	return resp, nil
+	return call[RecordsResponse](ctx, c, SubjectRecords, req, "records "+req.Kind)
 }
 
 // EachRecord calls fn with every record that req asks for (req.Limit is
@@ -156,33 +148,29 @@ func (p RecordsResponse) records() []any {
 // unknown task is a *ServiceError with code "404", one already deleted
 // "409".
 func (c *Client) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
-	var resp DeleteResponse
-	if err := c.call(ctx, SubjectDelete, req, &resp); err != nil {
-		return DeleteResponse{}, fmt.Errorf("delete: %w", err)
-	}
-	return resp, nil
+	return call[DeleteResponse](ctx, c, SubjectDelete, req, "delete")
 }
 
 // ArmFault arms the fault switch of a service started with faults allowed:
 // the replies of the next dropReplies creates are withheld after commit. A
 // service without the switch does not answer (no responders).
 func (c *Client) ArmFault(ctx context.Context, dropReplies int) (FaultResponse, error) {
-	var resp FaultResponse
-	if err := c.call(ctx, SubjectFault, FaultRequest{DropReplies: dropReplies}, &resp); err != nil {
-		return FaultResponse{}, fmt.Errorf("arm fault: %w", err)
-	}
-	return resp, nil
+	return call[FaultResponse](ctx, c, SubjectFault, FaultRequest{DropReplies: dropReplies}, "arm fault")
 }
 
-func (c *Client) call(ctx context.Context, subject string, body, out any) error {
+// call sends body to subject through c and decodes the reply as an Out;
+// an error says what was called.
+func call[Out any](ctx context.Context, c *Client, subject string, body any, what string) (Out, error) {
+	var out Out
 	data, err := c.roundTrip(ctx, subject, body)
 	if err != nil {
-		return err
+		return out, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decode reply: %w", err)
+	if err := json.Unmarshal(data, &out); err != nil {
+		var none Out
+		return none, fmt.Errorf("%s: decode reply: %w", what, err)
 	}
-	return nil
+	return out, nil
 }
 
 // roundTrip sends body (JSON; nil sends nothing) and returns the reply's

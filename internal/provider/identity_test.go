@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -312,7 +311,7 @@ func serveProcess(t *testing.T, url, dir string, ttl time.Duration) (*exec.Cmd, 
 
 func kill(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()

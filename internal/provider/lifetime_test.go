@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -63,6 +64,22 @@ func compact(t *testing.T, st *Store) CompactResult {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// keyOnClock opens a store on a test clock that keeps a key allowance and
+// margin past its not_after and compacts only when a test runs compact,
+// and creates in scope team-a the key intent, whose approval expires ten
+// minutes after the clock's start (notAfter).
+func keyOnClock(t *testing.T, allowance, margin time.Duration, intent string) (clock *testClock, st *Store, first CreateResponse, notAfter time.Time) {
+	t.Helper()
+	clock = newTestClock()
+	st = openStore(t, t.TempDir(), Options{Clock: clock.Now, KeyClockAllowance: allowance, KeyMargin: margin, CompactEvery: -1})
+	notAfter = clock.Now().Add(10 * time.Minute)
+	first, err := st.Create(ctxT(t), expiring("team-a", intent, notAfter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, st, first, notAfter
 }
 
 // TestAKeyLivesWhileAnApprovalSeenForItCanPassTheGate is the proof of the
@@ -160,15 +177,9 @@ func TestAKeyLivesWhileAnApprovalSeenForItCanPassTheGate(t *testing.T) {
 }
 
 func TestCompactionForgetsExpiredKeysAndKeepsTasks(t *testing.T) {
-	clock := newTestClock()
 	allowance, margin := 5*time.Minute, time.Hour
-	st := openStore(t, t.TempDir(), Options{Clock: clock.Now, KeyClockAllowance: allowance, KeyMargin: margin, CompactEvery: -1})
+	clock, st, first, notAfter := keyOnClock(t, allowance, margin, "intent-short")
 	ctx := ctxT(t)
-	notAfter := clock.Now().Add(10 * time.Minute)
-	first, err := st.Create(ctx, expiring("team-a", "intent-short", notAfter))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := st.Create(ctx, expiring("team-a", "intent-forever", time.Time{})); err != nil {
 		t.Fatal(err)
 	}
@@ -396,4 +407,86 @@ func TestTheContractCarriesScopeAndNotAfterToTheKey(t *testing.T) {
 	if !ok || fr.KeepUntil != notAfter.Add(time.Minute+time.Hour).Format(time.RFC3339Nano) {
 		t.Fatalf("key %+v, %v; want it in team-x, kept until not_after + allowance + margin", fr, ok)
 	}
+}
+
+// TestACallForANewKeyWhoseDeadlineHasPassedIsRefused: a key the service
+// does not know, whose deadline (not_after + allowance + margin) has
+// passed by the service's clock, would be compacted at once, and a resend
+// could create again: the call is refused, recorded, and creates nothing.
+// A key the service knows is replayed whatever its deadline.
+func TestACallForANewKeyWhoseDeadlineHasPassedIsRefused(t *testing.T) {
+	allowance, margin := 5*time.Minute, time.Hour
+	clock, st, first, known := keyOnClock(t, allowance, margin, "intent-known")
+	ctx := ctxT(t)
+	clock.Advance(10*time.Minute + allowance + margin + time.Second)
+
+	t.Run("a new key whose not_after plus allowance and margin lies in the past is refused at key_deadline", func(t *testing.T) {
+		late := clock.Now().Add(-allowance - margin - time.Second)
+		_, err := st.Create(ctx, expiring("team-a", "intent-late", late))
+		var re *RefusedError
+		if !errors.As(err, &re) || !errors.Is(err, ErrRefused) || re.Refusal.Check != CheckKeyDeadline || re.Refusal.Field != "not_after" {
+			t.Fatalf("err %v; want a refusal at %s, not_after", err, CheckKeyDeadline)
+		}
+		if _, ok := keyOf(t, st, "team-a", "intent-late"); ok {
+			t.Error("the refused call left a key")
+		}
+		if st.Stats() != counts(2, 1, 1) {
+			t.Errorf("counts %+v; want 2 requests, 1 create, 1 task", st.Stats())
+		}
+	})
+	t.Run("a new key whose deadline is exactly now is still created", func(t *testing.T) {
+		edge := clock.Now().Add(-allowance - margin)
+		got, err := st.Create(ctx, expiring("team-a", "intent-edge", edge))
+		if err != nil || got.Outcome != OutcomeCreated {
+			t.Fatalf("%+v, %v; want created", got, err)
+		}
+	})
+	t.Run("a known key past its deadline, not yet compacted, is replayed", func(t *testing.T) {
+		got, err := st.Create(ctx, expiring("team-a", "intent-known", known))
+		if err != nil || got.Outcome != OutcomeReplayed || got.TaskID != first.TaskID {
+			t.Fatalf("%+v, %v; want replayed %s", got, err, first.TaskID)
+		}
+	})
+	t.Run("a key without a deadline is created whatever the clock", func(t *testing.T) {
+		clock.Advance(24 * 365 * time.Hour)
+		got, err := st.Create(ctx, expiring("team-a", "intent-forever", time.Time{}))
+		if err != nil || got.Outcome != OutcomeCreated {
+			t.Fatalf("%+v, %v; want created", got, err)
+		}
+	})
+}
+
+func TestTheStatsReplySaysHowLongKeysAndRecordsAreKept(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		opts                         Options
+		allowance, margin, retention time.Duration
+	}{
+		{name: "defaults keep keys 5m plus 1h past their not_after and records forever", allowance: 5 * time.Minute, margin: time.Hour},
+		{name: "flags set the allowance, the margin and the retention",
+			opts:      Options{KeyClockAllowance: time.Minute, KeyMargin: 2 * time.Minute, RecordsRetention: 48 * time.Hour},
+			allowance: time.Minute, margin: 2 * time.Minute, retention: 48 * time.Hour},
+		{name: "a negative allowance and margin mean none", opts: Options{KeyClockAllowance: -1, KeyMargin: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.opts, ServiceConfig{})
+			info, err := h.client.Info(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Lifetime == nil {
+				t.Fatal("the stats reply has no lifetime")
+			}
+			a, m, r, err := info.Lifetime.Durations()
+			if err != nil || a != tc.allowance || m != tc.margin || r != tc.retention {
+				t.Fatalf("lifetime %+v reads %v, %v, %v, %v; want %v, %v, %v", *info.Lifetime, a, m, r, err, tc.allowance, tc.margin, tc.retention)
+			}
+		})
+	}
+	t.Run("a lifetime that is not three durations is refused by name", func(t *testing.T) {
+		_, _, _, err := Lifetime{KeyClockAllowance: "5m", KeyMargin: "an hour", RecordsRetention: "0s"}.Durations()
+		if !errors.Is(err, ErrBadLifetime) {
+			t.Fatalf("got %v, want ErrBadLifetime", err)
+		}
+	})
 }

@@ -62,6 +62,26 @@ func body(t testing.TB, req CreateRequest, raw *string) []byte {
 	return append(b[:len(b)-1], `,"request":`+request+`}`...)
 }
 
+// A call of TestACreateIsCheckedAgainstItsRequest is the approved call
+// with its request document edited (edited), with one of its fields
+// changed (changed), or with raw text for its request member (raw).
+func edited(edit func(m map[string]any)) func(*testing.T, CreateRequest) (CreateRequest, *string) {
+	return func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
+		return editDocument(t, real, edit), nil
+	}
+}
+
+func changed(change func(c *CreateRequest)) func(*testing.T, CreateRequest) (CreateRequest, *string) {
+	return func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
+		change(&real)
+		return real, nil
+	}
+}
+
+func raw(request func(real CreateRequest) string) func(*testing.T, CreateRequest) (CreateRequest, *string) {
+	return func(_ *testing.T, real CreateRequest) (CreateRequest, *string) { return real, strp(request(real)) }
+}
+
 // TestACreateIsCheckedAgainstItsRequest sends, over NATS to a served store,
 // a create call for an approved request changed in one way, and expects
 // each to be refused with its check and field, recorded as a refused
@@ -85,59 +105,24 @@ func TestACreateIsCheckedAgainstItsRequest(t *testing.T) {
 			forged.RequestDigest = real.RequestDigest
 			return forged, nil
 		}, CheckRequestDigest, "request_digest"},
-		{"a title changed in the call", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			real.Task.Title = "EVIL: wire 1M"
-			return real, nil
-		}, CheckRequestBinding, "task.title"},
-		{"an assignee changed in the call", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			real.Task.AssigneePersonRef = strp("person-mallory")
-			return real, nil
-		}, CheckRequestBinding, "task.assignee_person_ref"},
-		{"an assignee left out of the call", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			real.Task.AssigneePersonRef = nil
-			return real, nil
-		}, CheckRequestBinding, "task.assignee_person_ref"},
-		{"a due date changed in the call", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			real.Task.DueAt = strp("2031-01-01T00:00:00Z")
-			return real, nil
-		}, CheckRequestBinding, "task.due_at"},
-		{"an intent id other than the request's", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			real.IntentID = "intent-other"
-			return real, nil
-		}, CheckRequestBinding, "intent_id"},
-		{"a request id other than the request's", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			real.RequestID = "task-request-other"
-			return real, nil
-		}, CheckRequestBinding, "request_id"},
-		{"a request for another operation", func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return editDocument(t, real, func(m map[string]any) { m["operation"] = "delete_task" }), nil
-		}, CheckRequestBinding, "request.operation"},
-		{"a request addressed to another provider", func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return editDocument(t, real, func(m map[string]any) { m["provider"] = "other-provider.v1" }), nil
-		}, CheckRequestBinding, "request.provider"},
-		{"no request at all", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			real.Request = nil
-			return real, nil
-		}, CheckRequestFormat, "request"},
-		{"a null request", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return real, strp(`null`)
-		}, CheckRequestFormat, "request"},
+		{"a title changed in the call", changed(func(c *CreateRequest) { c.Task.Title = "EVIL: wire 1M" }), CheckRequestBinding, "task.title"},
+		{"an assignee changed in the call", changed(func(c *CreateRequest) { c.Task.AssigneePersonRef = strp("person-mallory") }), CheckRequestBinding, "task.assignee_person_ref"},
+		{"an assignee left out of the call", changed(func(c *CreateRequest) { c.Task.AssigneePersonRef = nil }), CheckRequestBinding, "task.assignee_person_ref"},
+		{"a due date changed in the call", changed(func(c *CreateRequest) { c.Task.DueAt = strp("2031-01-01T00:00:00Z") }), CheckRequestBinding, "task.due_at"},
+		{"an intent id other than the request's", changed(func(c *CreateRequest) { c.IntentID = "intent-other" }), CheckRequestBinding, "intent_id"},
+		{"a request id other than the request's", changed(func(c *CreateRequest) { c.RequestID = "task-request-other" }), CheckRequestBinding, "request_id"},
+		{"a request for another operation", edited(func(m map[string]any) { m["operation"] = "delete_task" }), CheckRequestBinding, "request.operation"},
+		{"a request addressed to another provider", edited(func(m map[string]any) { m["provider"] = "other-provider.v1" }), CheckRequestBinding, "request.provider"},
+		{"no request at all", changed(func(c *CreateRequest) { c.Request = nil }), CheckRequestFormat, "request"},
+		{"a null request", raw(func(CreateRequest) string { return `null` }), CheckRequestFormat, "request"},
 		{"a request that is a string holding JSON, not a JSON object", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
 			s, _ := json.Marshal(string(real.Request))
 			return real, strp(string(s))
 		}, CheckRequestFormat, "request"},
-		{"a request of another schema version", func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return editDocument(t, real, func(m map[string]any) { m["schema_version"] = "task-request.v2" }), nil
-		}, CheckRequestFormat, "request.schema_version"},
-		{"a request with an unknown member", func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return editDocument(t, real, func(m map[string]any) { m["priority"] = "high" }), nil
-		}, CheckRequestFormat, "request.priority"},
-		{"a request without its candidate reference", func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return editDocument(t, real, func(m map[string]any) { delete(m, "candidate_ref") }), nil
-		}, CheckRequestFormat, "request.candidate_ref"},
-		{"a request whose title is a number", func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return editDocument(t, real, func(m map[string]any) { m["task"].(map[string]any)["title"] = 7 }), nil
-		}, CheckRequestFormat, "request.task.title"},
+		{"a request of another schema version", edited(func(m map[string]any) { m["schema_version"] = "task-request.v2" }), CheckRequestFormat, "request.schema_version"},
+		{"a request with an unknown member", edited(func(m map[string]any) { m["priority"] = "high" }), CheckRequestFormat, "request.priority"},
+		{"a request without its candidate reference", edited(func(m map[string]any) { delete(m, "candidate_ref") }), CheckRequestFormat, "request.candidate_ref"},
+		{"a request whose title is a number", edited(func(m map[string]any) { m["task"].(map[string]any)["title"] = 7 }), CheckRequestFormat, "request.task.title"},
 		{"a request whose task has a case variant of a member name", func(t *testing.T, real CreateRequest) (CreateRequest, *string) {
 			return editDocument(t, real, func(m map[string]any) {
 				tm := m["task"].(map[string]any)
@@ -145,15 +130,13 @@ func TestACreateIsCheckedAgainstItsRequest(t *testing.T) {
 				delete(tm, "title")
 			}), nil
 		}, CheckRequestFormat, "request.task.Title"},
-		{"a request that is not JSON", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return real, strp(`{not json`)
-		}, "", "body"},
-		{"a request with a duplicate member", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return real, strp(strings.Replace(string(real.Request), `"title":`, `"title":"EVIL: wire 1M","title":`, 1))
-		}, "", "request.task.title: duplicate"},
-		{"a request with a lone surrogate", func(_ *testing.T, real CreateRequest) (CreateRequest, *string) {
-			return real, strp(strings.Replace(string(real.Request), `"title":"`, `"title":"\ud800`, 1))
-		}, "", "body"},
+		{"a request that is not JSON", raw(func(CreateRequest) string { return `{not json` }), "", "body"},
+		{"a request with a duplicate member", raw(func(real CreateRequest) string {
+			return strings.Replace(string(real.Request), `"title":`, `"title":"EVIL: wire 1M","title":`, 1)
+		}), "", "request.task.title: duplicate"},
+		{"a request with a lone surrogate", raw(func(real CreateRequest) string {
+			return strings.Replace(string(real.Request), `"title":"`, `"title":"\ud800`, 1)
+		}), "", "body"},
 	}
 	for _, tc := range cases {
 		recorded := "recorded as a refused request"

@@ -40,6 +40,15 @@ func ids(issues []Issue) []int {
 	return out
 }
 
+// wantPosts fails t unless the server has received and created the
+// number of POSTs given; what names the moment.
+func wantPosts(t *testing.T, s *Server, received, created int, what string) {
+	t.Helper()
+	if r, c := s.Posts(); r != received || c != created {
+		t.Fatalf("%s: %d received, %d created, want %d and %d", what, r, c, received, created)
+	}
+}
+
 func TestServer(t *testing.T) {
 	s := Start(t, Options{})
 	if s.APIKey == "" || s.ProjectID == 0 || s.FieldID == 0 || s.Project != "redminetest" || s.FieldName != DefaultFieldName {
@@ -51,9 +60,7 @@ func TestServer(t *testing.T) {
 		if got := s.Issues(t); len(got) != 0 {
 			t.Fatalf("issues: %+v", got)
 		}
-		if r, c := s.Posts(); r != 0 || c != 0 {
-			t.Fatalf("posts: %d received, %d created", r, c)
-		}
+		wantPosts(t, s, 0, 0, "posts")
 	})
 
 	t.Run("a POST with the mark makes one issue that lists with its mark", func(t *testing.T) {
@@ -63,9 +70,7 @@ func TestServer(t *testing.T) {
 			got[0].DueDate != "2020-01-02" || got[0].Description != "made by the self-test" {
 			t.Fatalf("issues: %+v", got)
 		}
-		if r, c := s.Posts(); r != 1 || c != 1 {
-			t.Fatalf("posts: %d received, %d created, want 1 and 1", r, c)
-		}
+		wantPosts(t, s, 1, 1, "posts")
 	})
 
 	t.Run("a second identical POST makes a second issue: Redmine keeps no key", func(t *testing.T) {
@@ -74,9 +79,7 @@ func TestServer(t *testing.T) {
 		if len(got) != 2 || got[0].ID == got[1].ID || got[1].Mark != mark || got[0].Mark != mark {
 			t.Fatalf("issues after the same POST twice: %+v", got)
 		}
-		if r, c := s.Posts(); r != 2 || c != 2 {
-			t.Fatalf("posts: %d received, %d created, want 2 and 2", r, c)
-		}
+		wantPosts(t, s, 2, 2, "posts")
 	})
 
 	t.Run("a refused POST counts as received, not created", func(t *testing.T) {
@@ -84,9 +87,7 @@ func TestServer(t *testing.T) {
 		if code != http.StatusUnprocessableEntity {
 			t.Fatalf("a POST to an unknown project answered %d", code)
 		}
-		if r, c := s.Posts(); r != 3 || c != 2 {
-			t.Fatalf("posts: %d received, %d created, want 3 and 2", r, c)
-		}
+		wantPosts(t, s, 3, 2, "posts")
 	})
 
 	t.Run("a closed issue is still listed", func(t *testing.T) {
@@ -121,9 +122,7 @@ func TestServer(t *testing.T) {
 		if got := s.Issues(t); !slices.Equal(got, before) {
 			t.Fatalf("issues after a restart: %+v, before: %+v", got, before)
 		}
-		if r, c := s.Posts(); r != 3 || c != 2 {
-			t.Fatalf("posts after a restart: %d received, %d created, want 3 and 2", r, c)
-		}
+		wantPosts(t, s, 3, 2, "posts after a restart")
 	})
 
 	t.Run("DeleteIssue removes one issue", func(t *testing.T) {
@@ -153,9 +152,7 @@ func TestServer(t *testing.T) {
 		if len(got) != len(before)+1 || got[len(got)-1].Mark != "st1 lost" {
 			t.Fatalf("issues after a lost answer: %+v", got)
 		}
-		if r, c := s.Posts(); r != 4 || c != 3 {
-			t.Fatalf("posts: %d received, %d created, want 4 and 3", r, c)
-		}
+		wantPosts(t, s, 4, 3, "posts")
 	})
 
 	t.Run("AddUser makes users with the role asked for, or none", func(t *testing.T) {

@@ -13,12 +13,6 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
-// vtodo is a calendar another client could write: one VTODO with uid.
-func vtodo(uid, title string) []byte {
-	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:" + uid +
-		"\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:" + title + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
-}
-
 // Each refusal the adapter can explain is its own permanent error, marked
 // as having created nothing, with the true reason in its text; each is
 // made on the real servers as a person's calendar client would make it.
@@ -67,8 +61,7 @@ func TestARefusedCreateSaysItsTrueReason(t *testing.T) {
 			davtest.Require(t, k)
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					s := davtest.Start(t, k, davtest.Options{})
-					a := adapter(t, s.CollectionURL, caldav.Config{})
+					s, a := serverAndAdapter(t, k)
 					req := request("intent-reasons", "the real one")
 					c.prepare(t, s, a, req)
 					before := s.StoredNames()
@@ -105,8 +98,7 @@ func TestARefusedCreateSaysItsTrueReason(t *testing.T) {
 func TestAChangedRequestIsStillAConflictNotARefusal(t *testing.T) {
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k), func(t *testing.T) {
-			s := davtest.Start(t, k, davtest.Options{})
-			a := adapter(t, s.CollectionURL, caldav.Config{})
+			_, a := serverAndAdapter(t, k)
 			first := create(t, a, request("intent-ordinary", "first"))
 			again := create(t, a, request("intent-ordinary", "first"))
 			changed := create(t, a, request("intent-ordinary", "changed"))

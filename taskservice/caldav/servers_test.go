@@ -35,6 +35,12 @@ func request(intent, title string) taskservice.Request {
 	}
 }
 
+// vtodo is a calendar another client could write: one VTODO with uid.
+func vtodo(uid, title string) []byte {
+	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:" + uid +
+		"\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:" + title + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
+}
+
 // startLedger starts an embedded JetStream server and opens the intent
 // ledger in it.
 func startLedger(t *testing.T) *ledger.Ledger {
@@ -52,6 +58,14 @@ func adapter(t *testing.T, collectionURL string, cfg caldav.Config) *caldav.Adap
 		t.Fatal(err)
 	}
 	return a
+}
+
+// serverAndAdapter starts a server of kind k and an adapter on its
+// collection.
+func serverAndAdapter(t *testing.T, k davtest.Kind) (*davtest.Server, *caldav.Adapter) {
+	t.Helper()
+	s := davtest.Start(t, k, davtest.Options{})
+	return s, adapter(t, s.CollectionURL, caldav.Config{})
 }
 
 func create(t *testing.T, a *caldav.Adapter, req taskservice.Request) taskservice.Result {
@@ -128,8 +142,7 @@ var scenarios = []struct {
 	run  func(t *testing.T, k davtest.Kind)
 }{
 	{"the same request sent twice is created, then replayed with the same task id", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-0001", "補上通知設定的檢查項目")
 		first := create(t, a, req)
 		second := create(t, a, req)
@@ -160,8 +173,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"a changed request under the same intent is a conflict and leaves the first task byte for byte", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		first := create(t, a, request("intent-0002", "the first title"))
 		name, _ := resourcePath(t, s, "intent-0002")
 		before := s.Stored(name)
@@ -178,8 +190,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"two intents with the same content are two tasks", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		r1, r2 := request("intent-a", "same"), request("intent-b", "same")
 		r2.RequestDigest = r1.RequestDigest
 		x, y := create(t, a, r1), create(t, a, r2)
@@ -278,8 +289,7 @@ var scenarios = []struct {
 		counts(t, s, req.IntentID, 2, 1, 1)
 	}},
 	{"a server restarted between two calls replays, nothing lost", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-restart", "survives a restart")
 		first := create(t, a, req)
 		s.Restart()
@@ -297,8 +307,7 @@ var scenarios = []struct {
 		// intent id only as long as its resource exists. Measured on both
 		// servers: once the task is deleted, a late resend of the same
 		// approval creates it again (201), as a first call would.
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-deleted", "deleted by a user")
 		create(t, a, req)
 		if err := a.Delete(context.Background(), req.IntentID); err != nil {
@@ -317,8 +326,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"one intent id in two scopes and the default scope is three tasks, each replayed in its own scope", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		want := map[string]struct{ taskID, name string }{
 			"":       {"intent-0001", "intent-0001.ics"},
 			"team-a": {"team-a~~intent-0001", "team-a~~intent-0001.ics"},
@@ -351,8 +359,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"Find reads a key without creating anything, and finds nothing once the task is deleted", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		_, a := serverAndAdapter(t, k)
 		ctx := context.Background()
 		req := request("intent-find", "found, not made")
 		req.Scope = "team-a"
@@ -401,8 +408,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"with the intent ledger, a task deleted and sent again is replayed as deleted and not created again", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		ctx := context.Background()
 		kept, err := taskservice.KeepDeletedKeys(a, startLedger(t))
 		if err != nil {
@@ -433,12 +439,10 @@ var scenarios = []struct {
 		counts(t, s, req.IntentID, 1, 1, 0)
 	}},
 	{"a resource someone else put at the intent's name is refused as not ours, left as it is", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("intent-taken", "ours")
 		name, path := resourcePath(t, s, req.IntentID)
-		foreign := "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:someone-elses-task\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:not ours\r\nEND:VTODO\r\nEND:VCALENDAR\r\n"
-		if code := s.Put(path, []byte(foreign)); code != http.StatusCreated {
+		if code := s.Put(path, vtodo("someone-elses-task", "not ours")); code != http.StatusCreated {
 			t.Fatalf("the foreign PUT answered %d", code)
 		}
 		before := s.Stored(name)
@@ -459,8 +463,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"an intent id with unsafe characters is encoded and round-trips", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		req := request("team/a b?#%", "unsafe characters")
 		first, second := create(t, a, req), create(t, a, req)
 		if first.Outcome != taskservice.Created || second.Outcome != taskservice.Replayed || first.TaskID != req.IntentID {
@@ -499,8 +502,7 @@ var scenarios = []struct {
 		}
 	}},
 	{"a stopped server is a transient error", "", func(t *testing.T, k davtest.Kind) {
-		s := davtest.Start(t, k, davtest.Options{})
-		a := adapter(t, s.CollectionURL, caldav.Config{})
+		s, a := serverAndAdapter(t, k)
 		s.Stop()
 		_, err := a.Create(context.Background(), request("intent-refused", "connection refused"))
 		if err == nil || taskservice.IsPermanent(err) || !errors.Is(err, taskservice.ErrTransient) {

@@ -16,7 +16,7 @@ import (
 // how a key that is not an administrator's finds the mark's field.
 func TestCheckOnRedmine(t *testing.T) {
 	s := redminetest.Start(t, redminetest.Options{})
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	ctx := context.Background()
 	check := func(mod func(*redmine.Config)) error {
 		cfg := redmine.Config{URL: s.URL, APIKey: s.APIKey, Project: s.Project, Field: s.FieldName, Locks: l}

@@ -19,7 +19,7 @@ import (
 func TestTheAdapterPassesTheConformanceSuite(t *testing.T) {
 	servicetest.Run(t, func(t *testing.T) servicetest.Target {
 		s := redminetest.Start(t, redminetest.Options{})
-		locks, _ := startLedger(t)
+		locks := startLedger(t)
 		p := davtest.NewProxy(t, s.URL)
 		viaProxy := func(cfg *redmine.Config) { cfg.URL = p.Rewrite(s.URL) }
 		a := onServer(t, s, locks, viaProxy)

@@ -16,7 +16,7 @@ import (
 )
 
 func TestNewRefusesABadConfig(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	good := redmine.Config{URL: "https://redmine.example/", APIKey: apiKey, Project: "demo", Locks: l}
 	for _, tc := range []struct {
 		name string
@@ -67,7 +67,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 // Answers a real Redmine gives only when it is broken, or that stand in
 // for a proxy in front of it, classified.
 func TestCheckClassifiesTheServersAnswers(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	for _, tc := range []struct {
 		name      string
 		status    int
@@ -125,7 +125,7 @@ func TestCheckClassifiesTheServersAnswers(t *testing.T) {
 }
 
 func TestAHangingServerIsTransient(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	release := make(chan struct{})
 	s := newStub(t, created)
 	s.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -144,7 +144,7 @@ func TestAHangingServerIsTransient(t *testing.T) {
 }
 
 func TestNoServerIsTransientAndShowsNoKey(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	s := newStub(t, created)
 	url := s.URL
 	s.Close()
@@ -158,7 +158,7 @@ func TestNoServerIsTransientAndShowsNoKey(t *testing.T) {
 
 // The API key goes in its header on every request, never in a URL.
 func TestTheKeyTravelsOnlyInItsHeader(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	s := newStub(t, created)
 	a := adapter(t, s.URL, l, nil)
 	res, err := a.Create(context.Background(), request("i-1", digestA))
@@ -205,7 +205,7 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 		}, 0, true, true, "did not keep its mark", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, _ := startLedger(t)
+			l := startLedger(t)
 			s := newStub(t, tc.post)
 			a := adapter(t, s.URL, l, func(c *redmine.Config) {
 				if tc.timeout > 0 {
@@ -240,7 +240,7 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 // A Create whose key's lock another caller holds waits until its context
 // ends, creating nothing, and says so (transient, ErrLocked).
 func TestCreateWaitsForAHeldLock(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	s := newStub(t, created)
 	a := adapter(t, s.URL, l, nil)
 	bg := context.Background()
@@ -281,7 +281,7 @@ func TestCreateWaitsForAHeldLock(t *testing.T) {
 }
 
 func TestBadRequestsAreRefusedWithoutARequest(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	s := newStub(t, created)
 	a := adapter(t, s.URL, l, nil)
 	for _, tc := range []struct {
@@ -313,7 +313,7 @@ func TestBadRequestsAreRefusedWithoutARequest(t *testing.T) {
 // the lock's TTL: the lock is lost before the create, and the create is not
 // sent (another caller may hold the lock now).
 func TestALockLostDuringTheLookupStopsTheCreate(t *testing.T) {
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	s := newStub(t, created)
 	rest := s.Config.Handler
 	s.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -27,9 +25,8 @@ const (
 
 // startLedger starts an embedded JetStream and opens the intent ledger in
 // it (it holds the per-key locks).
-func startLedger(t *testing.T) (*ledger.Ledger, jetstream.JetStream) {
-	js := testenv.JetStream(t)
-	return testenv.Ledger(t, js, ledger.Options{}), js
+func startLedger(t *testing.T) *ledger.Ledger {
+	return testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
 }
 
 // request is a request for intent in the default scope with digest.

@@ -64,7 +64,7 @@ func mustCreate(t *testing.T, svc taskservice.Service, req taskservice.Request, 
 
 func TestOnRedmine(t *testing.T) {
 	s := redminetest.Start(t, redminetest.Options{})
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	a := onServer(t, s, l, nil)
 	ctx := context.Background()
 
@@ -312,7 +312,7 @@ func (granted) Release(context.Context) error { return nil }
 // out, the same calls make more than one.
 func TestConcurrentCreatesMakeOneIssue(t *testing.T) {
 	s := redminetest.Start(t, redminetest.Options{})
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	const calls = 64
 	for _, tc := range []struct {
 		name  string
@@ -384,7 +384,7 @@ func TestConcurrentCreatesMakeOneIssue(t *testing.T) {
 // the issue and replays it.
 func TestALostReplyIsReplayed(t *testing.T) {
 	s := redminetest.Start(t, redminetest.Options{})
-	l, _ := startLedger(t)
+	l := startLedger(t)
 	p := davtest.NewProxy(t, s.URL)
 	a := onServer(t, s, l, func(c *redmine.Config) {
 		c.URL = p.URL

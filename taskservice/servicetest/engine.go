@@ -16,34 +16,29 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
+// heads are the question and the default method of each row.
+var heads = map[string]struct{ question, method string }{
+	RowRetry:          {"second call, same key and body", "sequential retry"},
+	RowConflict:       {"same key, different body", "sequential: first body, other body, first body again"},
+	RowConcurrent:     {"N concurrent calls, one key", "N goroutines at once"},
+	RowLostReply:      {"a lost reply, then a retry", "the reply is lost after the service acted"},
+	RowAfterDelete:    {"key remembered after the task is deleted", "delete, then retry"},
+	RowScope:          {"key scope", "stated by the adapter; store ids of all answers compared"},
+	RowReadAfterWrite: {"a create seen by the next lookup", "a create, then at once a lookup of its key"},
+	RowNaive:          {"two plain creates, one key", "without the adapter's protocol: no lookup, no lock"},
+	RowOtherIntent:    {"other intent id, same content", "sequential: the content under a second intent id"},
+	RowScopesApart:    {"one intent id in two scopes", "sequential: each scope, then a resend in each"},
+	RowRestart:        {"key remembered across a restart", "create, restart, resend"},
+}
+
 // Head returns a row with its question and its default method, not yet
 // measured.
 func Head(id string) Row {
-	switch id {
-	case RowRetry:
-		return Row{ID: id, Question: "second call, same key and body", Method: "sequential retry"}
-	case RowConflict:
-		return Row{ID: id, Question: "same key, different body", Method: "sequential: first body, other body, first body again"}
-	case RowConcurrent:
-		return Row{ID: id, Question: "N concurrent calls, one key", Method: "N goroutines at once"}
-	case RowLostReply:
-		return Row{ID: id, Question: "a lost reply, then a retry", Method: "the reply is lost after the service acted"}
-	case RowAfterDelete:
-		return Row{ID: id, Question: "key remembered after the task is deleted", Method: "delete, then retry"}
-	case RowScope:
-		return Row{ID: id, Question: "key scope", Method: "stated by the adapter; store ids of all answers compared"}
-	case RowReadAfterWrite:
-		return Row{ID: id, Question: "a create seen by the next lookup", Method: "a create, then at once a lookup of its key"}
-	case RowNaive:
-		return Row{ID: id, Question: "two plain creates, one key", Method: "without the adapter's protocol: no lookup, no lock"}
-	case RowOtherIntent:
-		return Row{ID: id, Question: "other intent id, same content", Method: "sequential: the content under a second intent id"}
-	case RowScopesApart:
-		return Row{ID: id, Question: "one intent id in two scopes", Method: "sequential: each scope, then a resend in each"}
-	case RowRestart:
-		return Row{ID: id, Question: "key remembered across a restart", Method: "create, restart, resend"}
+	h, ok := heads[id]
+	if !ok {
+		return Row{ID: id, Question: id}
 	}
-	return Row{ID: id, Question: id}
+	return Row{ID: id, Question: h.question, Method: h.method}
 }
 
 // Fixes and consequences, one place for the wording.
@@ -143,34 +138,28 @@ func (r *Rows) own(id string) bool {
 	return false
 }
 
+// measures are the measurement of each row.
+var measures = map[string]func(*Rows, context.Context) Row{
+	RowRetry:          (*Rows).retry,
+	RowConflict:       (*Rows).conflict,
+	RowConcurrent:     (*Rows).concurrent,
+	RowLostReply:      (*Rows).lostReply,
+	RowAfterDelete:    (*Rows).afterDelete,
+	RowScope:          (*Rows).scope,
+	RowReadAfterWrite: (*Rows).readAfterWrite,
+	RowNaive:          (*Rows).naive,
+	RowOtherIntent:    (*Rows).otherIntent,
+	RowScopesApart:    (*Rows).scopesApart,
+	RowRestart:        (*Rows).restart,
+}
+
 // Measure runs one row (RowRetry, RowConflict, ...) and returns what it saw.
 func (r *Rows) Measure(ctx context.Context, id string) Row {
-	switch id {
-	case RowRetry:
-		return r.retry(ctx)
-	case RowConflict:
-		return r.conflict(ctx)
-	case RowConcurrent:
-		return r.concurrent(ctx)
-	case RowLostReply:
-		return r.lostReply(ctx)
-	case RowAfterDelete:
-		return r.afterDelete(ctx)
-	case RowScope:
-		return r.scope(ctx)
-	case RowReadAfterWrite:
-		return r.readAfterWrite(ctx)
-	case RowNaive:
-		return r.naive(ctx)
-	case RowOtherIntent:
-		return r.otherIntent(ctx)
-	case RowScopesApart:
-		return r.scopesApart(ctx)
-	case RowRestart:
-		return r.restart(ctx)
+	measure, ok := measures[id]
+	if !ok {
+		return notMeasured(Head(id), "no such row")
 	}
-	row := Head(id)
-	return notMeasured(row, "no such row")
+	return measure(r, ctx)
 }
 
 // ApprovalLifetime is how long after its start the rows' calls say
@@ -322,17 +311,22 @@ func notMeasured(row Row, seen string) Row {
 	return row
 }
 
+// notApplicable makes row not applicable: seen says why.
+func notApplicable(row Row, seen string) Row {
+	row.Status, row.Answer, row.Seen = NotApplicable, "not applicable", seen
+	return row
+}
+
 // first makes the row's first call, which must create; ok false means the
 // row is unknown (filled in).
 func (r *Rows) first(ctx context.Context, row *Row, req taskservice.Request) (taskservice.Result, bool) {
 	res, _, err := r.callRetry(ctx, req)
 	if err != nil {
-		row.Status, row.Answer, row.Seen = Unknown, "not measured", "the first call "+failure(err)
+		*row = notMeasured(*row, "the first call "+failure(err))
 		return res, false
 	}
 	if res.Outcome != taskservice.Created {
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("the first call with a fresh key answered %s %s, not created", res.Outcome, res.TaskID)
+		*row = notMeasured(*row, fmt.Sprintf("the first call with a fresh key answered %s %s, not created", res.Outcome, res.TaskID))
 		return res, false
 	}
 	return res, true

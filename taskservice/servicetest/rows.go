@@ -242,8 +242,7 @@ func (r *Rows) lostReply(ctx context.Context) Row {
 		row.Seen = fmt.Sprintf("%s; the retry: %s %s%s%s", first, r2.Outcome, r2.TaskID, after, counted)
 		row.Consequence, row.Fix = "a redelivery after a lost reply creates a second task", fixRecordKey
 	case r2.Outcome == taskservice.Created && tasks == 1:
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("%s; the retry: created %s%s: the lost call took no effect, so nothing was replayed", first, r2.TaskID, counted)
+		return notMeasured(row, fmt.Sprintf("%s; the retry: created %s%s: the lost call took no effect, so nothing was replayed", first, r2.TaskID, counted))
 	case r2.Outcome == taskservice.Created:
 		row.Status, row.Answer = Unsafe, "created again"
 		row.Seen = fmt.Sprintf("%s; the retry: created %s%s (the target cannot count its tasks, so the worse is assumed: the lost call created one too)", first, r2.TaskID, after)
@@ -290,8 +289,7 @@ func (r *Rows) afterDelete(ctx context.Context) Row {
 	tasks, counted := r.count(ctx, req.IntentID)
 	switch {
 	case err != nil:
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s and deleted it; the retry %s%s", r1.TaskID, failure(err), counted)
+		return notMeasured(row, fmt.Sprintf("created %s and deleted it; the retry %s%s", r1.TaskID, failure(err), counted))
 	case tasks > 1:
 		row.Status, row.Answer = Unsafe, "second task"
 		row.Seen = fmt.Sprintf("created %s and deleted it; the retry: %s %s%s", r1.TaskID, r2.Outcome, r2.TaskID, counted)
@@ -362,9 +360,7 @@ func (r *Rows) scope(_ context.Context) Row {
 func (r *Rows) readAfterWrite(ctx context.Context) Row {
 	row := Head(RowReadAfterWrite)
 	if r.t.Find == nil {
-		row.Status, row.Answer = NotApplicable, "not applicable"
-		row.Seen = orDefault(r.t.FindWhyNot, "no lookup decides a create for this target")
-		return row
+		return notApplicable(row, orDefault(r.t.FindWhyNot, "no lookup decides a create for this target"))
 	}
 	req, r1, ok := r.open(ctx, &row)
 	if !ok {
@@ -375,8 +371,7 @@ func (r *Rows) readAfterWrite(ctx context.Context) Row {
 	cancel()
 	switch {
 	case err != nil:
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s; the lookup right after it %s", r1.TaskID, failure(err))
+		return notMeasured(row, fmt.Sprintf("created %s; the lookup right after it %s", r1.TaskID, failure(err)))
 	case !found:
 		row.Status, row.Answer = Unsafe, "not seen"
 		row.Seen = fmt.Sprintf("created %s; the lookup right after it found nothing", r1.TaskID)
@@ -401,9 +396,7 @@ func (r *Rows) readAfterWrite(ctx context.Context) Row {
 func (r *Rows) naive(ctx context.Context) Row {
 	row := Head(RowNaive)
 	if r.t.Naive == nil {
-		row.Status, row.Answer = NotApplicable, "not applicable"
-		row.Seen = orDefault(r.t.NaiveWhyNot, "the target offers no create that bypasses its key")
-		return row
+		return notApplicable(row, orDefault(r.t.NaiveWhyNot, "the target offers no create that bypasses its key"))
 	}
 	row.Status = Info
 	req := r.request(RowNaive, 0)

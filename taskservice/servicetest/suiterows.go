@@ -26,8 +26,7 @@ func (r *Rows) otherIntent(ctx context.Context) Row {
 	r2, _, err := r.callRetry(ctx, other)
 	switch {
 	case err != nil:
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s; the other intent id %s", r1.TaskID, failure(err))
+		return notMeasured(row, fmt.Sprintf("created %s; the other intent id %s", r1.TaskID, failure(err)))
 	case r2.Outcome != taskservice.Created || r2.TaskID == r1.TaskID:
 		row.Status, row.Answer = Unsafe, string(r2.Outcome)
 		row.Seen = fmt.Sprintf("created %s; the other intent id with the same content: %s %s", r1.TaskID, r2.Outcome, r2.TaskID)
@@ -96,8 +95,7 @@ func (r *Rows) restart(ctx context.Context) Row {
 	tasks, counted := r.count(ctx, req.IntentID)
 	switch {
 	case err != nil:
-		row.Status, row.Answer = Unknown, "not measured"
-		row.Seen = fmt.Sprintf("created %s, restarted; the resend %s%s", r1.TaskID, failure(err), counted)
+		return notMeasured(row, fmt.Sprintf("created %s, restarted; the resend %s%s", r1.TaskID, failure(err), counted))
 	case r2.Outcome != taskservice.Replayed || r2.TaskID != r1.TaskID || tasks > 1:
 		row.Status, row.Answer = Unsafe, "forgotten"
 		row.Seen = fmt.Sprintf("created %s, restarted; the resend: %s %s%s", r1.TaskID, r2.Outcome, r2.TaskID, counted)

@@ -1,10 +1,42 @@
 package taskservice_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/sendtwice/sendtwice/taskservice"
 )
+
+func TestNotCreatedMarksAnErrorThroughWrapping(t *testing.T) {
+	cause := errors.New("refused")
+	for _, c := range []struct {
+		name       string
+		err        error
+		notCreated bool
+		permanent  bool
+	}{
+		{"a permanent error that created nothing is both", taskservice.Permanent(taskservice.NotCreated(cause)), true, true},
+		{"the mark survives wrapping with %w", fmt.Errorf("calling: %w", taskservice.Permanent(taskservice.NotCreated(cause))), true, true},
+		{"a plain permanent error is not marked", taskservice.Permanent(cause), false, true},
+		{"a transient error is not marked", taskservice.Transient(cause), false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := taskservice.IsNotCreated(c.err); got != c.notCreated {
+				t.Errorf("IsNotCreated = %v, want %v", got, c.notCreated)
+			}
+			if got := taskservice.IsPermanent(c.err); got != c.permanent {
+				t.Errorf("IsPermanent = %v, want %v", got, c.permanent)
+			}
+			if !errors.Is(c.err, cause) || c.err.Error() == "" {
+				t.Errorf("the cause is lost: %v", c.err)
+			}
+		})
+	}
+	if taskservice.NotCreated(nil) != nil {
+		t.Error("NotCreated(nil) is not nil")
+	}
+}
 
 func TestCheckHoldsAResultToTheContractsForm(t *testing.T) {
 	for _, c := range []struct {
