@@ -17,8 +17,7 @@ import (
 // are now.
 func live(t *testing.T, js jetstream.JetStream) (map[string]*jetstream.StreamConfig, *jetstream.ConsumerConfig) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := shortContext(t)
 	streams := map[string]*jetstream.StreamConfig{}
 	for _, name := range topology.StreamNames {
 		s, err := js.Stream(ctx, name)
@@ -45,8 +44,7 @@ func live(t *testing.T, js jetstream.JetStream) (map[string]*jetstream.StreamCon
 func TestWhatProvisioningAppliedIsRecordedAndEveryChangeSinceIsADifference(t *testing.T) {
 	updateStream := func(name string, change func(*jetstream.StreamConfig)) func(*testing.T, jetstream.JetStream) {
 		return func(t *testing.T, js jetstream.JetStream) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
+			ctx := shortContext(t)
 			s, err := js.Stream(ctx, name)
 			if err != nil {
 				t.Fatal(err)
@@ -133,8 +131,7 @@ func TestWhatProvisioningAppliedIsRecordedAndEveryChangeSinceIsADifference(t *te
 
 func TestWithoutARecordTheTopologyIsComparedWithWhatItWouldProvision(t *testing.T) {
 	env := testenv.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := shortContext(t)
 	if err := env.JS.DeleteKeyValue(ctx, topology.RecordBucket); err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +153,7 @@ func TestWithoutARecordTheTopologyIsComparedWithWhatItWouldProvision(t *testing.
 
 func TestTheRecordIsKeptWithoutATTL(t *testing.T) {
 	env := testenv.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := shortContext(t)
 	kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +188,7 @@ func TestARecordThatDoesNotDecodeOrLacksAPartIsRefusedWithItsReason(t *testing.T
 // that may write there could.
 func putInRecordBucket(t *testing.T, js jetstream.JetStream, key, value string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := shortContext(t)
 	kv, err := js.KeyValue(ctx, topology.RecordBucket)
 	if err == nil {
 		_, err = kv.Put(ctx, key, []byte(value))
@@ -209,8 +204,7 @@ func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
 		By: "exec-1", At: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
 	t.Run("with no bucket, there is no record and nothing is made without create", func(t *testing.T) {
 		js := testenv.JetStream(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
+		ctx := shortContext(t)
 		if _, err := topology.ReadTaskService(ctx, js); !errors.Is(err, topology.ErrNoTaskService) {
 			t.Fatalf("reading with no bucket: %v, want ErrNoTaskService", err)
 		}
@@ -223,8 +217,7 @@ func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
 	})
 	t.Run("a recorded service is read back as it was written, beside the provisioning record", func(t *testing.T) {
 		env := testenv.Start(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
+		ctx := shortContext(t)
 		if _, err := topology.ReadTaskService(ctx, env.JS); !errors.Is(err, topology.ErrNoTaskService) {
 			t.Fatalf("reading before serve recorded: %v, want ErrNoTaskService", err)
 		}
@@ -252,4 +245,12 @@ func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shortContext returns a context that ends five seconds from now, or with
+// the test.
+func shortContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
