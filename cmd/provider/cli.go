@@ -80,26 +80,18 @@ func (c *app) run(ctx context.Context, args []string) error {
 		fmt.Fprint(c.stderr, mainUsage)
 		return usageErr("no subcommand given")
 	}
-	switch args[0] {
-	case "serve":
-		return c.serve(ctx, args[1:])
-	case "adopt":
-		return c.adopt(ctx, args[1:])
-	case "stats":
-		return c.stats(ctx, args[1:])
-	case "records":
-		return c.records(ctx, args[1:])
-	case "delete":
-		return c.delete(ctx, args[1:])
-	case "fault":
-		return c.fault(ctx, args[1:])
-	default:
-		if cli.HelpOrVersion("provider", mainUsage, args[0], c.stdout) {
-			return nil
-		}
-		fmt.Fprint(c.stderr, mainUsage)
-		return usageErr("unknown subcommand %q", args[0])
+	subcommands := map[string]func(context.Context, []string) error{
+		"serve": c.serve, "adopt": c.adopt, "stats": c.stats,
+		"records": c.records, "delete": c.delete, "fault": c.fault,
 	}
+	if sub, ok := subcommands[args[0]]; ok {
+		return sub(ctx, args[1:])
+	}
+	if cli.HelpOrVersion("provider", mainUsage, args[0], c.stdout) {
+		return nil
+	}
+	fmt.Fprint(c.stderr, mainUsage)
+	return usageErr("unknown subcommand %q", args[0])
 }
 
 // flagSet makes the flag set of one subcommand; its --help prints the

@@ -202,8 +202,8 @@ func TestConsoleServesAndStops(t *testing.T) {
 	}
 }
 
-// reviewerKey writes reviewer-1's key pair and a trusted-approvers file
-// naming it, and returns their paths.
+// reviewerKey writes the key pair of the reviewer name and a
+// trusted-approvers file naming it, and returns their paths and the key.
 func reviewerKey(t *testing.T, name string) (keyFile, trustedFile string, key *sign.Key) {
 	t.Helper()
 	dir := t.TempDir()
@@ -327,17 +327,10 @@ func TestConsoleSignsInTheKeysName(t *testing.T) {
 }
 
 func TestConsoleSignsInTheNameItsKeyFileRecords(t *testing.T) {
-	dir := t.TempDir()
-	k, err := sign.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sign.WriteKeyPair(dir, "reviewer-7", k); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, _, _ := reviewerKey(t, "reviewer-7")
 	t.Setenv("USER", "somebody-else")
 	var out, errOut strings.Builder
-	err = run(context.Background(), []string{"console", "--key", filepath.Join(dir, "reviewer-7.key"), "--by", "somebody-else",
+	err := run(context.Background(), []string{"console", "--key", keyFile, "--by", "somebody-else",
 		"--listen", "127.0.0.1:0", "--server", "nats://127.0.0.1:1"}, strings.NewReader(""), &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), `belongs to "reviewer-7"`) {
 		t.Fatalf("console --by another name than the key's: %v\n%s", err, errOut.String())

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -95,12 +94,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("console", console.CommandHelp, stderr)
-	cfg := console.FlagsVar(fs)
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	return console.Run(ctx, cfg, stdout, stderr)
+	return command(args, stderr, "console", console.CommandHelp, console.FlagsVar,
+		func(f *console.Flags) error { return console.Run(ctx, f, stdout, stderr) })
 }
 
 // command runs a command whose flags a package defines: flagsVar defines
@@ -109,7 +104,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func command[C any](args []string, stderr io.Writer, name, help string, flagsVar func(*flag.FlagSet) C, run func(C) error) error {
 	fs := newFlagSet(name, help, stderr)
 	cfg := flagsVar(fs)
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := cli.ParseOrHelp(fs, args); help || err != nil {
 		return err
 	}
 	return run(cfg)
@@ -119,15 +114,4 @@ func command[C any](args []string, stderr io.Writer, name, help string, flagsVar
 // a usage text of its own.
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return cli.NewFlagSet(name, "Usage: publisher "+synopsis+"\n\n", stderr)
-}
-
-// parseFlags parses args; --help is success, other errors are usage errors.
-func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return true, nil
-		}
-		return false, err
-	}
-	return false, nil
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,17 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/scenario"
-	"github.com/sendtwice/sendtwice/internal/subjects"
-	"github.com/sendtwice/sendtwice/internal/testenv"
-	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // The test binary doubles as the publisher command: a test runs it as a
@@ -466,246 +459,6 @@ func TestCheck(t *testing.T) {
 	})
 }
 
-// approvalsState reads the APPROVALS stream's state.
-func approvalsState(t *testing.T, env *testenv.Env) jetstream.StreamState {
-	t.Helper()
-	return testenv.StreamState(t, env.JS, topology.ApprovalsStream)
-}
-
-func receipt(t *testing.T, r result) *document.Receipt {
-	t.Helper()
-	rc, err := document.DecodeReceipt([]byte(r.stdout))
-	if err != nil {
-		t.Fatalf("standard output is not a task-receipt.v1: %v\nstdout:\n%s\nstderr:\n%s", err, r.stdout, r.stderr)
-	}
-	return rc
-}
-
-func orNull(s *string) string {
-	if s == nil {
-		return "<null>"
-	}
-	return *s
-}
-
-func counts(c *document.Counts) string {
-	if c == nil {
-		return "<null>"
-	}
-	return fmt.Sprintf("%d, %d, %d", c.RequestsReceived, c.CreatesExecuted, c.TasksExisting)
-}
-
-func TestTwoPublisherProcessesSendTheSameApproval(t *testing.T) {
-	for _, asJSON := range []bool{true, false} {
-		form := "readable"
-		if asJSON {
-			form = "JSON"
-		}
-		t.Run("created, then replayed with the same task and counters 2, 1, 1 ("+form+")", func(t *testing.T) {
-			t.Parallel()
-			env := testenv.Start(t)
-			env.Executor(executor.Config{ID: "exec-1"})
-			args := seedOriginal.args("send", "--server", env.URL(), "--wait", "30s")
-			if asJSON {
-				args = append(args, "--json")
-			}
-			first := publisher(t, nil, args...)
-			first.expect(t, 0)
-			second := publisher(t, nil, args...)
-			second.expect(t, 0)
-
-			if asJSON {
-				r1, r2 := receipt(t, first), receipt(t, second)
-				if r1.Outcome != document.OutcomeCreated || r2.Outcome != document.OutcomeReplayed {
-					t.Fatalf("outcomes %s then %s, want created then replayed", r1.Outcome, r2.Outcome)
-				}
-				if orNull(r1.TaskID) != "fake-task-0001" || orNull(r2.TaskID) != orNull(r1.TaskID) {
-					t.Errorf("task ids %s then %s, want fake-task-0001 both times", orNull(r1.TaskID), orNull(r2.TaskID))
-				}
-				if counts(r1.Counts) != "1, 1, 1" || counts(r2.Counts) != "2, 1, 1" {
-					t.Errorf("counters %s then %s, want 1, 1, 1 then 2, 1, 1", counts(r1.Counts), counts(r2.Counts))
-				}
-				if r1.Delivery.StreamSeq == r2.Delivery.StreamSeq {
-					t.Errorf("both receipts are for stream message %d: the resend was not a message of its own", r1.Delivery.StreamSeq)
-				}
-				for _, r := range []*document.Receipt{r1, r2} {
-					if orNull(r.IntentID) != "intent-0001" || orNull(r.RequestID) != "task-request-0001" ||
-						orNull(r.ApprovalID) != "approval-0001" || r.Delivery.Executor != "exec-1" {
-						t.Errorf("receipt names intent %s, request %s, approval %s, executor %s",
-							orNull(r.IntentID), orNull(r.RequestID), orNull(r.ApprovalID), r.Delivery.Executor)
-					}
-				}
-			} else {
-				for _, c := range []struct {
-					r    result
-					want []string
-				}{
-					{first, []string{"created: task fake-task-0001 for intent intent-0001", "requests received 1, creates executed 1, tasks existing 1"}},
-					{second, []string{"replayed: the same task fake-task-0001 for intent intent-0001; nothing new was created",
-						"requests received 2, creates executed 1, tasks existing 1", "executor exec-1"}},
-				} {
-					for _, w := range c.want {
-						if !strings.Contains(c.r.stdout, w) {
-							t.Errorf("output lacks %q:\n%s", w, c.r.stdout)
-						}
-					}
-				}
-			}
-			if c := env.Counts(); c.RequestsReceived != 2 || c.CreatesExecuted != 1 || c.TasksExisting != 1 {
-				t.Errorf("the service counts %+v, want 2, 1, 1", c)
-			}
-			if n := approvalsState(t, env).Msgs; n != 2 {
-				t.Errorf("the APPROVALS stream holds %d messages, want 2", n)
-			}
-		})
-	}
-}
-
-func TestSendWithAChangedRequestForTheSameIntentIsAConflict(t *testing.T) {
-	t.Parallel()
-	env := testenv.Start(t)
-	env.Executor(executor.Config{ID: "exec-1"})
-	publisher(t, nil, seedOriginal.args("send", "--server", env.URL(), "--wait", "30s")...).expect(t, 0)
-
-	r := publisher(t, nil, seedChanged.args("send", "--server", env.URL(), "--wait", "30s", "--json")...)
-	r.expect(t, 3)
-	rc := receipt(t, r)
-	if rc.Outcome != document.OutcomeConflict || orNull(rc.TaskID) != "fake-task-0001" || counts(rc.Counts) != "2, 1, 1" {
-		t.Fatalf("receipt %s, task %s, counters %s; want idempotency_conflict, fake-task-0001, 2, 1, 1",
-			rc.Outcome, orNull(rc.TaskID), counts(rc.Counts))
-	}
-	readable := publisher(t, nil, seedChanged.args("send", "--server", env.URL(), "--wait", "30s")...)
-	readable.expect(t, 3)
-	if !strings.Contains(readable.stdout, "idempotency_conflict: intent intent-0001 already created task fake-task-0001") {
-		t.Errorf("output lacks the conflict:\n%s", readable.stdout)
-	}
-}
-
-func TestSendOfATamperedMessage(t *testing.T) {
-	t.Parallel()
-	env := testenv.Start(t)
-	env.Executor(executor.Config{ID: "exec-1"})
-	cases, refusals := tampered(t)
-	for _, tc := range cases {
-		if tc.Name == "no-approval" {
-			continue // send needs --approval
-		}
-		f := splitTampered(t, tc)
-		t.Run(tc.Name+" fails the local gate and publishes nothing", func(t *testing.T) {
-			before := approvalsState(t, env)
-			r := publisher(t, nil, f.args("send", "--server", env.URL(), "--wait", "30s", "--json")...)
-			r.expect(t, 1)
-			for _, s := range []string{"nothing published", tc.Check, refusals[tc.Name].Path} {
-				if !strings.Contains(r.stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
-				}
-			}
-			if r.stdout != "" {
-				t.Errorf("standard output holds %q", r.stdout)
-			}
-			if after := approvalsState(t, env); after.Msgs != before.Msgs || after.LastSeq != before.LastSeq {
-				t.Errorf("the APPROVALS stream went from %d messages (last %d) to %d (last %d)",
-					before.Msgs, before.LastSeq, after.Msgs, after.LastSeq)
-			}
-		})
-		t.Run(tc.Name+" sent with --no-check is rejected at "+tc.Check+" by the executor", func(t *testing.T) {
-			before := approvalsState(t, env)
-			r := publisher(t, nil, f.args("send", "--server", env.URL(), "--wait", "30s", "--json", "--no-check")...)
-			r.expect(t, 4)
-			rc := receipt(t, r)
-			if rc.Outcome != document.OutcomeRejected || rc.Rejection == nil || rc.Rejection.Check != tc.Check {
-				t.Fatalf("receipt %s, rejection %+v; want rejected at %s", rc.Outcome, rc.Rejection, tc.Check)
-			}
-			if rc.Rejection.Path != refusals[tc.Name].Path {
-				t.Errorf("rejected at path %s, the local gate names %s", rc.Rejection.Path, refusals[tc.Name].Path)
-			}
-			if rc.Counts != nil || rc.TaskID != nil {
-				t.Errorf("a rejected receipt names counters %s or task %s", counts(rc.Counts), orNull(rc.TaskID))
-			}
-			if after := approvalsState(t, env); after.LastSeq != before.LastSeq+1 || rc.Delivery.StreamSeq != after.LastSeq {
-				t.Errorf("published as message %d; the stream went from %d to %d", rc.Delivery.StreamSeq, before.LastSeq, after.LastSeq)
-			}
-		})
-	}
-	t.Run("a readable rejection names the check and the path", func(t *testing.T) {
-		for _, tc := range cases {
-			if tc.Name != "request-edited-after-approval" {
-				continue
-			}
-			r := publisher(t, nil, splitTampered(t, tc).args("send", "--server", env.URL(), "--wait", "30s", "--no-check")...)
-			r.expect(t, 4)
-			if !strings.Contains(r.stdout, "rejected at request_binding ($.request):") {
-				t.Errorf("output lacks the rejection:\n%s", r.stdout)
-			}
-		}
-	})
-	if c := env.Counts(); c.RequestsReceived != 0 || c.CreatesExecuted != 0 || c.TasksExisting != 0 {
-		t.Errorf("the service counts %+v; it must never hear of a tampered message", c)
-	}
-}
-
-func TestSendWaitsInVainWithoutAnExecutor(t *testing.T) {
-	t.Parallel()
-	env := testenv.Start(t) // no executor
-	for _, c := range []struct {
-		wait    string
-		atLeast time.Duration
-	}{{"1s", time.Second}, {"1ns", 0}} {
-		t.Run("--wait "+c.wait+" ends with status 6 and says sending again is safe", func(t *testing.T) {
-			before := approvalsState(t, env)
-			r := publisher(t, nil, seedOriginal.args("send", "--server", env.URL(), "--wait", c.wait)...)
-			r.expect(t, 6)
-			if r.took < c.atLeast {
-				t.Errorf("ended after %s, before the wait of %s", r.took, c.wait)
-			}
-			for _, s := range []string{"published as APPROVALS message", "no receipt: none within " + c.wait, "sending again is safe"} {
-				if !strings.Contains(r.stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
-				}
-			}
-			if after := approvalsState(t, env); after.LastSeq != before.LastSeq+1 {
-				t.Errorf("the stream went from %d to %d messages; want one published", before.LastSeq, after.LastSeq)
-			}
-		})
-	}
-	t.Run("without --wait it reports the stream message and succeeds", func(t *testing.T) {
-		r := publisher(t, nil, seedOriginal.args("send", "--server", env.URL(), "--json")...)
-		r.expect(t, 0)
-		var got struct {
-			Published bool   `json:"published"`
-			StreamSeq uint64 `json:"stream_seq"`
-			Subject   string `json:"subject"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-			t.Fatalf("stdout %q: %v", r.stdout, err)
-		}
-		if !got.Published || got.StreamSeq != approvalsState(t, env).LastSeq || got.Subject != subjects.Approval("", "intent-0001") {
-			t.Errorf("printed %+v", got)
-		}
-	})
-	if c := env.Counts(); c.RequestsReceived != 0 {
-		t.Errorf("the service counts %+v with no executor running", c)
-	}
-}
-
-func TestSendToAServerThatIsNotThere(t *testing.T) {
-	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "nats://" + l.Addr().String()
-	l.Close() // nobody listens there now
-	r := publisher(t, nil, seedOriginal.args("send", "--server", url, "--wait", "30s")...)
-	r.expect(t, 1)
-	if !strings.Contains(r.stderr, "connecting to NATS at "+url) {
-		t.Errorf("stderr does not name the server:\n%s", r.stderr)
-	}
-	if r.took > 10*time.Second {
-		t.Errorf("took %s to give up", r.took)
-	}
-}
-
 func TestUsageAndHelp(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -742,4 +495,74 @@ func TestUsageAndHelp(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestVersionPrintsTheModuleVersionAndExitsZero(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"--version"}, strings.NewReader(""), &out, &errb)
+	if code := exitCode(err, &errb); code != 0 {
+		t.Fatalf("exit %d (%v): %s", code, err, errb.String())
+	}
+	if !strings.HasPrefix(out.String(), "publisher ") || len(strings.TrimSpace(out.String())) <= len("publisher") {
+		t.Fatalf("printed %q", out.String())
+	}
+}
+
+func TestDigestRefusesANumberJCSWouldRoundAsTheExecutorsDo(t *testing.T) {
+	dir := t.TempDir()
+	digest := func(doc string) (string, string, int) {
+		path := filepath.Join(dir, "doc.json")
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		code := exitCode(run(context.Background(), []string{"digest", path}, strings.NewReader(""), &out, &errb), &errb)
+		return out.String(), errb.String(), code
+	}
+	for _, doc := range []string{`{"n":9007199254740993}`, `{"n":9007199254740992.4}`} {
+		out, errs, code := digest(doc)
+		if code != exitFailure || !strings.Contains(errs, "not exactly a double") {
+			t.Errorf("%s: exit %d, printed %q, error %q; want it refused as not exactly a double", doc, code, out, errs)
+		}
+	}
+	if out, errs, code := digest(`{"n":9007199254740992.0}`); code != 0 || !strings.HasPrefix(out, "sha256:") {
+		t.Errorf("2^53 written as 9007199254740992.0: exit %d, %q, %q", code, out, errs)
+	}
+}
+
+func TestApproveSaysWhichProviderAndDestinationItApproved(t *testing.T) {
+	dir := t.TempDir()
+	seedRequest := readFile(t, seedFile("request.json"))
+	caldavTeam := writeFile(t, dir, "caldav-team.json", scenario.Edit(seedRequest, func(m map[string]any) {
+		m["provider"], m["destination"] = document.ProviderCalDAV, "team"
+	}))
+	redmine := writeFile(t, dir, "redmine.json", scenario.Edit(seedRequest, func(m map[string]any) { m["provider"] = document.ProviderRedmine }))
+	for _, c := range []struct{ name, request, want string }{
+		{"the seed request is approved for the fake service's default destination", seedFile("request.json"),
+			"approved for provider fake-task-provider.v1, destination default (capability create_fake_task)"},
+		{"a request for a CalDAV calendar named team is approved for it", caldavTeam,
+			"approved for provider caldav-task.v1, destination team (capability create_caldav_task)"},
+		{"a request for Redmine naming no destination is approved for its default", redmine,
+			"approved for provider redmine-issue.v1, destination default (capability create_redmine_issue)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := publisher(t, nil, files{seedFile("candidate.json"), c.request, ""}.args("approve", "--by", "reviewer-1", "-o", filepath.Join(t.TempDir(), "a.json"))...)
+			r.expect(t, 0)
+			if !strings.Contains(r.stderr, c.want) {
+				t.Errorf("stderr lacks %q:\n%s", c.want, r.stderr)
+			}
+		})
+	}
+	t.Run("a request for an unknown provider is refused, naming the known ones", func(t *testing.T) {
+		bad := writeFile(t, dir, "bad.json", scenario.Edit(seedRequest, func(m map[string]any) { m["provider"] = "caldav.v1" }))
+		r := publisher(t, nil, files{seedFile("candidate.json"), bad, ""}.args("approve", "--by", "reviewer-1", "-o", filepath.Join(t.TempDir(), "a.json"))...)
+		if r.code == 0 {
+			t.Fatalf("approve accepted an unknown provider:\n%s", r.stderr)
+		}
+		for _, want := range []string{`unknown provider "caldav.v1"`, document.ProviderCalDAV} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+	})
 }

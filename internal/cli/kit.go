@@ -144,6 +144,19 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// ParseOrHelp is Parse for a command whose --help is success: it returns help
+// true and no error when args ask for the usage (which the flag set has
+// printed); other errors are Parse's.
+func ParseOrHelp(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
 // ParseNoArgs is Parse for a command that takes no positional arguments:
 // one is a usage error, after the usage is printed.
 func ParseNoArgs(fs *flag.FlagSet, args []string) error {

@@ -561,3 +561,39 @@ func TestConcurrentPresses(t *testing.T) {
 		t.Errorf("the task service counts %+v, want %d, 1, 1", c, n)
 	}
 }
+
+// A console connected as a publisher that may create no consumer shows the
+// receipt of each send: created, then replayed; the server refused it
+// nothing.
+func TestAConsoleThatMayCreateNoConsumerShowsItsReceipts(t *testing.T) {
+	env := testenv.StartNoConsumers(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	js, violations := env.ConnectPublisher()
+	s := startConsole(t, env, copyFixtures(t), func(c *console.Config) { c.JetStream = js })
+	first := press(t, s, approveForm("reviewer-1"))
+	s.get(t, first+"?wait=1").expect(t, http.StatusOK, `data-state="created"`)
+	second := press(t, s, url.Values{})
+	s.get(t, second+"?wait=1").expect(t, http.StatusOK, `data-state="replayed"`)
+	if v := violations.Seen(); len(v) > 0 {
+		t.Errorf("the server refused the console: %v", v)
+	}
+}
+
+func TestReviewShowsTheRequestsDestination(t *testing.T) {
+	env := testenv.Start(t)
+	dir := copyFixtures(t)
+	editJSON(t, filepath.Join(dir, "release-notes.request.json"), func(m map[string]any) {
+		m["provider"], m["destination"] = document.ProviderCalDAV, "team"
+	})
+	s := startConsole(t, env, dir, nil)
+	for _, c := range []struct{ name, path, want string }{
+		{"a request naming no destination shows its provider's default one", "/c/notify-checks",
+			`<dd id="destination">provider <code class="provider">fake-task-provider.v1</code>, destination <code class="destination">default</code> <span class="hint">the request names no destination`},
+		{"a request for a CalDAV calendar named team shows the provider and the name", "/c/release-notes",
+			`<dd id="destination">provider <code class="provider">caldav-task.v1</code>, destination <code class="destination">team</code> <span class="hint">where the task is made`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s.get(t, c.path).expect(t, http.StatusOK, c.want)
+		})
+	}
+}

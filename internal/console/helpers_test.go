@@ -30,15 +30,16 @@ func fixtures(t testing.TB) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notes := indent(t, document.Candidate{
-		SchemaVersion: document.CandidateVersion,
-		CandidateID:   "cand-0002",
-		Source:        document.Source{TranscriptID: "transcript-weekly-sync-2026-11-27", Version: "v3"},
-		Kind:          "commitment",
-		Summary:       "有人在會議中說會在發布前把發布說明更新好",
-		SpeakerRef:    nil,
-		Evidence:      []document.Evidence{{Quote: "發布說明我來更新，發布前會弄好", StartMS: 1204000, EndMS: 1207500}},
-	})
+	// The second candidate is the seed's, from the same meeting, with
+	// another commitment.
+	var second document.Candidate
+	if err := json.Unmarshal(scenario.Candidate(), &second); err != nil {
+		t.Fatal(err)
+	}
+	second.CandidateID = "cand-0002"
+	second.Summary = "有人在會議中說會在發布前把發布說明更新好"
+	second.Evidence = []document.Evidence{{Quote: "發布說明我來更新，發布前會弄好", StartMS: 1204000, EndMS: 1207500}}
+	notes := indent(t, second)
 	notesReq, err := scenario.Request(notes, "task-request-0101", "intent-0101", "更新發布說明")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -214,12 +213,7 @@ func TestARequestForAScopeTheApproverIsNotTrustedForIsNotSent(t *testing.T) {
 	// the form that approves it.
 	scoped := func(t *testing.T) (string, url.Values) {
 		dir := copyFixtures(t)
-		req := filepath.Join(dir, "notify-checks.request.json")
-		editJSON(t, req, func(m map[string]any) { m["scope"] = "team-a" })
-		b, err := os.ReadFile(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := editJSON(t, filepath.Join(dir, "notify-checks.request.json"), func(m map[string]any) { m["scope"] = "team-a" })
 		digest, err := canon.Digest(b)
 		if err != nil {
 			t.Fatal(err)

@@ -62,16 +62,19 @@ func WriteFile(t testing.TB, dir, name string, b []byte) {
 	}
 }
 
-// EditJSON rewrites a JSON file with f applied to its members.
-func EditJSON(t testing.TB, path string, f func(m map[string]any)) {
+// EditJSON rewrites a JSON file with f applied to its members, and returns
+// what it wrote.
+func EditJSON(t testing.TB, path string, f func(m map[string]any)) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, scenario.Edit(b, f), 0o644); err != nil {
+	edited := scenario.Edit(b, f)
+	if err := os.WriteFile(path, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return edited
 }
 
 // ticking is a clock that starts at the seed's approval time and moves a

@@ -117,6 +117,15 @@ func (b *tab) text(sel string) string {
 	return strings.Join(strings.Fields(run(b, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))), " ")
 }
 
+// expectText checks that the first element the selector finds shows want;
+// what says which check it is.
+func (b *tab) expectText(what, sel, want string) {
+	b.t.Helper()
+	if got := b.text(sel); got != want {
+		b.t.Errorf("%s: %s shows %q, want %q", what, sel, got, want)
+	}
+}
+
 // screenshot saves the whole page as NN-name.png and returns its path.
 func (b *tab) screenshot(name string) string {
 	b.t.Helper()
@@ -159,12 +168,8 @@ func TestBrowserApproveTwice(t *testing.T) {
 	if got := b.text("#assignee .unknown") + ", " + b.text("#due .unknown"); got != "unknown, unknown" {
 		t.Errorf("assignee and due date show %q, want unknown, unknown", got)
 	}
-	if got := b.text("#candidate-digest"); got != consoletest.SeedCandidateDigest {
-		t.Errorf("candidate digest %q", got)
-	}
-	if got := b.text("#request-digest"); got != consoletest.SeedRequestDigest {
-		t.Errorf("request digest %q", got)
-	}
+	b.expectText("candidate digest", "#candidate-digest", consoletest.SeedCandidateDigest)
+	b.expectText("request digest", "#request-digest", consoletest.SeedRequestDigest)
 	if got := run(b, "reading the name", chromedp.Value(chromedp.ID("by"))); got != "reviewer-1" {
 		t.Errorf("the name field holds %q", got)
 	}
@@ -191,18 +196,12 @@ func TestBrowserApproveTwice(t *testing.T) {
 	if !run(b, "checking for a reload", chromedp.Evaluate[bool](`window.sameDocument === true`)) {
 		t.Error("the page was reloaded; the receipt should have come through the event stream")
 	}
-	if got := b.text("#result .outcome"); got != "created: task fake-task-0001" {
-		t.Errorf("after the first press: %q", got)
-	}
-	if got := b.text("#send-1 .counts"); got != "1, 1, 1" {
-		t.Errorf("the first send's row shows counts %q (updated live)", got)
-	}
+	b.expectText("after the first press", "#result .outcome", "created: task fake-task-0001")
+	b.expectText("the first send's row, updated live", "#send-1 .counts", "1, 1, 1")
 	b.screenshot("created")
 
 	b.do("pressing again", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="replayed"]`)))
-	if got := b.text("#result .outcome"); got != "replayed: the same task fake-task-0001" {
-		t.Errorf("after the second press: %q", got)
-	}
+	b.expectText("after the second press", "#result .outcome", "replayed: the same task fake-task-0001")
 	counts := b.text("#result td.requests_received") + ", " + b.text("#result td.creates_executed") + ", " + b.text("#result td.tasks_existing")
 	if counts != "2, 1, 1" {
 		t.Errorf("the receipt's counters read %s, want 2, 1, 1", counts)
@@ -237,9 +236,7 @@ func TestBrowserApproveTwice(t *testing.T) {
 	b.do("reviewing again", chromedp.Navigate(s.URL+"/c/notify-checks"), chromedp.WaitVisible(chromedp.ID("changed")))
 	b.screenshot("changed")
 	b.do("pressing send again", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="refused"]`)))
-	if got, want := b.text("#result .outcome"), "rejected at candidate_binding: the candidate changed after it was approved."; got != want {
-		t.Errorf("the changed candidate shows %q, want %q", got, want)
-	}
+	b.expectText("the changed candidate", "#result .outcome", "rejected at candidate_binding: the candidate changed after it was approved.")
 	if got := b.text("#result .outcome + p"); !strings.HasPrefix(got, "Nothing was sent.") {
 		t.Errorf("the refusal says %q", got)
 	}
@@ -288,16 +285,10 @@ func TestBrowserWithoutJavaScript(t *testing.T) {
 	if loc := run(b, "reading the address", chromedp.Location()); !strings.Contains(loc, "?wait=1") {
 		t.Errorf("the receipt page is %s; without scripts it should be the waiting variant (?wait=1)", loc)
 	}
-	if got := b.text("#result .outcome"); got != "created: task fake-task-0001" {
-		t.Errorf("after the first press: %q", got)
-	}
+	b.expectText("after the first press", "#result .outcome", "created: task fake-task-0001")
 	b.do("pressing again", chromedp.Click(chromedp.ID("send")), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="replayed"]`)))
-	if got := b.text("#result .outcome"); got != "replayed: the same task fake-task-0001" {
-		t.Errorf("after the second press: %q", got)
-	}
-	if got := b.text("#send-2 .counts"); got != "2, 1, 1" {
-		t.Errorf("the second send's counters %q", got)
-	}
+	b.expectText("after the second press", "#result .outcome", "replayed: the same task fake-task-0001")
+	b.expectText("the second send's counters", "#send-2 .counts", "2, 1, 1")
 	b.screenshot("replayed-without-javascript")
 	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
 }
@@ -317,9 +308,7 @@ func TestBrowserSignInAndHosts(t *testing.T) {
 
 	// Without the cookie: a page that says what to open, and nothing else.
 	b.do("opening the list without the cookie", chromedp.Navigate(s.URL+"/c/notify-checks"), chromedp.WaitVisible(chromedp.CSS("main h1")))
-	if got := b.text("main h1"); got != "Open the console's address" {
-		t.Errorf("without the cookie the page says %q", got)
-	}
+	b.expectText("without the cookie", "main h1", "Open the console's address")
 	if got := b.text("main .notice"); !strings.Contains(got, "Open the address the console printed when it started") {
 		t.Errorf("without the cookie: %q", got)
 	}
@@ -348,9 +337,7 @@ func TestBrowserSignInAndHosts(t *testing.T) {
 	// the cookie in this browser, and whatever the page does.
 	rebound := "http://rebind.test:" + port
 	b.do("opening the console under another name", chromedp.Navigate(rebound+"/"), chromedp.WaitVisible(chromedp.CSS("main h1")))
-	if got := b.text("main h1"); got != "Wrong address" {
-		t.Errorf("under another host name the page says %q", got)
-	}
+	b.expectText("under another host name", "main h1", "Wrong address")
 	if got := b.text("main .notice"); !strings.Contains(got, "rebind.test") {
 		t.Errorf("the refusal does not name the host: %q", got)
 	}

@@ -58,23 +58,24 @@ func measureReferences(ctx context.Context, s *stack, st *stages, rep *report) e
 	env := w.Envelopes[0]
 	receipt := sampleReceipt()
 
-	end := st.begin("reference: naive JetStream")
-	naive, err := s.naiveJetStream(ctx, o.RefApprovals, k, o.Concurrency, len(env), receipt)
-	if err != nil {
-		return fmt.Errorf("bench: the naive JetStream reference: %w", err)
+	for _, ref := range []struct {
+		name    string
+		measure func(ctx context.Context, n, k, c, envBytes int, receipt []byte) (*reference, error)
+		into    **reference
+	}{
+		{"naive JetStream", s.naiveJetStream, &rep.naive},
+		{"batched JetStream", s.batchedJetStream, &rep.batched},
+	} {
+		end := st.begin("reference: " + ref.name)
+		measured, err := ref.measure(ctx, o.RefApprovals, k, o.Concurrency, len(env), receipt)
+		if err != nil {
+			return fmt.Errorf("bench: the %s reference: %w", ref.name, err)
+		}
+		end()
+		*ref.into = measured
 	}
-	end()
-	rep.naive = naive
 
-	end = st.begin("reference: batched JetStream")
-	batched, err := s.batchedJetStream(ctx, o.RefApprovals, k, o.Concurrency, len(env), receipt)
-	if err != nil {
-		return fmt.Errorf("bench: the batched JetStream reference: %w", err)
-	}
-	end()
-	rep.batched = batched
-
-	end = st.begin("reference: Pebble alone")
+	end := st.begin("reference: Pebble alone")
 	dir := filepath.Join(os.TempDir(), "sendtwice-bench-pebble-"+nuid.Next())
 	if s.dir != "" {
 		dir = filepath.Join(s.dir, "pebble-reference")

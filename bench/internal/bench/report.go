@@ -116,8 +116,7 @@ func (r *report) writeReferences(w io.Writer) {
 	if r.naive == nil && r.batched == nil && r.pebble == nil && r.ledger == nil && r.ledgerSkipped == "" {
 		return
 	}
-	fmt.Fprintln(w, "\nreferences (this run, this server, same message size and concurrency):")
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	tw := newTable(w, "\nreferences (this run, this server, same message size and concurrency):")
 	for _, ref := range []*reference{r.naive, r.batched, r.pebble, r.ledgerRef()} {
 		if ref == nil {
 			continue
@@ -139,8 +138,7 @@ func (r *report) writeDrains(w io.Writer) {
 	if len(r.drains) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nbacklog drains (executors started → every message acked, so every receipt stored):")
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	tw := newTable(w, "\nbacklog drains (executors started → every message acked, so every receipt stored):")
 	fmt.Fprintln(tw, "  stored intents\texecutors\tapprovals\tenvelope\tdrain\tapprovals/s\t× naive\t× batched\t× ledger\t× Pebble\t× 1st row\tCPU/approval\treceipts/batch\tcheck")
 	first := r.drains[0].rate()
 	for _, d := range r.drains {
@@ -156,8 +154,7 @@ func (r *report) writeLives(w io.Writer) {
 	if len(r.lives) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nlive (latency from each approval's scheduled publish to its receipt read from RECEIPTS):")
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	tw := newTable(w, "\nlive (latency from each approval's scheduled publish to its receipt read from RECEIPTS):")
 	fmt.Fprintln(tw, "  offered\tachieved\texecutors\tapprovals\tp50\tp95\tp99\tmax\tp99/p50\tcheck")
 	for _, l := range r.lives {
 		offered := thousands(l.offered) + "/s"
@@ -173,8 +170,7 @@ func (r *report) writeLives(w io.Writer) {
 		if l.stagesN == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s\n", stagesHeader(l))
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		tw := newTable(w, "\n"+stagesHeader(l))
 		fmt.Fprintln(tw, "  stage\tp50\tp99\tmean")
 		for _, st := range l.stages {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", st.name, ms(st.pct(0.50)), ms(st.pct(0.99)), ms(st.mean))
@@ -213,8 +209,7 @@ func (r *report) writeStages(w io.Writer) {
 	if len(r.stages) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\ntime per stage:")
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	tw := newTable(w, "\ntime per stage:")
 	for _, s := range r.stages {
 		fmt.Fprintf(tw, "  %s\t%s\n", s.name, s.took.Round(time.Millisecond))
 	}
@@ -273,4 +268,11 @@ func batchString(d *drainResult) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f (%.0f%% batched)", float64(d.batched)/float64(d.batches), 100*float64(d.batched)/float64(max(d.n, 1)))
+}
+
+// newTable prints title on a line of its own and returns the writer that
+// aligns the table below it; flush it when the rows are written.
+func newTable(w io.Writer, title string) *tabwriter.Writer {
+	fmt.Fprintln(w, title)
+	return tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 }

@@ -268,15 +268,25 @@ func (r *run) sameApprovalTwiceReal(ctx context.Context, e envelopes) (first, fi
 	return first, firstDigest, nil
 }
 
+// sendAndList sends env, as what, and then lists the service's tasks: the
+// receipt and the listing after it.
+func (r *run) sendAndList(ctx context.Context, what string, env []byte) (*document.Receipt, seen, error) {
+	rc, err := r.send(ctx, what, env)
+	if err != nil {
+		return nil, seen{}, err
+	}
+	s, err := r.list(ctx)
+	if err != nil {
+		return nil, seen{}, err
+	}
+	return rc, s, nil
+}
+
 // changedReal is step 3: the same intent with changed content and its own
 // approval; the service keeps A's task and its digest.
 func (r *run) changedReal(ctx context.Context, e envelopes, first, firstDigest string) error {
 	a := r.intents[0]
-	rc, err := r.send(ctx, "step 3", e.changed)
-	if err != nil {
-		return err
-	}
-	s, err := r.list(ctx)
+	rc, s, err := r.sendAndList(ctx, "step 3", e.changed)
 	if err != nil {
 		return err
 	}
@@ -302,11 +312,7 @@ func (r *run) deletedReal(ctx context.Context, e envelopes, first string) error 
 			return fmt.Errorf("demo: step 4: deleting A's task as its owner: %w", err)
 		}
 	}
-	rc, err := r.send(ctx, "step 4", e.original)
-	if err != nil {
-		return err
-	}
-	s, err := r.list(ctx)
+	rc, s, err := r.sendAndList(ctx, "step 4", e.original)
 	if err != nil {
 		return err
 	}
@@ -323,11 +329,7 @@ func (r *run) deletedReal(ctx context.Context, e envelopes, first string) error 
 // task. It returns the listing after it.
 func (r *run) newIntentReal(ctx context.Context, e envelopes, first string) (seen, error) {
 	a, b := r.intents[0], r.intents[1]
-	rc, err := r.send(ctx, "step 5", e.newIntent)
-	if err != nil {
-		return seen{}, err
-	}
-	s, err := r.list(ctx)
+	rc, s, err := r.sendAndList(ctx, "step 5", e.newIntent)
 	if err != nil {
 		return seen{}, err
 	}

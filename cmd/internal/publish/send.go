@@ -244,15 +244,12 @@ func SendStored(ctx context.Context, cf *SendStoredConfig, stdout io.Writer) err
 	if err != nil {
 		return fmt.Errorf("nothing published: %s: %w", *cf.file, err)
 	}
-	c, err := cf.conn.Open("executor-send", nil)
+	c, wctx, done, err := cf.conn.OpenWithin(ctx, "executor-send", *cf.wait)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	js := c.JS
-	wctx, cancel := context.WithTimeout(ctx, *cf.wait)
-	defer cancel()
-	sent, r, err := send.NewClient(js).Send(wctx, env)
+	defer done()
+	sent, r, err := send.NewClient(c.JS).Send(wctx, env)
 	switch {
 	case errors.Is(err, send.ErrNoReceipt):
 		// Published: whatever ended the wait, the message is stored.

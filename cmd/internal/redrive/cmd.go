@@ -110,14 +110,12 @@ func Run(ctx context.Context, cf *Config, stdout io.Writer) error {
 	case *cf.dryRun && *cf.wait > 0:
 		return redriveUsage(cf.fs, "--dry-run publishes nothing, so there is nothing to --wait for")
 	}
-	c, err := cf.conn.Open("executor-redrive", nil)
+	c, rctx, done, err := cf.conn.OpenWithin(ctx, "executor-redrive", *cf.timeout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 	js := c.JS
-	rctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-	defer cancel()
 	r := &redriver{js: js, force: *cf.force, dryRun: *cf.dryRun, out: stdout, quiet: *cf.asJSON}
 	if *cf.wait > 0 {
 		// One watch for the whole run, however many messages it waits

@@ -109,14 +109,12 @@ func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) err
 	if err := cf.tsf.CheckNamed(); err != nil {
 		return err
 	}
-	c, err := cf.conn.Open("executor-status", nil)
+	c, ctx, done, err := cf.conn.OpenWithin(ctx, "executor-status", 30*time.Second)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 	nc, js := c.NC, c.JS
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	rec, source, err := Settle(ctx, js, cf.tsf, "status", cli.RedactURL(cf.conn.Server), stderr)
 	var rep *StatusReport
 	switch {

@@ -155,14 +155,12 @@ func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := cf.conn.Open("executor-verify", nil)
+	c, ctx, done, err := cf.conn.OpenWithin(ctx, "executor-verify", *cf.timeout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 	nc, js := c.NC, c.JS
-	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-	defer cancel()
 	if _, _, err := service.Settle(ctx, js, cf.tsf, "verify", cli.RedactURL(cf.conn.Server), stderr); err != nil {
 		return err
 	}
