@@ -540,9 +540,8 @@ func TestCalDAVATaskDeletedByAUserIsReplayedAsDeletedAndNotCreatedAgain(t *testi
 // collection at collectionURL, and returns its report and error.
 func verifyCalDAV(t *testing.T, r *davRig, collectionURL string) (string, error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"verify", "--server", r.env.URL(), "--task-service", "caldav", "--caldav-url", collectionURL}, &out, &errOut)
-	return out.String() + errOut.String(), err
+	out, errOut, err := runCLI(context.Background(), "verify", "--server", r.env.URL(), "--task-service", "caldav", "--caldav-url", collectionURL)
+	return out + errOut, err
 }
 
 // violationLines keeps the lines of a report that say what failed.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -84,16 +83,22 @@ func startExecutor(t *testing.T, url, id string, extra ...string) *process {
 
 func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 	t.Setenv(asMain, "1") // the demo's publisher processes are this binary
-	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"demo"}, &out, &errOut)
+	table, errOut, err := runCLI(context.Background(), "demo")
 	if err != nil {
-		t.Fatalf("demo failed: %v\n%s\n%s", err, out.String(), errOut.String())
+		t.Fatalf("demo failed: %v\n%s\n%s", err, table, errOut)
 	}
-	table := out.String()
 	expectLines(t, "table", table, "replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at")
 	if strings.Contains(table, "DIFFERS") {
 		t.Errorf("a row differs:\n%s", table)
 	}
+}
+
+// runCLI runs the executor's command line with args in this process and
+// returns what it printed on stdout and on stderr.
+func runCLI(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = run(ctx, args, &out, &errOut)
+	return out.String(), errOut.String(), err
 }
 
 // expectLines fails the test, naming what printed out, for each of wants
@@ -311,13 +316,12 @@ func TestServeDrainsAndExitsCleanlyOnSIGTERM(t *testing.T) {
 }
 
 func TestVersionPrintsTheModuleVersionAndExitsZero(t *testing.T) {
-	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"--version"}, &out, &errb)
+	out, errOut, err := runCLI(context.Background(), "--version")
 	if code := exitCode(err); code != 0 {
-		t.Fatalf("exit %d (%v): %s", code, err, errb.String())
+		t.Fatalf("exit %d (%v): %s", code, err, errOut)
 	}
-	if !strings.HasPrefix(out.String(), "executor ") || len(strings.TrimSpace(out.String())) <= len("executor") {
-		t.Fatalf("printed %q", out.String())
+	if !strings.HasPrefix(out, "executor ") || len(strings.TrimSpace(out)) <= len("executor") {
+		t.Fatalf("printed %q", out)
 	}
 }
 
@@ -501,8 +505,7 @@ func TestServeRefusesReplicasItCannotHave(t *testing.T) {
 		{"serve", "--server", "nats://127.0.0.1:1", "--insecure-allow-unsigned", "--replicas", "0"},
 		{"serve", "--server", "nats://127.0.0.1:1", "--insecure-allow-unsigned", "--replicas", "7"},
 	} {
-		var errOut bytes.Buffer
-		err := run(context.Background(), args, io.Discard, &errOut)
+		_, _, err := runCLI(context.Background(), args...)
 		if !errors.Is(err, errUsage) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}

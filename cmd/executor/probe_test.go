@@ -35,9 +35,7 @@ func runProbeCmd(t *testing.T, args ...string) (stdout, stderr string, err error
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
-	err = run(ctx, append([]string{"probe"}, args...), &out, &errOut)
-	return out.String(), errOut.String(), err
+	return runCLI(ctx, append([]string{"probe"}, args...)...)
 }
 
 func TestProbeJudgesTheFakeTaskService(t *testing.T) {

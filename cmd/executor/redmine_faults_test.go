@@ -442,14 +442,13 @@ func runRedmineVerify(t *testing.T, env *testenv.Env, srv *redminetest.Server) (
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
 	// With serve's lock TTL, shorter than verify's --timeout: verify takes no lock.
 	args := append([]string{"verify", "--server", env.URL(), "--redmine-lock-ttl", "20s"}, redmineFlagsOf(srv, srv.FieldName)...)
-	err := run(ctx, args, &out, &errOut)
-	if strings.Contains(out.String()+errOut.String(), srv.APIKey) || err != nil && strings.Contains(err.Error(), srv.APIKey) {
+	out, errOut, err := runCLI(ctx, args...)
+	if strings.Contains(out+errOut, srv.APIKey) || err != nil && strings.Contains(err.Error(), srv.APIKey) {
 		t.Errorf("verify shows the API key")
 	}
-	return out.String() + errOut.String(), err
+	return out + errOut, err
 }
 
 // executor verify --task-service redmine audits the project's marked issues:

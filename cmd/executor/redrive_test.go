@@ -68,9 +68,7 @@ func seedScenario(t *testing.T) *scenario.Seed {
 
 // redriveCmd runs "executor redrive" with args against env.
 func redriveCmd(env *testenv.Env, args ...string) (stdout, stderr string, err error) {
-	var out, errOut bytes.Buffer
-	err = run(context.Background(), append([]string{"redrive", "--server", env.URL()}, args...), &out, &errOut)
-	return out.String(), errOut.String(), err
+	return runCLI(context.Background(), append([]string{"redrive", "--server", env.URL()}, args...)...)
 }
 
 // redriveAll runs redrive --all and fails the test unless it succeeds and
@@ -327,18 +325,16 @@ func TestRedriveOfAnEmptyDeadLetterStreamSaysSo(t *testing.T) {
 }
 
 func TestRedriveHelpExplainsTheCommand(t *testing.T) {
-	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"redrive", "--help"}, &out, &errOut)
+	out, errOut, err := runCLI(context.Background(), "redrive", "--help")
 	if exitCode(err) != 0 {
 		t.Fatalf("redrive --help: %v", err)
 	}
-	help := strings.Join(strings.Fields(errOut.String()+out.String()), " ")
+	help := strings.Join(strings.Fields(errOut+out), " ")
 	expectLines(t, "redrive --help", help,
 		"redrive (--seq N | --all)", "new message id", "Sendtwice-Redrive-Of", "created when no earlier attempt reached the service and replayed when one did",
 		"--force", "-dry-run", "Exit status: 0")
-	out.Reset()
-	if err := run(context.Background(), []string{"--help"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "executor redrive (--seq N | --all)") {
-		t.Errorf("executor --help does not list redrive:\n%s", out.String())
+	if out, _, err := runCLI(context.Background(), "--help"); err != nil || !strings.Contains(out, "executor redrive (--seq N | --all)") {
+		t.Errorf("executor --help does not list redrive:\n%s", out)
 	}
 }
 

@@ -18,9 +18,7 @@ import (
 )
 
 func sendCmd(args ...string) (stdout, stderr string, err error) {
-	var out, errOut bytes.Buffer
-	err = run(context.Background(), append([]string{sendCommand}, args...), &out, &errOut)
-	return out.String(), errOut.String(), err
+	return runCLI(context.Background(), append([]string{sendCommand}, args...)...)
 }
 
 func TestSendPublishesAStoredEnvelopeTwiceAndTheSecondReceiptSaysReplayed(t *testing.T) {

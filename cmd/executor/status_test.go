@@ -205,11 +205,10 @@ func TestStatusGivesUpOnATaskServiceThatTakesTheCallButNeverAnswers(t *testing.T
 // runCommand runs one executor command in this process and returns what it
 // printed (stdout, then stderr) and how it ended.
 func runCommand(args ...string) (string, error) {
-	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err := run(ctx, args, &out, &errOut)
-	return out.String() + errOut.String(), err
+	out, errOut, err := runCLI(ctx, args...)
+	return out + errOut, err
 }
 
 // markedTodo is a VTODO of ours in scope, as the probe or the demo leaves

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -32,8 +31,7 @@ import (
 )
 
 func TestServeRefusesToStartWithoutATrustPolicy(t *testing.T) {
-	var errOut bytes.Buffer
-	err := run(context.Background(), []string{"serve", "--server", "nats://127.0.0.1:1"}, io.Discard, &errOut)
+	_, _, err := runCLI(context.Background(), "serve", "--server", "nats://127.0.0.1:1")
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--trusted-approvers") || !strings.Contains(err.Error(), "--insecure-allow-unsigned") {
 		t.Fatalf("serve without a trust policy: %v, want a usage error naming both flags", err)
 	}
@@ -226,24 +224,23 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 		t.Fatal(err)
 	}
 
-	var out, errOut bytes.Buffer
-	err = run(context.Background(), []string{"verify", "--server", env.URL()}, &out, &errOut)
+	out, errOut, err := runCLI(context.Background(), "verify", "--server", env.URL())
 	if err == nil {
-		t.Fatalf("verify passed after a direct create:\n%s", out.String())
+		t.Fatalf("verify passed after a direct create:\n%s", out)
 	}
-	expectLines(t, "the report", out.String(), "window: APPROVALS sequences 1 to 1, 1 messages", "FAIL 7.", "came from outside the executors")
+	expectLines(t, "the report", out, "window: APPROVALS sequences 1 to 1, 1 messages", "FAIL 7.", "came from outside the executors")
 	// No executor ran serve here, so nothing recorded the service: verify
 	// says that it takes the fake one.
-	if want := "no record of the executors' task service"; !strings.Contains(errOut.String(), want) {
-		t.Errorf("verify without a record does not say %q:\n%s", want, errOut.String())
+	if want := "no record of the executors' task service"; !strings.Contains(errOut, want) {
+		t.Errorf("verify without a record does not say %q:\n%s", want, errOut)
 	}
 
-	out.Reset()
-	if err := run(context.Background(), []string{"verify", "--server", env.URL(), "--allow-external", "1", "--json"}, &out, &errOut); err != nil {
-		t.Fatalf("verify --allow-external 1: %v\n%s%s", err, out.String(), errOut.String())
+	out, errOut, err = runCLI(context.Background(), "verify", "--server", env.URL(), "--allow-external", "1", "--json")
+	if err != nil {
+		t.Fatalf("verify --allow-external 1: %v\n%s%s", err, out, errOut)
 	}
 	var rep audit.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if !rep.OK || rep.Window.FirstSeq != 1 || rep.Window.LastSeq != 1 || rep.Window.Messages != 1 || len(rep.Checks) != 14 ||
@@ -256,8 +253,7 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 }
 
 func TestVerifyCommandRefusesUnsignedAllowedWithoutTrustedApprovers(t *testing.T) {
-	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"verify", "--insecure-allow-unsigned"}, &out, &errOut)
+	_, _, err := runCLI(context.Background(), "verify", "--insecure-allow-unsigned")
 	if err == nil || !strings.Contains(err.Error(), "needs --trusted-approvers") {
 		t.Fatalf("err %v", err)
 	}
