@@ -397,6 +397,76 @@ func TestCalDAVDeletesAreLinearizable(t *testing.T) {
 	}
 }
 
+// checkLinearizable merges the call records of every executor process and
+// checks them against the task service's model; a violation fails the test
+// and leaves porcupine's visualisation as a test artifact named after the
+// first intent it names.
+func checkLinearizable(t *testing.T, callsDir string) {
+	t.Helper()
+	v, err := checkCallRecords(callsDir, t.ArtifactDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("call records: %d files from %d executor processes, %d lines cut short by a kill", v.files, v.sessions, v.torn)
+	t.Log(v.res)
+	if v.res.OK {
+		return
+	}
+	if v.html == "" {
+		t.Errorf("the calls made under faults: %s", v.res)
+		return
+	}
+	t.Errorf("the calls made under faults: %s; visualisation: %s", v.res, v.html)
+}
+
+// callsVerdict is the linearizability check of a directory of call records.
+type callsVerdict struct {
+	res                   linearize.Result
+	files, sessions, torn int
+	html                  string // the visualisation written, if any
+}
+
+// checkCallRecords checks the call records (*.jsonl) in callsDir; on a
+// violation it writes the visualisation into artifactDir, named after the
+// first intent the violations name.
+func checkCallRecords(callsDir, artifactDir string) (callsVerdict, error) {
+	files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		return callsVerdict{}, fmt.Errorf("no call records in %s (%v)", callsDir, err)
+	}
+	h, err := history.Read(files...)
+	if err != nil {
+		return callsVerdict{}, fmt.Errorf("reading the call records: %w", err)
+	}
+	v := callsVerdict{files: len(files), sessions: h.Sessions, torn: h.Torn}
+	html := filepath.Join(artifactDir, "linearizability.html")
+	v.res, err = linearize.Check(h.Calls, linearize.Options{Visualization: html, Timeout: 5 * time.Minute})
+	if err != nil {
+		return v, fmt.Errorf("checking linearizability: %w", err)
+	}
+	if v.res.Visualization == "" {
+		return v, nil
+	}
+	v.html = html
+	if vs := v.res.Violations; len(vs) > 0 && len(vs[0].Intents) > 0 {
+		named := filepath.Join(artifactDir, "linearizability-"+fileSafe(vs[0].Intents[0])+".html")
+		if err := os.Rename(html, named); err == nil {
+			v.html = named
+		}
+	}
+	return v, nil
+}
+
+// fileSafe keeps letters, digits, dot, dash and underscore of s.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
 // readCallRecords reads every executor's call record in callsDir.
 func readCallRecords(t *testing.T, callsDir string) history.History {
 	t.Helper()
