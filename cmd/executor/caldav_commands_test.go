@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -33,10 +31,7 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: "alice", Password: "s3cret"})
 	srv.MakeCalendar(srv.HomePath+"work/", "Work", "VTODO")
 	srv.MakeCalendar(srv.HomePath+"events/", "Events", "VEVENT")
-	pw := filepath.Join(t.TempDir(), "password")
-	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pw := writeTestFile(t, "password", "s3cret\n")
 	login := []string{"calendars", "--caldav-url", srv.BaseURL, "--caldav-user", "alice", "--caldav-password-file", pw}
 	calendars := func(t *testing.T, args ...string) (string, string, error) {
 		t.Helper()
@@ -242,11 +237,7 @@ func TestServeChecksTheCalDAVLoginBeforeItTakesAMessage(t *testing.T) {
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
 	r := &davRig{env: testenv.Start(t), srv: srv}
 	passwordFile := func(pw string) string {
-		f := filepath.Join(t.TempDir(), "password")
-		if err := os.WriteFile(f, []byte(pw+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
+		return writeTestFile(t, "password", pw+"\n")
 	}
 	login := func(pw string) []string {
 		return []string{"--caldav-user", user, "--caldav-password-file", passwordFile(pw)}

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -100,10 +99,7 @@ func tasksFor(l caldav.Listing, intent string) int {
 // the receipt it waited for.
 func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Receipt {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "envelope.json")
-	if err := os.WriteFile(file, envelope, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeTestFile(t, "envelope.json", string(envelope))
 	cmd := exec.Command(os.Args[0], sendCommand, "--server", natsURL, "--envelope", file, "--json")
 	cmd.Env = append(os.Environ(), asMain+"=1")
 	var out, errOut bytes.Buffer

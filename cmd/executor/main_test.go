@@ -101,6 +101,22 @@ func runCLI(ctx context.Context, args ...string) (stdout, stderr string, err err
 	return out.String(), errOut.String(), err
 }
 
+// writeTestFile writes content to a file name, readable by its owner only,
+// in a directory of its own that the test removes; it returns the path.
+func writeTestFile(t *testing.T, name, content string) string {
+	t.Helper()
+	return writeFileIn(t, t.TempDir(), name, content)
+}
+
+func writeFileIn(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // expectLines fails the test, naming what printed out, for each of wants
 // that out does not contain.
 func expectLines(t *testing.T, what, out string, wants ...string) {
@@ -407,10 +423,7 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 
 	// Send the seed approval twice, from two separate publisher processes.
 	s := testenv.Seed(t)
-	file := filepath.Join(dir, "envelope.json")
-	if err := os.WriteFile(file, s.Original.Envelope(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeFileIn(t, dir, "envelope.json", string(s.Original.Envelope()))
 	var task string
 	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
 		send := exec.Command(os.Args[0], sendCommand, "--server", url, "--envelope", file, "--json")

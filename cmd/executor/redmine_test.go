@@ -20,8 +20,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,10 +66,7 @@ func startRedmineRig(t *testing.T) *redmineRig {
 	redminetest.Require(t)
 	srv := redminetest.Start(t, redminetest.Options{})
 	env := testenv.Start(t)
-	keyFile := filepath.Join(t.TempDir(), "redmine-api-key")
-	if err := os.WriteFile(keyFile, []byte(srv.APIKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := writeTestFile(t, "redmine-api-key", srv.APIKey+"\n")
 	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: testenv.Ledger(t, env.JS, ledger.Options{})}
 	r.ad = r.adapter(t, srv.URL, 3*time.Second)
 	return r
@@ -392,20 +387,6 @@ const redmineURL = "http://127.0.0.1:1/"
 
 // redmineArgs are the flags of a well-formed redmine service.
 var redmineArgs = []string{"--task-service", "redmine", "--redmine-url", redmineURL, "--redmine-project", "ops"}
-
-func writeTestFile(t *testing.T, name, content string) string {
-	t.Helper()
-	return writeFileIn(t, t.TempDir(), name, content)
-}
-
-func writeFileIn(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // The commands refuse what the flags refuse, as usage errors, and never
 // show the API key: not in an error, not on stdout or stderr, not in --help.

@@ -230,10 +230,7 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	s := testenv.SeedFor(t, scenario.CalDAV)
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
 	r := &davRig{env: testenv.Start(t), srv: srv}
-	pwFile := filepath.Join(t.TempDir(), "password")
-	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pwFile := writeTestFile(t, "password", password+"\n")
 	r.executor(t, srv.CollectionURL, "exec-1", "--caldav-user", user, "--caldav-password-file", pwFile)
 	rc := r.send(t, s.Original.Envelope())
 	if rc.Outcome != document.OutcomeCreated {
