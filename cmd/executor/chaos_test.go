@@ -324,62 +324,50 @@ func TestChaos(t *testing.T) {
 
 	// Chaos, until the publishers are done and a little after.
 	var strayRefused string
-	chaosCtx, stopChaos := context.WithCancel(context.Background())
-	chaosDone := make(chan struct{})
-	go func() {
-		defer close(chaosDone)
-		r := rand.New(rand.NewPCG(3, 4))
-		svc := provider.NewClient(nc)
-		tick := time.NewTicker(400 * time.Millisecond)
-		defer tick.Stop()
-		var natsRestarts int
-		for i := 0; ; i++ {
-			select {
-			case <-chaosCtx.Done():
-				return
-			case <-tick.C:
-			}
-			if i == 20 {
-				// A second task service instance, with a store of its own,
-				// tries to join mid-run; it must be refused, naming the
-				// running one. (Done here, between faults, so that the
-				// running instance is up and answering when it tries.)
-				strayRefused = tryStrayService(t, svc, filepath.Join(dir, "service-stray"), url)
-				count("second service instance refused")
-				continue
-			}
-			switch k := r.IntN(10); {
-			case k < 3:
-				executors[r.IntN(len(executors))].signal(syscall.SIGKILL)
-				count("executor killed (SIGKILL)")
-			case k == 3:
-				e := executors[r.IntN(len(executors))]
-				if !e.isPaused() {
-					e.signal(syscall.SIGSTOP)
-					count("executor stopped past AckWait (SIGSTOP, SIGCONT)")
-					time.AfterFunc(topo.AckWait+time.Second, func() { e.signal(syscall.SIGCONT) })
-				}
-			case k == 4:
-				sig := syscall.SIGTERM
-				if r.IntN(2) == 0 {
-					sig = syscall.SIGKILL
-				}
-				service.signal(sig)
-				count("service restarted")
-			case k == 5 && natsRestarts < 3 && i > 5:
-				natsRestarts++
-				natsProc.signal(syscall.SIGTERM)
-				count("NATS server restarted")
-				time.Sleep(time.Second)
-			default:
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				if _, err := svc.ArmFault(ctx, 1+r.IntN(3)); err == nil {
-					count("service replies dropped (armed)")
-				}
-				cancel()
-			}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	svc := provider.NewClient(nc)
+	var natsRestarts int
+	stopChaos := everyTick(400*time.Millisecond, func(i int) {
+		if i == 20 {
+			// A second task service instance, with a store of its own,
+			// tries to join mid-run; it must be refused, naming the
+			// running one. (Done here, between faults, so that the
+			// running instance is up and answering when it tries.)
+			strayRefused = tryStrayService(t, svc, filepath.Join(dir, "service-stray"), url)
+			count("second service instance refused")
+			return
 		}
-	}()
+		switch k := rnd.IntN(10); {
+		case k < 3:
+			executors[rnd.IntN(len(executors))].signal(syscall.SIGKILL)
+			count("executor killed (SIGKILL)")
+		case k == 3:
+			e := executors[rnd.IntN(len(executors))]
+			if !e.isPaused() {
+				e.signal(syscall.SIGSTOP)
+				count("executor stopped past AckWait (SIGSTOP, SIGCONT)")
+				time.AfterFunc(topo.AckWait+time.Second, func() { e.signal(syscall.SIGCONT) })
+			}
+		case k == 4:
+			sig := syscall.SIGTERM
+			if rnd.IntN(2) == 0 {
+				sig = syscall.SIGKILL
+			}
+			service.signal(sig)
+			count("service restarted")
+		case k == 5 && natsRestarts < 3 && i > 5:
+			natsRestarts++
+			natsProc.signal(syscall.SIGTERM)
+			count("NATS server restarted")
+			time.Sleep(time.Second)
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if _, err := svc.ArmFault(ctx, 1+rnd.IntN(3)); err == nil {
+				count("service replies dropped (armed)")
+			}
+			cancel()
+		}
+	})
 
 	// Publish from 4 senders; each message is retried with its own id
 	// until the stream acknowledges it.
@@ -414,7 +402,6 @@ func TestChaos(t *testing.T) {
 	publishTook := time.Since(start)
 	time.Sleep(2 * time.Second)
 	stopChaos()
-	<-chaosDone
 
 	// Heal: everything running and not paused, then drain.
 	for _, e := range append([]*supervised{service, natsProc}, executors...) {
@@ -630,6 +617,28 @@ func countFault(out, point string) int {
 		}
 	}
 	return n
+}
+
+// everyTick calls fault with the tick's number (0, 1, …) every interval,
+// from one goroutine, until the stop it returns is called; stop returns
+// once the call under way, if any, has ended.
+func everyTick(interval time.Duration, fault func(i int)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			fault(i)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {

@@ -211,32 +211,20 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 			// or holds it past the call timeout, or an executor is killed
 			// (SIGKILL) and started again with a new call record.
 			var f davFaults
-			faultsCtx, stopFaults := context.WithCancel(context.Background())
-			faultsDone := make(chan struct{})
-			go func() {
-				defer close(faultsDone)
-				rnd := rand.New(rand.NewPCG(5, 6))
-				tick := time.NewTicker(150 * time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-faultsCtx.Done():
-						return
-					case <-tick.C:
-					}
-					switch n := rnd.IntN(10); {
-					case n < 6:
-						proxy.DropResponses(1)
-						f.dropArmed++
-					case n == 6 && f.stallArmed < 3:
-						proxy.StallResponses(1)
-						f.stallArmed++
-					case n == 7 && f.killed < 3:
-						executors[rnd.IntN(len(executors))].signal(syscall.SIGKILL)
-						f.killed++
-					}
+			rnd := rand.New(rand.NewPCG(5, 6))
+			stopFaults := everyTick(150*time.Millisecond, func(int) {
+				switch n := rnd.IntN(10); {
+				case n < 6:
+					proxy.DropResponses(1)
+					f.dropArmed++
+				case n == 6 && f.stallArmed < 3:
+					proxy.StallResponses(1)
+					f.stallArmed++
+				case n == 7 && f.killed < 3:
+					executors[rnd.IntN(len(executors))].signal(syscall.SIGKILL)
+					f.killed++
 				}
-			}()
+			})
 
 			// Publish over about 6 s; the server restarts when half the
 			// messages are in.
@@ -249,7 +237,6 @@ func TestCalDAVCallsUnderFaultsAreLinearizable(t *testing.T) {
 				t.Fatalf("publishing: %v", err)
 			}
 			stopFaults()
-			<-faultsDone
 			seqs := pub.sent()
 			byseq := awaitReceipts(t, r.env, seqs, 90*time.Second)
 			took := time.Since(start)
