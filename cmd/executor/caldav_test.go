@@ -53,6 +53,15 @@ func startDAVRig(t *testing.T, k davtest.Kind) *davRig {
 	return &davRig{env: env, srv: srv, dav: dav}
 }
 
+// startServedDAVRig is startDAVRig with one executor process, exec-1,
+// serving the server's collection.
+func startServedDAVRig(t *testing.T, k davtest.Kind) *davRig {
+	t.Helper()
+	r := startDAVRig(t, k)
+	r.executor(t, r.srv.CollectionURL, "exec-1")
+	return r
+}
+
 // executor starts an executor process whose task service is the CalDAV
 // collection at collectionURL (the server's, or a proxy's in front of it).
 func (r *davRig) executor(t *testing.T, collectionURL, id string, extra ...string) *process {
@@ -154,8 +163,7 @@ func (p *spreadPublish) sent() []uint64 {
 // in a failure): the rig and that store's id.
 func startDAVRigAndCreate(t *testing.T, k davtest.Kind, envelope []byte, what string) (*davRig, string) {
 	t.Helper()
-	r := startDAVRig(t, k)
-	r.executor(t, r.srv.CollectionURL, "exec-1")
+	r := startServedDAVRig(t, k)
 	store := r.dav.StoreID()
 	created := r.send(t, envelope)
 	checkServiceReceipt(t, what, created.Receipt, document.OutcomeCreated, "intent-0001", store)
@@ -279,8 +287,7 @@ func TestCalDAVTheSeedsLineCountsTwoOneOneOnTheServer(t *testing.T) {
 	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("two publisher processes send one approval to "+string(k)+": created, replayed, 2 calls received, one 201, one VTODO", func(t *testing.T) {
-			r := startDAVRig(t, k)
-			r.executor(t, r.srv.CollectionURL, "exec-1")
+			r := startServedDAVRig(t, k)
 			intent := "intent-0001"
 			first := sendByProcess(t, r.env.URL(), s.Original.Envelope())
 			second := sendByProcess(t, r.env.URL(), s.Original.Envelope())
@@ -447,26 +454,8 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 			defer cancel()
 			// The batch is spread over about a second and a half; the
 			// server restarts once a few receipts are in.
-			pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
-			restartedAfter := restartMidRun(ctx, t, r.env.JS, batch, "the server", r.srv.Restart)
-			if err := <-pub.done; err != nil {
-				t.Fatalf("publishing: %v", err)
-			}
-			all := pub.sent()
-			byseq := awaitReceipts(t, r.env, all, 60*time.Second)
-			dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			outcomes := map[string]int{}
-			redelivered := 0
-			for _, seq := range all {
-				rc := byseq[seq][0]
-				outcomes[rc.Outcome]++
-				if rc.Delivery.Delivered > 1 {
-					redelivered++
-				}
-			}
+			run := publishThroughARestart(ctx, t, r.env, envelopes, "the server", r.srv.Restart, 60*time.Second)
+			outcomes, dead := run.outcomes, run.dead
 			l := r.listing(t)
 			var puts, doubled int
 			for _, intent := range intents {
@@ -481,7 +470,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 				}
 			}
 			t.Logf("%s: restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; %d PUTs for %d intents; %d VTODOs listed, %d stored",
-				k, restartedAfter, outcomes, redelivered, len(dead), puts, batch, l.VTODOs, len(r.srv.StoredNames()))
+				k, run.restartedAfter, outcomes, run.redelivered, len(dead), puts, batch, l.VTODOs, len(r.srv.StoredNames()))
 			if len(dead) != 0 {
 				t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
 			}
@@ -562,8 +551,7 @@ func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
 	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" verify holds after a clean run and names the intent of a task added by hand", func(t *testing.T) {
-			r := startDAVRig(t, k)
-			r.executor(t, r.srv.CollectionURL, "exec-1")
+			r := startServedDAVRig(t, k)
 			for _, e := range [][]byte{s.Original.Envelope(), s.Original.Envelope(), s.Changed.Envelope(), s.NewIntent.Envelope(), s.TamperedCases()[0].Envelope} {
 				r.send(t, e)
 			}
@@ -628,6 +616,45 @@ func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
 // if every receipt of the batch was in by then (named for the service, as
 // server): the restart was not mid-run. It returns how many said created
 // when the service was back.
+// restartRun is how a run through a restart of the task service's server
+// ended.
+type restartRun struct {
+	restartedAfter int64             // created receipts stored when the server restarted
+	outcomes       map[string]int    // first receipts by outcome
+	redelivered    int               // first receipts written on a redelivery
+	dead           map[uint64]string // dead-lettered messages
+}
+
+// publishThroughARestart spreads envelopes over env's pipeline, restarts
+// the server (restart, named server) once a few receipts are in, and waits
+// up to within for every message's receipts.
+func publishThroughARestart(ctx context.Context, t *testing.T, env *testenv.Env, envelopes [][]byte, server string, restart func(), within time.Duration) restartRun {
+	t.Helper()
+	pub := publishSpread(ctx, env.JS, envelopes, 50*time.Millisecond)
+	run := restartRun{restartedAfter: restartMidRun(ctx, t, env.JS, len(envelopes), server, restart), outcomes: map[string]int{}}
+	if err := <-pub.done; err != nil {
+		t.Fatalf("publishing: %v", err)
+	}
+	all := pub.sent()
+	byseq := awaitReceipts(t, env, all, within)
+	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.dead = dead
+	for _, seq := range all {
+		if len(byseq[seq]) == 0 {
+			continue
+		}
+		rc := byseq[seq][0]
+		run.outcomes[rc.Outcome]++
+		if rc.Delivery.Delivered > 1 {
+			run.redelivered++
+		}
+	}
+	return run
+}
+
 func restartMidRun(ctx context.Context, t *testing.T, js jetstream.JetStream, batch int, server string, restart func()) int64 {
 	t.Helper()
 	for {

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/cmd/internal/service"
-	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/ledger"
@@ -327,33 +326,12 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	awaitPullers(ctx, t, r.env, 2)
-	pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
-	restartedAfter := restartMidRun(ctx, t, r.env.JS, batch, "Redmine", r.srv.Restart)
-	if err := <-pub.done; err != nil {
-		t.Fatalf("publishing: %v", err)
-	}
-	all := pub.sent()
-	byseq := awaitReceipts(t, r.env, all, 90*time.Second)
-	dead, err := audit.DeadLetterSeqs(context.Background(), r.env.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outcomes := map[string]int{}
-	redelivered := 0
-	for _, seq := range all {
-		if len(byseq[seq]) == 0 {
-			continue
-		}
-		rc := byseq[seq][0]
-		outcomes[rc.Outcome]++
-		if rc.Delivery.Delivered > 1 {
-			redelivered++
-		}
-	}
+	run := publishThroughARestart(ctx, t, r.env, envelopes, "Redmine", r.srv.Restart, 90*time.Second)
+	outcomes, dead := run.outcomes, run.dead
 	received, created := r.srv.Posts()
 	c := r.issues(t)
 	t.Logf("restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; Redmine's log: %d POSTs, %d answered 201; %d issues listed",
-		restartedAfter, outcomes, redelivered, len(dead), received, created, c.total)
+		run.restartedAfter, outcomes, run.redelivered, len(dead), received, created, c.total)
 	for _, intent := range intents {
 		if n := len(c.byIntent[intent]); n != 1 {
 			t.Errorf("intent %s has %d issues %v, want 1", intent, n, c.byIntent[intent])
