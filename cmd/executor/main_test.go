@@ -93,6 +93,76 @@ func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 	}
 }
 
+// restartRun is how a run through a restart of the task service's server
+// ended.
+type restartRun struct {
+	restartedAfter int64             // created receipts stored when the server restarted
+	outcomes       map[string]int    // first receipts by outcome
+	redelivered    int               // first receipts written on a redelivery
+	dead           map[uint64]string // dead-lettered messages
+}
+
+// publishThroughARestart spreads envelopes over env's pipeline, restarts
+// the server (restart, named server) once a few receipts are in, and waits
+// up to within for every message's receipts.
+func publishThroughARestart(ctx context.Context, t *testing.T, env *testenv.Env, envelopes [][]byte, server string, restart func(), within time.Duration) restartRun {
+	t.Helper()
+	pub := publishSpread(ctx, env.JS, envelopes, 50*time.Millisecond)
+	run := restartRun{restartedAfter: restartMidRun(ctx, t, env.JS, len(envelopes), server, restart), outcomes: map[string]int{}}
+	if err := <-pub.done; err != nil {
+		t.Fatalf("publishing: %v", err)
+	}
+	all := pub.sent()
+	byseq := awaitReceipts(t, env, all, within)
+	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.dead = dead
+	for _, seq := range all {
+		if len(byseq[seq]) == 0 {
+			continue
+		}
+		rc := byseq[seq][0]
+		run.outcomes[rc.Outcome]++
+		if rc.Delivery.Delivered > 1 {
+			run.redelivered++
+		}
+	}
+	return run
+}
+
+// restartMidRun waits until the first few receipts of a batch of size batch
+// say created, restarts the task service with restart, and fails the test
+// if every receipt of the batch was in by then (named for the service, as
+// server): the restart was not mid-run. It returns how many said created
+// when the service was back.
+func restartMidRun(ctx context.Context, t *testing.T, js jetstream.JetStream, batch int, server string, restart func()) int64 {
+	t.Helper()
+	for {
+		n, err := audit.CountReceipts(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[document.OutcomeCreated] >= 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no receipts before the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	restart()
+	restartedAfter, err := audit.CountReceipts(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restartedAfter[document.OutcomeCreated] >= int64(batch) {
+		t.Fatalf("all %d receipts were in when %s was back: the restart was not mid-run", batch, server)
+	}
+	return restartedAfter[document.OutcomeCreated]
+}
+
 // runCLI runs the executor's command line with args in this process and
 // returns what it printed on stdout and on stderr.
 func runCLI(ctx context.Context, args ...string) (stdout, stderr string, err error) {
