@@ -84,14 +84,7 @@ func TestServeEmbeddedLeavesTheEnvironmentsConnectionSettingsOut(t *testing.T) {
 	t.Setenv("NATS_PASSWORD", "secret")
 	t.Setenv("NATS_CA", missing)
 	p := serveEmbedded(t, "--insecure-allow-unsigned")
-	waitFor(t, 30*time.Second, "the embedded executor to consume", func() bool {
-		select {
-		case err := <-p.done:
-			t.Fatalf("serve --embedded ended: %v\n%s", err, p.log.String())
-		default:
-		}
-		return strings.Contains(p.log.String(), "consuming")
-	})
+	p.awaitConsuming(t, 30*time.Second)
 	if !strings.Contains(p.log.String(), "without the NATS credentials and TLS settings of the environment") {
 		t.Errorf("the log does not say the environment's settings were left out:\n%s", p.log.String())
 	}
@@ -471,6 +464,20 @@ func serveEmbedded(t *testing.T, args ...string) *inProcess {
 		return err == nil
 	})
 	return p
+}
+
+// awaitConsuming waits up to within until p logs that it consumes; it
+// fails the test if serve ends first.
+func (p *inProcess) awaitConsuming(t *testing.T, within time.Duration) {
+	t.Helper()
+	waitFor(t, within, "serve --embedded to consume", func() bool {
+		select {
+		case err := <-p.done:
+			t.Fatalf("serve --embedded ended: %v\n%s", err, p.log.String())
+		default:
+		}
+		return strings.Contains(p.log.String(), "consuming")
+	})
 }
 
 func TestAnEmbeddedExecutorWhoseTaskServiceLosesItsLeaseStops(t *testing.T) {

@@ -249,6 +249,20 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		}
 	}
 	server := r.env.URL()
+	// withPassword runs command with the password file; it fails the test
+	// unless the command succeeds without printing the password.
+	withPassword := func(t *testing.T, command string) string {
+		t.Helper()
+		out, err := runCommand(command, "--server", server, "--caldav-password-file", pwFile)
+		t.Logf("executor %s --caldav-password-file FILE:\n%s", command, out)
+		if err != nil {
+			t.Fatalf("%s: %v", command, err)
+		}
+		if strings.Contains(out, password) {
+			t.Errorf("%s prints the password", command)
+		}
+		return out
+	}
 	recorded := "task service: caldav, CalDAV collection " + srv.CollectionURL + " (recorded by executor exec-1 at "
 
 	t.Run("the record names the collection and the user, never the password", func(t *testing.T) {
@@ -272,18 +286,11 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		}
 	})
 	t.Run("status with the password file lists the collection's tasks, the probe's and the demo's apart", func(t *testing.T) {
-		out, err := runCommand("status", "--server", server, "--caldav-password-file", pwFile)
-		t.Logf("executor status --caldav-password-file FILE:\n%s", out)
-		if err != nil {
-			t.Fatalf("status: %v", err)
-		}
+		out := withPassword(t, "status")
 		expectLines(t, "status", out,
 			recorded,
 			"tasks:        3 carrying an intent id: 1 of the pipeline; left by the probe 1, by the demo 1; 3 items in all",
 			"receipts:     created 1 replayed 0")
-		if strings.Contains(out, password) {
-			t.Errorf("status prints the password")
-		}
 		js, err := runCommand("status", "--server", server, "--caldav-password-file", pwFile, "--json")
 		if err != nil {
 			t.Fatal(err)
@@ -308,18 +315,10 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 			"add --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor verify --server "+server+" --caldav-password-file FILE")
 	})
 	t.Run("verify with only the password file audits the recorded collection and lists the probe's and the demo's tasks apart", func(t *testing.T) {
-		out, err := runCommand("verify", "--server", server, "--caldav-password-file", pwFile)
-		t.Logf("executor verify --caldav-password-file FILE:\n%s", out)
-		if err != nil {
-			t.Fatalf("verify: %v", err)
-		}
-		expectLines(t, "verify", out,
+		expectLines(t, "verify", withPassword(t, "verify"),
 			"task service: store "+caldavStore(t, srv.CollectionURL)+", CalDAV collection "+srv.CollectionURL,
 			"tasks:        3 carrying an intent id: 1 of the pipeline; left by the probe 1, by the demo 1; 3 items in all",
 			"of which left by the demo (scope sendtwice-demo; excluded)", "left by the demo", "verify: all checks hold")
-		if strings.Contains(out, password) {
-			t.Errorf("verify prints the password")
-		}
 	})
 	t.Run("a second task for one key in the demo's scope is still reported", func(t *testing.T) {
 		path := srv.ResourcePath("demo-again.ics")
@@ -394,14 +393,7 @@ func TestServeEmbeddedWithCalDAVOpensNoFakeServiceStore(t *testing.T) {
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{})
 	p := serveEmbedded(t, "--insecure-allow-unsigned", "--id", "exec-embedded", "--task-service", "caldav", "--caldav-url", srv.CollectionURL)
 	data, url := p.data, p.url
-	waitFor(t, 60*time.Second, "serve --embedded to consume", func() bool {
-		select {
-		case err := <-p.done:
-			t.Fatalf("serve --embedded ended: %v\n%s", err, p.log.String())
-		default:
-		}
-		return strings.Contains(p.log.String(), "consuming")
-	})
+	p.awaitConsuming(t, 60*time.Second)
 	t.Run("no store directory of the fake service is made", func(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(data, "provider")); !errors.Is(err, os.ErrNotExist) {
 			entries, _ := os.ReadDir(data)
