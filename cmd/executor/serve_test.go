@@ -211,11 +211,7 @@ func TestServeSetsUpTheStreamsAndTheConsumerOnce(t *testing.T) {
 	_, js := testenv.Connect(t, p.url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, topology.RecordBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	history, err := kv.History(ctx, topology.RecordKey)
+	history, err := recordBucket(ctx, t, js).History(ctx, topology.RecordKey)
 	if err != nil {
 		t.Fatal(err)
 	}

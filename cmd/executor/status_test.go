@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sendtwice/sendtwice/cmd/internal/demo"
 	"github.com/sendtwice/sendtwice/cmd/internal/service"
@@ -424,16 +425,23 @@ func TestServeEmbeddedWithCalDAVOpensNoFakeServiceStore(t *testing.T) {
 	})
 }
 
+// recordBucket opens js's bucket of the deployment's record: what
+// provisioning applied and the executors' task service.
+func recordBucket(ctx context.Context, t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
+	t.Helper()
+	kv, err := js.KeyValue(ctx, topology.RecordBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
 // rawServiceRecord is the record of the executors' task service as stored.
 func rawServiceRecord(t *testing.T, env *testenv.Env) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := env.JS.KeyValue(ctx, topology.RecordBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(ctx, topology.TaskServiceKey)
+	e, err := recordBucket(ctx, t, env.JS).Get(ctx, topology.TaskServiceKey)
 	if err != nil {
 		t.Fatalf("no record of the task service: %v", err)
 	}
