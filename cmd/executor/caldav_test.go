@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +51,15 @@ func startDAVRig(t *testing.T, k davtest.Kind) *davRig {
 		t.Fatal(err)
 	}
 	return &davRig{env: env, srv: srv, dav: dav}
+}
+
+// startServedDAVRig is startDAVRig with one executor process, exec-1,
+// serving the server's collection.
+func startServedDAVRig(t *testing.T, k davtest.Kind) *davRig {
+	t.Helper()
+	r := startDAVRig(t, k)
+	r.executor(t, r.srv.CollectionURL, "exec-1")
+	return r
 }
 
 // executor starts an executor process whose task service is the CalDAV
@@ -100,10 +108,7 @@ func tasksFor(l caldav.Listing, intent string) int {
 // the receipt it waited for.
 func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Receipt {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "envelope.json")
-	if err := os.WriteFile(file, envelope, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeTestFile(t, "envelope.json", string(envelope))
 	cmd := exec.Command(os.Args[0], sendCommand, "--server", natsURL, "--envelope", file, "--json")
 	cmd.Env = append(os.Environ(), asMain+"=1")
 	var out, errOut bytes.Buffer
@@ -158,8 +163,7 @@ func (p *spreadPublish) sent() []uint64 {
 // in a failure): the rig and that store's id.
 func startDAVRigAndCreate(t *testing.T, k davtest.Kind, envelope []byte, what string) (*davRig, string) {
 	t.Helper()
-	r := startDAVRig(t, k)
-	r.executor(t, r.srv.CollectionURL, "exec-1")
+	r := startServedDAVRig(t, k)
 	store := r.dav.StoreID()
 	created := r.send(t, envelope)
 	checkServiceReceipt(t, what, created.Receipt, document.OutcomeCreated, "intent-0001", store)
@@ -283,8 +287,7 @@ func TestCalDAVTheSeedsLineCountsTwoOneOneOnTheServer(t *testing.T) {
 	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("two publisher processes send one approval to "+string(k)+": created, replayed, 2 calls received, one 201, one VTODO", func(t *testing.T) {
-			r := startDAVRig(t, k)
-			r.executor(t, r.srv.CollectionURL, "exec-1")
+			r := startServedDAVRig(t, k)
 			intent := "intent-0001"
 			first := sendByProcess(t, r.env.URL(), s.Original.Envelope())
 			second := sendByProcess(t, r.env.URL(), s.Original.Envelope())
@@ -451,26 +454,8 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 			defer cancel()
 			// The batch is spread over about a second and a half; the
 			// server restarts once a few receipts are in.
-			pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
-			restartedAfter := restartMidRun(ctx, t, r.env.JS, batch, "the server", r.srv.Restart)
-			if err := <-pub.done; err != nil {
-				t.Fatalf("publishing: %v", err)
-			}
-			all := pub.sent()
-			byseq := awaitReceipts(t, r.env, all, 60*time.Second)
-			dead, err := audit.DeadLetterSeqs(ctx, r.env.JS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			outcomes := map[string]int{}
-			redelivered := 0
-			for _, seq := range all {
-				rc := byseq[seq][0]
-				outcomes[rc.Outcome]++
-				if rc.Delivery.Delivered > 1 {
-					redelivered++
-				}
-			}
+			run := publishThroughARestart(ctx, t, r.env, envelopes, "the server", r.srv.Restart, 60*time.Second)
+			outcomes, dead := run.outcomes, run.dead
 			l := r.listing(t)
 			var puts, doubled int
 			for _, intent := range intents {
@@ -485,7 +470,7 @@ func TestCalDAVAServerRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T)
 				}
 			}
 			t.Logf("%s: restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; %d PUTs for %d intents; %d VTODOs listed, %d stored",
-				k, restartedAfter, outcomes, redelivered, len(dead), puts, batch, l.VTODOs, len(r.srv.StoredNames()))
+				k, run.restartedAfter, outcomes, run.redelivered, len(dead), puts, batch, l.VTODOs, len(r.srv.StoredNames()))
 			if len(dead) != 0 {
 				t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
 			}
@@ -540,9 +525,8 @@ func TestCalDAVATaskDeletedByAUserIsReplayedAsDeletedAndNotCreatedAgain(t *testi
 // collection at collectionURL, and returns its report and error.
 func verifyCalDAV(t *testing.T, r *davRig, collectionURL string) (string, error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"verify", "--server", r.env.URL(), "--task-service", "caldav", "--caldav-url", collectionURL}, &out, &errOut)
-	return out.String() + errOut.String(), err
+	out, errOut, err := runCLI(context.Background(), "verify", "--server", r.env.URL(), "--task-service", "caldav", "--caldav-url", collectionURL)
+	return out + errOut, err
 }
 
 // violationLines keeps the lines of a report that say what failed.
@@ -567,8 +551,7 @@ func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
 	s := testenv.SeedFor(t, scenario.CalDAV)
 	for _, k := range davtest.Kinds() {
 		t.Run("on "+string(k)+" verify holds after a clean run and names the intent of a task added by hand", func(t *testing.T) {
-			r := startDAVRig(t, k)
-			r.executor(t, r.srv.CollectionURL, "exec-1")
+			r := startServedDAVRig(t, k)
 			for _, e := range [][]byte{s.Original.Envelope(), s.Original.Envelope(), s.Changed.Envelope(), s.NewIntent.Envelope(), s.TamperedCases()[0].Envelope} {
 				r.send(t, e)
 			}
@@ -626,37 +609,6 @@ func TestCalDAVVerifyChecksTheCollection(t *testing.T) {
 			}
 		})
 	}
-}
-
-// restartMidRun waits until the first few receipts of a batch of size batch
-// say created, restarts the task service with restart, and fails the test
-// if every receipt of the batch was in by then (named for the service, as
-// server): the restart was not mid-run. It returns how many said created
-// when the service was back.
-func restartMidRun(ctx context.Context, t *testing.T, js jetstream.JetStream, batch int, server string, restart func()) int64 {
-	t.Helper()
-	for {
-		n, err := audit.CountReceipts(ctx, js)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n[document.OutcomeCreated] >= 3 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no receipts before the restart")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	restart()
-	restartedAfter, err := audit.CountReceipts(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if restartedAfter[document.OutcomeCreated] >= int64(batch) {
-		t.Fatalf("all %d receipts were in when %s was back: the restart was not mid-run", batch, server)
-	}
-	return restartedAfter[document.OutcomeCreated]
 }
 
 // publishCopies publishes n copies of envelope at once, as n senders would,

@@ -29,8 +29,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/embedded"
-	"github.com/sendtwice/sendtwice/internal/history"
-	"github.com/sendtwice/sendtwice/internal/linearize"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
@@ -326,62 +324,50 @@ func TestChaos(t *testing.T) {
 
 	// Chaos, until the publishers are done and a little after.
 	var strayRefused string
-	chaosCtx, stopChaos := context.WithCancel(context.Background())
-	chaosDone := make(chan struct{})
-	go func() {
-		defer close(chaosDone)
-		r := rand.New(rand.NewPCG(3, 4))
-		svc := provider.NewClient(nc)
-		tick := time.NewTicker(400 * time.Millisecond)
-		defer tick.Stop()
-		var natsRestarts int
-		for i := 0; ; i++ {
-			select {
-			case <-chaosCtx.Done():
-				return
-			case <-tick.C:
-			}
-			if i == 20 {
-				// A second task service instance, with a store of its own,
-				// tries to join mid-run; it must be refused, naming the
-				// running one. (Done here, between faults, so that the
-				// running instance is up and answering when it tries.)
-				strayRefused = tryStrayService(t, svc, filepath.Join(dir, "service-stray"), url)
-				count("second service instance refused")
-				continue
-			}
-			switch k := r.IntN(10); {
-			case k < 3:
-				executors[r.IntN(len(executors))].signal(syscall.SIGKILL)
-				count("executor killed (SIGKILL)")
-			case k == 3:
-				e := executors[r.IntN(len(executors))]
-				if !e.isPaused() {
-					e.signal(syscall.SIGSTOP)
-					count("executor stopped past AckWait (SIGSTOP, SIGCONT)")
-					time.AfterFunc(topo.AckWait+time.Second, func() { e.signal(syscall.SIGCONT) })
-				}
-			case k == 4:
-				sig := syscall.SIGTERM
-				if r.IntN(2) == 0 {
-					sig = syscall.SIGKILL
-				}
-				service.signal(sig)
-				count("service restarted")
-			case k == 5 && natsRestarts < 3 && i > 5:
-				natsRestarts++
-				natsProc.signal(syscall.SIGTERM)
-				count("NATS server restarted")
-				time.Sleep(time.Second)
-			default:
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				if _, err := svc.ArmFault(ctx, 1+r.IntN(3)); err == nil {
-					count("service replies dropped (armed)")
-				}
-				cancel()
-			}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	svc := provider.NewClient(nc)
+	var natsRestarts int
+	stopChaos := everyTick(400*time.Millisecond, func(i int) {
+		if i == 20 {
+			// A second task service instance, with a store of its own,
+			// tries to join mid-run; it must be refused, naming the
+			// running one. (Done here, between faults, so that the
+			// running instance is up and answering when it tries.)
+			strayRefused = tryStrayService(t, svc, filepath.Join(dir, "service-stray"), url)
+			count("second service instance refused")
+			return
 		}
-	}()
+		switch k := rnd.IntN(10); {
+		case k < 3:
+			executors[rnd.IntN(len(executors))].signal(syscall.SIGKILL)
+			count("executor killed (SIGKILL)")
+		case k == 3:
+			e := executors[rnd.IntN(len(executors))]
+			if !e.isPaused() {
+				e.signal(syscall.SIGSTOP)
+				count("executor stopped past AckWait (SIGSTOP, SIGCONT)")
+				time.AfterFunc(topo.AckWait+time.Second, func() { e.signal(syscall.SIGCONT) })
+			}
+		case k == 4:
+			sig := syscall.SIGTERM
+			if rnd.IntN(2) == 0 {
+				sig = syscall.SIGKILL
+			}
+			service.signal(sig)
+			count("service restarted")
+		case k == 5 && natsRestarts < 3 && i > 5:
+			natsRestarts++
+			natsProc.signal(syscall.SIGTERM)
+			count("NATS server restarted")
+			time.Sleep(time.Second)
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if _, err := svc.ArmFault(ctx, 1+rnd.IntN(3)); err == nil {
+				count("service replies dropped (armed)")
+			}
+			cancel()
+		}
+	})
 
 	// Publish from 4 senders; each message is retried with its own id
 	// until the stream acknowledges it.
@@ -416,7 +402,6 @@ func TestChaos(t *testing.T) {
 	publishTook := time.Since(start)
 	time.Sleep(2 * time.Second)
 	stopChaos()
-	<-chaosDone
 
 	// Heal: everything running and not paused, then drain.
 	for _, e := range append([]*supervised{service, natsProc}, executors...) {
@@ -537,15 +522,13 @@ func TestChaos(t *testing.T) {
 			continue
 		}
 		t.Logf("dead letter %d of message %d: %s", dl.Seq, dl.ApprovalSeq, dl.Reason)
-		var out, errOut strings.Builder
-		err := run(context.Background(), []string{"redrive", "--server", url, "--seq", strconv.FormatUint(dl.Seq, 10), "--wait", "60s"}, &out, &errOut)
+		got, errOut, err := runCLI(context.Background(), "redrive", "--server", url, "--seq", strconv.FormatUint(dl.Seq, 10), "--wait", "60s")
 		// The service answers: created, replayed, or (for the workload's
 		// changed requests) idempotency_conflict, which redrive reports
 		// as not created or replayed and exits non-zero for.
-		got := out.String()
 		conflict := strings.Contains(got, "): idempotency_conflict")
 		if err != nil && !(errors.Is(err, errSilent) && conflict) {
-			t.Fatalf("redrive of dead letter %d: %v\n%s%s", dl.Seq, err, got, errOut.String())
+			t.Fatalf("redrive of dead letter %d: %v\n%s%s", dl.Seq, err, got, errOut)
 		}
 		if !strings.Contains(got, "): created") && !strings.Contains(got, "): replayed") && !conflict {
 			t.Fatalf("redrive of dead letter %d: %q, want the service's answer", dl.Seq, got)
@@ -566,80 +549,9 @@ func TestChaos(t *testing.T) {
 		_ = os.WriteFile(os.Getenv("SENDTWICE_CHAOS_REPORT"), j, 0o644)
 	}
 	// The command line gives the same verdict.
-	var out, errOut strings.Builder
-	if err := run(context.Background(), []string{"verify", "--server", url}, &out, &errOut); err != nil {
-		t.Fatalf("executor verify: %v\n%s", err, out.String())
+	if out, _, err := runCLI(context.Background(), "verify", "--server", url); err != nil {
+		t.Fatalf("executor verify: %v\n%s", err, out)
 	}
-}
-
-// checkLinearizable merges the call records of every executor process and
-// checks them against the task service's model; a violation fails the test
-// and leaves porcupine's visualisation as a test artifact named after the
-// first intent it names.
-func checkLinearizable(t *testing.T, callsDir string) {
-	t.Helper()
-	v, err := checkCallRecords(callsDir, t.ArtifactDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("call records: %d files from %d executor processes, %d lines cut short by a kill", v.files, v.sessions, v.torn)
-	t.Log(v.res)
-	if v.res.OK {
-		return
-	}
-	if v.html == "" {
-		t.Errorf("the calls made under faults: %s", v.res)
-		return
-	}
-	t.Errorf("the calls made under faults: %s; visualisation: %s", v.res, v.html)
-}
-
-// callsVerdict is the linearizability check of a directory of call records.
-type callsVerdict struct {
-	res                   linearize.Result
-	files, sessions, torn int
-	html                  string // the visualisation written, if any
-}
-
-// checkCallRecords checks the call records (*.jsonl) in callsDir; on a
-// violation it writes the visualisation into artifactDir, named after the
-// first intent the violations name.
-func checkCallRecords(callsDir, artifactDir string) (callsVerdict, error) {
-	files, err := filepath.Glob(filepath.Join(callsDir, "*.jsonl"))
-	if err != nil || len(files) == 0 {
-		return callsVerdict{}, fmt.Errorf("no call records in %s (%v)", callsDir, err)
-	}
-	h, err := history.Read(files...)
-	if err != nil {
-		return callsVerdict{}, fmt.Errorf("reading the call records: %w", err)
-	}
-	v := callsVerdict{files: len(files), sessions: h.Sessions, torn: h.Torn}
-	html := filepath.Join(artifactDir, "linearizability.html")
-	v.res, err = linearize.Check(h.Calls, linearize.Options{Visualization: html, Timeout: 5 * time.Minute})
-	if err != nil {
-		return v, fmt.Errorf("checking linearizability: %w", err)
-	}
-	if v.res.Visualization == "" {
-		return v, nil
-	}
-	v.html = html
-	if vs := v.res.Violations; len(vs) > 0 && len(vs[0].Intents) > 0 {
-		named := filepath.Join(artifactDir, "linearizability-"+fileSafe(vs[0].Intents[0])+".html")
-		if err := os.Rename(html, named); err == nil {
-			v.html = named
-		}
-	}
-	return v, nil
-}
-
-// fileSafe keeps letters, digits, dot, dash and underscore of s.
-func fileSafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 128 && (r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 // tryStrayService starts a second task service instance on its own store
@@ -705,6 +617,28 @@ func countFault(out, point string) int {
 		}
 	}
 	return n
+}
+
+// everyTick calls fault with the tick's number (0, 1, …) every interval,
+// from one goroutine, until the stop it returns is called; stop returns
+// once the call under way, if any, has ended.
+func everyTick(interval time.Duration, fault func(i int)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			fault(i)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {

@@ -545,9 +545,9 @@ func TestClusterThreeNodesR3SurvivesANodeKilledAndRestarted(t *testing.T) {
 	})
 
 	// The command gives the same verdict over the cluster.
-	var out, errOut strings.Builder
-	if err := run(context.Background(), []string{"verify", "--server", servers}, &out, &errOut); err != nil {
-		t.Fatalf("executor verify: %v\n%s%s", err, out.String(), errOut.String())
+	verdict, errOut, err := runCLI(context.Background(), "verify", "--server", servers)
+	if err != nil {
+		t.Fatalf("executor verify: %v\n%s%s", err, verdict, errOut)
 	}
 
 	// Sizing figures: bytes per message in the streams, on each node's disk,
@@ -574,7 +574,7 @@ func TestClusterThreeNodesR3SurvivesANodeKilledAndRestarted(t *testing.T) {
 		len(envelopes), len(distinct), len(envelopes)-len(distinct), publishTook.Round(time.Millisecond), retries.Load(), killed,
 		finished.Round(time.Millisecond), pause.Round(time.Millisecond), pauseAt.Sub(flowStart).Round(time.Millisecond), formed.Round(time.Millisecond), time.Since(began).Round(time.Millisecond),
 		receipts, outcomes, redeliveries, c.RequestsReceived, c.CreatesExecuted, c.TasksExisting,
-		latency, strings.Join(sizes, ", "), out.String())
+		latency, strings.Join(sizes, ", "), verdict)
 }
 
 // killAndRestart waits a quarter of the run, SIGKILLs the node leading the

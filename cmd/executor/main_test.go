@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +22,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/proctest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
@@ -77,16 +83,108 @@ func startExecutor(t *testing.T, url, id string, extra ...string) *process {
 
 func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 	t.Setenv(asMain, "1") // the demo's publisher processes are this binary
-	var out, errOut bytes.Buffer
-	err := run(context.Background(), []string{"demo"}, &out, &errOut)
+	table, errOut, err := runCLI(context.Background(), "demo")
 	if err != nil {
-		t.Fatalf("demo failed: %v\n%s\n%s", err, out.String(), errOut.String())
+		t.Fatalf("demo failed: %v\n%s\n%s", err, table, errOut)
 	}
-	table := out.String()
 	expectLines(t, "table", table, "replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at")
 	if strings.Contains(table, "DIFFERS") {
 		t.Errorf("a row differs:\n%s", table)
 	}
+}
+
+// restartRun is how a run through a restart of the task service's server
+// ended.
+type restartRun struct {
+	restartedAfter int64             // created receipts stored when the server restarted
+	outcomes       map[string]int    // first receipts by outcome
+	redelivered    int               // first receipts written on a redelivery
+	dead           map[uint64]string // dead-lettered messages
+}
+
+// publishThroughARestart spreads envelopes over env's pipeline, restarts
+// the server (restart, named server) once a few receipts are in, and waits
+// up to within for every message's receipts.
+func publishThroughARestart(ctx context.Context, t *testing.T, env *testenv.Env, envelopes [][]byte, server string, restart func(), within time.Duration) restartRun {
+	t.Helper()
+	pub := publishSpread(ctx, env.JS, envelopes, 50*time.Millisecond)
+	run := restartRun{restartedAfter: restartMidRun(ctx, t, env.JS, len(envelopes), server, restart), outcomes: map[string]int{}}
+	if err := <-pub.done; err != nil {
+		t.Fatalf("publishing: %v", err)
+	}
+	all := pub.sent()
+	byseq := awaitReceipts(t, env, all, within)
+	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.dead = dead
+	for _, seq := range all {
+		if len(byseq[seq]) == 0 {
+			continue
+		}
+		rc := byseq[seq][0]
+		run.outcomes[rc.Outcome]++
+		if rc.Delivery.Delivered > 1 {
+			run.redelivered++
+		}
+	}
+	return run
+}
+
+// restartMidRun waits until the first few receipts of a batch of size batch
+// say created, restarts the task service with restart, and fails the test
+// if every receipt of the batch was in by then (named for the service, as
+// server): the restart was not mid-run. It returns how many said created
+// when the service was back.
+func restartMidRun(ctx context.Context, t *testing.T, js jetstream.JetStream, batch int, server string, restart func()) int64 {
+	t.Helper()
+	for {
+		n, err := audit.CountReceipts(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[document.OutcomeCreated] >= 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no receipts before the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	restart()
+	restartedAfter, err := audit.CountReceipts(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restartedAfter[document.OutcomeCreated] >= int64(batch) {
+		t.Fatalf("all %d receipts were in when %s was back: the restart was not mid-run", batch, server)
+	}
+	return restartedAfter[document.OutcomeCreated]
+}
+
+// runCLI runs the executor's command line with args in this process and
+// returns what it printed on stdout and on stderr.
+func runCLI(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = run(ctx, args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// writeTestFile writes content to a file name, readable by its owner only,
+// in a directory of its own that the test removes; it returns the path.
+func writeTestFile(t *testing.T, name, content string) string {
+	t.Helper()
+	return writeFileIn(t, t.TempDir(), name, content)
+}
+
+func writeFileIn(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // expectLines fails the test, naming what printed out, for each of wants
@@ -300,5 +398,199 @@ func TestServeDrainsAndExitsCleanlyOnSIGTERM(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not exit within 15 s of SIGTERM")
+	}
+}
+
+func TestVersionPrintsTheModuleVersionAndExitsZero(t *testing.T) {
+	out, errOut, err := runCLI(context.Background(), "--version")
+	if code := exitCode(err); code != 0 {
+		t.Fatalf("exit %d (%v): %s", code, err, errOut)
+	}
+	if !strings.HasPrefix(out, "executor ") || len(strings.TrimSpace(out)) <= len("executor") {
+		t.Fatalf("printed %q", out)
+	}
+}
+
+// scrape reads a process's /metrics into "name{labels}" -> value, as the
+// text exposition format writes them.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	code, body, err := proctest.Get("http://" + addr + "/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d, %v", code, err)
+	}
+	return parseMetrics(t, body)
+}
+
+func parseMetrics(t *testing.T, body string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			t.Fatalf("unreadable metrics line %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("unreadable metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// ready reports whether the process at addr answers /readyz with 200.
+func ready(addr string) bool {
+	code, _, err := proctest.Get("http://" + addr + "/readyz")
+	return err == nil && code == http.StatusOK
+}
+
+func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
+	dir := t.TempDir()
+	natsPort, httpPort := freePort(t), freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	addr := fmt.Sprintf("127.0.0.1:%d", httpPort)
+
+	cmd := exec.Command(os.Args[0], "serve", "--embedded", "--insecure-allow-unsigned", "--data", filepath.Join(dir, "data"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--http", addr, "--id", "exec-metrics",
+		"--log-format", "json")
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("serve output:\n%s", logs.String())
+		}
+	})
+	waitFor(t, 30*time.Second, "serve --embedded to be ready", func() bool { return ready(addr) })
+
+	if code, body, err := proctest.Get("http://" + addr + "/healthz"); err != nil || code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q %v", code, body, err)
+	}
+	if code, body, err := proctest.Get("http://" + addr + "/readyz?verbose"); err != nil || code != 200 ||
+		!strings.Contains(body, "[+]nats ok") || !strings.Contains(body, "[+]consumer ok") || !strings.Contains(body, "[+]store ok") {
+		t.Errorf("/readyz?verbose: %d %q %v", code, body, err)
+	}
+	before := scrape(t, addr)
+	if before["sendtwice_requests_received"] != 0 || before["sendtwice_tasks_existing"] != 0 {
+		t.Fatalf("a fresh service counts %v", before)
+	}
+
+	// Send the seed approval twice, from two separate publisher processes.
+	s := testenv.Seed(t)
+	file := writeFileIn(t, dir, "envelope.json", string(s.Original.Envelope()))
+	var task string
+	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
+		send := exec.Command(os.Args[0], sendCommand, "--server", url, "--envelope", file, "--json")
+		send.Env = append(os.Environ(), asMain+"=1")
+		var out, errOut bytes.Buffer
+		send.Stdout, send.Stderr = &out, &errOut
+		if err := send.Run(); err != nil {
+			t.Fatalf("send %d: %v\n%s", i+1, err, errOut.String())
+		}
+		rc, err := document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
+		if err != nil || rc.Outcome != want || rc.TaskID == nil {
+			t.Fatalf("send %d: receipt %+v, %v; want %s", i+1, rc, err, want)
+		}
+		if task == "" {
+			task = *rc.TaskID
+		} else if *rc.TaskID != task {
+			t.Fatalf("the replay names task %s, the first receipt %s", *rc.TaskID, task)
+		}
+	}
+
+	got := scrape(t, addr)
+	want := map[string]float64{
+		"sendtwice_requests_received":                                2,
+		"sendtwice_creates_executed":                                 1,
+		"sendtwice_tasks_existing":                                   1,
+		`sendtwice_receipts_total{outcome="created"}`:                1,
+		`sendtwice_receipts_total{outcome="replayed"}`:               1,
+		`sendtwice_receipts_total{outcome="idempotency_conflict"}`:   0,
+		`sendtwice_receipts_total{outcome="rejected"}`:               0,
+		`sendtwice_receipts_total{outcome="dead_lettered"}`:          0,
+		`sendtwice_gate_rejections_total{check="capability"}`:        0,
+		`sendtwice_gate_rejections_total{check="request_binding"}`:   0,
+		"sendtwice_redeliveries_total":                               0,
+		"sendtwice_retries_total":                                    0,
+		"sendtwice_processing_seconds_count":                         2,
+		`sendtwice_processing_seconds_bucket{le="+Inf"}`:             2,
+		`sendtwice_gate_rejections_total{check="candidate_binding"}`: 0,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	t.Logf("after serve, send, send: requests %v, creates %v, tasks %v",
+		got["sendtwice_requests_received"], got["sendtwice_creates_executed"], got["sendtwice_tasks_existing"])
+	waitFor(t, 20*time.Second, "the consumer lag to read 0", func() bool {
+		v, ok := scrape(t, addr)["sendtwice_consumer_lag"]
+		return ok && v == 0
+	})
+
+	// SIGTERM: the process drains and exits 0.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Fatalf("serve ended with %v after SIGTERM", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not exit within 20 s of SIGTERM")
+	}
+
+	// One JSON log line per receipt, at info level, with the intent id, the
+	// outcome, the task id and the delivery count.
+	var receipts []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line that is not JSON: %q", line)
+		}
+		if rec["msg"] == "receipt" {
+			receipts = append(receipts, rec)
+		}
+	}
+	if len(receipts) != 2 {
+		t.Fatalf("%d receipt log lines, want 2", len(receipts))
+	}
+	for i, outcome := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
+		r := receipts[i]
+		if r["level"] != "INFO" || r["outcome"] != outcome || r["intent_id"] != "intent-0001" ||
+			r["task_id"] != task || r["delivered"] != float64(1) || r["executor"] != "exec-metrics" {
+			t.Errorf("receipt log line %d: %v", i+1, r)
+		}
+	}
+}
+
+func TestServeRefusesReplicasItCannotHave(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--embedded", "--insecure-allow-unsigned", "--replicas", "3"},
+		{"serve", "--server", "nats://127.0.0.1:1", "--insecure-allow-unsigned", "--replicas", "0"},
+		{"serve", "--server", "nats://127.0.0.1:1", "--insecure-allow-unsigned", "--replicas", "7"},
+	} {
+		_, _, err := runCLI(context.Background(), args...)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
 	}
 }

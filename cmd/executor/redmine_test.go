@@ -13,22 +13,26 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/ledger"
+	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
 
@@ -61,10 +65,7 @@ func startRedmineRig(t *testing.T) *redmineRig {
 	redminetest.Require(t)
 	srv := redminetest.Start(t, redminetest.Options{})
 	env := testenv.Start(t)
-	keyFile := filepath.Join(t.TempDir(), "redmine-api-key")
-	if err := os.WriteFile(keyFile, []byte(srv.APIKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := writeTestFile(t, "redmine-api-key", srv.APIKey+"\n")
 	r := &redmineRig{env: env, srv: srv, keyFile: keyFile, locks: testenv.Ledger(t, env.JS, ledger.Options{})}
 	r.ad = r.adapter(t, srv.URL, 3*time.Second)
 	return r
@@ -325,33 +326,12 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	awaitPullers(ctx, t, r.env, 2)
-	pub := publishSpread(ctx, r.env.JS, envelopes, 50*time.Millisecond)
-	restartedAfter := restartMidRun(ctx, t, r.env.JS, batch, "Redmine", r.srv.Restart)
-	if err := <-pub.done; err != nil {
-		t.Fatalf("publishing: %v", err)
-	}
-	all := pub.sent()
-	byseq := awaitReceipts(t, r.env, all, 90*time.Second)
-	dead, err := audit.DeadLetterSeqs(context.Background(), r.env.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outcomes := map[string]int{}
-	redelivered := 0
-	for _, seq := range all {
-		if len(byseq[seq]) == 0 {
-			continue
-		}
-		rc := byseq[seq][0]
-		outcomes[rc.Outcome]++
-		if rc.Delivery.Delivered > 1 {
-			redelivered++
-		}
-	}
+	run := publishThroughARestart(ctx, t, r.env, envelopes, "Redmine", r.srv.Restart, 90*time.Second)
+	outcomes, dead := run.outcomes, run.dead
 	received, created := r.srv.Posts()
 	c := r.issues(t)
 	t.Logf("restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; Redmine's log: %d POSTs, %d answered 201; %d issues listed",
-		restartedAfter, outcomes, redelivered, len(dead), received, created, c.total)
+		run.restartedAfter, outcomes, run.redelivered, len(dead), received, created, c.total)
 	for _, intent := range intents {
 		if n := len(c.byIntent[intent]); n != 1 {
 			t.Errorf("intent %s has %d issues %v, want 1", intent, n, c.byIntent[intent])
@@ -372,4 +352,254 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	if report, err := verifyRedmine(t, r); err != nil {
 		t.Errorf("verify after the restart: %v\n%s", err, violationLines(report))
 	}
+}
+
+// The redmine flags as the commands take them; the flags' own checks are
+// cmd/internal/service's tests.
+
+// redmineKey stands for a Redmine API key; no output of a command may show
+// it.
+const redmineKey = "REDMINE-KEY-7d31e0"
+
+const redmineURL = "http://127.0.0.1:1/"
+
+// redmineArgs are the flags of a well-formed redmine service.
+var redmineArgs = []string{"--task-service", "redmine", "--redmine-url", redmineURL, "--redmine-project", "ops"}
+
+// The commands refuse what the flags refuse, as usage errors, and never
+// show the API key: not in an error, not on stdout or stderr, not in --help.
+func TestRedmineFlagsInTheCommandsShowNoKey(t *testing.T) {
+	t.Setenv(service.RedmineAPIKeyEnv, redmineKey)
+	keyFile := writeTestFile(t, "key", redmineKey)
+	for _, c := range []struct {
+		name string
+		args []string
+		exit int
+		says string
+	}{
+		{"serve refuses a lock TTL not longer than --call-timeout, naming both",
+			append([]string{"serve", "--check-config", "--insecure-allow-unsigned", "--call-timeout", "10s", "--redmine-lock-ttl", "10s"}, redmineArgs...),
+			2, "--redmine-lock-ttl 10s is not longer than the call timeout 10s"},
+		{"serve --check-config takes the key from a file",
+			append([]string{"serve", "--check-config", "--insecure-allow-unsigned", "--redmine-api-key-file", keyFile}, redmineArgs...), 0, ""},
+		{"serve refuses --redmine-url with the fake service",
+			[]string{"serve", "--check-config", "--insecure-allow-unsigned", "--redmine-url", redmineURL}, 2, "need --task-service redmine"},
+		{"probe refuses redmine without a project",
+			[]string{"probe", "--task-service", "redmine", "--redmine-url", redmineURL, "--yes"}, 2, "needs --redmine-project"},
+		{"probe refuses --embedded with redmine",
+			append([]string{"probe", "--embedded", "--yes"}, redmineArgs...), 2, "--embedded"},
+		{"demo refuses redmine and says why",
+			append([]string{"demo"}, redmineArgs...), 2, "intent ledger"},
+		{"verify against a NATS server that does not answer fails without the key",
+			append([]string{"verify", "--server", "nats://127.0.0.1:1", "--timeout", "2s"}, redmineArgs...), 1, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			err := run(ctx, c.args, &out, &errOut)
+			if exitCode(err) != c.exit {
+				t.Fatalf("%v ended with %v (exit %d), want exit %d\n%s%s", c.args, err, exitCode(err), c.exit, out.String(), errOut.String())
+			}
+			if c.says != "" && !strings.Contains(err.Error(), c.says) {
+				t.Errorf("the error %q lacks %q", err, c.says)
+			}
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			if strings.Contains(msg+out.String()+errOut.String(), redmineKey) {
+				t.Errorf("%v shows the API key:\n%s\n%s%s", c.args, msg, out.String(), errOut.String())
+			}
+		})
+	}
+	for _, cmd := range []string{"serve", "probe", "verify"} {
+		t.Run(cmd+" --help lists the redmine flags and shows no key", func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{cmd, "--help"}, &out, &errOut)
+			if !errors.Is(err, flag.ErrHelp) {
+				t.Fatalf("%s --help: %v", cmd, err)
+			}
+			help := out.String() + errOut.String()
+			for _, want := range []string{"redmine", "-redmine-url", "-redmine-project", "-redmine-field", "-redmine-api-key-file", "$" + service.RedmineAPIKeyEnv, "-redmine-lock-ttl"} {
+				if !strings.Contains(help, want) {
+					t.Errorf("%s --help lacks %q", cmd, want)
+				}
+			}
+			if strings.Contains(help, redmineKey) {
+				t.Errorf("%s --help shows the API key", cmd)
+			}
+		})
+	}
+	t.Run("the usage names redmine", func(t *testing.T) {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"--help"}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "redmine (with --redmine-url") {
+			t.Errorf("usage lacks redmine:\n%s", out.String())
+		}
+	})
+}
+
+// executor serve reads Redmine once before it consumes: a project whose
+// issues have no key field (here: --redmine-field names none) stops it,
+// saying how an administrator makes the field, and takes no message; a
+// wrong API key stops it with Redmine's 401.
+func TestServeRefusesARedmineWithoutTheKeyField(t *testing.T) {
+	redminetest.Require(t)
+	s := testenv.SeedFor(t, scenario.Redmine)
+	srv := redminetest.Start(t, redminetest.Options{})
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The approval waits in the stream while the executors are refused.
+	if _, err := testenv.Publish(ctx, env.JS, s.Original.Envelope()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, field, key string
+		says             []string
+	}{
+		{"a field that does not exist", "no such field", srv.APIKey,
+			[]string{"refuses this executor", `--redmine-field "no such field"`, "Custom fields", "For all projects", "Used as a filter"}},
+		{"a wrong API key", srv.FieldName, "not-the-key-" + redmineKey, []string{"refuses this executor", "401", "the API key"}},
+	} {
+		t.Run("serve with "+c.name+" exits 1 saying why and takes no message", func(t *testing.T) {
+			t.Setenv(service.RedmineAPIKeyEnv, c.key)
+			p := startExecutor(t, env.URL(), "exec-refused", "--task-service", "redmine", "--redmine-url", srv.URL,
+				"--redmine-project", srv.Project, "--redmine-field", c.field)
+			select {
+			case <-p.exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve is still running:\n%s", p.out.String())
+			}
+			out := p.out.String()
+			t.Logf("serve with %s:\n%s", c.name, out)
+			if p.err == nil {
+				t.Fatalf("serve exited 0:\n%s", out)
+			}
+			for _, want := range c.says {
+				if !strings.Contains(out, want) {
+					t.Errorf("the refusal does not say %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, c.key) {
+				t.Errorf("the API key is in serve's output:\n%s", out)
+			}
+			if received, _ := srv.Posts(); received != 0 {
+				t.Errorf("the refused executor sent %d POSTs", received)
+			}
+		})
+	}
+	ci, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ci.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Consumer != 0 {
+		t.Errorf("the refused executors took %d deliveries", info.Delivered.Consumer)
+	}
+}
+
+// redmineProbeArgs are probe's flags for srv, with the API key from a file.
+func redmineProbeArgs(t *testing.T, srv *redminetest.Server, extra ...string) []string {
+	t.Helper()
+	key := writeTestFile(t, "redmine-api-key", srv.APIKey+"\n")
+	return append([]string{"--task-service", "redmine", "--redmine-url", srv.URL, "--redmine-project", srv.Project,
+		"--redmine-field", srv.FieldName, "--redmine-api-key-file", key}, extra...)
+}
+
+// executor probe against a real Redmine: the adapter's rows are safe, the
+// class is stated, a lookup right after a create sees it, and two plain
+// creates with one key make two issues, as Redmine's own log and listing
+// count them.
+func TestProbeOfARealRedmine(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
+	redminetest.Require(t)
+	srv := redminetest.Start(t, redminetest.Options{})
+	// The lost-reply row waits for the lost call's lock to run out: a TTL
+	// just over the probe's 10 s call timeout keeps the wait short.
+	out, errOut, err := runProbeCmd(t, redmineProbeArgs(t, srv, "--redmine-lock-ttl", "11s", "--yes", "--json")...)
+	if err != nil {
+		t.Fatalf("probe --task-service redmine: %v\n%s%s", err, out, errOut)
+	}
+	if strings.Contains(out+errOut, srv.APIKey) {
+		t.Errorf("probe shows the API key:\n%s%s", out, errOut)
+	}
+	var rep probe.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("probe --json printed %q: %v", out, err)
+	}
+	var text bytes.Buffer
+	if err := probe.WriteText(&text, &rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("executor probe --task-service redmine:\n%s", text.String())
+	rows := map[string]probe.Row{}
+	for _, r := range rep.Rows {
+		rows[r.ID] = r
+	}
+	for _, c := range []struct {
+		row    string
+		status probe.Status
+		answer string
+		seen   string
+	}{
+		{probe.RowRetry, probe.Safe, "first result", "1 task for the intent"},
+		{probe.RowConflict, probe.Safe, "conflict, first kept", "1 task for the intent"},
+		{probe.RowConcurrent, probe.Safe, "1 create", "16 calls at once: 1 created, 15 replayed"},
+		{probe.RowLostReply, probe.Safe, "replayed", "1 task for the intent"},
+		{probe.RowAfterDelete, probe.Safe, "yes", "(task deleted); 0 tasks for the intent"},
+		{probe.RowScope, probe.Safe, "", "every answer came from store redmine-"},
+		{probe.RowReadAfterWrite, probe.Safe, "seen at once", "the lookup right after it found"},
+		{probe.RowNaive, probe.Info, "2 tasks", "2 tasks for the intent; deleted again, 0 tasks left"},
+	} {
+		t.Run("the row "+c.row+" answers "+string(c.status), func(t *testing.T) {
+			r, ok := rows[c.row]
+			if !ok {
+				t.Fatalf("no row %s in %+v", c.row, rep.Rows)
+			}
+			if r.Status != c.status || c.answer != "" && r.Answer != c.answer || !strings.Contains(r.Seen, c.seen) {
+				t.Errorf("row %s: %s %q, saw %q; want %s %q, seeing %q", c.row, r.Status, r.Answer, r.Seen, c.status, c.answer, c.seen)
+			}
+		})
+	}
+	if rep.Class != service.ClassNoKey || !rep.Verdict.Safe {
+		t.Errorf("class %q, verdict %q; want %q and safe", rep.Class, rep.Verdict.Summary, service.ClassNoKey)
+	}
+	// Redmine's own log: one POST answered 201 per issue created. The
+	// adapter's six creating rows made one issue each (the one after a
+	// deletion was deleted), and the naive row two.
+	received, created := srv.Posts()
+	if created != 8 || received != created {
+		t.Errorf("Redmine's log shows %d POSTs of issues, %d answered 201; want 8 and 8", received, created)
+	}
+	// The cleanup deleted the issue of each of the adapter's five rows
+	// whose issue was left, and Redmine lists none of the run's.
+	if c := rep.Cleanup; c.Kept || c.Deleted != 5 || c.Left != 0 || len(c.Failed) != 0 {
+		t.Errorf("cleanup %+v, want 5 issues deleted and none left", c)
+	}
+	perIntent := map[string]int{}
+	for _, is := range srv.Issues(t) {
+		perIntent[redmineIssueIntent(is.Mark)]++
+	}
+	for _, r := range rep.Rows {
+		if n := perIntent[r.IntentID]; r.IntentID != "" && n != 0 {
+			t.Errorf("Redmine lists %d issues for the intent of row %s after the probe, want 0 (deleted)", n, r.ID)
+		}
+	}
+}
+
+// redmineIssueIntent is the intent id a mark names ("st1 <scope> <intent>
+// <digest>"; the probe's intent ids need no escaping), or "".
+func redmineIssueIntent(mark string) string {
+	f := strings.Fields(mark)
+	if len(f) != 4 {
+		return ""
+	}
+	return f[2]
 }
