@@ -568,7 +568,7 @@ func ownTodo(uid, title string) []byte {
 		"\r\nDTSTAMP:20261201T000000Z\r\nSUMMARY:" + title + "\r\nSTATUS:NEEDS-ACTION\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
 }
 
-// The probe and the demo, run as the README runs them against a user's
+// The probe and the demo, run as docs/CALDAV.md runs them against a user's
 // collection, leave it as they found it: the collection's resources, in
 // the server's storage and in a REPORT, are the same before and after.
 // With --keep-tasks their tasks stay, in their own scopes and titled as

@@ -23,7 +23,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
-// The seed's digests, as the README and the fixtures show them.
+// The seed's digests, as the fixtures show them.
 const (
 	seedCandidateDigest = consoletest.SeedCandidateDigest
 	seedRequestDigest   = consoletest.SeedRequestDigest

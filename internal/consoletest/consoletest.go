@@ -17,7 +17,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
-// The seed's digests, as the README and the fixtures show them.
+// The seed's digests, as the fixtures show them.
 const (
 	SeedCandidateDigest = "sha256:8ab0a8135ae2223239602e5651807fdaa5ce74c1dccb239174d5e968d10ea970"
 	SeedRequestDigest   = "sha256:3fd3958b68b92fcf34b6c14ccd0c2175e633377704dedac864ce29b72eb530a8"

@@ -22,12 +22,12 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
-var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/console.png (shown in the README) from the browser test")
+var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/console.png (shown in docs/CONSOLE.md) from the browser test")
 
 // chromiumPath is Debian's chromium package, which .ci/run installs.
 const chromiumPath = "/usr/bin/chromium"
 
-// The screenshot the README shows.
+// The screenshot docs/CONSOLE.md shows.
 const readmeScreenshot = "../../docs/console.png"
 
 // browser starts a headless Chromium for the test and returns its tab. It
