@@ -237,13 +237,32 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 	}
 }
 
+// cancelOnHeld is a Locker that ends a call's context the first time
+// the lock it asks for comes back held by another.
+type cancelOnHeld struct {
+	taskservice.Locker
+	cancel context.CancelFunc
+}
+
+func (c cancelOnHeld) Lock(ctx context.Context, scope, intentID string, ttl time.Duration) (taskservice.Lock, error) {
+	lk, err := c.Locker.Lock(ctx, scope, intentID, ttl)
+	if errors.Is(err, taskservice.ErrLocked) {
+		c.cancel()
+	}
+	return lk, err
+}
+
 // A Create whose key's lock another caller holds waits until its context
 // ends, creating nothing, and says so (transient, ErrLocked).
 func TestCreateWaitsForAHeldLock(t *testing.T) {
 	l := startLedger(t)
 	s := newStub(t, created)
-	a := adapter(t, s.URL, l, nil)
+	// The call's context ends once a try of the lock has come back held,
+	// however long that try took on a loaded machine.
 	bg := context.Background()
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	a := adapter(t, s.URL, cancelOnHeld{l, cancel}, nil)
 	if err := a.Check(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -251,11 +270,6 @@ func TestCreateWaitsForAHeldLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Long enough for the first try of the lock to come back held on a
-	// loaded machine under -race (at 300 ms the context once ended inside
-	// that try, before it could see the lock held).
-	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
-	defer cancel()
 	_, err = a.Create(ctx, request("i-1", digestA))
 	if !errors.Is(err, taskservice.ErrLocked) || taskservice.IsPermanent(err) {
 		t.Fatalf("Create with the lock held: %v, want a transient ErrLocked", err)
