@@ -101,9 +101,9 @@ func (s *Service) Reach(ctx context.Context) error {
 // its adapter offers (a delete, a listing to count by, a naive create, a
 // lookup that decides a create) and states.
 func (s *Service) Target() probe.Target {
-	t := probe.Target{Name: s.Name, Service: s.Service, Scope: s.Scope, Class: s.stated.class,
-		NaiveWhyNot: s.stated.naiveWhyNot, FindWhyNot: s.stated.findWhyNot,
-		LoseReply: s.LoseReply, LoseReplyHow: s.stated.loseReplyHow, Provider: s.Provider, Destination: s.Destination}
+	t := probe.Target{Target: servicetest.Target{Name: s.Name, Service: s.Service, Scope: s.Scope, Class: s.stated.class,
+		NaiveWhyNot: s.stated.naiveWhyNot, FindWhyNot: s.stated.findWhyNot, LoseReply: s.LoseReply, LoseReplyHow: s.stated.loseReplyHow},
+		Provider: s.Provider, Destination: s.Destination}
 	if d, ok := s.Adapter.(taskservice.Deleter); ok {
 		t.Delete = d.DeleteTask
 	}
