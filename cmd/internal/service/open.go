@@ -141,6 +141,14 @@ func (f *Config) Open(ctx context.Context, connect func() (*nats.Conn, error), c
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, ErrUnknown)
 }
 
+// OpenToList opens the service on nc to list its tasks (verify, status),
+// each call taking at most callTimeout. Listing takes no lock: a
+// --redmine-lock-ttl given as to serve is not its business.
+func (f *Config) OpenToList(ctx context.Context, nc *nats.Conn, callTimeout time.Duration) (*Service, error) {
+	f.RedmineLockTTL = 0
+	return f.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, callTimeout)
+}
+
 // KeepDeletedKeys gives a service that forgets a key when its task is
 // deleted (CalDAV) the executors' intent ledger on js, so that a resend
 // after its owner deleted the task is answered replayed (task deleted) and
