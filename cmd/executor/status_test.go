@@ -21,7 +21,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
@@ -543,25 +542,8 @@ func TestVerifyCommandFailsOnADirectCreateUnlessCallsFromOutsideAreAllowed(t *te
 	if _, err := demo.SendAndWait(ctx, env.JS, s.Original.Envelope(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	v, err := gate.CheckBindings(s.NewIntent.Envelope())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A request of its own for an intent no approval names, as the
-	// service requires of every create.
-	q := *v.Request
-	q.IntentID = "intent-outside"
-	doc, err := json.Marshal(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := provider.RequestFor(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Service.Create(ctx, req); err != nil {
-		t.Fatal(err)
-	}
+	// A create for an intent no approval names.
+	env.CreateDirectly(s.NewIntent.Envelope(), "intent-outside", "")
 
 	out, errOut, err := runCLI(context.Background(), "verify", "--server", env.URL())
 	if err == nil {

@@ -16,6 +16,14 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
+// weekWindow is the window a report states for APPROVALS with the
+// provisioned max age of a week, audited at auditedAt: sequences first to
+// last holding messages, and the records excluded before and after it.
+func weekWindow(first, last uint64, messages int, before, after audit.Excluded) *audit.Window {
+	return &audit.Window{Stream: "APPROVALS", FirstSeq: first, LastSeq: last, Messages: messages, MaxAge: "168h0m0s",
+		AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: before, AfterWindow: after}
+}
+
 func TestVerifyChecks(t *testing.T) {
 	hourAgo := auditedAt.Add(-time.Hour)
 	eightDaysAgo := auditedAt.Add(-8 * 24 * time.Hour)
@@ -265,10 +273,9 @@ func TestVerifyChecks(t *testing.T) {
 			fail:  []string{"calls-name-messages", "receipts-name-messages"}, says: "although its records are younger than the stream's max age 168h0m0s: purged or deleted, not aged out",
 		},
 		{
-			name:  "an empty stream whose records are all older than the max age passes, with everything before the window",
-			build: func(w *world) { w.run(eightDaysAgo); w.purge() },
-			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 6, LastSeq: 5, Messages: 0, MaxAge: "168h0m0s",
-				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 5, Calls: 5, Receipts: 5}},
+			name:   "an empty stream whose records are all older than the max age passes, with everything before the window",
+			build:  func(w *world) { w.run(eightDaysAgo); w.purge() },
+			window: weekWindow(6, 5, 0, audit.Excluded{Messages: 5, Calls: 5, Receipts: 5}, audit.Excluded{}),
 		},
 		{
 			name: "a message handled two days after it was stored, then aged out, is before the window by when its receipt says it was stored",
@@ -277,8 +284,7 @@ func TestVerifyChecks(t *testing.T) {
 				w.handle(seq, 1, eightDaysAgo.Add(48*time.Hour))
 				w.purge()
 			},
-			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 2, LastSeq: 1, Messages: 0, MaxAge: "168h0m0s",
-				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 1, Calls: 1, Receipts: 1}},
+			window: weekWindow(2, 1, 0, audit.Excluded{Messages: 1, Calls: 1, Receipts: 1}, audit.Excluded{}),
 		},
 		{
 			name: "a purged message's receipt that claims to be older than the max age is judged by when RECEIPTS stored it",
@@ -302,8 +308,7 @@ func TestVerifyChecks(t *testing.T) {
 				w.in.Stream.LastSeq--
 				w.in.Stream.Msgs--
 			},
-			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 1, LastSeq: 5, Messages: 5, MaxAge: "168h0m0s",
-				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", AfterWindow: audit.Excluded{Messages: 1, Calls: 1, Receipts: 1}},
+			window: weekWindow(1, 5, 5, audit.Excluded{}, audit.Excluded{Messages: 1, Calls: 1, Receipts: 1}),
 		},
 		{
 			name: "service records of messages that aged out are excluded, not violations",
@@ -315,8 +320,7 @@ func TestVerifyChecks(t *testing.T) {
 				w.in.Receipts = map[uint64][]*document.Receipt{}
 				w.handle(w.publish(w.seed.Original.Envelope(), hourAgo), 1, hourAgo)
 			},
-			window: &audit.Window{Stream: "APPROVALS", FirstSeq: 6, LastSeq: 6, Messages: 1, MaxAge: "168h0m0s",
-				AuditedAt: "2026-11-30T12:00:00Z", Since: "2026-11-23T12:00:00Z", BeforeWindow: audit.Excluded{Messages: 4, Calls: 5, Receipts: 0}},
+			window: weekWindow(6, 6, 1, audit.Excluded{Messages: 4, Calls: 5, Receipts: 0}, audit.Excluded{}),
 		},
 		{
 			name: "a message for intent A whose receipt and service call are for intent B fails checks 7 and 8",

@@ -54,6 +54,17 @@ func (w *world) rejectedInScope(scope string, at time.Time) uint64 {
 	return seq
 }
 
+// listTaskForRejectedKey builds a world whose listing holds a task titled
+// title in scope, made by hand for the key of a message in scope that the
+// gate rejected a minute before the audit.
+func listTaskForRejectedKey(scope, title string) func(w *world) {
+	return func(w *world) {
+		seq := w.rejectedInScope(scope, auditedAt.Add(-time.Minute))
+		intent := w.in.Messages[seq].IntentID
+		w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: scope, IntentID: intent, TaskID: "by-hand", Title: title})
+	}
+}
+
 func checkNotes(rep audit.Report, id string) string {
 	return strings.Join(checkNamed(rep, id).Notes, "\n")
 }
@@ -156,23 +167,15 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
 		},
 		{
-			name: "a task titled as the demo's, in its scope, for the key of a message the gate rejected is audited as the pipeline's and fails",
-			build: func(w *world) {
-				seq := w.rejectedInScope(audit.DemoScope, auditedAt.Add(-time.Minute))
-				intent := w.in.Messages[seq].IntentID
-				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: intent, TaskID: "by-hand", Title: audit.DemoTitlePrefix + "Send the signed contract"})
-			},
-			fail: []string{"listed-tasks-named"}, says: `in scope "sendtwice-demo": task by-hand exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but the audited pipeline carried this key: audited as the pipeline's)`,
+			name:  "a task titled as the demo's, in its scope, for the key of a message the gate rejected is audited as the pipeline's and fails",
+			build: listTaskForRejectedKey(audit.DemoScope, audit.DemoTitlePrefix+"Send the signed contract"),
+			fail:  []string{"listed-tasks-named"}, says: `in scope "sendtwice-demo": task by-hand exists, but no created or replayed receipt names it and no message of it was dead-lettered: it was made outside the pipeline (in the scope of the demo, but the audited pipeline carried this key: audited as the pipeline's)`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
 		},
 		{
-			name: "a task titled as the probe's, in its scope, for the key of a message the gate rejected is audited as the pipeline's and fails",
-			build: func(w *world) {
-				seq := w.rejectedInScope(probe.Scope, auditedAt.Add(-time.Minute))
-				intent := w.in.Messages[seq].IntentID
-				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: probe.Scope, IntentID: intent, TaskID: "by-hand", Title: probe.TitlePrefix + "abc: retry"})
-			},
-			fail: []string{"listed-tasks-named"}, says: `(in the scope of the probe, but the audited pipeline carried this key: audited as the pipeline's)`,
+			name:  "a task titled as the probe's, in its scope, for the key of a message the gate rejected is audited as the pipeline's and fails",
+			build: listTaskForRejectedKey(probe.Scope, probe.TitlePrefix+"abc: retry"),
+			fail:  []string{"listed-tasks-named"}, says: `(in the scope of the probe, but the audited pipeline carried this key: audited as the pipeline's)`,
 			left: map[string]int{probe.Scope: 0, audit.DemoScope: 0},
 		},
 		{

@@ -182,17 +182,21 @@ func (c *Check) fig(name string, v int) { c.Figures = append(c.Figures, Figure{n
 
 func (c *Check) violate(format string, args ...any) {
 	c.OK = false
-	if len(c.Violations) < maxListed {
-		c.Violations = append(c.Violations, fmt.Sprintf(format, args...))
-	} else if len(c.Violations) == maxListed {
-		c.Violations = append(c.Violations, "… (more not listed)")
-	}
+	c.Violations = appendListed(c.Violations, format, args...)
 }
 
 func (c *Check) note(format string, args ...any) {
-	if len(c.Notes) < maxListed {
-		c.Notes = append(c.Notes, fmt.Sprintf(format, args...))
-	} else if len(c.Notes) == maxListed {
-		c.Notes = append(c.Notes, "… (more not listed)")
+	c.Notes = appendListed(c.Notes, format, args...)
+}
+
+// appendListed appends the line format says to list, up to maxListed
+// lines, and then once that more were not listed.
+func appendListed(list []string, format string, args ...any) []string {
+	switch {
+	case len(list) < maxListed:
+		return append(list, fmt.Sprintf(format, args...))
+	case len(list) == maxListed:
+		return append(list, "… (more not listed)")
 	}
+	return list
 }

@@ -43,36 +43,6 @@ func publishApproval(t *testing.T, env *testenv.Env, intent string, envelope []b
 	return ack.Sequence
 }
 
-// callService calls the task service's create endpoint directly, as the
-// request of envelope (which must be readable by the gate), under intent
-// and with the given call reference.
-func callService(t *testing.T, env *testenv.Env, envelope []byte, intent, callRef string) provider.CreateResponse {
-	t.Helper()
-	v, err := gate.CheckBindings(envelope)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The envelope's request, under intent: a request document of its own
-	// (with its own digest when the intent differs), as the service
-	// requires of every create.
-	q := *v.Request
-	q.IntentID = intent
-	doc, err := json.Marshal(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := provider.RequestFor(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.CallRef = callRef
-	resp, err := env.Service.Create(ctx5(t), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
 // storeReceipt publishes a receipt to RECEIPTS as an executor would, for
 // delivery 1 of message seq and the service's reply resp.
 func storeReceipt(t *testing.T, env *testenv.Env, seq uint64, attempt, intent string, resp provider.CreateResponse) {
@@ -126,7 +96,7 @@ func TestVerifyFailsOnATaskCreatedByCallingTheServiceDirectly(t *testing.T) {
 	}
 
 	// A create with no approval message and no call reference.
-	resp := callService(t, env, s.NewIntent.Envelope(), "intent-outside", "")
+	resp := env.CreateDirectly(s.NewIntent.Envelope(), "intent-outside", "")
 	if resp.Outcome != provider.OutcomeCreated {
 		t.Fatalf("outcome %s", resp.Outcome)
 	}
@@ -138,7 +108,7 @@ func TestVerifyPassesADirectCallOnlyWhenCallsFromOutsideAreAllowed(t *testing.T)
 	env.Executor(executor.Config{ID: "exec-1"})
 	s := testenv.Seed(t)
 	sendAll(t, env, s.Original.Envelope())
-	callService(t, env, s.NewIntent.Envelope(), "intent-outside", "")
+	env.CreateDirectly(s.NewIntent.Envelope(), "intent-outside", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	in, err := audit.Load(ctx, env.NC)
@@ -161,7 +131,7 @@ func TestVerifyFailsWhenTheCallAndReceiptOfAMessageAreForAnotherIntent(t *testin
 	// intent-0002 at its sequence.
 	seq := publishApproval(t, env, "intent-0001", s.Original.Envelope())
 	ref := topology.CallRef(seq, 1, "forged")
-	resp := callService(t, env, s.NewIntent.Envelope(), "intent-0002", ref)
+	resp := env.CreateDirectly(s.NewIntent.Envelope(), "intent-0002", ref)
 	storeReceipt(t, env, seq, "forged", "intent-0002", resp)
 
 	expectViolation(t, verify(t, env),
@@ -181,7 +151,7 @@ func TestVerifyFailsWhenAMessageTheGateRefusesHasACreatedReceiptAndACall(t *test
 		}
 	}
 	seq := publishApproval(t, env, "intent-0001", tampered)
-	resp := callService(t, env, s.Original.Envelope(), "intent-0001", topology.CallRef(seq, 1, "forged"))
+	resp := env.CreateDirectly(s.Original.Envelope(), "intent-0001", topology.CallRef(seq, 1, "forged"))
 	storeReceipt(t, env, seq, "forged", "intent-0001", resp)
 
 	expectViolation(t, verify(t, env), "fails the gate at candidate_binding")
@@ -345,20 +315,8 @@ func TestVerifyJudgesAgeByTheMaxAgeProvisionedNotALoweredOne(t *testing.T) {
 	if _, err := env.JS.UpdateStream(ctx5(t), sc); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := st.Info(ctx5(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the messages did not age out: %+v", info.State)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.AwaitStreamState(t, env.JS, sc.Name, 20*time.Second, "the messages did not age out",
+		func(s jetstream.StreamState) bool { return s.Msgs == 0 })
 	// Messages stored by the same second count as aged out by the lowered
 	// MaxAge, not by the one provisioned.
 	time.Sleep(1100 * time.Millisecond)
@@ -384,34 +342,15 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 	if _, err := st.CreateOrUpdateConsumer(ctx5(t), jetstream.ConsumerConfig{Durable: "spy", FilterSubject: "receipts.nothing", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
-	dl, err := env.JS.Stream(ctx5(t), topology.DeadLetterStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := dl.Info(ctx5(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := testenv.StreamState(t, env.JS, topology.DeadLetterStream)
 	pull := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + topology.ReceiptsStream + ".spy")
 	pull.Reply = subjects.DeadLetter("", "intent-0001")
 	pull.Data = []byte(`{"batch": 1, "expires": 100000000}`)
 	if err := env.NC.PublishMsg(pull); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := dl.Info(ctx5(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.LastSeq > before.State.LastSeq {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server's answer to the pull was not stored in DEADLETTERS")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.AwaitStreamState(t, env.JS, topology.DeadLetterStream, 10*time.Second, "the server's answer to the pull was not stored in DEADLETTERS",
+		func(s jetstream.StreamState) bool { return s.LastSeq > before.LastSeq })
 	fake := nats.NewMsg(subjects.DeadLetter("", "intent-0001"))
 	fake.Header.Set("Status", "408")
 	fake.Header.Set("Description", "Request Timeout")
@@ -419,7 +358,7 @@ func statusOnDeadLetters(t *testing.T, env *testenv.Env) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []uint64{before.State.LastSeq + 1, ack.Sequence}
+	return []uint64{before.LastSeq + 1, ack.Sequence}
 }
 
 func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testing.T) {
@@ -439,7 +378,7 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 	}
 	stop()
 	seq := publishApproval(t, env, "intent-0001", s.Original.Envelope())
-	storeReceipt(t, env, seq, "after", "intent-0001", callService(t, env, s.Original.Envelope(), "intent-0001", topology.CallRef(seq, 1, "after")))
+	storeReceipt(t, env, seq, "after", "intent-0001", env.CreateDirectly(s.Original.Envelope(), "intent-0001", topology.CallRef(seq, 1, "after")))
 
 	rep := verify(t, env)
 	expectViolation(t, rep,

@@ -9,6 +9,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 // The probe's requests name the target's provider and destination, in the
@@ -36,8 +37,8 @@ func TestTheProbesRequestsNameTheTargetsProviderAndDestination(t *testing.T) {
 				n++
 				return taskservice.Result{Outcome: taskservice.Created, TaskID: fmt.Sprintf("task-%d", n)}, nil
 			})
-			target := probe.Target{Name: "t", Service: svc, Provider: c.provider, Destination: c.destination}
-			plan, err := probe.NewPlan(target, probe.Options{Concurrency: 2, RunID: "dest"})
+			target := probe.Target{Target: servicetest.Target{Name: "t", Service: svc}, Provider: c.provider, Destination: c.destination}
+			plan, err := probe.NewPlan(target, probe.Options{Options: servicetest.Options{Concurrency: 2, RunID: "dest"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 // An adapter's author probes their service through the public contract. This
@@ -20,8 +21,8 @@ func Example() {
 		n++
 		return taskservice.Result{Outcome: taskservice.Created, TaskID: fmt.Sprintf("task-%d", n)}, nil
 	})
-	target := probe.Target{Name: "my task service", Service: forgetful, Scope: "the account"}
-	plan, err := probe.NewPlan(target, probe.Options{Concurrency: 4, RunID: "example"})
+	target := probe.Target{Target: servicetest.Target{Name: "my task service", Service: forgetful, Scope: "the account"}}
+	plan, err := probe.NewPlan(target, probe.Options{Options: servicetest.Options{Concurrency: 4, RunID: "example"}})
 	if err != nil {
 		panic(err)
 	}

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
@@ -30,38 +28,22 @@ const (
 	MaxConcurrency     = servicetest.MaxConcurrency
 )
 
-// Target is a task service to probe, as an adapter presents it: its
-// fields mean what servicetest.Target's of the same names mean (the probe
-// calls Delete only with its Scope and intent ids it made), and Provider
-// and Destination are what the probe's requests name, so that a service
-// that routes calls by them (an executor's router over several
-// destinations) sends them to the target; empty means the fake task
-// service's default destination. Suite gives the conformance suite's
-// Target.
+// Target is a task service to probe, as an adapter presents it: the
+// conformance suite's Target (the probe calls Delete only with its Scope
+// and intent ids it made), and Provider and Destination, which the probe's
+// requests name, so that a service that routes calls by them (an
+// executor's router over several destinations) sends them to the target;
+// empty means the fake task service's default destination. Suite gives
+// the conformance suite's Target.
 type Target struct {
-	Name, Scope, Class    string
-	Service               taskservice.Service
-	Delete                func(ctx context.Context, scope, intentID string) error
-	NeverDeletes          bool
-	Count                 func(ctx context.Context, intentID string) (int, error)
-	LoseReply             func(ctx context.Context) (disarm func(context.Context) error, err error)
-	Naive                 taskservice.Service
-	Find                  func(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error)
-	LoseReplyHow          string
-	NaiveWhyNot           string
-	FindWhyNot            string
+	servicetest.Target
 	Provider, Destination string
 }
 
-// Options tune a run; the zero value takes every default. The first six
-// mean what servicetest.Options' of the same names mean.
+// Options tune a run; the zero value takes every default. The
+// conformance suite's Options mean what they mean there.
 type Options struct {
-	Concurrency   int
-	RunID         string
-	CallTimeout   time.Duration
-	LostReplyWait time.Duration
-	Retries       int
-	RetryDelay    time.Duration
+	servicetest.Options
 	// KeepTasks leaves the run's tasks in place at its end; by default
 	// the run deletes them (Target.Delete), so that the service's list is
 	// as it was.
@@ -223,13 +205,16 @@ func NewPlan(t Target, o Options) (Plan, error) {
 	if t.Name == "" {
 		t.Name = "task service"
 	}
-	rows, err := servicetest.NewRows(t.Suite(), o.suite())
+	rows, err := servicetest.NewRows(t.Suite(), o.Options)
 	if err != nil {
 		return Plan{}, fmt.Errorf("probe: %w", err)
 	}
-	so := rows.Options()
-	o.Concurrency, o.RunID, o.CallTimeout, o.LostReplyWait, o.RetryDelay = so.Concurrency, so.RunID, so.CallTimeout, so.LostReplyWait, so.RetryDelay
-	o.Retries = max(so.Retries, 0)
+	// The rows' defaults, but for the calls' expiry: the run's rows fix
+	// that when it starts.
+	resolved := rows.Options()
+	resolved.NotAfter = o.NotAfter
+	resolved.Retries = max(resolved.Retries, 0)
+	o.Options = resolved
 	p := Plan{Target: t.Name, RunID: o.RunID, Prefix: Prefix + o.RunID + "-", opts: o}
 	// calls per row, in row order; the concurrent row's retries are one per call
 	add := func(row string, calls, tasks int) {
@@ -281,13 +266,6 @@ func (p Plan) own(id string) bool {
 	return false
 }
 
-// suite is o as the rows take it.
-func (o Options) suite() servicetest.Options {
-	so := servicetest.Options{Concurrency: o.Concurrency, RunID: o.RunID, CallTimeout: o.CallTimeout,
-		LostReplyWait: o.LostReplyWait, Retries: o.Retries, RetryDelay: o.RetryDelay}
-	return so
-}
-
 // Run runs the plan's script against t and returns the report. t must be
 // the target the plan was made for. Each row is measured on its own intent
 // id (servicetest.Rows); a row whose calls fail in a way that says nothing
@@ -298,7 +276,7 @@ func Run(ctx context.Context, t Target, p Plan) (*Report, error) {
 	if t.Service == nil || p.Prefix == "" {
 		return nil, errors.New("probe: run needs a target and a plan from NewPlan")
 	}
-	so := p.opts.suite()
+	so := p.opts.Options
 	if so.Retries == 0 {
 		so.Retries = -1 // NewPlan's zero is none
 	}

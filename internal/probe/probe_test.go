@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -71,7 +72,7 @@ func (m *memService) Create(ctx context.Context, req taskservice.Request) (tasks
 }
 
 func (m *memService) target(hooks bool) Target {
-	t := Target{Name: "memory service", Service: m, Scope: "the memory"}
+	t := Target{Target: servicetest.Target{Name: "memory service", Service: m, Scope: "the memory"}}
 	if !hooks {
 		return t
 	}
@@ -132,7 +133,7 @@ func (m *memService) noKeyTarget(lagging bool) Target {
 }
 
 // fast are options that keep the tests short and their output fixed.
-var fast = Options{RunID: "test1", LostReplyWait: 100 * time.Millisecond, RetryDelay: time.Millisecond}
+var fast = Options{Options: servicetest.Options{RunID: "test1", LostReplyWait: 100 * time.Millisecond, RetryDelay: time.Millisecond}}
 
 func statuses(rep *Report) map[string]Status {
 	m := map[string]Status{}
@@ -189,7 +190,7 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 		},
 		{
 			name:   "a function that forgets its keys is unsafe even though it cannot count, lose a reply or delete",
-			target: Target{Name: "forgetful function", Service: forgetful},
+			target: Target{Target: servicetest.Target{Name: "forgetful function", Service: forgetful}},
 			want: map[string]Status{RowRetry: Unsafe, RowConflict: Unsafe, RowConcurrent: Unsafe, RowLostReply: Unknown,
 				RowAfterDelete: Unknown, RowScope: Unknown, RowReadAfterWrite: NotApplicable, RowNaive: NotApplicable},
 			verdictLead: "unsafe for at-least-once delivery",
@@ -255,7 +256,7 @@ func TestTheProbeJudgesEachKindOfService(t *testing.T) {
 
 func TestTheProbeTouchesOnlyIntentIdsWithItsOwnPrefix(t *testing.T) {
 	m := newMem(true)
-	rep := run(t, m.target(true), Options{RunID: "", LostReplyWait: 100 * time.Millisecond, RetryDelay: time.Millisecond})
+	rep := run(t, m.target(true), Options{Options: servicetest.Options{RunID: "", LostReplyWait: 100 * time.Millisecond, RetryDelay: time.Millisecond}})
 	if len(rep.RunID) != 16 {
 		t.Errorf("run id %q, want 16 random hex digits", rep.RunID)
 	}
@@ -301,9 +302,9 @@ func TestThePlanRefusesBadOptions(t *testing.T) {
 		name string
 		o    Options
 	}{
-		{"one call is not concurrency", Options{Concurrency: 1}},
-		{"more than the bound is a load test", Options{Concurrency: MaxConcurrency + 1}},
-		{"a run id must be safe in any intent id", Options{RunID: "../x"}},
+		{"one call is not concurrency", Options{Options: servicetest.Options{Concurrency: 1}}},
+		{"more than the bound is a load test", Options{Options: servicetest.Options{Concurrency: MaxConcurrency + 1}}},
+		{"a run id must be safe in any intent id", Options{Options: servicetest.Options{RunID: "../x"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewPlan(target, tc.o); err == nil || !strings.HasPrefix(err.Error(), "probe: ") {

@@ -22,10 +22,9 @@ import (
 // against the call (the fake task service) answers the rows as it answers
 // the executor; the digest is the document's.
 func (t Target) Suite() servicetest.Target {
-	return servicetest.Target{Name: t.Name, Service: t.Service, Scope: t.Scope, Class: t.Class,
-		Delete: t.Delete, NeverDeletes: t.NeverDeletes, LoseReply: t.LoseReply, LoseReplyHow: t.LoseReplyHow,
-		Count: t.Count, Naive: t.Naive, NaiveWhyNot: t.NaiveWhyNot, Find: t.Find, FindWhyNot: t.FindWhyNot,
-		Document: func(req taskservice.Request) taskservice.Request { return withDocument(req, t.Provider, t.Destination) }}
+	st := t.Target
+	st.Document = func(req taskservice.Request) taskservice.Request { return withDocument(req, t.Provider, t.Destination) }
+	return st
 }
 
 // withDocument gives req its task-request.v1 document and digest.

@@ -44,3 +44,21 @@ func ChangeConsumer(t testing.TB, js jetstream.JetStream, change func(*jetstream
 		t.Fatal(err)
 	}
 }
+
+// AwaitStreamState reads the state of the stream name on js until until
+// holds for it, and returns that state; it fails the test, saying what was
+// awaited, when within passes first.
+func AwaitStreamState(t testing.TB, js jetstream.JetStream, name string, within time.Duration, what string, until func(jetstream.StreamState) bool) jetstream.StreamState {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		state := StreamState(t, js, name)
+		if until(state) {
+			return state
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: stream %s is still %+v", what, name, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -163,4 +164,35 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// CreateDirectly calls the task service's create endpoint directly, from
+// outside the executors, with callRef: the request of envelope (which the
+// gate must be able to read) under intent, as a request document of its own
+// (with its own digest when the intent differs), as the service requires
+// of every create.
+func (e *Env) CreateDirectly(envelope []byte, intent, callRef string) provider.CreateResponse {
+	e.T.Helper()
+	v, err := gate.CheckBindings(envelope)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	q := *v.Request
+	q.IntentID = intent
+	doc, err := json.Marshal(q)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	req, err := provider.RequestFor(doc)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	req.CallRef = callRef
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := e.Service.Create(ctx, req)
+	if err != nil {
+		e.T.Fatalf("creating directly for intent %s: %v", intent, err)
+	}
+	return resp
 }

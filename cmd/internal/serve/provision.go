@@ -47,42 +47,42 @@ func CheckMaxBytes(n int64) error {
 	return fmt.Errorf("%w: --max-bytes %d: want -1 (unlimited) or at least %d", cli.ErrUsage, n, topology.DeadLetterMaxMsg)
 }
 
-// ProvisionConfig is provision's flags, as given.
+// ProvisionConfig is provision's flags, as given: the connection and the
+// topology to set up.
 type ProvisionConfig struct {
-	conn       *cli.ConnConfig
-	replicas   *int
-	ackWait    *time.Duration
-	maxDeliver *int
-	maxBytes   *int64
+	conn     *cli.ConnConfig
+	topology topology.Config
+	maxBytes *int64
 }
 
 // ProvisionFlagsVar defines provision's flags on fs.
 func ProvisionFlagsVar(fs *flag.FlagSet) *ProvisionConfig {
-	conn := cli.ConnFlags(fs)
-	replicas := fs.Int("replicas", 0, "stream and consumer replicas, 1 to 5: 3 on a cluster (default: as the existing streams have it, else 1)")
-	ackWait := fs.Duration("ack-wait", 30*time.Second, "consumer AckWait")
-	maxDeliver := fs.Int("max-deliver", 5, "deliveries that may try a message before the executors dead-letter it (kept in the consumer's metadata; the consumer itself never drops a message)")
-	maxBytes := MaxBytesFlag(fs)
-	return &ProvisionConfig{conn: conn, replicas: replicas, ackWait: ackWait, maxDeliver: maxDeliver, maxBytes: maxBytes}
+	p := &ProvisionConfig{conn: cli.ConnFlags(fs)}
+	fs.IntVar(&p.topology.Replicas, "replicas", 0, "stream and consumer replicas, 1 to 5: 3 on a cluster (default: as the existing streams have it, else 1)")
+	fs.DurationVar(&p.topology.AckWait, "ack-wait", 30*time.Second, "consumer AckWait")
+	fs.IntVar(&p.topology.MaxDeliver, "max-deliver", 5, "deliveries that may try a message before the executors dead-letter it (kept in the consumer's metadata; the consumer itself never drops a message)")
+	p.maxBytes = MaxBytesFlag(fs)
+	return p
 }
 
 // Provision creates or updates the streams, the consumer, their record
 // and the intent ledger, and says so on stdout.
 func Provision(ctx context.Context, p *ProvisionConfig, stdout, stderr io.Writer) error {
-	conn, replicas, ackWait, maxDeliver, maxBytes := p.conn, p.replicas, p.ackWait, p.maxDeliver, p.maxBytes
-	if err := CheckMaxBytes(*maxBytes); err != nil {
+	want := p.topology
+	want.MaxBytes = *p.maxBytes
+	if err := CheckMaxBytes(want.MaxBytes); err != nil {
 		return err
 	}
-	if *maxDeliver < 2 {
-		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", cli.ErrUsage, *maxDeliver)
+	if want.MaxDeliver < 2 {
+		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", cli.ErrUsage, want.MaxDeliver)
 	}
-	if *ackWait <= 0 {
+	if want.AckWait <= 0 {
 		return fmt.Errorf("%w: --ack-wait must be positive", cli.ErrUsage)
 	}
-	if *replicas < 0 || *replicas > 5 {
-		return fmt.Errorf("%w: --replicas %d: want 1 to 5", cli.ErrUsage, *replicas)
+	if want.Replicas < 0 || want.Replicas > 5 {
+		return fmt.Errorf("%w: --replicas %d: want 1 to 5", cli.ErrUsage, want.Replicas)
 	}
-	c, err := conn.Open("executor-provision", nil)
+	c, err := p.conn.Open("executor-provision", nil)
 	if err != nil {
 		return err
 	}
@@ -91,8 +91,7 @@ func Provision(ctx context.Context, p *ProvisionConfig, stdout, stderr io.Writer
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	log, _ := cli.NewLogger(stderr, "text", "warn")
-	cfg, err := topology.SetUp(ctx, js, topology.Config{Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver, MaxBytes: *maxBytes},
-		topology.SetUpOptions{ReplicasGiven: *replicas != 0, Logger: log})
+	cfg, err := topology.SetUp(ctx, js, want, topology.SetUpOptions{ReplicasGiven: want.Replicas != 0, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -46,52 +46,50 @@ type CalendarEntry struct {
 
 // CalendarsConfig is calendars's flags, as given.
 type CalendarsConfig struct {
-	fs           *flag.FlagSet
-	url          *string
-	user         *string
-	passwordFile *string
-	caFile       *string
-	all          *bool
-	asJSON       *bool
-	timeout      *time.Duration
+	fs *flag.FlagSet
+	// server is the CalDAV server's flags, read as serve reads them.
+	server      Config
+	all, asJSON bool
+	timeout     time.Duration
 }
 
 // CalendarsFlagsVar defines calendars's flags on fs.
 func CalendarsFlagsVar(fs *flag.FlagSet) *CalendarsConfig {
-	url := fs.String("caldav-url", "", "the `URL` of the CalDAV server, or any URL on it (a principal, a calendar)")
-	user := fs.String("caldav-user", "", "the `USER` to log in as (HTTP basic authentication)")
-	passwordFile := fs.String("caldav-password-file", "", "a `FILE` holding the password (default: $"+CalDAVPasswordEnv+")")
-	caFile := fs.String("caldav-ca-file", "", "a `FILE` of PEM certificates to trust for the server, besides the system's\n(for a server with a self-signed certificate)")
-	all := fs.Bool("all", false, "list also the calendars that do not accept tasks, marked")
-	asJSON := fs.Bool("json", false, "print JSON")
-	timeout := fs.Duration("timeout", caldav.DefaultTimeout, "how long one request to the server may take")
-	return &CalendarsConfig{fs: fs, url: url, user: user, passwordFile: passwordFile, caFile: caFile, all: all, asJSON: asJSON, timeout: timeout}
+	cf := &CalendarsConfig{fs: fs, server: Config{Kind: KindCalDAV}}
+	fs.StringVar(&cf.server.CalDAVURL, "caldav-url", "", "the `URL` of the CalDAV server, or any URL on it (a principal, a calendar)")
+	fs.StringVar(&cf.server.CalDAVUser, "caldav-user", "", "the `USER` to log in as (HTTP basic authentication)")
+	fs.StringVar(&cf.server.CalDAVPasswordFile, "caldav-password-file", "", "a `FILE` holding the password (default: $"+CalDAVPasswordEnv+")")
+	fs.StringVar(&cf.server.CalDAVCAFile, "caldav-ca-file", "", "a `FILE` of PEM certificates to trust for the server, besides the system's\n(for a server with a self-signed certificate)")
+	fs.BoolVar(&cf.all, "all", false, "list also the calendars that do not accept tasks, marked")
+	fs.BoolVar(&cf.asJSON, "json", false, "print JSON")
+	fs.DurationVar(&cf.timeout, "timeout", caldav.DefaultTimeout, "how long one request to the server may take")
+	return cf
 }
 
 // Calendars runs calendars with its parsed flags.
 func Calendars(ctx context.Context, cf *CalendarsConfig, stdout io.Writer) error {
-	if *cf.url == "" {
+	url := cf.server.CalDAVURL
+	if url == "" {
 		cf.fs.Usage()
 		return fmt.Errorf("%w: calendars needs --caldav-url", cli.ErrUsage)
 	}
-	if *cf.timeout <= 0 {
+	if cf.timeout <= 0 {
 		cf.fs.Usage()
 		return fmt.Errorf("%w: --timeout must be positive", cli.ErrUsage)
 	}
 	// The password's file and environment and the CA file are read as
 	// serve reads them, and the transport is serve's.
-	f := &Config{Kind: KindCalDAV, CalDAVURL: *cf.url, CalDAVUser: *cf.user, CalDAVPasswordFile: *cf.passwordFile, CalDAVCAFile: *cf.caFile}
-	cfg, err := f.DiscoveryConfig(*cf.timeout)
+	cfg, err := cf.server.DiscoveryConfig(cf.timeout)
 	if err != nil {
 		return err
 	}
 	cals, err := caldav.Discover(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(*cf.url), err)
+		return fmt.Errorf("listing the calendars of %s: %w", redact.URL(url), err)
 	}
-	report := CalendarsReport{Server: redact.URL(*cf.url), Calendars: []CalendarEntry{}}
+	report := CalendarsReport{Server: redact.URL(url), Calendars: []CalendarEntry{}}
 	for _, c := range cals {
-		if c.AcceptsTasks() || *cf.all {
+		if c.AcceptsTasks() || cf.all {
 			report.Calendars = append(report.Calendars, CalendarEntry{DisplayName: c.DisplayName, URL: c.URL, Components: c.Components, AcceptsTasks: c.AcceptsTasks()})
 		}
 	}
@@ -106,7 +104,7 @@ func Calendars(ctx context.Context, cf *CalendarsConfig, stdout io.Writer) error
 		}
 	}
 	report.Calendars = append(tasks, others...)
-	if *cf.asJSON {
+	if cf.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)

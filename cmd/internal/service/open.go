@@ -101,9 +101,9 @@ func (s *Service) Reach(ctx context.Context) error {
 // its adapter offers (a delete, a listing to count by, a naive create, a
 // lookup that decides a create) and states.
 func (s *Service) Target() probe.Target {
-	t := probe.Target{Name: s.Name, Service: s.Service, Scope: s.Scope, Class: s.stated.class,
-		NaiveWhyNot: s.stated.naiveWhyNot, FindWhyNot: s.stated.findWhyNot,
-		LoseReply: s.LoseReply, LoseReplyHow: s.stated.loseReplyHow, Provider: s.Provider, Destination: s.Destination}
+	t := probe.Target{Target: servicetest.Target{Name: s.Name, Service: s.Service, Scope: s.Scope, Class: s.stated.class,
+		NaiveWhyNot: s.stated.naiveWhyNot, FindWhyNot: s.stated.findWhyNot, LoseReply: s.LoseReply, LoseReplyHow: s.stated.loseReplyHow},
+		Provider: s.Provider, Destination: s.Destination}
 	if d, ok := s.Adapter.(taskservice.Deleter); ok {
 		t.Delete = d.DeleteTask
 	}
@@ -139,6 +139,14 @@ func (f *Config) Open(ctx context.Context, connect func() (*nats.Conn, error), c
 		return f.openRedmine(ctx, connect, callTimeout)
 	}
 	return nil, fmt.Errorf("task service %q: %w", f.Kind, ErrUnknown)
+}
+
+// OpenToList opens the service on nc to list its tasks (verify, status),
+// each call taking at most callTimeout. Listing takes no lock: a
+// --redmine-lock-ttl given as to serve is not its business.
+func (f *Config) OpenToList(ctx context.Context, nc *nats.Conn, callTimeout time.Duration) (*Service, error) {
+	f.RedmineLockTTL = 0
+	return f.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, callTimeout)
 }
 
 // KeepDeletedKeys gives a service that forgets a key when its task is

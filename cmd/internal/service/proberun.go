@@ -10,6 +10,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/probe"
+	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
 
 // ProbeHelp is probe's usage.
@@ -128,7 +129,7 @@ func Probe(ctx context.Context, cf *ProbeConfig, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	plan, err := probe.NewPlan(svc.Target(), probe.Options{Concurrency: *cf.conc, KeepTasks: *cf.keepTasks})
+	plan, err := probe.NewPlan(svc.Target(), probe.Options{Options: servicetest.Options{Concurrency: *cf.conc}, KeepTasks: *cf.keepTasks})
 	if err != nil {
 		return err
 	}

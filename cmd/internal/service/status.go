@@ -186,9 +186,7 @@ func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Clien
 func listStatus(ctx context.Context, tsf *Config, nc *nats.Conn, timeout time.Duration) (*audit.ListingSummary, string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// status lists and takes no lock.
-	tsf.RedmineLockTTL = 0
-	svc, err := tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, timeout)
+	svc, err := tsf.OpenToList(ctx, nc, timeout)
 	if err != nil {
 		return nil, err.Error()
 	}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/audit"
 	"github.com/sendtwice/sendtwice/internal/cli"
@@ -169,10 +167,7 @@ func Run(ctx context.Context, cf *Config, stdout, stderr io.Writer) error {
 	// audited service serves, as its executors' gates did.
 	serves := []gate.Destination{executor.FakeDefault}
 	if cf.tsf.Kind != service.KindFake {
-		// Verify lists and takes no lock: a --redmine-lock-ttl given as to
-		// serve (shorter than verify's --timeout) is not its business.
-		cf.tsf.RedmineLockTTL = 0
-		svc, err := cf.tsf.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, *cf.timeout)
+		svc, err := cf.tsf.OpenToList(ctx, nc, *cf.timeout)
 		if err != nil {
 			return err
 		}
