@@ -176,6 +176,15 @@ func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 	e := built(t)
 	js, violations := env.ConnectPublisher()
 	c := send.NewClient(js)
+	// publishThen publishes e and then reads its receipt with receipt.
+	publishThen := func(ctx context.Context, receipt func(context.Context, send.Sent) (*send.Receipt, error)) (send.Sent, *send.Receipt, error) {
+		sent, err := c.Publish(ctx, e)
+		if err != nil {
+			return sent, nil, err
+		}
+		r, err := receipt(ctx, sent)
+		return sent, r, err
+	}
 	for _, tc := range []struct {
 		name string
 		wait func(ctx context.Context) (send.Sent, *send.Receipt, error)
@@ -185,12 +194,7 @@ func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 			return c.Send(ctx, e)
 		}, send.Created},
 		{"Publish and then WaitReceipt: replayed", func(ctx context.Context) (send.Sent, *send.Receipt, error) {
-			sent, err := c.Publish(ctx, e)
-			if err != nil {
-				return sent, nil, err
-			}
-			r, err := c.WaitReceipt(ctx, sent)
-			return sent, r, err
+			return publishThen(ctx, c.WaitReceipt)
 		}, send.Replayed},
 		{"Listen, Publish and Receipt: replayed", func(ctx context.Context) (send.Sent, *send.Receipt, error) {
 			l, err := c.Listen(e)
@@ -198,12 +202,7 @@ func TestAPublisherThatMayCreateNoConsumerGetsItsReceipts(t *testing.T) {
 				return send.Sent{}, nil, err
 			}
 			defer l.Close()
-			sent, err := c.Publish(ctx, e)
-			if err != nil {
-				return sent, nil, err
-			}
-			r, err := l.Receipt(ctx, sent)
-			return sent, r, err
+			return publishThen(ctx, l.Receipt)
 		}, send.Replayed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -340,6 +339,40 @@ func commitBatch(t *testing.T, env *testenv.Env, intent string, seq uint64, batc
 	return ack
 }
 
+// publish publishes the test envelope under intent's key in the default
+// scope.
+func publish(t *testing.T, js jetstream.JetStream, intent string) send.Sent {
+	t.Helper()
+	sent, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sent
+}
+
+// watch opens a receipt watch on js that watches intent in the default
+// scope, closed when the test ends.
+func watch(t *testing.T, js jetstream.JetStream, intent string) *send.ReceiptWatch {
+	t.Helper()
+	w := send.NewReceiptWatch(js)
+	t.Cleanup(w.Close)
+	if err := w.Watch("", intent); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// wantReceipt waits up to within for the receipt of intent's message seq
+// in the default scope and fails the test unless it is receipt id want.
+func wantReceipt(t *testing.T, w *send.ReceiptWatch, intent string, seq uint64, within time.Duration, want, when string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if r, err := w.Wait(ctx, "", intent, seq); err != nil || r.ReceiptID != want {
+		t.Fatalf("%s: got %s, %v; want %s", when, receiptID(r), err, want)
+	}
+}
+
 func receiptID(r *send.StoredReceipt) string {
 	if r == nil {
 		return ""
@@ -413,10 +446,7 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			intent := fmt.Sprintf("intent-wait-%d", i)
-			sent, err := send.PublishKey(context.Background(), env.JS, "", intent, envelope(t))
-			if err != nil {
-				t.Fatal(err)
-			}
+			sent := publish(t, env.JS, intent)
 			w := send.NewReceiptWatch(env.JS)
 			defer w.Close()
 			if tc.unwatched {
@@ -461,15 +491,8 @@ func TestAWaitReportsTheFirstStoredReceiptOfItsOwnMessage(t *testing.T) {
 func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	env := testenv.Start(t)
 	intent := "intent-batch"
-	sent, err := send.PublishKey(context.Background(), env.JS, "", intent, envelope(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := send.NewReceiptWatch(env.JS)
-	defer w.Close()
-	if err := w.Watch("", intent); err != nil {
-		t.Fatal(err)
-	}
+	sent := publish(t, env.JS, intent)
+	w := watch(t, env.JS, intent)
 	stageUncommitted(t, env, w, intent, sent.StreamSeq, "batch-1", "r-batched")
 
 	ack := commitBatch(t, env, intent, sent.StreamSeq, "batch-1")
@@ -480,11 +503,7 @@ func TestAReceiptInABatchIsReportedOnlyOnceTheBatchIsStored(t *testing.T) {
 	if err := json.Unmarshal(ack.Data, &answer); err != nil || answer.Error != nil || answer.Count != 2 {
 		t.Fatalf("the commit's answer %s: %v", ack.Data, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if r, err := w.Wait(ctx, "", intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-batched" {
-		t.Fatalf("after the commit: got %s, %v; want r-batched", receiptID(r), err)
-	}
+	wantReceipt(t, w, intent, sent.StreamSeq, 10*time.Second, "r-batched", "after the commit")
 }
 
 // A receipt stored while the connection is away (the subscription with it)
@@ -493,15 +512,8 @@ func TestAReceiptStoredWhileTheConnectionIsAwayIsFound(t *testing.T) {
 	env := testenv.Start(t)
 	nc, js := testenv.Connect(t, env.URL(), nats.ReconnectWait(100*time.Millisecond), nats.MaxReconnects(-1))
 	intent := "intent-reconnect"
-	sent, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := send.NewReceiptWatch(js)
-	defer w.Close()
-	if err := w.Watch("", intent); err != nil {
-		t.Fatal(err)
-	}
+	sent := publish(t, js, intent)
+	w := watch(t, js, intent)
 	gone := make(chan struct{})
 	var once sync.Once
 	nc.SetDisconnectErrHandler(func(*nats.Conn, error) { once.Do(func() { close(gone) }) })
@@ -514,11 +526,7 @@ func TestAReceiptStoredWhileTheConnectionIsAwayIsFound(t *testing.T) {
 	}
 	<-gone
 	store(t, env.JS, receiptMsg(intent, sent.StreamSeq, receiptDoc(t, intent, sent.StreamSeq, "r-away")))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if r, err := w.Wait(ctx, "", intent, sent.StreamSeq); err != nil || r.ReceiptID != "r-away" {
-		t.Fatalf("got %s, %v; want r-away", receiptID(r), err)
-	}
+	wantReceipt(t, w, intent, sent.StreamSeq, 20*time.Second, "r-away", "after the reconnect")
 }
 
 // One watch waits for the receipts of many messages of many intents, as
@@ -571,20 +579,10 @@ func TestAReceiptSeenBeforeItsBatchIsStoredCostsAPublisherNoRefusal(t *testing.T
 	env := testenv.StartNoConsumers(t)
 	js, violations := env.ConnectPublisher()
 	intent := "intent-uncommitted"
-	first, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := send.PublishKey(context.Background(), js, "", intent, envelope(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := publish(t, js, intent)
+	second := publish(t, js, intent)
 	store(t, env.JS, receiptMsg(intent, first.StreamSeq, receiptDoc(t, intent, first.StreamSeq, "r-first")))
-	w := send.NewReceiptWatch(js)
-	defer w.Close()
-	if err := w.Watch("", intent); err != nil {
-		t.Fatal(err)
-	}
+	w := watch(t, js, intent)
 	// The staged receipt comes from another connection, so nothing orders
 	// it after the watch's subscription: a round trip on the publisher's
 	// connection makes sure the server has the subscription first.
@@ -596,11 +594,7 @@ func TestAReceiptSeenBeforeItsBatchIsStoredCostsAPublisherNoRefusal(t *testing.T
 		t.Fatalf("the server refused the publisher while its receipt was not stored yet: %v", v)
 	}
 	commitBatch(t, env, intent, second.StreamSeq, "batch-uncommitted")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if r, err := w.Wait(ctx, "", intent, second.StreamSeq); err != nil || r.ReceiptID != "r-second" {
-		t.Fatalf("after the commit: got %s, %v; want r-second", receiptID(r), err)
-	}
+	wantReceipt(t, w, intent, second.StreamSeq, 10*time.Second, "r-second", "after the commit")
 	if v := violations.Seen(); len(v) > 0 {
 		t.Errorf("the server refused the publisher: %v", v)
 	}

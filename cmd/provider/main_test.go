@@ -129,11 +129,7 @@ func TestServeStatsRecordsFault(t *testing.T) {
 
 	serveLog, stopServe := startServe(t, "serve", "--server", url, "--data", dir, "--allow-faults", "--log-format", "json")
 
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testenv.Connect(t, url)
 	client := provider.NewClient(nc)
 	client.Timeout = time.Second
 	deadline := time.Now().Add(20 * time.Second)
@@ -299,11 +295,7 @@ func TestAdoptReplacesTheStoreOnlyWhenTold(t *testing.T) {
 	dirA, dirB := t.TempDir(), filepath.Join(t.TempDir(), "new-store")
 	h := hostService(t, url, dirA)
 	idA := h.Store.ID()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testenv.Connect(t, url)
 	client := provider.NewClient(nc)
 	req := request("intent-0001", "check items")
 	if resp, err := client.Create(context.Background(), req); err != nil || resp.Outcome != provider.OutcomeCreated {
@@ -501,11 +493,7 @@ func TestServeHTTPShowsTheThreeCountersAndHealth(t *testing.T) {
 		t.Errorf("/healthz: %d %q %v", code, body, err)
 	}
 
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testenv.Connect(t, url)
 	client := provider.NewClient(nc)
 	req := request("intent-metrics", "check items")
 	for _, want := range []string{provider.OutcomeCreated, provider.OutcomeReplayed} {

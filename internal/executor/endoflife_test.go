@@ -334,29 +334,8 @@ func TestAMessageOutOfDeliveriesWhoseReceiptIsStoredIsAckedNotDeadLettered(t *te
 			// Before the executor stops (cleanups run last first).
 			t.Cleanup(func() { close(release) })
 			seq := sendOnly(t, env.JS, envelope)
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			for {
-				st, err := audit.Consumer(ctx, env.JS)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if st.Pending == 0 && st.AckPending == 0 && st.Delivered >= 2 {
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("consumer %+v: the message was not finished by its second delivery", st)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			var outcomes []string
-			for _, r := range receiptsFor(t, env, seq, time.Second) {
-				outcomes = append(outcomes, r.Outcome)
-			}
-			dead, err := audit.DeadLetterSeqs(ctx, env.JS)
-			if err != nil {
-				t.Fatal(err)
-			}
+			settled(t, env, 2)
+			outcomes, dead := outcomesOf(t, env, seq)
 			want := []string{document.OutcomeCreated}
 			if c.dead {
 				want = append(want, document.OutcomeDeadLettered)

@@ -465,17 +465,13 @@ func TestARunningExecutorStopsTakingDeliveriesOnceItsConsumerIsChanged(t *testin
 	if _, err := env.JS.Publish(ctx, subjects.Approval("", "intent-0001"), s.Original.Envelope()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	st, err := audit.Consumer(ctx, env.JS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.NumPending != 1 || info.NumAckPending != 0 || info.NumWaiting != 0 {
+	if st.Pending != 1 || st.AckPending != 0 || st.Waiting != 0 {
 		t.Fatalf("consumer pending %d, ack pending %d, pulls waiting %d: want the approval untaken and no executor pulling",
-			info.NumPending, info.NumAckPending, info.NumWaiting)
+			st.Pending, st.AckPending, st.Waiting)
 	}
 }
 

@@ -188,8 +188,7 @@ func TestBucketIsReplicatedAsAsked(t *testing.T) {
 }
 
 func TestLockIsExclusive(t *testing.T) {
-	js := testenv.JetStream(t)
-	l := testenv.Ledger(t, js, ledger.Options{})
+	l := testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
 	ctx := context.Background()
 
 	first, err := l.Lock(ctx, "team-a", "intent 1", time.Minute)
@@ -242,8 +241,7 @@ func TestLockIsExclusive(t *testing.T) {
 }
 
 func TestLockExpires(t *testing.T) {
-	js := testenv.JetStream(t)
-	l := testenv.Ledger(t, js, ledger.Options{})
+	l := testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
 	ctx := context.Background()
 
 	first, err := l.Lock(ctx, "default", "slow", time.Millisecond) // rounded up to 1 s
@@ -306,8 +304,7 @@ func TestLockHeldSeesTheKeyGone(t *testing.T) {
 }
 
 func TestLockRefusesBadKeys(t *testing.T) {
-	js := testenv.JetStream(t)
-	l := testenv.Ledger(t, js, ledger.Options{})
+	l := testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
 	for _, tc := range []struct{ name, scope, intent string }{
 		{"a scope starting with an underscore", "_lock", "x"},
 		{"an empty scope", "", "x"},

@@ -57,25 +57,13 @@ func (s *Store) seqRecords(req RecordsRequest, limit int, resp *RecordsResponse)
 		kept := false
 		switch kind {
 		case prefixRequest:
-			var r RequestRecord
-			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
-				resp.Requests, kept = append(resp.Requests, r), true
-			}
+			kept, err = keepRecord(val, func(r *RequestRecord) *string { return &r.Scope }, scopeOf, &resp.Requests)
 		case prefixCreate:
-			var r CreateRecord
-			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
-				resp.Creates, kept = append(resp.Creates, r), true
-			}
+			kept, err = keepRecord(val, func(r *CreateRecord) *string { return &r.Scope }, scopeOf, &resp.Creates)
 		case prefixTask:
-			var r TaskRecord
-			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
-				resp.Tasks, kept = append(resp.Tasks, r), true
-			}
+			kept, err = keepRecord(val, func(r *TaskRecord) *string { return &r.Scope }, scopeOf, &resp.Tasks)
 		case prefixDelete:
-			var r DeleteRecord
-			if err = json.Unmarshal(val, &r); err == nil && scopeOf(&r.Scope) {
-				resp.Deletes, kept = append(resp.Deletes, r), true
-			}
+			kept, err = keepRecord(val, func(r *DeleteRecord) *string { return &r.Scope }, scopeOf, &resp.Deletes)
 		}
 		if err != nil {
 			return false, fmt.Errorf("record %c %d: %w: %v", kind, seq, ErrCorrupt, err)
@@ -100,6 +88,20 @@ func (s *Store) seqRecords(req RecordsRequest, limit int, resp *RecordsResponse)
 	})
 	resp.NextSeq = next
 	return err
+}
+
+// keepRecord decodes val as a record of type R and appends it to list when
+// scopeOf keeps the scope that scope finds in it.
+func keepRecord[R any](val []byte, scope func(*R) *string, scopeOf func(*string) bool, list *[]R) (bool, error) {
+	var r R
+	if err := json.Unmarshal(val, &r); err != nil {
+		return false, err
+	}
+	if !scopeOf(scope(&r)) {
+		return false, nil
+	}
+	*list = append(*list, r)
+	return true, nil
 }
 
 func (s *Store) intentRecords(req RecordsRequest, limit int, resp *RecordsResponse) error {

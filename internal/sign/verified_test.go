@@ -6,9 +6,16 @@ import (
 	"testing"
 )
 
-func signedApproval(t *testing.T, k *Key) (map[string]any, string) {
+// signedApproval makes a key, a keyring that trusts it as reviewer-1 and an
+// approval signed with it, whose signature has verified once.
+func signedApproval(t *testing.T) (k *Key, kr *Keyring, approval map[string]any, sig string) {
 	t.Helper()
-	approval := map[string]any{
+	k, _ = Generate()
+	kr, err := NewKeyring(ApproverFor("reviewer-1", k.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval = map[string]any{
 		"schema_version": "task-approval.v1",
 		"approval_id":    "approval-0001",
 		"approved_by":    "reviewer-1",
@@ -20,26 +27,21 @@ func signedApproval(t *testing.T, k *Key) (map[string]any, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, err := k.Sign(d)
-	if err != nil {
+	if sig, err = k.Sign(d); err != nil {
 		t.Fatal(err)
 	}
-	return approval, sig
+	if _, err := kr.VerifyApproval(approval, k.ID, sig); err != nil {
+		t.Fatal(err)
+	}
+	return k, kr, approval, sig
 }
 
 // A signature that verified once is remembered, and nothing that differs
 // from it by one byte, in the approval or in the signature, passes for it.
 func TestARememberedSignatureAcceptsOnlyTheSameApprovalAndSignature(t *testing.T) {
-	k, _ := Generate()
-	kr, err := NewKeyring(ApproverFor("reviewer-1", k.Public()))
-	if err != nil {
+	k, kr, approval, sig := signedApproval(t)
+	if _, err := kr.VerifyApproval(approval, k.ID, sig); err != nil {
 		t.Fatal(err)
-	}
-	approval, sig := signedApproval(t, k)
-	for range 2 {
-		if _, err := kr.VerifyApproval(approval, k.ID, sig); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if n := kr.current().verified.len(); n != 1 {
 		t.Fatalf("%d signatures remembered, want 1", n)
@@ -109,15 +111,7 @@ func TestARememberedSignatureAcceptsOnlyTheSameApprovalAndSignature(t *testing.T
 // The remembered signatures are bound to the public key: a key no longer
 // trusted is refused, even for an approval it signed and that verified.
 func TestARememberedSignatureIsRefusedOnceItsKeyIsNoLongerTrusted(t *testing.T) {
-	k, _ := Generate()
-	kr, err := NewKeyring(ApproverFor("reviewer-1", k.Public()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	approval, sig := signedApproval(t, k)
-	if _, err := kr.VerifyApproval(approval, k.ID, sig); err != nil {
-		t.Fatal(err)
-	}
+	k, kr, approval, sig := signedApproval(t)
 	other, _ := Generate()
 	next, err := NewKeyring(ApproverFor("reviewer-2", other.Public()))
 	if err != nil {

@@ -311,17 +311,33 @@ func TestTheRecordIsKeptWithoutATTL(t *testing.T) {
 	}
 }
 
+// A provisioning record or a task-service record that does not decode or
+// lacks a part is refused with its reason, not taken for a missing one.
 func TestARecordThatDoesNotDecodeOrLacksAPartIsRefusedWithItsReason(t *testing.T) {
-	for _, c := range []struct{ name, value, says string }{
-		{"junk", `{"streams": `, "does not decode"},
-		{"a record without the consumer", `{"streams": {"APPROVALS": {"name": "APPROVALS"}, "RECEIPTS": {"name": "RECEIPTS"}, "DEADLETTERS": {"name": "DEADLETTERS"}}}`, "has no consumer executor"},
-		{"a record without a stream", `{"streams": {"APPROVALS": {"name": "APPROVALS"}}, "consumer": {"durable_name": "executor"}}`, "has no stream RECEIPTS"},
+	provisioning := func(ctx context.Context, js jetstream.JetStream) error {
+		_, err := topology.ReadRecord(ctx, js)
+		return err
+	}
+	taskService := func(ctx context.Context, js jetstream.JetStream) error {
+		_, err := topology.ReadTaskService(ctx, js)
+		return err
+	}
+	for _, c := range []struct {
+		name, key, value, says string
+		read                   func(context.Context, jetstream.JetStream) error
+		missing                error
+	}{
+		{"junk as the provisioning record", topology.RecordKey, `{"streams": `, "does not decode", provisioning, topology.ErrNoRecord},
+		{"a provisioning record without the consumer", topology.RecordKey, `{"streams": {"APPROVALS": {"name": "APPROVALS"}, "RECEIPTS": {"name": "RECEIPTS"}, "DEADLETTERS": {"name": "DEADLETTERS"}}}`, "has no consumer executor", provisioning, topology.ErrNoRecord},
+		{"a provisioning record without a stream", topology.RecordKey, `{"streams": {"APPROVALS": {"name": "APPROVALS"}}, "consumer": {"durable_name": "executor"}}`, "has no stream RECEIPTS", provisioning, topology.ErrNoRecord},
+		{"junk as the task-service record", topology.TaskServiceKey, `{"kind": `, "does not decode", taskService, topology.ErrNoTaskService},
+		{"a task-service record without a kind", topology.TaskServiceKey, `{"name": "x"}`, "names no kind", taskService, topology.ErrNoTaskService},
 	} {
 		t.Run(c.name+" is refused", func(t *testing.T) {
 			env := testenv.Start(t)
-			putInRecordBucket(t, env.JS, topology.RecordKey, c.value)
-			_, err := topology.ReadRecord(context.Background(), env.JS)
-			if err == nil || errors.Is(err, topology.ErrNoRecord) || !strings.Contains(err.Error(), c.says) {
+			putInRecordBucket(t, env.JS, c.key, c.value)
+			err := c.read(context.Background(), env.JS)
+			if err == nil || errors.Is(err, c.missing) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
 			}
 		})
@@ -342,7 +358,7 @@ func putInRecordBucket(t *testing.T, js jetstream.JetStream, key, value string) 
 	}
 }
 
-func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
+func TestTheTaskServiceRecordIsReadBack(t *testing.T) {
 	rec := topology.TaskService{Kind: "caldav", Name: "CalDAV collection https://dav.example/alice/tasks/",
 		Destinations: map[string]string{"default": "https://dav.example/alice/tasks/"}, CalDAVUser: "alice",
 		By: "exec-1", At: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
@@ -376,19 +392,6 @@ func TestTheTaskServiceRecordIsReadBackAndRefusedWithItsReason(t *testing.T) {
 			t.Errorf("the provisioning record beside it: %v", err)
 		}
 	})
-	for _, c := range []struct{ name, value, says string }{
-		{"junk", `{"kind": `, "does not decode"},
-		{"a record without a kind", `{"name": "x"}`, "names no kind"},
-	} {
-		t.Run(c.name+" is refused", func(t *testing.T) {
-			env := testenv.Start(t)
-			putInRecordBucket(t, env.JS, topology.TaskServiceKey, c.value)
-			_, err := topology.ReadTaskService(context.Background(), env.JS)
-			if err == nil || errors.Is(err, topology.ErrNoTaskService) || !strings.Contains(err.Error(), c.says) {
-				t.Fatalf("reading %s: %v; want an error saying %q", c.name, err, c.says)
-			}
-		})
-	}
 }
 
 // shortContext returns a context that ends five seconds from now, or with

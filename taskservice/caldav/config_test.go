@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,6 +190,63 @@ func TestAFailedCallNeverShowsASecret(t *testing.T) {
 			}
 			_, err = a.Tasks(ctx)
 			noSecret(t, "Tasks", err)
+		})
+	}
+}
+
+// A server that holds every PUT for a while sees at most MaxConns of them
+// at once (DefaultMaxConns when unset), however many calls are made
+// together; the others wait for a connection and still succeed.
+func TestTheAdapterOpensAtMostMaxConnsConnectionsToTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		max  int
+		want int
+	}{
+		{"with MaxConns 4, four at once", 4, 4},
+		{"by default, DefaultMaxConns at once", 0, DefaultMaxConns},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			inFlight, peak := 0, 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				inFlight++
+				peak = max(peak, inFlight)
+				mu.Unlock()
+				time.Sleep(50 * time.Millisecond)
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+				w.WriteHeader(http.StatusCreated)
+			}))
+			defer srv.Close()
+			a, err := New(Config{CollectionURL: srv.URL + "/alice/tasks/", MaxConns: tc.max, Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := 3 * tc.want
+			var wg sync.WaitGroup
+			errs := make(chan error, calls)
+			for i := range calls {
+				req := taskservice.Request{IntentID: fmt.Sprintf("intent-%03d", i), RequestDigest: "sha256:" + strings.Repeat("ab", 32),
+					Task: taskservice.Task{Title: "held"}}
+				wg.Go(func() {
+					if _, err := a.Create(context.Background(), req); err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Errorf("Create: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if peak != tc.want {
+				t.Errorf("the server saw %d requests at once, want %d", peak, tc.want)
+			}
 		})
 	}
 }
