@@ -477,20 +477,34 @@ func TestARunningExecutorStopsTakingDeliveriesOnceItsConsumerIsChanged(t *testin
 
 func TestStartReturnsOnceConsumingAndStopWaitsForTheRun(t *testing.T) {
 	env := testenv.Start(t)
-	ex, _ := newExecutor(t, env, executor.Config{ID: "exec-start"})
+	ex, nc := newExecutor(t, env, executor.Config{ID: "exec-start"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stop, err := ex.Start(ctx)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	c, err := env.JS.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	// Asked on the executor's own connection, after its pull request; the
+	// server registers a pull request in a queue of its own, so the count
+	// may take a moment to show it.
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Info(ctx)
-	if err != nil || info.NumWaiting == 0 {
-		t.Errorf("after Start the consumer has %d pulls waiting (%v); want the executor's", info.NumWaiting, err)
+	c, err := js.Consumer(ctx, topology.ApprovalsStream, topology.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waiting int
+	for deadline := time.Now().Add(5 * time.Second); waiting == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = info.NumWaiting
+	}
+	if waiting == 0 {
+		t.Errorf("after Start the consumer has no pull waiting; want the executor's")
 	}
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v", err)
