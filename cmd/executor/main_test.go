@@ -114,7 +114,11 @@ func publishThroughARestart(ctx context.Context, t *testing.T, env *testenv.Env,
 	}
 	all := pub.sent()
 	byseq := awaitReceipts(t, env, all, within)
-	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+	// ctx bounds the run up to the restart; the receipts may take longer
+	// (within), so the dead letters are read with a bound of their own.
+	deadCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dead, err := audit.DeadLetterSeqs(deadCtx, env.JS)
 	if err != nil {
 		t.Fatal(err)
 	}
