@@ -9,12 +9,13 @@ package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 func main() {
@@ -22,13 +23,8 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet("probe", "Usage: probe [--timeout D] URL\n\nExits 0 when URL answers 200, else 1.\n\n", stderr)
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: probe [--timeout D] URL\n\nExits 0 when URL answers 200, else 1.")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

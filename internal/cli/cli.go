@@ -15,10 +15,13 @@ import (
 // DefaultServer is used when neither --server nor NATS_URL is given.
 const DefaultServer = "nats://127.0.0.1:4222"
 
-// LogFlags adds --log-format and --log-level to fs.
+// LogFlags adds --log-format and --log-level to fs, shown together in its
+// help under "Logging".
 func LogFlags(fs *flag.FlagSet) (format, level *string) {
-	return fs.String("log-format", "text", "log format: text or json"),
-		fs.String("log-level", "info", "log level: debug, info, warn or error")
+	format = fs.String("log-format", "text", "log `FORMAT`: text or json")
+	level = fs.String("log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	Group(fs, "Logging", "log-format", "log-level")
+	return format, level
 }
 
 // NewLogger returns a slog logger writing to w in the given format.

@@ -39,7 +39,8 @@ type ConnConfig struct {
 	env []*envString // flags falling back to the environment
 }
 
-// ConnFlags adds --server and the authentication and TLS flags to fs.
+// ConnFlags adds --server and the authentication and TLS flags to fs, shown
+// together in its help under "NATS connection".
 // Values from the environment ($NATS_URL, $NATS_PASSWORD and the others
 // named in each flag's help) are read after parsing, by ApplyEnv or at the
 // latest by Options and Connect, so --help never prints them.
@@ -64,6 +65,7 @@ func ConnFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *ConnConfig {
 	add(&c.InboxPrefix, "NATS_INBOX_PREFIX", []string{"inbox-prefix"}, "subject `PREFIX` of this client's replies instead of _INBOX, for permissions that give each role its own inbox (default $NATS_INBOX_PREFIX)")
 	c.env = append(c.env, envStringVar(fs, getenv, &c.Server, "NATS_URL", DefaultServer, []string{"server"},
 		"NATS server `URL`s, comma-separated (default $NATS_URL, else "+DefaultServer+")"))
+	Group(fs, "NATS connection", "server", "creds", "nkey", "user", "password", "tls-cert", "tls-key", "tls-ca", "tls-first", "inbox-prefix")
 	return c
 }
 

@@ -7,10 +7,11 @@ import (
 
 // envString is a string flag that falls back to an environment variable.
 // The variable is read after parsing (ApplyEnv), never used as the flag's
-// default: flag.PrintDefaults prints defaults, so a secret taken from the
+// default: the help prints defaults, so a secret taken from the
 // environment as a default would appear in --help and in every usage error.
 type envString struct {
 	p      *string
+	names  []string // the flag's name, then its aliases
 	env    string
 	getenv func(string) string
 	set    bool // given on the command line
@@ -23,6 +24,8 @@ func (v *envString) String() string {
 	}
 	return *v.p
 }
+
+func (v *envString) flagNames() []string { return v.names }
 
 func (v *envString) Set(s string) error {
 	*v.p, v.set = s, true
@@ -42,23 +45,20 @@ func (v *envString) apply() {
 	}
 }
 
-// envStringVar defines flags named names (aliases of one another) bound to p,
-// with default def, falling back to the environment variable env after
-// parsing. The usage text names the variable and def; flag.PrintDefaults
-// prints no default of its own.
+// envStringVar defines the flag names[0], with the aliases names[1:], bound
+// to p, with default def, falling back to the environment variable env
+// after parsing. The usage text names the variable and def; the help
+// prints no default of its own, and shows the aliases with the flag.
 func envStringVar(fs *flag.FlagSet, getenv func(string) string, p *string, env, def string, names []string, usage string) *envString {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	*p = ""
-	v := &envString{p: p, env: env, getenv: getenv}
+	v := &envString{p: p, names: names, env: env, getenv: getenv}
 	for i, n := range names {
 		u := usage
 		if i > 0 {
 			u = "same as --" + names[0]
-			if _, name := flag.UnquoteUsage(&flag.Flag{Usage: usage}); name != "" {
-				u = "same as --" + names[0] + " `" + name + "`"
-			}
 		}
 		fs.Var(v, n, u)
 	}

@@ -118,13 +118,13 @@ func SignalContext(prog string, stderr io.Writer) (ctx context.Context, stop fun
 }
 
 // NewFlagSet returns a flag set named name that reports errors instead of
-// exiting; its usage prints header and then the flags.
+// exiting; its usage prints header and then the flags (PrintFlags).
 func NewFlagSet(name, header string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), header)
-		fs.PrintDefaults()
+		PrintFlags(fs.Output(), fs)
 	}
 	return fs
 }
