@@ -128,9 +128,18 @@ type serveFlags struct {
 	cfg *serve.Config
 }
 
+// serveKnobFlags, when set, defines flags for serve's test knobs
+// (serve.Knobs). Only the tests set it, in the processes they run as the
+// program: the program itself has no such flag.
+var serveKnobFlags func(*flag.FlagSet, *serve.Knobs)
+
 func newServeFlags(stderr io.Writer) *serveFlags {
 	fs := newFlagSet("serve", serve.Help, stderr)
-	return &serveFlags{fs: fs, cfg: serve.FlagsVar(fs)}
+	cfg := serve.FlagsVar(fs)
+	if serveKnobFlags != nil {
+		serveKnobFlags(fs, &cfg.Knobs)
+	}
+	return &serveFlags{fs: fs, cfg: cfg}
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {

@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runRole(role))
 	}
 	if os.Getenv(asMain) == "1" {
+		serveKnobFlags = knobFlags
 		main()
 	}
 	os.Exit(m.Run())

@@ -514,7 +514,6 @@ func TestServeEmbeddedWithCalDAVRefusesTheFakeServicesFlags(t *testing.T) {
 	}{
 		{"a key margin is refused", []string{"--key-margin", "1m"}},
 		{"a records retention is refused", []string{"--records-retention", "1h"}},
-		{"faults allowed are refused", []string{"--allow-faults"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "data")

@@ -21,10 +21,10 @@ import (
 type Config struct {
 	fs          *flag.FlagSet
 	conn        *cli.ConnConfig
+	configFile  *string
 	embedded    *bool
 	data        *string
 	listen      *string
-	allowFaults *bool
 	conc        *int
 	id          *string
 	callTimeout *time.Duration
@@ -38,7 +38,6 @@ type Config struct {
 	insecure    *bool
 	maxBytes    *int64
 	maxLifetime *time.Duration
-	recordCalls *string
 	checkOnly   *bool
 	// The embedded task service's key lifetime, records retention,
 	// compaction period and metric label bound (provider serve's flags).
@@ -48,10 +47,13 @@ type Config struct {
 	compactEvery *time.Duration
 	maxScopes    *int
 	consCheck    *time.Duration
-	faults       []executor.FaultSpec
 	tsf          *service.Config
 	logFormat    *string
 	logLevel     *string
+
+	// Knobs are the settings only tests give; no flag of the program sets
+	// them.
+	Knobs Knobs
 
 	// Settled by check.
 	replicasSet bool
@@ -62,44 +64,86 @@ type Config struct {
 	envConnIgnored bool
 }
 
-// FlagsVar defines serve's flags on fs and returns the configuration they
-// fill in once fs is parsed.
+// Knobs are what the tests of the programs set through flags of the test
+// binary's own, to crash executors on purpose and check what they did;
+// the program has no flag for them.
+type Knobs struct {
+	// Faults are injected into the executor (executor.Faults).
+	Faults []executor.FaultSpec
+	// RecordCalls names a file that every task service call is appended
+	// to, for a linearizability check (history.Open).
+	RecordCalls string
+}
+
+// FlagsVar defines serve's flags on fs, in groups by topic, and returns
+// the configuration they fill in once fs is parsed.
 func FlagsVar(fs *flag.FlagSet) *Config {
 	f := &Config{fs: fs}
+	f.approvalFlags(fs)
+	f.embeddedFlags(fs)
 	f.conn = cli.ConnFlags(fs)
-	f.embedded = fs.Bool("embedded", false, "run a NATS server and the task service in this process")
-	f.data = fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store and the task service's Pebble store")
+	f.tsf = service.FlagsVar(fs)
+	f.consumerFlags(fs)
+	f.httpAddr = fs.String("http", "", "serve /metrics (Prometheus), /healthz (alive) and /readyz on `HOST:PORT` (default off);\n"+
+		"ready when connected to NATS, bound to the consumer and, with --embedded, the task service's store is open")
+	cli.Group(fs, "Observability", "http")
+	f.logFormat, f.logLevel = cli.LogFlags(fs)
+	f.configFile = fs.String("config", "", "read flags from `FILE`: one name = value a line, the name a flag's without dashes,\n"+
+		"# comments; a value may be double-quoted; flags given on the command line win")
+	f.checkOnly = fs.Bool("check-config", false, "check the flags, the --config file and the files they name (trusted approvers, credentials, TLS),\n"+
+		"then exit 0 without opening anything: no connection, no listener, no data directory")
+	cli.Group(fs, "Configuration", "config", "check-config")
+	return f
+}
+
+// approvalFlags defines the flags of the gate's trust policy.
+func (f *Config) approvalFlags(fs *flag.FlagSet) {
+	f.trusted = fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted);\n"+
+		"signature and expiry are checked; SIGHUP reloads it (a file that does not load keeps the approvers loaded before)")
+	f.insecure = fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals, saying so in the log (for trying things out;\n"+
+		"anyone who can publish can then approve)")
+	f.maxLifetime = fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
+	cli.Group(fs, "Approvals (one of the first two is required)", "trusted-approvers", "insecure-allow-unsigned", "max-approval-lifetime")
+}
+
+// embeddedFlags defines --embedded and the flags of what it runs.
+func (f *Config) embeddedFlags(fs *flag.FlagSet) {
+	f.embedded = fs.Bool("embedded", false, "run a NATS server with JetStream and the fake task service in this process: one command runs everything;\n"+
+		"more instances join with --server nats://HOST:PORT. It connects to its own server: --server, credentials\n"+
+		"and TLS flags are refused, and the NATS variables of the environment are not used. With another\n"+
+		"--task-service, the fake service is not started and its store neither opened nor made")
+	f.data = fs.String("data", "sendtwice-data", "`DIR` for the embedded server's JetStream store (fsync before every ack) and the task service's\n"+
+		"Pebble store; only one process may use it")
 	f.listen = fs.String("listen", "127.0.0.1:4222", "`HOST:PORT` the embedded NATS server listens on")
-	f.allowFaults = fs.Bool("allow-faults", false, "embedded task service: accept fault-switch calls (tests and demos only)")
-	f.keyAllowance = fs.Duration("key-clock-allowance", provider.DefaultKeyClockAllowance, "embedded task service: how far the executors' clocks may run behind the service's: added to a key's latest not_after")
-	f.keyMargin = fs.Duration("key-margin", provider.DefaultKeyMargin, "embedded task service: added on top of the clock allowance before a key is compacted")
-	f.retention = fs.Duration("records-retention", 0, "embedded task service: remove request and create records older than this (0: keep them forever)")
-	f.compactEvery = fs.Duration("compact-every", provider.DefaultCompactEvery, "embedded task service: how often expired keys and records are compacted")
-	f.maxScopes = fs.Int("metrics-max-scopes", metrics.DefaultMaxScopeLabels, "embedded task service: `N` scope labels at most on /metrics; the other scopes are summed under scope=\"_other\"")
+	f.keyAllowance = fs.Duration("key-clock-allowance", provider.DefaultKeyClockAllowance, "how far the executors' clocks may run behind the service's: added to a key's latest not_after")
+	f.keyMargin = fs.Duration("key-margin", provider.DefaultKeyMargin, "added on top of the clock allowance before a key is compacted")
+	f.retention = fs.Duration("records-retention", 0, "remove request and create records older than this (0: keep them forever)")
+	f.compactEvery = fs.Duration("compact-every", provider.DefaultCompactEvery, "how often expired keys and records are compacted")
+	f.maxScopes = fs.Int("metrics-max-scopes", metrics.DefaultMaxScopeLabels, "`N` scope labels at most on /metrics; the other scopes are summed under scope=\"_other\"")
+	cli.Group(fs, "Embedded server", "embedded", "data", "listen")
+	cli.Group(fs, "Embedded task service (provider serve's flags; only with --embedded and the fake service)",
+		serviceFlags...)
+}
+
+// consumerFlags defines the flags of the streams, the consumer and the
+// deliveries.
+func (f *Config) consumerFlags(fs *flag.FlagSet) {
 	f.conc = fs.Int("concurrency", 512, "deliveries handled at once by this instance")
 	f.id = fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
 	f.callTimeout = fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
 	f.ackWait = fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back (the retry delay after an executor died)")
 	f.maxDeliver = fs.Int("max-deliver", 5, "deliveries that may try a message before it is dead-lettered, counted by the executors\n(the consumer itself never drops a message; with --no-provision, the provisioned consumer's budget applies)")
-	f.replicas = fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: 3 on a three-node cluster\n(default: as the existing streams have it, else 1; always 1 with --embedded)")
+	f.replicas = fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: on a cluster, give every node's URL to --server\n"+
+		"and 3, to survive the loss of one node (default: as the existing streams have it, else 1; always 1 with --embedded)")
+	f.maxBytes = MaxBytesFlag(fs)
 	f.noProvision = fs.Bool("no-provision", false, "bind to the existing consumer; never create or change streams (for a user without JetStream admin rights)")
 	f.waitJS = fs.Duration("wait-jetstream", 2*time.Minute, "at start, keep trying this long to reach JetStream and set up or find the streams")
-	f.consCheck = fs.Duration("consumer-check", executor.DefaultConsumerCheckInterval, "compare the consumer with what provisioning applied this often while running;\none that differs stops serve (it is also compared at start)")
-	f.httpAddr = fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)")
-	f.trusted = fs.String("trusted-approvers", "", "`FILE` naming the reviewers whose signed approvals are accepted (made by publisher keygen --trusted)")
-	f.insecure = fs.Bool("insecure-allow-unsigned", false, "INSECURE: also accept unsigned approvals (for trying things out; anyone who can publish can then approve)")
-	f.maxBytes = MaxBytesFlag(fs)
-	f.maxLifetime = fs.Duration("max-approval-lifetime", gate.DefaultMaxLifetime, "refuse signed approvals valid for longer than this (not_after - approved_at)")
-	f.recordCalls = fs.String("record-calls", "", "record every task service call for a linearizability check: append its invocation (before the call)\nand its response (after) to `FILE` as JSON lines; one FILE per instance")
-	f.checkOnly = fs.Bool("check-config", false, "check the flags and the files they name (trusted approvers, credentials, TLS), then exit 0\nwithout opening anything: no connection, no listener, no data directory")
-	fs.Func("fault", "inject a fault, for tests only: `POINT[@INTENT_ID]:ACTION[:PROBABILITY]`, POINT taken, after-call, after-receipt\nor before-ack, ACTION kill or stall=DURATION; without a probability it fires once, or with @INTENT_ID\non every delivery of that intent (repeatable)", func(s string) error {
-		spec, err := executor.ParseFault(s)
-		f.faults = append(f.faults, spec)
-		return err
-	})
-	f.tsf = service.FlagsVar(fs)
-	f.logFormat, f.logLevel = cli.LogFlags(fs)
-	return f
+	f.consCheck = fs.Duration("consumer-check", executor.DefaultConsumerCheckInterval, "compare the consumer with what provisioning applied (its record in the bucket sendtwice-topology)\n"+
+		"at start and this often while running; one that differs, changed by anyone but provisioning, stops serve\n"+
+		"naming each difference (at start before consuming; while running after the deliveries in flight),\n"+
+		"until executor provision sets it right")
+	cli.Group(fs, "Streams, consumer and deliveries", "concurrency", "call-timeout", "ack-wait", "max-deliver", "replicas", "max-bytes",
+		"no-provision", "wait-jetstream", "consumer-check", "id")
 }
 
 // settle checks the parsed flags: the task service's, then serve's own.
@@ -190,7 +234,7 @@ func (f *Config) checkServiceFlags() error {
 	if f.tsf.Kind != service.KindFake {
 		var given []string
 		f.fs.Visit(func(fl *flag.Flag) {
-			if slices.Contains(serviceFlags, fl.Name) || fl.Name == "allow-faults" {
+			if slices.Contains(serviceFlags, fl.Name) {
 				given = append(given, "--"+fl.Name)
 			}
 		})

@@ -8,7 +8,7 @@ import (
 )
 
 // recordTaskService wraps svc so that every call is appended to path
-// (--record-calls), and returns a function that closes the file. With no
+// (Knobs.RecordCalls), and returns a function that closes the file. With no
 // path, svc is returned as it is.
 func recordTaskService(path string, svc taskservice.Service, log *slog.Logger) (taskservice.Service, func(), error) {
 	if path == "" {

@@ -25,69 +25,21 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-// Help is serve's usage.
-const Help = `serve [--server URLS | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
-      [--data DIR] [--listen HOST:PORT] [--concurrency N] [--replicas N] [--http HOST:PORT]
-      [--key-clock-allowance D] [--key-margin D] [--records-retention D] [--compact-every D]
-      [--metrics-max-scopes N] [--task-service SERVICE]
+// Help is serve's usage: what a person needs first; the details are in
+// the flags' own lines.
+const Help = `serve [--config FILE] (--embedded | --server URLS) (--trusted-approvers FILE | --insecure-allow-unsigned)
 
-Approvals must be signed by a reviewer named in --trusted-approvers (checks signature and
-expiry); --insecure-allow-unsigned also accepts unsigned ones and says so loudly in the log.
+Runs an executor: it takes the approved requests of the APPROVALS stream through the shared
+consumer "executor", checks each at the gate, calls the task service keyed by the intent id,
+stores the receipt, then acks. The streams and the consumer are made at start if missing.
 
-Consumes the APPROVALS stream through the shared durable consumer "executor". For each
-delivery: strict parse and gate, call the task service (keyed by intent id), store the
-receipt, then ack. Streams and the consumer are created at start if missing (unless
---no-provision), retrying until JetStream answers or --wait-jetstream runs out.
+  executor serve --embedded --insecure-allow-unsigned    everything in one process, to try it
+  executor serve --server nats://HOST:4222 --trusted-approvers FILE    join a NATS server
 
-With --embedded, also runs a NATS server with JetStream (store under --data, fsync before
-every ack) listening on --listen, and the fake task service (Pebble under --data), so one
-command runs everything; with another --task-service (caldav, redmine) the fake service is not
-started and its store is neither opened nor made. More instances join with:
-executor serve --server nats://HOST:PORT
-Only one process may use a --data directory: a second is refused before it starts anything.
---embedded connects to its own server: --server, credentials and TLS flags are refused with
-it, and $NATS_URL, $NATS_USER and the other NATS variables of the environment are not used.
-The embedded task service takes the flags of provider serve, with the same names and defaults:
-a key is kept until the latest not_after seen for it plus --key-clock-allowance and
---key-margin, expired keys are compacted every --compact-every, request and create records are
-removed after --records-retention (0: kept forever), and /metrics shows at most
---metrics-max-scopes scope labels (the other scopes summed under scope="_other"). Without
---embedded these flags are refused: they belong to provider serve there; with another
---task-service they are refused too, as is --allow-faults: no fake service runs to take them.
-
-On a JetStream cluster, give every node's URL, comma-separated, and --replicas 3: the
-streams and the consumer are then kept on three nodes and survive the loss of one.
-
-The executors' consumer is held to what provisioning applied (its record, kept in the bucket
-sendtwice-topology): at start, and every --consumer-check while running, serve compares the
-consumer with it. One that differs (another filter subject, budget, ack wait, back-off...,
-changed by anyone but provisioning) is refused, naming each difference as "field: expected X,
-found Y": at start serve exits 1 without consuming; while running it stops taking deliveries,
-finishes those in flight, logs the differences at ERROR and exits 1, so that a restart meets the
-same refusal until provisioning sets the consumer right again (executor provision). Without a
-record (a deployment provisioned by an older version), the consumer is compared with what
-serve's own flags provision.
-
---task-service chooses the task service the executor calls: fake (the default, over NATS),
-caldav (--caldav-url, --caldav-user, --caldav-password-file or $` + service.CalDAVPasswordEnv + `) or redmine
-(--redmine-url, --redmine-project, --redmine-field, --redmine-api-key-file or $` + service.RedmineAPIKeyEnv + `,
---redmine-lock-ttl). A service that forgets a key when its task is deleted (caldav, redmine)
-is composed with the executors' intent ledger (the key-value bucket sendtwice-intents), which
-remembers the key; redmine's per-key locks are kept there too, each living --redmine-lock-ttl
-(default 2 × --call-timeout + 10s; one not longer than --call-timeout is refused). Before the
-first delivery serve reads the service once, creating nothing: a refused login, a missing
-project or, for Redmine, a missing key field stops it with the reason. It then records which
-service it calls and where (the kind, the collection URLs or the Redmine URL, project and
-field, the user; never a password or an API key) in the bucket sendtwice-topology, key
-task-service: executor status and executor verify, run without task service flags, use it.
-
-With --http, serves /metrics (Prometheus), /healthz (liveness) and /readyz (ready when
-connected to NATS, bound to the consumer and, with --embedded, the task service's store is
-open) on that address.
-
-SIGINT/SIGTERM stops pulling, finishes the deliveries in flight, drains the connection and
-exits; a second signal exits at once. SIGHUP reloads --trusted-approvers (logging the
-approvers added and removed; a file that does not load keeps the approvers loaded before).`
+Before the first delivery it reads the task service once, creating nothing (a refused login or a
+missing project or field stops it), and records which service it calls in the bucket
+sendtwice-topology, for executor status and verify. SIGINT or SIGTERM finishes the deliveries
+in flight and exits; a second one exits at once.`
 
 // consumerPollInterval is how often the consumer's lag is read for
 // /metrics.
@@ -98,8 +50,8 @@ const consumerPollInterval = 5 * time.Second
 // stop is called.
 func (f *Config) gate(log *slog.Logger) (checker *gate.Checker, stop func(), err error) {
 	stop = func() {}
-	if len(f.faults) > 0 {
-		log.Warn("FAULT INJECTION IS ON: this instance will crash or stall on purpose", "faults", len(f.faults))
+	if len(f.Knobs.Faults) > 0 {
+		log.Warn("FAULT INJECTION IS ON: this instance will crash or stall on purpose", "faults", len(f.Knobs.Faults))
 	}
 	if *f.trusted == "" && !*f.insecure {
 		f.fs.Usage()
@@ -219,7 +171,7 @@ func (s *serving) startEmbedded() error {
 	// The executors call the fake task service only with --task-service
 	// fake: for another, its store is neither opened nor made.
 	noService := f.tsf.Kind != service.KindFake
-	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, AllowFaults: *f.allowFaults, Logger: s.log,
+	st, err := embedded.StartStack(embedded.StackOptions{Dir: *f.data, Host: f.host, Port: f.port, Logger: s.log,
 		KeyClockAllowance: noneIfZero(*f.keyAllowance), KeyMargin: noneIfZero(*f.keyMargin),
 		RecordsRetention: *f.retention, CompactEvery: *f.compactEvery, NoService: noService})
 	if err != nil {
@@ -307,7 +259,7 @@ func (s *serving) connect(ctx context.Context) error {
 }
 
 // newExecutor opens the task service of --task-service (recording its calls
-// with --record-calls) and makes the executor.
+// when the knobs say so) and makes the executor.
 func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*executor.Executor, error) {
 	f := s.f
 	svc, err := f.tsf.OpenToServe(ctx, service.Serving{NC: s.nc, JS: s.js, Provision: !*f.noProvision, Replicas: s.topo.Replicas,
@@ -318,7 +270,7 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 	// The gate refuses a request for any other (provider, destination):
 	// its task service receives nothing for it.
 	checker.Serves = svc.Serves
-	taskService, closeRecord, err := recordTaskService(*f.recordCalls, svc.Service, s.log)
+	taskService, closeRecord, err := recordTaskService(f.Knobs.RecordCalls, svc.Service, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +282,7 @@ func (s *serving) newExecutor(ctx context.Context, checker *gate.Checker) (*exec
 		CallTimeout: *f.callTimeout,
 		Topology:    s.topo,
 		Logger:      s.log,
-		Fault:       executor.Faults(f.faults, s.log),
+		Fault:       executor.Faults(f.Knobs.Faults, s.log),
 		// connect has set up the streams and the consumer (or, with
 		// --no-provision, found the consumer): the executor only binds to
 		// it, so that serve sets them up once.

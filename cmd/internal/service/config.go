@@ -106,7 +106,7 @@ type Config struct {
 }
 
 // FlagsVar adds --task-service (and, per kind, its own flags) to
-// fs.
+// fs, shown in its help in a group per kind.
 func FlagsVar(fs *flag.FlagSet) *Config {
 	f := &Config{getenv: os.Getenv, fs: fs}
 	names := make([]string, 0, len(kinds))
@@ -129,6 +129,11 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 	fs.StringVar(&f.RedmineField, "redmine-field", redmine.DefaultField, "with --task-service redmine: the `NAME` of the issue custom field that carries each issue's key\n(an administrator makes it once: format string, for all projects, used as a filter)")
 	fs.StringVar(&f.RedmineAPIKeyFile, "redmine-api-key-file", "", "with --task-service redmine: a `FILE` holding the API key (default: $"+RedmineAPIKeyEnv+")")
 	fs.DurationVar(&f.RedmineLockTTL, "redmine-lock-ttl", 0, "with --task-service redmine: the life of a key's lock in the intent ledger, longer than --call-timeout\n(default: 2 × the call timeout + 10s)")
+	cli.Group(fs, "Task service", "task-service")
+	cli.Group(fs, "CalDAV (--task-service caldav)", "caldav-url", "caldav-calendar", "caldav-user", "caldav-password-file", "caldav-ca-file",
+		"destination", "destinations")
+	cli.Group(fs, "Redmine (--task-service redmine)", redmineFlagNames...)
+	cli.Repeatable(fs, "destination")
 	return f
 }
 
