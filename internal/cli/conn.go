@@ -58,6 +58,7 @@ func ConnFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *ConnConfig {
 	add(&c.NKey, "NATS_NKEY", []string{"nkey"}, "nkey seed `FILE` (default $NATS_NKEY)")
 	add(&c.User, "NATS_USER", []string{"user"}, "user `NAME` (default $NATS_USER)")
 	add(&c.Password, "NATS_PASSWORD", []string{"password"}, "`PASSWORD` (default $NATS_PASSWORD, preferred over the flag, which other local users can see)")
+	c.env[len(c.env)-1].secret = true
 	add(&c.TLSCert, "NATS_CERT", []string{"tls-cert", "tlscert"}, "client certificate `FILE` (PEM; default $NATS_CERT)")
 	add(&c.TLSKey, "NATS_KEY", []string{"tls-key", "tlskey"}, "client private key `FILE` (PEM; default $NATS_KEY)")
 	add(&c.TLSCA, "NATS_CA", []string{"tls-ca", "tlsca"}, "CA certificate `FILE` to verify the server (PEM; default $NATS_CA)")

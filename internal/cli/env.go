@@ -10,9 +10,12 @@ import (
 // default: the help prints defaults, so a secret taken from the
 // environment as a default would appear in --help and in every usage error.
 type envString struct {
-	p      *string
-	names  []string // the flag's name, then its aliases
-	env    string
+	p     *string
+	names []string // the flag's name, then its aliases
+	env   string
+	// secret: the value is a secret, kept out of configuration files
+	// (ApplyConfigFile); the environment is the place for it.
+	secret bool
 	getenv func(string) string
 	set    bool // given on the command line
 	done   bool // the environment was read

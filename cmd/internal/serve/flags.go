@@ -146,8 +146,12 @@ func (f *Config) consumerFlags(fs *flag.FlagSet) {
 		"no-provision", "wait-jetstream", "consumer-check", "id")
 }
 
-// settle checks the parsed flags: the task service's, then serve's own.
+// settle takes the flags of the --config file that the command line left
+// out, then checks them: the task service's, then serve's own.
 func (f *Config) settle() error {
+	if err := cli.ApplyConfigFile(f.fs, *f.configFile); err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrUsage, err)
+	}
 	if err := f.tsf.Check(); err != nil {
 		return err
 	}
