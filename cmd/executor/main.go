@@ -31,7 +31,7 @@ func main() {
 const usage = `executor: consume approved requests, gate them, call the task service, publish receipts
 
 Usage:
-  executor serve [--server URL | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
+  executor serve [--config FILE] [--server URL | --embedded] (--trusted-approvers FILE | --insecure-allow-unsigned)
                  [--data DIR] [--listen HOST:PORT] [--concurrency N] [--task-service SERVICE]
   executor status [--server URL] [--json] [--service-timeout DURATION] [--task-service SERVICE]
   executor verify [--server URL] [--json] [--trusted-approvers FILE] [--allow-external N]
