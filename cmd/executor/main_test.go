@@ -497,19 +497,11 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 
 	// Send the seed approval twice, from two separate publisher processes.
 	s := testenv.Seed(t)
-	file := writeFileIn(t, dir, "envelope.json", string(s.Original.Envelope()))
 	var task string
 	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
-		send := exec.Command(os.Args[0], sendCommand, "--server", url, "--envelope", file, "--json")
-		send.Env = append(os.Environ(), asMain+"=1")
-		var out, errOut bytes.Buffer
-		send.Stdout, send.Stderr = &out, &errOut
-		if err := send.Run(); err != nil {
-			t.Fatalf("send %d: %v\n%s", i+1, err, errOut.String())
-		}
-		rc, err := document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
-		if err != nil || rc.Outcome != want || rc.TaskID == nil {
-			t.Fatalf("send %d: receipt %+v, %v; want %s", i+1, rc, err, want)
+		rc := sendByProcess(t, url, s.Original.Envelope())
+		if rc.Outcome != want || rc.TaskID == nil {
+			t.Fatalf("send %d: receipt %+v; want %s", i+1, rc, want)
 		}
 		if task == "" {
 			task = *rc.TaskID

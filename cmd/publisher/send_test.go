@@ -402,3 +402,106 @@ func TestSendToAServerThatIsNotThere(t *testing.T) {
 		t.Errorf("took %s to give up", r.took)
 	}
 }
+
+// writeEnvelope writes envelope to a file of its own and returns its path.
+func writeEnvelope(t *testing.T, envelope []byte) string {
+	t.Helper()
+	return writeFile(t, t.TempDir(), "envelope.json", envelope)
+}
+
+func TestSendOfAStoredEnvelopeTwiceSaysCreatedThenReplayed(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	file := writeEnvelope(t, testenv.Seed(t).Original.Envelope())
+
+	first := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s", "--json")
+	first.expect(t, exitOK)
+	if rc := receipt(t, first); rc.Outcome != document.OutcomeCreated || orNull(rc.TaskID) != "fake-task-0001" {
+		t.Fatalf("first send: %s, task %s; want created, fake-task-0001", rc.Outcome, orNull(rc.TaskID))
+	}
+	second := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s")
+	second.expect(t, exitOK)
+	for _, want := range []string{"replayed: the same task fake-task-0001 for intent intent-0001",
+		"requests received 2, creates executed 1, tasks existing 1", "local gate passed"} {
+		if !strings.Contains(second.stdout+second.stderr, want) {
+			t.Errorf("the second send lacks %q:\n%s%s", want, second.stdout, second.stderr)
+		}
+	}
+	if c := env.Counts(); c.RequestsReceived != 2 || c.CreatesExecuted != 1 || c.TasksExisting != 1 {
+		t.Errorf("the task service counts %+v, want 2, 1, 1", c)
+	}
+}
+
+func TestSendOfAStoredEnvelopeRunsTheSameLocalGate(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	cases, refusals := tampered(t)
+	for _, tc := range cases {
+		if tc.Name != "request-edited-after-approval" {
+			continue
+		}
+		file := writeEnvelope(t, tc.Envelope)
+		t.Run("a tampered envelope fails the local gate and publishes nothing", func(t *testing.T) {
+			before := approvalsState(t, env)
+			r := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s")
+			r.expect(t, exitFailure)
+			for _, s := range []string{"nothing published", tc.Check, refusals[tc.Name].Path} {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+				}
+			}
+			if after := approvalsState(t, env); after.LastSeq != before.LastSeq {
+				t.Errorf("the APPROVALS stream went from message %d to %d", before.LastSeq, after.LastSeq)
+			}
+		})
+		t.Run("sent with --no-check it is rejected by the executor with status 4", func(t *testing.T) {
+			r := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s", "--json", "--no-check")
+			r.expect(t, exitRejected)
+			if rc := receipt(t, r); rc.Rejection == nil || rc.Rejection.Check != tc.Check {
+				t.Errorf("receipt %s, rejection %+v; want rejected at %s", rc.Outcome, rc.Rejection, tc.Check)
+			}
+		})
+	}
+}
+
+func TestSendTakesExactlyOneFormAndAnEnvelopeThatIsOne(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t) // no executor: a published message gets no receipt
+	s := testenv.Seed(t)
+	envelope := writeEnvelope(t, s.Original.Envelope())
+	request := writeEnvelope(t, s.Original.Request)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"an envelope and the documents together is a usage error",
+			seedOriginal.args("send", "--envelope", envelope), exitUsage, "--envelope and --candidate/--request/--approval exclude each other"},
+		{"an envelope and one document is a usage error",
+			[]string{"send", "--envelope", envelope, "--approval", seedFile("approval.json")}, exitUsage, "exclude each other"},
+		{"neither form is a usage error naming both", []string{"send"}, exitUsage, "give --candidate FILE, --request FILE and --approval FILE, or --envelope FILE"},
+		{"a missing envelope file publishes nothing", []string{"send", "--envelope", envelope + ".missing"}, exitFailure, "nothing published: reading the envelope"},
+		{"a task request given as the envelope publishes nothing", []string{"send", "--envelope", request}, exitFailure, "not a task-envelope.v1 message"},
+		{"an envelope published without a receipt within --wait ends with status 6",
+			[]string{"send", "--envelope", envelope, "--wait", "500ms"}, exitNoAnswer, "no receipt: none within 500ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := approvalsState(t, env)
+			r := publisher(t, nil, append(c.args, "--server", env.URL())...)
+			r.expect(t, c.code)
+			if !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), c.want) {
+				t.Errorf("stderr lacks %q:\n%s", c.want, r.stderr)
+			}
+			want := uint64(0)
+			if c.code == exitNoAnswer {
+				want = 1
+			}
+			if published := approvalsState(t, env).LastSeq - before.LastSeq; published != want {
+				t.Errorf("%d messages published, want %d", published, want)
+			}
+		})
+	}
+}
