@@ -8,10 +8,9 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,34 +41,20 @@ func startFirstTask(t *testing.T, serviceFlags ...string) *firstTask {
 	dir := t.TempDir()
 	f := &firstTask{dir: dir, publisher: buildPublisher(t, dir)}
 	f.run(t, 0, "keygen", "--name", "ada", "--dir", dir, "--trusted", filepath.Join(dir, "trusted.json"))
-	natsAddr, httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsAddr, httpAddr := "127.0.0.1:"+strconv.Itoa(freePort(t)), "127.0.0.1:"+strconv.Itoa(freePort(t))
 	f.url = "nats://" + natsAddr
-	args := append([]string{"serve", "--embedded", "--trusted-approvers", filepath.Join(dir, "trusted.json"),
-		"--data", filepath.Join(dir, "data"), "--listen", natsAddr, "--http", httpAddr, "--id", "exec-1"}, serviceFlags...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asMain+"=1")
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("serve output:\n%s", logs.String())
-		}
-	})
+	startServeProcess(t, append([]string{"--embedded", "--trusted-approvers", filepath.Join(dir, "trusted.json"),
+		"--data", filepath.Join(dir, "data"), "--listen", natsAddr, "--http", httpAddr, "--id", "exec-1"}, serviceFlags...)...)
 	waitFor(t, 30*time.Second, "serve --embedded to be ready", func() bool { return ready(httpAddr) })
 	return f
 }
 
-// run runs the publisher with args and fails the test unless it ends with
-// code; it returns what it printed on standard output.
+// run runs the publisher with args (its environment this process's) and
+// fails the test unless it ends with code; it returns what it printed on
+// standard output.
 func (f *firstTask) run(t *testing.T, code int, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(f.publisher, args...)
-	cmd.Env = append(os.Environ(), "NATS_URL="+f.url)
 	var out, errOut syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -89,7 +74,7 @@ func (f *firstTask) requestApproveSendTwice(t *testing.T, requestFlags ...string
 		"--out", f.dir}, requestFlags...)...)
 	f.run(t, 0, "approve", "--candidate", in("candidate.json"), "--request", in("request.json"), "--key", in("ada.key"), "-o", in("approval.json"))
 	send := []string{"send", "--candidate", in("candidate.json"), "--request", in("request.json"), "--approval", in("approval.json"),
-		"--trusted-approvers", in("trusted.json"), "--wait", "30s"}
+		"--trusted-approvers", in("trusted.json"), "--server", f.url, "--wait", "30s"}
 	first := f.run(t, 0, send...)
 	task, _, ok := strings.Cut(strings.TrimPrefix(first, "created: task "), " ")
 	if !strings.HasPrefix(first, "created: task ") || !ok {
@@ -133,7 +118,7 @@ func TestAFirstTaskWithTheProgramsOnlyIsCreatedThenReplayedOnRadicale(t *testing
 		in := func(name string) string { return filepath.Join(f.dir, name) }
 		f.run(t, 0, "request", "--intent", "first-task-0002", "--title", "For the fake service", "--out", f.dir, "--force")
 		f.run(t, 0, "approve", "--candidate", in("candidate.json"), "--request", in("request.json"), "--key", in("ada.key"), "-o", in("approval.json"))
-		out := f.run(t, 4, "send", "--candidate", in("candidate.json"), "--request", in("request.json"), "--approval", in("approval.json"), "--wait", "30s")
+		out := f.run(t, 4, "send", "--candidate", in("candidate.json"), "--request", in("request.json"), "--approval", in("approval.json"), "--server", f.url, "--wait", "30s")
 		if !strings.HasPrefix(out, "rejected at destination ($.request.provider)") {
 			t.Errorf("send printed %q, want a rejection at destination", out)
 		}

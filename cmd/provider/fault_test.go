@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+
+	"github.com/sendtwice/sendtwice/internal/provider"
 )
 
 // The fault subcommand and serve's --allow-faults exist only in this
@@ -30,14 +32,12 @@ func (c *app) fault(ctx context.Context, args []string) error {
 		return usageErr("fault: --drop-replies N is required, N >= 0")
 	}
 	nc, client, err := cf.dial("fault")
-	if err != nil {
-		return err
+	if err == nil {
+		defer nc.Close()
+		var resp provider.FaultResponse
+		if resp, err = client.ArmFault(ctx, *drop); err == nil {
+			_, err = fmt.Fprintf(c.stdout, "fault switch armed: the next %d create replies will be withheld\n", resp.DropRepliesPending)
+		}
 	}
-	defer nc.Close()
-	resp, err := client.ArmFault(ctx, *drop)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(c.stdout, "fault switch armed: the next %d create replies will be withheld\n", resp.DropRepliesPending)
 	return err
 }

@@ -305,6 +305,19 @@ func TestSendOfATamperedMessage(t *testing.T) {
 					before.Msgs, before.LastSeq, after.Msgs, after.LastSeq)
 			}
 		})
+		t.Run(tc.Name+" as a stored envelope fails the same local gate and publishes nothing", func(t *testing.T) {
+			before := approvalsState(t, env)
+			r := publisher(t, nil, "send", "--envelope", writeEnvelope(t, tc.Envelope), "--server", env.URL(), "--wait", "30s")
+			r.expect(t, exitFailure)
+			for _, s := range []string{"nothing published", tc.Check, refusals[tc.Name].Path} {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+				}
+			}
+			if after := approvalsState(t, env); after.LastSeq != before.LastSeq {
+				t.Errorf("the APPROVALS stream went from message %d to %d", before.LastSeq, after.LastSeq)
+			}
+		})
 		t.Run(tc.Name+" sent with --no-check is rejected at "+tc.Check+" by the executor", func(t *testing.T) {
 			before := approvalsState(t, env)
 			r := publisher(t, nil, f.args("send", "--server", env.URL(), "--wait", "30s", "--json", "--no-check")...)
@@ -331,8 +344,12 @@ func TestSendOfATamperedMessage(t *testing.T) {
 			}
 			r := publisher(t, nil, splitTampered(t, tc).args("send", "--server", env.URL(), "--wait", "30s", "--no-check")...)
 			r.expect(t, 4)
-			if !strings.Contains(r.stdout, "rejected at request_binding ($.request):") {
-				t.Errorf("output lacks the rejection:\n%s", r.stdout)
+			stored := publisher(t, nil, "send", "--envelope", writeEnvelope(t, tc.Envelope), "--server", env.URL(), "--wait", "30s", "--no-check")
+			stored.expect(t, 4)
+			for _, out := range []string{r.stdout, stored.stdout} {
+				if !strings.Contains(out, "rejected at request_binding ($.request):") {
+					t.Errorf("output lacks the rejection:\n%s", out)
+				}
 			}
 		}
 	})
@@ -430,39 +447,6 @@ func TestSendOfAStoredEnvelopeTwiceSaysCreatedThenReplayed(t *testing.T) {
 	}
 	if c := env.Counts(); c.RequestsReceived != 2 || c.CreatesExecuted != 1 || c.TasksExisting != 1 {
 		t.Errorf("the task service counts %+v, want 2, 1, 1", c)
-	}
-}
-
-func TestSendOfAStoredEnvelopeRunsTheSameLocalGate(t *testing.T) {
-	t.Parallel()
-	env := testenv.Start(t)
-	env.Executor(executor.Config{ID: "exec-1"})
-	cases, refusals := tampered(t)
-	for _, tc := range cases {
-		if tc.Name != "request-edited-after-approval" {
-			continue
-		}
-		file := writeEnvelope(t, tc.Envelope)
-		t.Run("a tampered envelope fails the local gate and publishes nothing", func(t *testing.T) {
-			before := approvalsState(t, env)
-			r := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s")
-			r.expect(t, exitFailure)
-			for _, s := range []string{"nothing published", tc.Check, refusals[tc.Name].Path} {
-				if !strings.Contains(r.stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
-				}
-			}
-			if after := approvalsState(t, env); after.LastSeq != before.LastSeq {
-				t.Errorf("the APPROVALS stream went from message %d to %d", before.LastSeq, after.LastSeq)
-			}
-		})
-		t.Run("sent with --no-check it is rejected by the executor with status 4", func(t *testing.T) {
-			r := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s", "--json", "--no-check")
-			r.expect(t, exitRejected)
-			if rc := receipt(t, r); rc.Rejection == nil || rc.Rejection.Check != tc.Check {
-				t.Errorf("receipt %s, rejection %+v; want rejected at %s", rc.Outcome, rc.Rejection, tc.Check)
-			}
-		})
 	}
 }
 

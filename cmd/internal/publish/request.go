@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -79,13 +78,13 @@ var requestFlagOf = map[string]string{
 
 // Request runs request with its parsed flags.
 func Request(cf *RequestConfig, stdout io.Writer) error {
-	switch {
-	case cf.fs.NArg() != 0:
+	if cf.fs.NArg() != 0 {
 		return cli.UsageError(cf.fs, "unexpected argument %q", cf.fs.Arg(0))
-	case *cf.intent == "":
-		return cli.UsageError(cf.fs, "--intent ID is required")
-	case *cf.title == "":
-		return cli.UsageError(cf.fs, "--title TEXT is required")
+	}
+	for _, required := range []struct{ flag, value string }{{"--intent ID", *cf.intent}, {"--title TEXT", *cf.title}} {
+		if required.value == "" {
+			return cli.UsageError(cf.fs, "%s is required", required.flag)
+		}
 	}
 	provider, ok := providerNamed(*cf.provider)
 	if !ok {
@@ -232,25 +231,4 @@ func idFor(prefix, intent string) string {
 	}
 	sum := sha256.Sum256([]byte(intent))
 	return prefix + hex.EncodeToString(sum[:8])
-}
-
-// writeNew writes each file in dir, made if missing, and returns their
-// paths. Unless force, it writes none when any exists.
-func writeNew(dir string, force bool, files map[string][]byte) (map[string]string, error) {
-	paths := make(map[string]string, len(files))
-	for name := range files {
-		paths[name] = filepath.Join(dir, name)
-		if _, err := os.Lstat(paths[name]); err == nil && !force {
-			return nil, fmt.Errorf("%s exists: keep it, or give --force to replace it; nothing written", paths[name])
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("making %s: %w", dir, err)
-	}
-	for name, b := range files {
-		if err := os.WriteFile(paths[name], b, 0o644); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", paths[name], err)
-		}
-	}
-	return paths, nil
 }
