@@ -103,22 +103,17 @@ func tasksFor(l caldav.Listing, intent string) int {
 	return n
 }
 
-// sendByProcess publishes envelope from a publisher process of its own (this
-// test binary as executor send, the demo's publisher command) and returns
-// the receipt it waited for.
+// sendByProcess publishes envelope from a publisher process of its own
+// (this test binary run as the demo's publisher processes are, publisher
+// send) and returns the receipt it waited for.
 func sendByProcess(t *testing.T, natsURL string, envelope []byte) *document.Receipt {
 	t.Helper()
 	file := writeTestFile(t, "envelope.json", string(envelope))
-	cmd := exec.Command(os.Args[0], sendCommand, "--server", natsURL, "--envelope", file, "--json")
-	cmd.Env = append(os.Environ(), asMain+"=1")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("publisher process: %v\n%s", err, errOut.String())
-	}
-	rc, err := document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
+	cmd := exec.Command(os.Args[0], "--server", natsURL, "--envelope", file, "--wait", "30s", "--json")
+	cmd.Env = append(senderEnv(os.Environ()), asMain+"=1", demoSenderEnv+"=1")
+	rc, err := runSender(cmd)
 	if err != nil {
-		t.Fatalf("the publisher process printed no receipt: %v\n%s", err, out.String())
+		t.Fatal(err)
 	}
 	return rc
 }

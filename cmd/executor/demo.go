@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/cmd/internal/demo"
+	"github.com/sendtwice/sendtwice/cmd/internal/publish"
 	"github.com/sendtwice/sendtwice/cmd/internal/service"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -22,8 +24,8 @@ const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-
 
 Plays the whole story in a temporary directory, needing nothing but Go: an embedded NATS
 server with JetStream, the fake task service, one executor, and publishers sending the seed
-scenario. Steps 1 and 2 are sent by two separate publisher processes (this executable's send
-command), with the task service restarted in between. Prints one table and exits non-zero if any row differs from what is
+scenario. Steps 1 and 2 are sent by two separate publisher processes (this executable run
+again as publisher send), with the task service restarted in between. Prints one table and exits non-zero if any row differs from what is
 expected.
 
 With --task-service caldav the executor calls a real CalDAV collection instead (the fake
@@ -40,10 +42,6 @@ step. The password comes from --caldav-password-file or $` + service.CalDAVPassw
 
 --task-service redmine is refused: Redmine's per-key locks live in the executors' intent ledger,
 which needs a NATS server running before the adapter opens (use serve and probe).`
-
-// sendCommand is the visible subcommand that the demo runs as each of its
-// separate publisher processes.
-const sendCommand = "send"
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", demoHelp, stderr)
@@ -80,7 +78,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // sendFromProcess sends env from a separate OS process: it runs this
-// executable's send command against url and reads the receipt it prints.
+// executable again as publisher send ($SENDTWICE_DEMO_SENDER, see main)
+// against url and reads the receipt it prints.
 func sendFromProcess(ctx context.Context, url string, env []byte) (*document.Receipt, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -95,24 +94,44 @@ func sendFromProcess(ctx context.Context, url string, env []byte) (*document.Rec
 	if err := os.WriteFile(file, env, 0o600); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, self, sendCommand, "--server", url, "--envelope", file, "--wait", "20s", "--json")
-	cmd.Env = withoutNATSSettings(os.Environ())
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("demo: publisher process: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
-	}
-	return document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
+	cmd := exec.CommandContext(ctx, self, "--server", url, "--envelope", file, "--wait", "20s", "--json")
+	cmd.Env = append(senderEnv(os.Environ()), demoSenderEnv+"=1")
+	return runSender(cmd)
 }
 
-// withoutNATSSettings is env without the $NATS_… connection settings
-// (credentials, TLS, inbox prefix): they are for a deployment's servers,
-// not for the demo's own embedded one, which the publisher process reaches
-// by --server alone.
-func withoutNATSSettings(env []string) []string {
+// runSender runs cmd, a publisher send with --json, and returns the receipt
+// it printed. publisher send ends with 3, 4 or 5 for a receipt that says no
+// task was made or kept (idempotency_conflict, rejected, dead_lettered): that
+// receipt is still the answer, for the caller to judge.
+func runSender(cmd *exec.Cmd) (*document.Receipt, error) {
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	runErr := cmd.Run()
+	var exitErr *exec.ExitError
+	if runErr != nil && (!errors.As(runErr, &exitErr) || !receiptExit(exitErr.ExitCode())) {
+		return nil, fmt.Errorf("demo: publisher process: %w: %s", runErr, bytes.TrimSpace(errOut.Bytes()))
+	}
+	rc, err := document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
+	if err != nil {
+		return nil, fmt.Errorf("demo: the publisher process printed no receipt (%v): %w: %s", runErr, err, bytes.TrimSpace(errOut.Bytes()))
+	}
+	return rc, nil
+}
+
+// receiptExit reports whether publisher send ends with code for a receipt.
+func receiptExit(code int) bool {
+	return code == publish.ExitConflict || code == publish.ExitRejected || code == publish.ExitDead
+}
+
+// senderEnv is env without the $NATS_… connection settings (credentials,
+// TLS, inbox prefix) and the reviewer's $SENDTWICE_TRUSTED_APPROVERS: they
+// are for a deployment, not for the demo's own embedded server, which the
+// publisher process reaches by --server alone, and its throwaway key, which
+// no trusted-approvers file names (the executor checks its signature).
+func senderEnv(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "NATS_") {
+		if !strings.HasPrefix(kv, "NATS_") && !strings.HasPrefix(kv, publish.TrustedEnv+"=") {
 			out = append(out, kv)
 		}
 	}

@@ -2,9 +2,14 @@
 // task service keyed by the intent id through one contract (taskservice),
 // whichever service it is (the fake over NATS, CalDAV or Redmine), and
 // publishes receipts. It can also run everything in one process (serve
-// --embedded), show status, send a stored envelope and wait for its receipt
-// (send), play the whole story (demo), and list a CalDAV account's calendars
-// that accept tasks (calendars).
+// --embedded), show status, play the whole story (demo), and list a CalDAV
+// account's calendars that accept tasks (calendars).
+//
+// The demo sends its first approval from two separate OS processes: it runs
+// this executable again with $SENDTWICE_DEMO_SENDER=1, which main reads
+// before anything else, and then the process is publisher send (package
+// publish, the same code and flags as the publisher's), not the executor.
+// It is no command of the executor's.
 package main
 
 import (
@@ -23,9 +28,29 @@ import (
 )
 
 func main() {
+	if os.Getenv(demoSenderEnv) == "1" {
+		cli.Main("publisher", func(ctx context.Context) error {
+			return sendAsPublisher(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		})
+		return
+	}
 	cli.Main("executor", func(ctx context.Context) error {
 		return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	})
+}
+
+// demoSenderEnv, set to 1, makes this executable one of the demo's
+// publisher processes (see the package comment).
+const demoSenderEnv = "SENDTWICE_DEMO_SENDER"
+
+// sendAsPublisher is publisher send, with its flags.
+func sendAsPublisher(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("send", "Usage: publisher "+publish.SendHelp+"\n\n", stderr)
+	cfg := publish.SendFlagsVar(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return publish.Send(ctx, cfg, stdout, stderr)
 }
 
 const usage = `executor: consume approved requests, gate them, call the task service, publish receipts
@@ -40,7 +65,6 @@ Usage:
   executor provision [--server URL] [--replicas N]
   executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
                  [--keep-tasks] --yes
-  executor send --envelope FILE [--server URL] [--wait DURATION] [--json]
   executor calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
                      [--caldav-ca-file FILE] [--all] [--json]
   executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL] [--keep-tasks]
@@ -92,9 +116,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "calendars":
 		return command(rest, stderr, "calendars", service.CalendarsHelp, service.CalendarsFlagsVar,
 			func(c *service.CalendarsConfig) error { return service.Calendars(ctx, c, stdout) })
-	case sendCommand:
-		return command(rest, stderr, sendCommand, publish.SendStoredHelp, publish.SendStoredFlagsVar,
-			func(c *publish.SendStoredConfig) error { return publish.SendStored(ctx, c, stdout) })
 	}
 	if cli.HelpOrVersion("executor", usage, args[0], stdout) {
 		return nil

@@ -82,6 +82,26 @@ func startExecutor(t *testing.T, url, id string, extra ...string) *process {
 	return p
 }
 
+// startServeProcess runs executor serve with args as a process of its own
+// until the test ends, and logs its output if the test fails.
+func startServeProcess(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"serve"}, args...)...)
+	cmd.Env = append(os.Environ(), asMain+"=1", "GORACE=atexit_sleep_ms=0")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("serve output:\n%s", out.String())
+		}
+	})
+}
+
 func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
 	t.Setenv(asMain, "1") // the demo's publisher processes are this binary
 	table, errOut, err := runCLI(context.Background(), "demo")
@@ -498,19 +518,11 @@ func TestMetricsShowTwoOneOneAfterServeSendSend(t *testing.T) {
 
 	// Send the seed approval twice, from two separate publisher processes.
 	s := testenv.Seed(t)
-	file := writeFileIn(t, dir, "envelope.json", string(s.Original.Envelope()))
 	var task string
 	for i, want := range []string{document.OutcomeCreated, document.OutcomeReplayed} {
-		send := exec.Command(os.Args[0], sendCommand, "--server", url, "--envelope", file, "--json")
-		send.Env = append(os.Environ(), asMain+"=1")
-		var out, errOut bytes.Buffer
-		send.Stdout, send.Stderr = &out, &errOut
-		if err := send.Run(); err != nil {
-			t.Fatalf("send %d: %v\n%s", i+1, err, errOut.String())
-		}
-		rc, err := document.DecodeReceipt(bytes.TrimSpace(out.Bytes()))
-		if err != nil || rc.Outcome != want || rc.TaskID == nil {
-			t.Fatalf("send %d: receipt %+v, %v; want %s", i+1, rc, err, want)
+		rc := sendByProcess(t, url, s.Original.Envelope())
+		if rc.Outcome != want || rc.TaskID == nil {
+			t.Fatalf("send %d: receipt %+v; want %s", i+1, rc, want)
 		}
 		if task == "" {
 			task = *rc.TaskID

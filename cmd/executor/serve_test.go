@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -519,22 +518,9 @@ func TestServeWithTrustedApproversAcceptsOnlySignedApprovals(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	cmd := exec.Command(os.Args[0], "serve", "--embedded", "--data", filepath.Join(dir, "data"),
+	startServeProcess(t, "--embedded", "--data", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", "exec-trust", "--log-level", "warn",
 		"--trusted-approvers", filepath.Join("..", "..", "testdata", "signed", "trusted-approvers.json"))
-	cmd.Env = append(os.Environ(), asMain+"=1", "GORACE=atexit_sleep_ms=0")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("executor output:\n%s", out.String())
-		}
-	})
 	var nc *nats.Conn
 	waitFor(t, 30*time.Second, "the embedded server", func() bool {
 		var err error

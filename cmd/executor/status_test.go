@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,10 +64,25 @@ func TestStatusPrintsTheCountersTheConsumerAndTheReceipts(t *testing.T) {
 	if err := run(context.Background(), []string{"status", "--server", env.URL()}, &out, &errOut); err != nil {
 		t.Fatalf("status: %v\n%s%s", err, out.String(), errOut.String())
 	}
+	info, err := env.Service.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	expectLines(t, "status", out.String(),
 		"task service: requests received 1, creates executed 1, tasks existing 1",
+		"keys:         live 1, compacted 0; tasks deleted 0; records retired 0",
+		fmt.Sprintf("store:        %s, answered by instance %s on host %s, pid %d", info.StoreID, info.Instance, info.Host, info.PID),
 		"consumer:     pending 0, ack pending 0",
 		"receipts:     created 1 replayed 0")
+	out.Reset()
+	if err := run(context.Background(), []string{"status", "--server", env.URL(), "--json"}, &out, &errOut); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, errOut.String())
+	}
+	var rep service.StatusReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Store == nil || rep.Store.ID != info.StoreID ||
+		rep.Store.PID != info.PID || rep.Keys == nil || len(rep.Scopes) != 1 || rep.Scopes[0].Scope != "default" {
+		t.Errorf("status --json: %s, %v; want the store, the keys and the one scope", out.String(), err)
+	}
 }
 
 func TestStatusShowsTheKeysAndEachScopesCountersWhenThereIsMoreThanOneScope(t *testing.T) {

@@ -41,12 +41,10 @@ tasks existing, in total and per scope, exactly and across restarts.
 
 Usage:
 
-  provider serve   [--server URL] --data DIR [--allow-faults]
+  provider serve   [--server URL] --data DIR
   provider adopt   [--server URL] --data DIR --replace STORE_ID
-  provider stats   [--server URL] [--json]
   provider records [--server URL] --kind requests|creates|tasks|intents|deletes [--scope S] [--intent ID] [--after N] [--limit N]
   provider delete  [--server URL] (--intent ID [--scope S] | --task-id ID)
-  provider fault   [--server URL] --drop-replies N
   provider --version
 
 Subcommands:
@@ -54,16 +52,25 @@ Subcommands:
   serve    run the service until SIGINT or SIGTERM
   adopt    make another store the deployment's store (dangerous: the replaced
            store's intents are created again when resent)
-  stats    print the three counters
   records  print audit records as JSON lines
   delete   delete a task as its owner would; its key stays
-  fault    arm the fault switch of a service started with --allow-faults
+
+The three counters, in total and per scope, are shown by 'executor status'.
 
 The NATS server defaults to $NATS_URL, else ` + defaultServer + `. Every command also takes
 --creds, --nkey, --user/--password ($NATS_PASSWORD), --tls-cert/--tls-key/--tls-ca
 (or --tlscert/--tlskey/--tlsca, $NATS_CERT/$NATS_KEY/$NATS_CA) and --inbox-prefix.
 Run "provider <subcommand> --help" for its flags.
 `
+
+// testOnly is what only this package's tests add to the program (its
+// fault_test.go fills it): the fault subcommand, and serve's
+// --allow-faults, which registers the service's fault endpoint. The
+// production program has neither.
+var testOnly struct {
+	subcommands map[string]func(*app, context.Context, []string) error
+	allowFaults func(*flag.FlagSet) *bool
+}
 
 // app holds the streams and environment of one invocation.
 type app struct {
@@ -81,11 +88,13 @@ func (c *app) run(ctx context.Context, args []string) error {
 		return usageErr("no subcommand given")
 	}
 	subcommands := map[string]func(context.Context, []string) error{
-		"serve": c.serve, "adopt": c.adopt, "stats": c.stats,
-		"records": c.records, "delete": c.delete, "fault": c.fault,
+		"serve": c.serve, "adopt": c.adopt, "records": c.records, "delete": c.delete,
 	}
 	if sub, ok := subcommands[args[0]]; ok {
 		return sub(ctx, args[1:])
+	}
+	if sub, ok := testOnly.subcommands[args[0]]; ok {
+		return sub(c, ctx, args[1:])
 	}
 	if cli.HelpOrVersion("provider", mainUsage, args[0], c.stdout) {
 		return nil

@@ -4,15 +4,14 @@
 //
 // Usage:
 //
-//	provider serve   [--server URL] --data DIR [--allow-faults]
+//	provider serve   [--server URL] --data DIR
 //	provider adopt   [--server URL] --data DIR --replace STORE_ID
-//	provider stats   [--server URL] [--json]
 //	provider records [--server URL] --kind requests|creates|tasks|intents|deletes [--scope S] [--intent ID] [--after N] [--limit N]
 //	provider delete  [--server URL] (--intent ID [--scope S] | --task-id ID)
-//	provider fault   [--server URL] --drop-replies N
 //	provider --version
 //
-// The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
+// Its counters are shown by executor status. The NATS server defaults to
+// $NATS_URL, else nats://127.0.0.1:4222.
 package main
 
 import (

@@ -76,12 +76,13 @@ func TestUsage(t *testing.T) {
 		{"adopt --help says why it is dangerous", []string{"adopt", "--help"}, flag.ErrHelp, "", "is created again, as a second task"},
 		{"adopt without --data is a usage error", []string{"adopt", "--replace", "store-00000000000000ff"}, errUsage, "", ""},
 		{"adopt with a --replace that is not a store id is a usage error", []string{"adopt", "--data", "x", "--replace", "old"}, errUsage, "", ""},
-		{"a stray argument is a usage error", []string{"stats", "extra"}, errUsage, "", ""},
+		{"a stray argument is a usage error", []string{"records", "--kind", "tasks", "extra"}, errUsage, "", ""},
+		{"stats is gone: executor status shows the counters", []string{"stats"}, errUsage, "", "executor status"},
 		{"delete without a task is a usage error", []string{"delete"}, errUsage, "", ""},
 		{"delete naming a task id and a key is a usage error", []string{"delete", "--task-id", "fake-task-0001", "--intent", "i"}, errUsage, "", ""},
 		{"delete with a bad scope is a usage error", []string{"delete", "--intent", "i", "--scope", "A"}, errUsage, "", ""},
 		{"serve with a negative key margin is a usage error", []string{"serve", "--data", "x", "--key-margin", "-1s"}, errUsage, "", ""},
-		{"an unknown log format is a usage error", []string{"stats", "--log-format", "xml"}, errUsage, "", ""},
+		{"an unknown log format is a usage error", []string{"records", "--kind", "tasks", "--log-format", "xml"}, errUsage, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +124,7 @@ func startServe(t *testing.T, args ...string) (*syncBuffer, func()) {
 	return serveLog, stop
 }
 
-func TestServeStatsRecordsFault(t *testing.T) {
+func TestServeRecordsDeleteAndTheTestsFaultSwitch(t *testing.T) {
 	url := startNATS(t)
 	dir := t.TempDir()
 
@@ -155,22 +156,6 @@ func TestServeStatsRecordsFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Run("stats prints the counters and the store readably", func(t *testing.T) {
-		out, _, err := invoke(t, url, "stats")
-		want := "requests received 2, creates executed 1, tasks existing 1\n" +
-			"store " + info.StoreID + ", answered by instance " + info.Instance + " on host " + info.Host + ", pid " + strconv.Itoa(info.PID) + "\n" +
-			"keys live 1, keys compacted 0, tasks deleted 0, records retired 0\n" +
-			"scope default: requests received 2, creates executed 1, tasks existing 1, keys live 1, keys compacted 0, tasks deleted 0\n"
-		if err != nil || out != want {
-			t.Errorf("stats: %q, %v; want %q", out, err, want)
-		}
-	})
-	t.Run("stats --json prints the counters and the store as JSON", func(t *testing.T) {
-		out, _, err := invoke(t, url, "stats", "--json")
-		if err != nil || !strings.HasPrefix(out, `{"requests_received":2,"creates_executed":1,"tasks_existing":1,"store_id":"`+info.StoreID+`",`) {
-			t.Errorf("stats --json: %q, %v", out, err)
-		}
-	})
 	t.Run("serve on another data directory is refused, naming the running instance", func(t *testing.T) {
 		_, errOut, err := invoke(t, url, "serve", "--data", t.TempDir())
 		if !errors.Is(err, provider.ErrAnotherInstance) || !strings.Contains(err.Error(), info.StoreID) ||
@@ -252,8 +237,8 @@ func TestServeStatsRecordsFault(t *testing.T) {
 	})
 }
 
-func TestStatsWithoutAServerFails(t *testing.T) {
-	_, _, err := invoke(t, "nats://127.0.0.1:1", "stats")
+func TestRecordsWithoutAServerFails(t *testing.T) {
+	_, _, err := invoke(t, "nats://127.0.0.1:1", "records", "--kind", "tasks")
 	if err == nil || errors.Is(err, errUsage) {
 		t.Errorf("error %v, want a connection failure", err)
 	}

@@ -55,10 +55,6 @@ executors' clocks may run behind the service's by this much) and
 small batches between the create calls; tasks are never removed. Request
 and create records are removed after --records-retention (0: kept
 forever); tasks, delete records, keys and counters are kept regardless.
-
-With --allow-faults the service also has a "fault" endpoint that withholds
-create replies after commit; it is for tests and demonstrations and is
-logged as a warning.
 `
 
 // serveFlags are serve's flags.
@@ -76,7 +72,7 @@ func (c *app) serveFlags(fs *flag.FlagSet) *serveFlags {
 	return &serveFlags{
 		common:        c.commonFlags(fs),
 		data:          fs.String("data", "", "directory of the Pebble database (required)"),
-		allowFaults:   fs.Bool("allow-faults", false, "register the fault endpoint (tests and demos only)"),
+		allowFaults:   allowFaultsFlag(fs),
 		httpAddr:      fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)"),
 		leaseTTL:      fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket"),
 		leaseReplicas: fs.Int("lease-replicas", 1, "`N` copies of the lease and adoption buckets when serve creates them: 3 on a three-node cluster"),
@@ -88,6 +84,15 @@ func (c *app) serveFlags(fs *flag.FlagSet) *serveFlags {
 		cpuProfile:    fs.String("cpuprofile", "", "write a CPU profile of the service to `FILE` until it stops"),
 		checkOnly:     fs.Bool("check-config", false, "check the flags and the files they name (credentials, TLS), then exit 0 without\nopening anything: no connection, no listener, no database"),
 	}
+}
+
+// allowFaultsFlag is --allow-faults where a test defines it; false in the
+// production program, which has no such flag.
+func allowFaultsFlag(fs *flag.FlagSet) *bool {
+	if testOnly.allowFaults == nil {
+		return new(bool)
+	}
+	return testOnly.allowFaults(fs)
 }
 
 // check refuses flags that cannot be served.
@@ -116,7 +121,7 @@ func (f *serveFlags) check() error {
 }
 
 func (c *app) serve(ctx context.Context, args []string) error {
-	fs := c.flagSet("serve", "[--server URLS] --data DIR [--allow-faults] [--http HOST:PORT] [--key-clock-allowance D] [--key-margin D] [--records-retention D]",
+	fs := c.flagSet("serve", "[--server URLS] --data DIR [--http HOST:PORT] [--key-clock-allowance D] [--key-margin D] [--records-retention D]",
 		serveHelp)
 	f := c.serveFlags(fs)
 	if err := parse(fs, args); err != nil {

@@ -1,6 +1,7 @@
 // Command publisher makes approvals and publishes approved requests: it
-// digests documents, writes approvals, runs the gate locally, sends envelopes
-// onto the APPROVALS stream and waits for their receipts.
+// writes task requests, digests documents, writes approvals, runs the gate
+// locally, sends envelopes onto the APPROVALS stream and waits for their
+// receipts.
 package main
 
 import (
@@ -24,10 +25,13 @@ func main() {
 const usage = `publisher: make approvals and publish approved requests
 
 Usage:
+  publisher request --intent ID --title TEXT [--assignee REF] [--due DATE] [--scope SCOPE]
+                    [--provider fake|caldav|redmine] [--destination NAME] [--out DIR] [--force]
   publisher digest [--canonical] FILE|-
   publisher approve --candidate F --request F --by NAME [--id ID] [-o FILE]
   publisher check --candidate F --request F --approval F [--json]
-  publisher send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
+  publisher send (--candidate F --request F --approval F | --envelope FILE) [--server URL]
+                 [--wait DURATION] [--json]
   publisher keygen --name NAME [--dir DIR] [--trusted FILE] [--scope SCOPE]...
   publisher trust --trusted FILE --name NAME (--scope SCOPE... | --default-scope-only)
   publisher console [--listen HOST:PORT] [--candidates DIR] [--key FILE] [--server URL] [--by NAME]
@@ -65,6 +69,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	rest := args[1:]
 	switch args[0] {
+	case "request":
+		return command(rest, stderr, "request", publish.RequestHelp, publish.RequestFlagsVar,
+			func(c *publish.RequestConfig) error { return publish.Request(c, stdout) })
 	case "digest":
 		return command(rest, stderr, "digest", publish.DigestHelp, publish.DigestFlagsVar,
 			func(c *publish.DigestConfig) error { return publish.Digest(c, stdin, stdout) })

@@ -481,7 +481,9 @@ func TestUsageAndHelp(t *testing.T) {
 		{"no command is a usage error", nil, 2, []string{"publisher send"}},
 		{"an unknown command is a usage error", []string{"resend"}, 2, []string{`unknown command "resend"`}},
 		{"an unknown flag is a usage error", []string{"send", "--retry"}, 2, []string{"-retry"}},
-		{"send without files is a usage error", []string{"send"}, 2, []string{"--candidate FILE is required"}},
+		{"send without files is a usage error", []string{"send"}, 2, []string{"nothing to send"}},
+		{"send with one document is a usage error naming the next", []string{"send", "--candidate", seedFile("candidate.json")}, 2, []string{"--request FILE is required"}},
+		{"send --help names both forms", []string{"send", "--help"}, 0, []string{"(--candidate F --request F --approval F | --envelope FILE)", "-envelope FILE", "byte for byte"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -305,6 +305,19 @@ func TestSendOfATamperedMessage(t *testing.T) {
 					before.Msgs, before.LastSeq, after.Msgs, after.LastSeq)
 			}
 		})
+		t.Run(tc.Name+" as a stored envelope fails the same local gate and publishes nothing", func(t *testing.T) {
+			before := approvalsState(t, env)
+			r := publisher(t, nil, "send", "--envelope", writeEnvelope(t, tc.Envelope), "--server", env.URL(), "--wait", "30s")
+			r.expect(t, exitFailure)
+			for _, s := range []string{"nothing published", tc.Check, refusals[tc.Name].Path} {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+				}
+			}
+			if after := approvalsState(t, env); after.LastSeq != before.LastSeq {
+				t.Errorf("the APPROVALS stream went from message %d to %d", before.LastSeq, after.LastSeq)
+			}
+		})
 		t.Run(tc.Name+" sent with --no-check is rejected at "+tc.Check+" by the executor", func(t *testing.T) {
 			before := approvalsState(t, env)
 			r := publisher(t, nil, f.args("send", "--server", env.URL(), "--wait", "30s", "--json", "--no-check")...)
@@ -331,8 +344,12 @@ func TestSendOfATamperedMessage(t *testing.T) {
 			}
 			r := publisher(t, nil, splitTampered(t, tc).args("send", "--server", env.URL(), "--wait", "30s", "--no-check")...)
 			r.expect(t, 4)
-			if !strings.Contains(r.stdout, "rejected at request_binding ($.request):") {
-				t.Errorf("output lacks the rejection:\n%s", r.stdout)
+			stored := publisher(t, nil, "send", "--envelope", writeEnvelope(t, tc.Envelope), "--server", env.URL(), "--wait", "30s", "--no-check")
+			stored.expect(t, 4)
+			for _, out := range []string{r.stdout, stored.stdout} {
+				if !strings.Contains(out, "rejected at request_binding ($.request):") {
+					t.Errorf("output lacks the rejection:\n%s", out)
+				}
 			}
 		}
 	})
@@ -400,5 +417,75 @@ func TestSendToAServerThatIsNotThere(t *testing.T) {
 	}
 	if r.took > 10*time.Second {
 		t.Errorf("took %s to give up", r.took)
+	}
+}
+
+// writeEnvelope writes envelope to a file of its own and returns its path.
+func writeEnvelope(t *testing.T, envelope []byte) string {
+	t.Helper()
+	return writeFile(t, t.TempDir(), "envelope.json", envelope)
+}
+
+func TestSendOfAStoredEnvelopeTwiceSaysCreatedThenReplayed(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	file := writeEnvelope(t, testenv.Seed(t).Original.Envelope())
+
+	first := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s", "--json")
+	first.expect(t, exitOK)
+	if rc := receipt(t, first); rc.Outcome != document.OutcomeCreated || orNull(rc.TaskID) != "fake-task-0001" {
+		t.Fatalf("first send: %s, task %s; want created, fake-task-0001", rc.Outcome, orNull(rc.TaskID))
+	}
+	second := publisher(t, nil, "send", "--envelope", file, "--server", env.URL(), "--wait", "30s")
+	second.expect(t, exitOK)
+	for _, want := range []string{"replayed: the same task fake-task-0001 for intent intent-0001",
+		"requests received 2, creates executed 1, tasks existing 1", "local gate passed"} {
+		if !strings.Contains(second.stdout+second.stderr, want) {
+			t.Errorf("the second send lacks %q:\n%s%s", want, second.stdout, second.stderr)
+		}
+	}
+	if c := env.Counts(); c.RequestsReceived != 2 || c.CreatesExecuted != 1 || c.TasksExisting != 1 {
+		t.Errorf("the task service counts %+v, want 2, 1, 1", c)
+	}
+}
+
+func TestSendTakesExactlyOneFormAndAnEnvelopeThatIsOne(t *testing.T) {
+	t.Parallel()
+	env := testenv.Start(t) // no executor: a published message gets no receipt
+	s := testenv.Seed(t)
+	envelope := writeEnvelope(t, s.Original.Envelope())
+	request := writeEnvelope(t, s.Original.Request)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"an envelope and the documents together is a usage error",
+			seedOriginal.args("send", "--envelope", envelope), exitUsage, "--envelope and --candidate/--request/--approval exclude each other"},
+		{"an envelope and one document is a usage error",
+			[]string{"send", "--envelope", envelope, "--approval", seedFile("approval.json")}, exitUsage, "exclude each other"},
+		{"neither form is a usage error naming both", []string{"send"}, exitUsage, "give --candidate FILE, --request FILE and --approval FILE, or --envelope FILE"},
+		{"a missing envelope file publishes nothing", []string{"send", "--envelope", envelope + ".missing"}, exitFailure, "nothing published: reading the envelope"},
+		{"a task request given as the envelope publishes nothing", []string{"send", "--envelope", request}, exitFailure, "not a task-envelope.v1 message"},
+		{"an envelope published without a receipt within --wait ends with status 6",
+			[]string{"send", "--envelope", envelope, "--wait", "500ms"}, exitNoAnswer, "no receipt: none within 500ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := approvalsState(t, env)
+			r := publisher(t, nil, append(c.args, "--server", env.URL())...)
+			r.expect(t, c.code)
+			if !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), c.want) {
+				t.Errorf("stderr lacks %q:\n%s", c.want, r.stderr)
+			}
+			want := uint64(0)
+			if c.code == exitNoAnswer {
+				want = 1
+			}
+			if published := approvalsState(t, env).LastSeq - before.LastSeq; published != want {
+				t.Errorf("%d messages published, want %d", published, want)
+			}
+		})
 	}
 }

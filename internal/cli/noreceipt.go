@@ -11,7 +11,7 @@ import (
 )
 
 // ExitNoReceipt is the exit status of a send whose message was published
-// but whose receipt did not come (publisher send, executor send).
+// but whose receipt did not come (publisher send).
 const ExitNoReceipt = 6
 
 // publishedError says that a message was published and why no receipt

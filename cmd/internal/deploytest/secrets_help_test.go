@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -66,6 +67,19 @@ func TestTheBuiltCommands(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the production programs have no test-only or merged-away command or flag", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"provider", "fault", "--drop-replies", "1"},
+			{"provider", "serve", "--data", t.TempDir(), "--allow-faults"},
+			{"provider", "stats"},
+			{"executor", "send", "--envelope", "x.json"},
+		} {
+			out, err := exec.Command(filepath.Join(bin, args[0]), args[1:]...).CombinedOutput()
+			if exitErr, ok := errors.AsType[*exec.ExitError](err); !ok || exitErr.ExitCode() != 2 {
+				t.Errorf("%s: %v, want a usage error (exit 2)\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	})
 	t.Run("executor serve --embedded on a busy address says at once that it is in use", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -90,9 +104,9 @@ func TestTheBuiltCommands(t *testing.T) {
 
 func helpAndUsageErrorsPrintNoSecret(t *testing.T, bin string) {
 	subcommands := map[string][]string{
-		"executor":  {"serve", "status", "verify", "redrive", "provision", "probe", "send", "demo"},
-		"publisher": {"digest", "approve", "check", "send", "keygen", "trust", "console"},
-		"provider":  {"serve", "stats", "records", "fault"},
+		"executor":  {"serve", "status", "verify", "redrive", "provision", "probe", "demo"},
+		"publisher": {"digest", "approve", "check", "send", "request", "keygen", "trust", "console"},
+		"provider":  {"serve", "records", "delete"},
 		"bench":     {"backlog", "live"},
 	}
 	env := os.Environ()

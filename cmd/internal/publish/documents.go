@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -294,6 +297,28 @@ func requireFiles(fs *flag.FlagSet, names map[string]*string) (map[string][]byte
 		out[n] = b
 	}
 	return out, nil
+}
+
+// writeNew writes each file in dir, made if missing, and returns their
+// paths. Unless force, it writes none when any exists, and names the first
+// that does by name.
+func writeNew(dir string, force bool, files map[string][]byte) (map[string]string, error) {
+	paths := make(map[string]string, len(files))
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		paths[name] = filepath.Join(dir, name)
+		if _, err := os.Lstat(paths[name]); err == nil && !force {
+			return nil, fmt.Errorf("%s exists: keep it, or give --force to replace it; nothing written", paths[name])
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("making %s: %w", dir, err)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(paths[name], b, 0o644); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", paths[name], err)
+		}
+	}
+	return paths, nil
 }
 
 // documentFiles are the --candidate, --request and --approval flags of a

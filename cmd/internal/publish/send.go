@@ -2,7 +2,6 @@ package publish
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,14 +14,16 @@ import (
 )
 
 // SendHelp is send's usage.
-const SendHelp = `send --candidate F --request F --approval F [--server URL] [--wait DURATION] [--json]
-     [--trusted-approvers FILE] [--no-check]
+const SendHelp = `send (--candidate F --request F --approval F | --envelope FILE) [--server URL]
+     [--wait DURATION] [--json] [--trusted-approvers FILE] [--no-check]
 
 Runs the gate locally (nothing is published if it fails; signature, expiry and scope too with
 --trusted-approvers or $SENDTWICE_TRUSTED_APPROVERS, else they are left to the executors and
-a note says so on standard error), then publishes the three documents
-as one task-envelope.v1 onto the APPROVALS stream. Each invocation is a real send: sending the
-same approval twice reaches the task service twice, and the second receipt says replayed.
+a note says so on standard error), then publishes the three documents as one
+task-envelope.v1 onto the APPROVALS stream. With --envelope instead, it publishes a stored
+task-envelope.v1 message (a file of one, as sent before), byte for byte, after the same local
+gate. Each invocation is a real send: sending the same approval twice reaches the task
+service twice, and the second receipt says replayed, with the first task.
 With --wait, waits for the receipt of this invocation's own message and prints it
 (readable, or the task-receipt.v1 document with --json).
 
@@ -36,6 +37,7 @@ executor may still carry it out, and sending again is safe).`
 type SendConfig struct {
 	fs       *flag.FlagSet
 	docFlags documentFiles
+	envelope *string
 	conn     *cli.ConnConfig
 	wait     *time.Duration
 	asJSON   *bool
@@ -46,38 +48,95 @@ type SendConfig struct {
 // SendFlagsVar defines send's flags on fs.
 func SendFlagsVar(fs *flag.FlagSet) *SendConfig {
 	docFlags := documentFlags(fs)
+	envelope := fs.String("envelope", "", "send the stored task-envelope.v1 `FILE` instead of the three documents")
 	conn := cli.ConnFlags(fs)
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` for this message's receipt (e.g. 30s); 0 does not wait")
 	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
 	noCheck := fs.Bool("no-check", false, "skip the local gate, to send a bad message on purpose")
 	trusted := trustedApproversFlag(fs)
-	return &SendConfig{fs: fs, docFlags: docFlags, conn: conn, wait: wait, asJSON: asJSON, noCheck: noCheck, trusted: trusted}
+	return &SendConfig{fs: fs, docFlags: docFlags, envelope: envelope, conn: conn, wait: wait, asJSON: asJSON, noCheck: noCheck, trusted: trusted}
 }
 
 // Send runs send with its parsed flags.
 func Send(ctx context.Context, cf *SendConfig, stdout, stderr io.Writer) error {
-	files, err := readDocuments(cf.fs, cf.docFlags)
+	msg, err := cf.message()
 	if err != nil {
 		return err
 	}
-	docs := send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]}
 	if !*cf.noCheck {
 		check, withKeys, err := localCheck(*cf.trusted)
 		if err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
-		if _, err := check.Documents(docs); err != nil {
+		if err := msg.check(check); err != nil {
 			return fmt.Errorf("nothing published: %w", err)
 		}
 		if !withKeys {
 			fmt.Fprintf(stderr, "publisher: local gate passed (%s)\n", NotChecked)
 		}
 	}
-	env, err := send.Build(docs)
+	env, err := msg.envelope()
 	if err != nil {
 		return fmt.Errorf("nothing published: %w", err)
 	}
 	return sendEnvelope(ctx, cf.conn, env, *cf.wait, *cf.asJSON, stdout)
+}
+
+// outgoing is the message send publishes, in either form: a stored
+// envelope, or else the three documents.
+type outgoing struct {
+	stored *send.Envelope
+	docs   send.Documents
+}
+
+// check runs the local gate on the message as it was given.
+func (o outgoing) check(c send.Check) error {
+	var err error
+	if o.stored != nil {
+		_, err = c.Envelope(o.stored)
+	} else {
+		_, err = c.Documents(o.docs)
+	}
+	return err
+}
+
+// envelope is the message to publish: the stored envelope, or the three
+// documents laid in one.
+func (o outgoing) envelope() (*send.Envelope, error) {
+	if o.stored != nil {
+		return o.stored, nil
+	}
+	return send.Build(o.docs)
+}
+
+// message reads the message send publishes: the three documents, or a
+// stored envelope (--envelope); exactly one of the two.
+func (cf *SendConfig) message() (outgoing, error) {
+	d := cf.docFlags
+	documentsGiven := *d.candidate != "" || *d.request != "" || *d.approval != ""
+	switch {
+	case cf.fs.NArg() != 0:
+		return outgoing{}, cli.UsageError(cf.fs, "unexpected argument %q", cf.fs.Arg(0))
+	case *cf.envelope != "" && documentsGiven:
+		return outgoing{}, cli.UsageError(cf.fs, "--envelope and --candidate/--request/--approval exclude each other: send a stored envelope or the three documents, not both")
+	case *cf.envelope == "" && !documentsGiven:
+		return outgoing{}, cli.UsageError(cf.fs, "nothing to send: give --candidate FILE, --request FILE and --approval FILE, or --envelope FILE")
+	case *cf.envelope != "":
+		data, err := os.ReadFile(*cf.envelope)
+		if err != nil {
+			return outgoing{}, fmt.Errorf("nothing published: reading the envelope: %w", err)
+		}
+		env, err := send.ParseEnvelope(data)
+		if err != nil {
+			return outgoing{}, fmt.Errorf("nothing published: %s: %w", *cf.envelope, err)
+		}
+		return outgoing{stored: env}, nil
+	}
+	files, err := readDocuments(cf.fs, d)
+	if err != nil {
+		return outgoing{}, err
+	}
+	return outgoing{docs: send.Documents{Candidate: files["candidate"], Request: files["request"], Approval: files["approval"]}}, nil
 }
 
 // sendEnvelope publishes env and, with a wait, prints its receipt.
@@ -189,107 +248,3 @@ const (
 	ExitRejected = 4 // receipt: rejected at the executor's gate
 	ExitDead     = 5 // receipt: dead_lettered
 )
-
-// SendStoredHelp is send's usage.
-const SendStoredHelp = `send --envelope FILE [--server URL] [--wait DURATION] [--json]
-
-Publishes one stored task-envelope.v1 message (the file, byte for byte) onto the APPROVALS
-stream and waits for the receipt of this invocation's own message, through the public send
-package. Each invocation is a real send: the same envelope sent twice reaches the task service
-twice, and the second receipt says replayed, with the first task. No local gate runs: the
-executors' gate judges the message and its receipt says what it decided (to send three
-documents with a local check first, use publisher send). The demo's publisher processes are
-this command.
-
-Prints the receipt, or with --json the task-receipt.v1 document.
-
-Exit status: 0 a receipt arrived, whatever its outcome; 1 error (nothing published, or not for
-certain); 2 usage; 6 published, but no receipt (none within --wait, the connection lost, the
-receipts unreadable; the message stays stored, an executor may still carry it out, and sending
-again is safe).`
-
-// SendStoredConfig is send's flags, as given.
-type SendStoredConfig struct {
-	fs     *flag.FlagSet
-	file   *string
-	conn   *cli.ConnConfig
-	wait   *time.Duration
-	asJSON *bool
-}
-
-// SendStoredFlagsVar defines send's flags on fs.
-func SendStoredFlagsVar(fs *flag.FlagSet) *SendStoredConfig {
-	file := fs.String("envelope", "", "the task-envelope.v1 `FILE` to publish")
-	conn := cli.ConnFlags(fs)
-	wait := fs.Duration("wait", 30*time.Second, "wait up to `DURATION` for the receipt")
-	asJSON := fs.Bool("json", false, "print the receipt as the task-receipt.v1 JSON document")
-	return &SendStoredConfig{fs: fs, file: file, conn: conn, wait: wait, asJSON: asJSON}
-}
-
-// SendStored runs send with its parsed flags.
-func SendStored(ctx context.Context, cf *SendStoredConfig, stdout io.Writer) error {
-	switch {
-	case *cf.file == "":
-		cf.fs.Usage()
-		return fmt.Errorf("%w: --envelope is required", cli.ErrUsage)
-	case *cf.wait <= 0:
-		cf.fs.Usage()
-		return fmt.Errorf("%w: --wait must be positive", cli.ErrUsage)
-	}
-	data, err := os.ReadFile(*cf.file)
-	if err != nil {
-		return fmt.Errorf("nothing published: %w", err)
-	}
-	env, err := send.ParseEnvelope(data)
-	if err != nil {
-		return fmt.Errorf("nothing published: %s: %w", *cf.file, err)
-	}
-	c, wctx, done, err := cf.conn.OpenWithin(ctx, "executor-send", *cf.wait)
-	if err != nil {
-		return err
-	}
-	defer done()
-	sent, r, err := send.NewClient(c.JS).Send(wctx, env)
-	switch {
-	case errors.Is(err, send.ErrNoReceipt):
-		// Published: whatever ended the wait, the message is stored.
-		return cli.PublishedNoReceipt(ctx, sent, *cf.wait, err)
-	case err != nil:
-		return err
-	}
-	if *cf.asJSON {
-		_, err = fmt.Fprintf(stdout, "%s\n", r.Raw)
-		return err
-	}
-	PrintSentReceipt(stdout, sent, r)
-	return nil
-}
-
-// PrintSentReceipt writes a receipt for a person, one line. An intent
-// outside the default scope is named with its scope.
-func PrintSentReceipt(w io.Writer, sent send.Sent, r *send.Receipt) {
-	orNone := func(s string) string {
-		if s == "" {
-			return "(none)"
-		}
-		return s
-	}
-	intent := orNone(r.IntentID)
-	if r.Scope != "" && r.Scope != document.DefaultScope {
-		intent += " in scope " + r.Scope
-	}
-	fmt.Fprintf(w, "%s: task %s, intent %s, stream message %d, delivery %d", r.Outcome, orNone(r.TaskID),
-		intent, sent.StreamSeq, r.Delivery.Delivered)
-	switch {
-	case r.TaskDeleted:
-		fmt.Fprint(w, "; the task was deleted since, nothing was created again")
-	case r.Rejection != nil:
-		fmt.Fprintf(w, "; rejected at %s (%s): %s", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
-	case r.Failure != nil:
-		fmt.Fprintf(w, "; after %d attempts: %s", r.Failure.Attempts, r.Failure.Reason)
-	}
-	if c := r.Counts; c != nil {
-		fmt.Fprintf(w, "; requests received %d, creates executed %d, tasks existing %d", c.RequestsReceived, c.CreatesExecuted, c.TasksExisting)
-	}
-	fmt.Fprintln(w)
-}

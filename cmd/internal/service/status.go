@@ -25,8 +25,10 @@ const StatusHelp = `status [--server URL] [--json] [--service-timeout DURATION]
        [--task-service SERVICE and its flags, as serve takes them]
 
 Prints the task service's three counters, its keys (live, and compacted after their approvals
-expired) and the tasks deleted by their owners, the shared consumer's state and the receipts
-by outcome. When the service keeps keys in more than one scope, each scope's counters follow.
+expired), the tasks deleted by their owners and the request and create records retired, the
+store that answered and which instance (micro id, host, pid) served it, the shared consumer's
+state and the receipts by outcome. When the service keeps keys in more than one scope, each
+scope's counters follow (--json always lists them).
 Each part is read on its own: when the task service does not answer, the stream and consumer
 figures are still printed and the service's line says that it did not answer (in --json,
 "counts" is null and "service_error" says why).
@@ -59,6 +61,7 @@ type StatusReport struct {
 	// counters per scope (null and absent when it did not answer).
 	Keys          *provider.KeyCounts    `json:"keys"`
 	Scopes        []provider.ScopeCounts `json:"scopes,omitempty"`
+	Store         *StatusStore           `json:"store,omitempty"`
 	ServiceError  string                 `json:"service_error,omitempty"`
 	Consumer      *audit.ConsumerState   `json:"consumer"`
 	ConsumerError string                 `json:"consumer_error,omitempty"`
@@ -75,6 +78,15 @@ type StatusService struct {
 	// RecordedBy and RecordedAt say who recorded the service, and when.
 	RecordedBy string    `json:"recorded_by,omitempty"`
 	RecordedAt time.Time `json:"recorded_at,omitzero"`
+}
+
+// StatusStore says which store answered the fake task service's counters,
+// and which instance of the service served it.
+type StatusStore struct {
+	ID       string `json:"store_id"`
+	Instance string `json:"instance"`
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
 }
 
 // failed reports whether some part could not be read.
@@ -165,6 +177,7 @@ func readStatus(ctx context.Context, js jetstream.JetStream, svc *provider.Clien
 			rep.ServiceError = err.Error()
 		} else {
 			rep.Counts, rep.Keys, rep.Scopes = &info.Counts, &info.Keys, info.Scopes
+			rep.Store = &StatusStore{ID: info.StoreID, Instance: info.Instance, Host: info.Host, PID: info.PID}
 		}
 	}
 	if cs, err := audit.Consumer(ctx, js); err != nil {
@@ -209,7 +222,10 @@ func printStatus(w io.Writer, rep *StatusReport) {
 		fmt.Fprintf(w, "task service: requests received %d, creates executed %d, tasks existing %d\n",
 			rep.Counts.RequestsReceived, rep.Counts.CreatesExecuted, rep.Counts.TasksExisting)
 		if k := rep.Keys; k != nil {
-			fmt.Fprintf(w, "keys:         live %d, compacted %d; tasks deleted %d\n", k.Live, k.Compacted, k.TasksDeleted)
+			fmt.Fprintf(w, "keys:         live %d, compacted %d; tasks deleted %d; records retired %d\n", k.Live, k.Compacted, k.TasksDeleted, k.RecordsRetired)
+		}
+		if st := rep.Store; st != nil {
+			fmt.Fprintf(w, "store:        %s, answered by instance %s on host %s, pid %d\n", st.ID, st.Instance, st.Host, st.PID)
 		}
 		// One scope says nothing the totals do not.
 		if len(rep.Scopes) > 1 {
