@@ -6,7 +6,7 @@
 // stream and waits for its receipt.
 //
 //	docs := send.Documents{Candidate: c, Request: r, Approval: a}
-//	if _, err := send.Trusted(approvers, nil).Documents(docs); err != nil {
+//	if _, err := send.Trusted(approvers).Documents(docs); err != nil {
 //		// a *send.Refusal names the check, the path and the reason
 //	}
 //	env, err := send.Build(docs)
