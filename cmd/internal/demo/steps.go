@@ -118,6 +118,29 @@ func withDelivery(rc *document.Receipt) string {
 	return fmt.Sprintf("(delivery %d) %s", rc.Delivery.Delivered, receiptText(rc))
 }
 
+// printShows writes what each row shows, under its step, wrapped.
+func (r *run) printShows() {
+	const width = 100
+	indent := 0
+	for _, row := range r.rows {
+		indent = max(indent, len(row.Step))
+	}
+	indent += 4
+	for _, row := range r.rows {
+		line := fmt.Sprintf("  %-*s", indent-2, row.Step)
+		for _, word := range strings.Fields(row.Shows) {
+			if len(line)+1+len(word) > width && len(line) > indent {
+				fmt.Fprintln(r.opts.Out, line)
+				line = strings.Repeat(" ", indent)
+			} else if len(line) > indent {
+				line += " "
+			}
+			line += word
+		}
+		fmt.Fprintln(r.opts.Out, line)
+	}
+}
+
 // printTable writes the rows, with figures the column named figures.
 func (r *run) printTable(figures string) {
 	tw := tabwriter.NewWriter(r.opts.Out, 0, 0, 2, ' ', 0)
