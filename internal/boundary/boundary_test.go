@@ -87,9 +87,10 @@ func (g graph) reach(from string, stop func(string) bool) (order []string, via m
 // The words a rule lists are those of vocabulary, or the path of a package
 // of the module without the module's prefix (internal/gate, taskservice).
 type rule struct {
-	// doc is the package whose doc.go states the rule; sentence is the
-	// rule as written there.
-	doc, sentence string
+	// doc is the package the rule binds; sentence is the rule as
+	// written, in source: its doc.go, or publicRules for a public
+	// package.
+	doc, sentence, source string
 	// importedBy is set for "never be imported by": the rule binds the
 	// packages its words name, not doc.
 	importedBy bool
@@ -165,7 +166,7 @@ func parse(path, doc string, known func(string) bool) ([]rule, error) {
 	var rules []rule
 	for _, f := range found {
 		m := []string{doc[f[0]:f[1]], doc[f[2]:f[3]], doc[f[4]:f[5]]}
-		r := rule{doc: path, importedBy: m[1] != "import"}
+		r := rule{doc: path, source: short(path) + "/doc.go", importedBy: m[1] != "import"}
 		// "never import X, and never block": the list ends at the next never.
 		list, _, cut := strings.Cut(m[2], " never ")
 		if !cut && strings.HasPrefix(doc[f[1]:], "(") {
@@ -306,7 +307,7 @@ func violations(g graph, rules []rule) []string {
 			for _, dep := range order {
 				if refuses(dep) {
 					chain := append(via[dep][1:], dep)
-					out = append(out, fmt.Sprintf("%s imports %s, but %s/doc.go says: %q", short(p), strings.Join(chain, " → "), short(r.doc), r.sentence))
+					out = append(out, fmt.Sprintf("%s imports %s, but %s says: %q", short(p), strings.Join(chain, " → "), r.source, r.sentence))
 					break
 				}
 			}
@@ -581,7 +582,8 @@ var stated = []struct {
 }
 
 // readRules parses the doc.go of every package of the module but the
-// commands, and reports each that states no rule it can read.
+// commands, and reports each that states no rule it can read; a public
+// package's rules are read from publicRules instead.
 func readRules(t *testing.T, g graph) []rule {
 	t.Helper()
 	errorf := t.Errorf
@@ -602,7 +604,11 @@ func readRules(t *testing.T, g graph) []rule {
 			errorf("%s: %v", short(path), err)
 			continue
 		}
-		rs, err := parse(path, doc, known)
+		read := parse
+		if isPublic(path) {
+			read = publicRule
+		}
+		rs, err := read(path, doc, known)
 		if err != nil {
 			errorf("%s/doc.go: %v", short(path), err)
 			continue
@@ -648,7 +654,11 @@ func TestEveryPackageSaysWhatItMustNeverImport(t *testing.T) {
 			case s.but:
 				form = "never import anything but " + strings.Join(s.words, ", ")
 			}
-			t.Errorf("%s/doc.go no longer says it must %s", s.pkg, form)
+			where := s.pkg + "/doc.go"
+			if isPublic(path) {
+				where = "publicRules, for " + s.pkg + ","
+			}
+			t.Errorf("%s no longer says it must %s", where, form)
 		}
 	}
 }
