@@ -254,24 +254,10 @@ func TestOnlyOneInstanceServes(t *testing.T) {
 			t.Errorf("adoption record %+v, %v: the store refused by the lease was adopted", a, err)
 		}
 	})
-	t.Run("a stopped instance releases the lease, so that a store adopted in its place can start at once", func(t *testing.T) {
-		url := startNATS(t)
-		first := openStore(t, t.TempDir(), Options{})
-		svc, err := Serve(connect(t, url), first, ServiceConfig{Logger: quietLogger(), LeaseTTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := svc.Stop(); err != nil {
-			t.Fatal(err)
-		}
-		second := openStore(t, t.TempDir(), Options{})
-		svc2, err := Serve(connect(t, url), second, ServiceConfig{Logger: quietLogger(), Replaces: first.ID()})
-		if err != nil {
-			t.Fatalf("after a graceful stop: %v", err)
-		}
-		_ = svc2.Stop()
-	})
-	t.Run("a store adopted in place of another is an alarm, unless a reason says it is meant", func(t *testing.T) {
+	// A stopped instance releases the lease, so that a store adopted in its
+	// place starts at once; that adoption is an operator's alarm, unless a
+	// reason says it is meant.
+	t.Run("a store adopted in place of a stopped one starts at once, and is an alarm unless a reason says it is meant", func(t *testing.T) {
 		for _, tc := range []struct {
 			name, reason, want, never string
 		}{
@@ -294,7 +280,7 @@ func TestOnlyOneInstanceServes(t *testing.T) {
 				second := openStore(t, t.TempDir(), Options{})
 				svc2, err := Serve(connect(t, url), second, ServiceConfig{Logger: log.logger(), Replaces: first.ID(), ReplaceReason: tc.reason})
 				if err != nil {
-					t.Fatal(err)
+					t.Fatalf("after a graceful stop: %v", err)
 				}
 				_ = svc2.Stop()
 				if out := log.String(); !strings.Contains(out, tc.want) || strings.Contains(out, tc.never) {

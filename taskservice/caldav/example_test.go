@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -54,17 +55,13 @@ func Example() {
 	// Against a real server, tasks.Check(ctx) first makes sure that the
 	// URL is a calendar that accepts tasks and that the login is accepted.
 
-	req := taskservice.Request{
-		IntentID:      "intent-0001",
-		RequestDigest: "sha256:1111111111111111111111111111111111111111111111111111111111111111",
-		RequestID:     "task-request-0001",
-		Task:          taskservice.Task{Title: "Add the missing checks"},
+	// A request for intent-0001 with the digest of its approved document.
+	ask := func(digit, title string) taskservice.Request {
+		return taskservice.Request{IntentID: "intent-0001", RequestID: "task-request-0001",
+			RequestDigest: "sha256:" + strings.Repeat(digit, 64), Task: taskservice.Task{Title: title}}
 	}
-	changed := req
-	changed.RequestDigest = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
-	changed.Task.Title = "Delete the checks"
-
-	for _, r := range []taskservice.Request{req, req, changed} {
+	sent, again, changed := ask("1", "Add the missing checks"), ask("1", "Add the missing checks"), ask("2", "Delete the checks")
+	for _, r := range []taskservice.Request{sent, again, changed} {
 		res, err := tasks.Create(context.Background(), r)
 		if err != nil {
 			panic(err)
