@@ -96,20 +96,6 @@ func TestAStoreHasAnIdentity(t *testing.T) {
 			t.Errorf("log does not warn that the store at %s is new:\n%s", abs, out)
 		}
 	})
-	t.Run("a new store that is meant says so at INFO with its reason, and warns of nothing", func(t *testing.T) {
-		log := &logBuffer{}
-		st, err := Open(t.TempDir(), Options{Logger: log.logger(), NewReason: "the demo starts every store empty"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
-		out := log.String()
-		if !strings.Contains(out, `level=INFO msg="new store, as meant: the demo starts every store empty"`) || strings.Contains(out, "level=WARN") {
-			t.Errorf("log:\n%s", out)
-		}
-	})
 	t.Run("the id survives a restart, and a store that is not new is not called new", func(t *testing.T) {
 		log := &logBuffer{}
 		st, err := Open("data-rel", Options{Logger: log.logger()})
@@ -252,41 +238,6 @@ func TestOnlyOneInstanceServes(t *testing.T) {
 		}
 		if a, _, found, err := readAdoption(ctxT(t), adoptionKV(t, url)); err != nil || found {
 			t.Errorf("adoption record %+v, %v: the store refused by the lease was adopted", a, err)
-		}
-	})
-	// A stopped instance releases the lease, so that a store adopted in its
-	// place starts at once; that adoption is an operator's alarm, unless a
-	// reason says it is meant.
-	t.Run("a store adopted in place of a stopped one starts at once, and is an alarm unless a reason says it is meant", func(t *testing.T) {
-		for _, tc := range []struct {
-			name, reason, want, never string
-		}{
-			{"without a reason it warns that every intent is created again", "",
-				`level=WARN msg="STORE ADOPTED: this store replaces the one the deployment used; every intent`, "as meant"},
-			{"with a reason it logs the reason at INFO", "the demo starts every store empty",
-				`level=INFO msg="store adopted in place of the previous one, as meant: the demo starts every store empty"`, "STORE ADOPTED"},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				url := startNATS(t)
-				first := openStore(t, t.TempDir(), Options{})
-				svc, err := Serve(connect(t, url), first, ServiceConfig{Logger: quietLogger(), LeaseTTL: time.Minute})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := svc.Stop(); err != nil {
-					t.Fatal(err)
-				}
-				log := &logBuffer{}
-				second := openStore(t, t.TempDir(), Options{})
-				svc2, err := Serve(connect(t, url), second, ServiceConfig{Logger: log.logger(), Replaces: first.ID(), ReplaceReason: tc.reason})
-				if err != nil {
-					t.Fatalf("after a graceful stop: %v", err)
-				}
-				_ = svc2.Stop()
-				if out := log.String(); !strings.Contains(out, tc.want) || strings.Contains(out, tc.never) {
-					t.Errorf("log, want %q and never %q:\n%s", tc.want, tc.never, out)
-				}
-			})
 		}
 	})
 }

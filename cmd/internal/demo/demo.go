@@ -155,10 +155,6 @@ func withDefaults(opts Options) Options {
 	return opts
 }
 
-// purpose is why the demo's stores start empty and replace one another:
-// its task service logs it instead of a deployment's alarms.
-const purpose = "the demo starts every store of the task service empty; a new store shows a service that has forgotten every intent"
-
 // onStop has stop end f, before what was started earlier.
 func (r *run) onStop(f func()) { r.stops = append(r.stops, f) }
 
@@ -559,17 +555,6 @@ func (r *run) row(step, intent, content string, rc *document.Receipt, outcome, w
 		want = outcome + " " + wantTask + "; " + wantCounts
 	}
 	r.rows = append(r.rows, Row{Step: step, Intent: intent, Content: content, Receipt: receiptText(rc), Counts: counts(rc), Want: want, OK: ok})
-}
-
-// shows sets what the last row shows.
-func (r *run) shows(text string) { r.rows[len(r.rows)-1].Shows = text }
-
-func (r *run) print() {
-	r.printTable("requests, creates, tasks")
-	fmt.Fprintln(r.opts.Out, "\nWhat each row shows (A, B and C are the intent ids intent-0001, intent-0002 and intent-0003;\n"+
-		"the figures are the fake task service's counters as each receipt carries them: requests\n"+
-		"received, creates executed, tasks existing):")
-	r.printShows()
 }
 
 func counts(rc *document.Receipt) string {

@@ -118,6 +118,21 @@ func withDelivery(rc *document.Receipt) string {
 	return fmt.Sprintf("(delivery %d) %s", rc.Delivery.Delivered, receiptText(rc))
 }
 
+// purpose is why the demo's stores start empty and replace one another:
+// its task service logs it instead of a deployment's alarms.
+const purpose = "the demo starts every store of the task service empty; a new store shows a service that has forgotten every intent"
+
+// shows sets what the last row shows.
+func (r *run) shows(text string) { r.rows[len(r.rows)-1].Shows = text }
+
+func (r *run) print() {
+	r.printTable("requests, creates, tasks")
+	fmt.Fprintln(r.opts.Out, "\nWhat each row shows (A, B and C are the intent ids intent-0001, intent-0002 and intent-0003;\n"+
+		"the figures are the fake task service's counters as each receipt carries them: requests\n"+
+		"received, creates executed, tasks existing):")
+	r.printShows()
+}
+
 // printShows writes what each row shows, under its step, wrapped.
 func (r *run) printShows() {
 	const width = 100
