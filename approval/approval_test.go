@@ -142,7 +142,7 @@ func TestApprove(t *testing.T) {
 			if _, err := send.Bindings().Documents(docs); err != nil {
 				t.Fatalf("the executors' binding checks refuse the approval: %v", err)
 			}
-			v, err := send.Trusted(trusted, nil).Documents(docs)
+			v, err := send.Trusted(trusted).Documents(docs)
 			if tc.signedBy == "" {
 				var refused *send.Refusal
 				if !errors.As(err, &refused) || refused.Check != send.CheckSignature {

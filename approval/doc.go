@@ -15,8 +15,6 @@
 // candidate and request, as an executor runs them. Its errors are its own,
 // prefixed "approval: ", and classify with errors.Is.
 //
-// The package must never write a private key where others may read it,
-// never show a private key in a string, an error or a log, never return an
-// approval the executors' binding checks would refuse, and never import
-// Pebble, nats-server or a test rig.
+// A private key stays in its Key: Save writes its file readable by its
+// owner alone (mode 0600), and no string, error or log shows it.
 package approval

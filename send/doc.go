@@ -6,7 +6,7 @@
 // stream and waits for its receipt.
 //
 //	docs := send.Documents{Candidate: c, Request: r, Approval: a}
-//	if _, err := send.Trusted(approvers, nil).Documents(docs); err != nil {
+//	if _, err := send.Trusted(approvers).Documents(docs); err != nil {
 //		// a *send.Refusal names the check, the path and the reason
 //	}
 //	env, err := send.Build(docs)
@@ -73,16 +73,6 @@
 // Trusted adds the signature, expiry and scope checks against the executors'
 // trusted approvers. The zero Check runs nothing and refuses. A local pass
 // is advice, not permission: the executors run the gate again on every
-// delivery, and their verdict is the one in the receipt.
-//
-// The commands (publisher send and check, executor redrive), the approval
-// console, the demo and sendtest send through it; two paths publish
-// without it on purpose: the bench stores its backlogs as atomic batches
-// of its own, and tests of the executors publish raw messages to see what
-// the executors make of them. It must never expose the module's internal types,
-// never publish what a local check refused, never reuse a message id for
-// another send, never report a receipt that is not for its own message or
-// that the stream did not store, and never create a consumer to wait.
-//
-// It must never import Pebble, nats-server or a test rig.
+// delivery, and their verdict is the one in the receipt. What a local
+// check refused is never published.
 package send

@@ -39,7 +39,7 @@ func Example() {
 	docs := send.Documents{Candidate: candidate, Request: request, Approval: approved}
 
 	// The executors' checks, run locally against their trusted approvers.
-	if _, err := send.Trusted(p.Trusted(), nil).Documents(docs); err != nil {
+	if _, err := send.Trusted(p.Trusted()).Documents(docs); err != nil {
 		panic(err)
 	}
 	fmt.Println("local check: pass")

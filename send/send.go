@@ -127,10 +127,19 @@ type Check struct {
 func Bindings() Check { return Check{mode: modeBindings} }
 
 // Trusted runs every check an executor runs, with the signature checked
-// against the trusted approvers and expiry judged at now() (nil means
-// time.Now).
-func Trusted(t *TrustedApprovers, now func() time.Time) Check {
-	return Check{mode: modeTrusted, trusted: t, now: now}
+// against the trusted approvers and expiry judged at the time of the check
+// (At judges it at another).
+func Trusted(t *TrustedApprovers) Check {
+	return Check{mode: modeTrusted, trusted: t}
+}
+
+// At returns the check with expiry judged at now() instead of the time of
+// the check: a test's clock, or a console's that shows what will have
+// expired by a later time. A nil now is the time of the check. Bindings
+// judges no expiry, so At changes nothing for it.
+func (c Check) At(now func() time.Time) Check {
+	c.now = now
+	return c
 }
 
 // notChecked is what Bindings leaves out.

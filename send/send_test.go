@@ -76,15 +76,15 @@ func TestALocalCheckRunsTheModeItIsGivenByName(t *testing.T) {
 		notChecked []string
 	}{
 		{"the zero check runs nothing and refuses", send.Check{}, docs(signed.Original), send.ErrNoCheck, "", "", nil},
-		{"a trusted check without approvers refuses", send.Trusted(nil, nil), docs(signed.Original), send.ErrNoTrustedApprovers, "", "", nil},
+		{"a trusted check without approvers refuses", send.Trusted(nil), docs(signed.Original), send.ErrNoTrustedApprovers, "", "", nil},
 		{"the bindings pass a signed approval and say what they did not check", send.Bindings(), docs(signed.Original), nil, "", "", []string{"signature", "expiry", "scope"}},
 		{"the bindings pass an unsigned approval", send.Bindings(), docs(unsigned.Original), nil, "", "", []string{"signature", "expiry", "scope"}},
 		{"the bindings refuse a changed request", send.Bindings(),
 			send.Documents{Candidate: signed.Original.Candidate, Request: signed.Changed.Request, Approval: signed.Original.Approval}, send.ErrRefused, send.CheckRequestBinding, "", nil},
-		{"a trusted check passes the signer's approval and names the signer", send.Trusted(trusted(t, scenario.Reviewer, key.Public()), inTime), docs(signed.Original), nil, "", scenario.Reviewer, nil},
-		{"a trusted check refuses another key's approval", send.Trusted(trusted(t, scenario.Reviewer, other), inTime), docs(signed.Original), send.ErrRefused, send.CheckSignature, "", nil},
-		{"a trusted check refuses an unsigned approval", send.Trusted(trusted(t, scenario.Reviewer, key.Public()), inTime), docs(unsigned.Original), send.ErrRefused, send.CheckSignature, "", nil},
-		{"a trusted check refuses an expired approval", send.Trusted(trusted(t, scenario.Reviewer, key.Public()), late), docs(signed.Original), send.ErrRefused, send.CheckExpiry, "", nil},
+		{"a trusted check passes the signer's approval and names the signer", send.Trusted(trusted(t, scenario.Reviewer, key.Public())).At(inTime), docs(signed.Original), nil, "", scenario.Reviewer, nil},
+		{"a trusted check refuses another key's approval", send.Trusted(trusted(t, scenario.Reviewer, other)).At(inTime), docs(signed.Original), send.ErrRefused, send.CheckSignature, "", nil},
+		{"a trusted check refuses an unsigned approval", send.Trusted(trusted(t, scenario.Reviewer, key.Public())).At(inTime), docs(unsigned.Original), send.ErrRefused, send.CheckSignature, "", nil},
+		{"a trusted check refuses an expired approval", send.Trusted(trusted(t, scenario.Reviewer, key.Public())).At(late), docs(signed.Original), send.ErrRefused, send.CheckExpiry, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, err := send.Build(tc.docs)

@@ -19,12 +19,7 @@
 // scope, for the fake task service's default destination, and nothing
 // unsigned. Trusted gives the same trust to send.Trusted for a local check.
 // Start ties everything to a testing.TB; New and Close are for code that
-// has none (an Example, a TestMain).
-//
-// It must never listen off loopback, never leave a process, a server or a
-// file behind once the test (or Close) is done, never expose a type of
-// the module's internal packages, and never accept an approval its
-// reviewer did not sign; the module's commands leave it to tests.
-//
-// It must never import pgx or a test rig.
+// has none (an Example, a TestMain). Everything listens on loopback only,
+// and nothing (a process, a server, a file) is left behind once the test,
+// or Close, is done.
 package sendtest

@@ -73,7 +73,7 @@ func TestOnlyTheReviewersSignatureIsAccepted(t *testing.T) {
 				t.Fatal(err)
 			}
 			docs := send.Documents{Candidate: candidate, Request: request, Approval: approved}
-			if _, err := send.Trusted(p.Trusted(), nil).Documents(docs); err == nil {
+			if _, err := send.Trusted(p.Trusted()).Documents(docs); err == nil {
 				t.Error("the local check against the kit's trusted approvers passed")
 			}
 			r := sendOnce(t, p, docs)

@@ -70,7 +70,6 @@
 // killed executor): then it lasts until the redelivery, whose answer
 // writes the ledger.
 //
-// This package must never import anything but the standard library: nothing
-// of NATS, of Pebble or of the rest of this module, for it is the line an
-// adapter is written against.
+// The package depends on the standard library alone, so that an adapter
+// written against it needs nothing of NATS or of the pipeline.
 package taskservice

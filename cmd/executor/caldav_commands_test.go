@@ -32,7 +32,7 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 	srv.MakeCalendar(srv.HomePath+"work/", "Work", "VTODO")
 	srv.MakeCalendar(srv.HomePath+"events/", "Events", "VEVENT")
 	pw := writeTestFile(t, "password", "s3cret\n")
-	login := []string{"calendars", "--caldav-url", srv.BaseURL, "--caldav-user", "alice", "--caldav-password-file", pw}
+	login := []string{"calendars", "--caldav-server", srv.BaseURL, "--caldav-user", "alice", "--caldav-password-file", pw}
 	calendars := func(t *testing.T, args ...string) (string, string, error) {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -88,7 +88,7 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 	t.Run("a wrong password is refused with the server's answer, and not shown", func(t *testing.T) {
 		var out, errOut bytes.Buffer
 		t.Setenv(service.CalDAVPasswordEnv, "a-wrong-one")
-		err := run(context.Background(), []string{"calendars", "--caldav-url", srv.PrincipalURL, "--caldav-user", "alice"}, &out, &errOut)
+		err := run(context.Background(), []string{"calendars", "--caldav-server", srv.PrincipalURL, "--caldav-user", "alice"}, &out, &errOut)
 		if !errors.Is(err, caldav.ErrLoginRefused) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error()+out.String()+errOut.String(), "a-wrong-one") {
 			t.Errorf("calendars with a wrong password: %v; want the login refused (401), the password not shown", err)
 		}
@@ -96,8 +96,8 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 	t.Run("no URL is a usage error", func(t *testing.T) {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), []string{"calendars"}, &out, &errOut)
-		if exitCode(err) != 2 || !strings.Contains(err.Error(), "--caldav-url") {
-			t.Errorf("calendars without --caldav-url: %v (exit %d); want a usage error naming the flag", err, exitCode(err))
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), "--caldav-server") {
+			t.Errorf("calendars without --caldav-server: %v (exit %d); want a usage error naming the flag", err, exitCode(err))
 		}
 	})
 }
@@ -107,7 +107,7 @@ func TestCalendarsListsTheAccountsCalendarsThatAcceptTasks(t *testing.T) {
 func TestCalendarsTrustsTheCAFileGiven(t *testing.T) {
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: "alice", Password: "s3cret", TLS: true})
 	t.Setenv(service.CalDAVPasswordEnv, "s3cret")
-	args := []string{"calendars", "--caldav-url", srv.BaseURL, "--caldav-user", "alice"}
+	args := []string{"calendars", "--caldav-server", srv.BaseURL, "--caldav-user", "alice"}
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), append(args, "--caldav-ca-file", srv.CAFile), &out, &errOut); err != nil || !strings.Contains(out.String(), srv.CollectionURL) {
 		t.Fatalf("with the CA file: %v; output:\n%s", err, out.String())

@@ -25,8 +25,8 @@ const demoHelp = `demo [--verbose] [--keep DIR] [--task-service caldav --caldav-
 Plays the whole story in a temporary directory, needing nothing but Go: an embedded NATS
 server with JetStream, the fake task service, one executor, and publishers sending the seed
 scenario. Steps 1 and 2 are sent by two separate publisher processes (this executable run
-again as publisher send), with the task service restarted in between. Prints one table and exits non-zero if any row differs from what is
-expected.
+again as publisher send), with the task service restarted in between. Prints one table, and
+under it what each row shows, and exits non-zero if any row differs from what is expected.
 
 With --task-service caldav the executor calls a real CalDAV collection instead (the fake
 task service is stopped): the same approval from two publisher processes, a changed request

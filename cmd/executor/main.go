@@ -65,7 +65,7 @@ Usage:
   executor provision [--server URL] [--replicas N]
   executor probe [--server URL | --embedded] [--task-service SERVICE] [--concurrency N] [--json]
                  [--keep-tasks] --yes
-  executor calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
+  executor calendars --caldav-server URL [--caldav-user USER] [--caldav-password-file FILE]
                      [--caldav-ca-file FILE] [--all] [--json]
   executor demo [--verbose] [--keep DIR] [--task-service caldav --caldav-url URL] [--keep-tasks]
   executor --version

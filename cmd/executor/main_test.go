@@ -102,18 +102,6 @@ func startServeProcess(t *testing.T, args ...string) {
 	})
 }
 
-func TestDemoExitsZeroAndPrintsTheTwoOneOneRow(t *testing.T) {
-	t.Setenv(asMain, "1") // the demo's publisher processes are this binary
-	table, errOut, err := runCLI(context.Background(), "demo")
-	if err != nil {
-		t.Fatalf("demo failed: %v\n%s\n%s", err, table, errOut)
-	}
-	expectLines(t, "table", table, "replayed fake-task-0001", "2, 1, 1", "idempotency_conflict", "3, 1, 1", "replayed fake-task-0001 (task deleted)", "4, 1, 0", "created, created", "2, 2, 2", "rejected at")
-	if strings.Contains(table, "DIFFERS") {
-		t.Errorf("a row differs:\n%s", table)
-	}
-}
-
 // restartRun is how a run through a restart of the task service's server
 // ended.
 type restartRun struct {

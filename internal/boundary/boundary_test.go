@@ -87,9 +87,10 @@ func (g graph) reach(from string, stop func(string) bool) (order []string, via m
 // The words a rule lists are those of vocabulary, or the path of a package
 // of the module without the module's prefix (internal/gate, taskservice).
 type rule struct {
-	// doc is the package whose doc.go states the rule; sentence is the
-	// rule as written there.
-	doc, sentence string
+	// doc is the package the rule binds; sentence is the rule as
+	// written, in source: its doc.go, or publicRules for a public
+	// package.
+	doc, sentence, source string
 	// importedBy is set for "never be imported by": the rule binds the
 	// packages its words name, not doc.
 	importedBy bool
@@ -165,7 +166,7 @@ func parse(path, doc string, known func(string) bool) ([]rule, error) {
 	var rules []rule
 	for _, f := range found {
 		m := []string{doc[f[0]:f[1]], doc[f[2]:f[3]], doc[f[4]:f[5]]}
-		r := rule{doc: path, importedBy: m[1] != "import"}
+		r := rule{doc: path, source: short(path) + "/doc.go", importedBy: m[1] != "import"}
 		// "never import X, and never block": the list ends at the next never.
 		list, _, cut := strings.Cut(m[2], " never ")
 		if !cut && strings.HasPrefix(doc[f[1]:], "(") {
@@ -306,7 +307,7 @@ func violations(g graph, rules []rule) []string {
 			for _, dep := range order {
 				if refuses(dep) {
 					chain := append(via[dep][1:], dep)
-					out = append(out, fmt.Sprintf("%s imports %s, but %s/doc.go says: %q", short(p), strings.Join(chain, " → "), short(r.doc), r.sentence))
+					out = append(out, fmt.Sprintf("%s imports %s, but %s says: %q", short(p), strings.Join(chain, " → "), r.source, r.sentence))
 					break
 				}
 			}
@@ -551,111 +552,4 @@ func packageDoc(dir string) (string, error) {
 		return "", errors.New("doc.go has no package comment")
 	}
 	return f.Doc.Text(), nil
-}
-
-// stated are rules some packages must keep stating, by short path: a
-// package may state more, or a narrower "anything but", never drop one. A
-// package the module does not hold (yet) is passed over.
-var stated = []struct {
-	pkg   string
-	but   bool
-	words []string
-}{
-	{"internal/canon", true, []string{"the standard library"}},
-	{"internal/queue", true, []string{"the standard library"}},
-	{"taskservice", true, []string{"the standard library"}},
-	{"taskservice/redmine", true, []string{"the standard library", "taskservice", "taskservice/internal/endpoint", "internal/redact"}},
-	{"internal/subjects", false, []string{"NATS"}},
-	{"internal/gate", false, []string{"NATS"}},
-	{"internal/document", false, []string{"NATS"}},
-	{"internal/provider", false, []string{"internal/document", "internal/gate", "internal/sign"}},
-	{"cmd/internal/metrics", false, []string{"internal/gate"}},
-	{"internal/executor", false, []string{"internal/provider"}},
-	{"send", false, []string{"Pebble", "nats-server", "a test rig"}},
-	{"approval", false, []string{"Pebble", "nats-server", "a test rig"}},
-	{"sendtest", false, []string{"pgx", "a test rig"}},
-	{"internal/testenv", false, nil},
-	{"cmd/internal/deploytest", false, nil},
-	{"internal/davtest", false, nil},
-	{"internal/redminetest", false, nil},
-}
-
-// readRules parses the doc.go of every package of the module but the
-// commands, and reports each that states no rule it can read.
-func readRules(t *testing.T, g graph) []rule {
-	t.Helper()
-	errorf := t.Errorf
-	if !strings.Contains(t.Name(), "SaysWhat") {
-		errorf = t.Logf // reported once, by TestEveryPackageSaysWhatItMustNeverImport
-	}
-	known := func(p string) bool { return g[p] != nil && ours(p) }
-	var rules []rule
-	for path, p := range g {
-		if p.Standard || !ours(path) || p.Name == "main" {
-			continue
-		}
-		doc, err := packageDoc(p.Dir)
-		if errors.Is(err, os.ErrNotExist) {
-			errorf("%s has no doc.go", short(path))
-			continue
-		} else if err != nil {
-			errorf("%s: %v", short(path), err)
-			continue
-		}
-		rs, err := parse(path, doc, known)
-		if err != nil {
-			errorf("%s/doc.go: %v", short(path), err)
-			continue
-		}
-		rules = append(rules, rs...)
-	}
-	return rules
-}
-
-func TestEveryPackageSaysWhatItMustNeverImport(t *testing.T) {
-	g := load(t)
-	rules := readRules(t, g)
-	for _, s := range stated {
-		path := module + "/" + s.pkg
-		if g[path] == nil {
-			t.Logf("%s is not in the module: its rule is not checked", s.pkg)
-			continue
-		}
-		want := make([]string, len(s.words))
-		for i, w := range s.words {
-			if vocabulary[w] == nil {
-				w = module + "/" + w
-			}
-			want[i] = w
-		}
-		if !slices.ContainsFunc(rules, func(r rule) bool {
-			switch {
-			case r.doc != path:
-				return false
-			case s.words == nil:
-				return r.importedBy
-			case r.but != s.but || r.importedBy:
-				return false
-			case s.but:
-				return !slices.ContainsFunc(r.words, func(w string) bool { return !slices.Contains(want, w) })
-			}
-			return !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(r.words, w) })
-		}) {
-			form := "never import " + strings.Join(s.words, ", ")
-			switch {
-			case s.words == nil:
-				form = "never be imported by a production package"
-			case s.but:
-				form = "never import anything but " + strings.Join(s.words, ", ")
-			}
-			t.Errorf("%s/doc.go no longer says it must %s", s.pkg, form)
-		}
-	}
-}
-
-func TestNoPackageCrossesALineItsDocDraws(t *testing.T) {
-	g := load(t)
-	for _, v := range violations(g, readRules(t, g)) {
-		t.Error(v)
-	}
 }

@@ -1,6 +1,11 @@
 // Package boundary holds the test that keeps the packages' nevers about
-// imports true. Every package of the module but the commands states in its
-// doc.go, in a sentence the test reads, what it must keep out:
+// imports true. Every package of the module but the commands and the
+// public packages states in its doc.go, in a sentence the test reads, what
+// it must keep out (a public package, one an application imports: approval,
+// send, sendtest, taskservice and its adapters and suite, has its doc.go
+// for its users, so its rules, with the promises it keeps beyond its
+// imports, stand in the test's publicRules, and a rule in its doc.go fails
+// the test):
 //
 //	It must never import NATS, Pebble or a test rig.
 //	It must never import anything but the standard library and taskservice.

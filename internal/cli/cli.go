@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"runtime/debug"
 	"strings"
 
@@ -73,12 +74,32 @@ func HelpOrVersion(name, usage, arg string, stdout io.Writer) bool {
 	return true
 }
 
-// Version is the module version of the running binary, from its build
-// information: a tag for `go install ...@vX`, "(devel)" for a build from a
-// checkout.
+// Release is the version of this source tree: what every program's
+// --version prints when it was built from a checkout. It changes with the
+// CHANGELOG's entry of each release.
+const Release = "v0.5.0"
+
+// Version is the version the running program prints: the module version
+// in its build information when that is a release tag (a build by `go
+// install ...@v0.6.0`), else Release (a build from a checkout, whose build
+// information says "(devel)" or a pseudo-version of the commit).
 func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return versionOf(bi.Main.Version)
 	}
-	return "(devel)"
+	return Release
+}
+
+// releaseTag matches a release tag, with a pre-release part ("v0.6.0",
+// "v0.6.0-rc.1") but not a pseudo-version, whose suffix holds a hyphen
+// ("v0.5.1-0.20261204164700-680a5f8abcde"), nor a build with "+dirty".
+var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
+
+// versionOf is the version to print for a build whose build information
+// names the module version built.
+func versionOf(built string) string {
+	if releaseTag.MatchString(built) {
+		return built
+	}
+	return Release
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +108,34 @@ func TestNamingAFlagThatDoesNotExistIsAMistakeCaughtAtOnce(t *testing.T) {
 			c.mark(fs)
 		})
 	}
+}
+
+func TestTheVersionIsTheReleaseUnlessTheBuildNamesATag(t *testing.T) {
+	for _, c := range []struct {
+		name, built, want string
+	}{
+		{"a build from a checkout prints the release", "(devel)", Release},
+		{"a build without build information prints the release", "", Release},
+		{"a pseudo-version of a commit prints the release", "v0.5.1-0.20261204164700-680a5f8abcde", Release},
+		{"a pseudo-version before any tag prints the release", "v0.0.0-20261204164700-680a5f8abcde", Release},
+		{"a build of a modified checkout prints the release", "v0.5.0+dirty", Release},
+		{"a build of the release's tag prints the tag", "v0.5.0", "v0.5.0"},
+		{"a build of a later tag prints that tag", "v0.6.0", "v0.6.0"},
+		{"a build of a release candidate prints its tag", "v0.6.0-rc.1", "v0.6.0-rc.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := versionOf(c.built); got != c.want {
+				t.Fatalf("versionOf(%q) = %q, want %q", c.built, got, c.want)
+			}
+		})
+	}
+	t.Run("the release is the one the CHANGELOG names", func(t *testing.T) {
+		changelog, err := os.ReadFile("../../CHANGELOG.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(changelog), Release) {
+			t.Errorf("CHANGELOG.md does not name the release %s", Release)
+		}
+	})
 }

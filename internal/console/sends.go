@@ -273,7 +273,7 @@ func (c *Console) attempt(s *Send, it *Item, k *kept) {
 // message, moments later).
 func (c *Console) check(env *send.Envelope, k *kept) error {
 	if c.cfg.Trusted != nil {
-		_, err := send.Trusted(c.cfg.Trusted, c.cfg.Clock).Envelope(env)
+		_, err := send.Trusted(c.cfg.Trusted).At(c.cfg.Clock).Envelope(env)
 		return err
 	}
 	if k.expired(c.cfg.Clock()) {

@@ -45,6 +45,11 @@ type StackOptions struct {
 	// connects without credentials, so as NoAuthUser.
 	Users      []*server.User
 	NoAuthUser string
+	// Purpose, when set, says why this stack's stores are new and replaced
+	// on purpose (the demo's); the task service then logs a new store and
+	// its adoption at INFO with it (provider.Options.NewReason,
+	// provider.ServiceConfig.ReplaceReason), not as a deployment's alarm.
+	Purpose string
 }
 
 // Stack is a running NATS server and task service. The service is reached
@@ -130,8 +135,8 @@ func (st *Stack) startService(dir, replaces string) error {
 	h, err := provider.Host(dir,
 		provider.Options{Logger: st.opts.Logger, UnsafeCreateEveryCall: st.opts.UnsafeCreateEveryCall,
 			KeyClockAllowance: st.opts.KeyClockAllowance, KeyMargin: st.opts.KeyMargin, RecordsRetention: st.opts.RecordsRetention,
-			CompactEvery: st.opts.CompactEvery, Clock: st.opts.Clock},
-		provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger, Replaces: replaces}, connect)
+			CompactEvery: st.opts.CompactEvery, Clock: st.opts.Clock, NewReason: st.opts.Purpose},
+		provider.ServiceConfig{AllowFaults: st.opts.AllowFaults, Logger: st.opts.Logger, Replaces: replaces, ReplaceReason: st.opts.Purpose}, connect)
 	if errors.Is(err, provider.ErrNotAdopted) {
 		return fmt.Errorf("embedded: starting the task service: %w; here the deployment is the data directory %s: its NATS data (jetstream) was used with the adopted store, so restore that store's directory, or use an empty data directory for a new deployment",
 			err, st.Dir())

@@ -277,7 +277,10 @@ type adopter struct {
 	storeID  string
 	path     string
 	replaces string
-	log      *slog.Logger
+	// reason, when set, says why the adoption is meant
+	// (ServiceConfig.ReplaceReason).
+	reason string
+	log    *slog.Logger
 
 	reopen bool // confirm opens the bucket again before it reads
 
@@ -349,10 +352,17 @@ func (a *adopter) record(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("provider: write the adoption record: %w", err)
 		}
-		if a.found {
+		switch {
+		case a.reason != "":
+			what, attrs := "store adopted at the first start", []any{"store_id", a.storeID, "path", a.path}
+			if a.found {
+				what, attrs = "store adopted in place of the previous one", append(attrs, "replaced", a.cur.StoreID)
+			}
+			a.log.Info(what+", as meant: "+a.reason, attrs...)
+		case a.found:
 			a.log.Warn("STORE ADOPTED: this store replaces the one the deployment used; every intent the replaced store knew is created again when its approval is resent",
 				"store_id", a.storeID, "replaced", a.cur.StoreID, "replaced_record", a.cur.String(), "bucket", AdoptionBucket, "key", AdoptionKey)
-		} else {
+		default:
 			a.log.Warn("store adopted at the deployment's first start: from now on any other store is refused until an operator replaces this one (provider adopt)",
 				"store_id", a.storeID, "path", a.path, "bucket", AdoptionBucket, "key", AdoptionKey)
 		}

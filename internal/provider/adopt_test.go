@@ -478,3 +478,56 @@ func TestARoleWithoutTheRecordsPermissionsIsToldSo(t *testing.T) {
 		t.Errorf("error %v; want a refusal at once naming the permissions violation and the bucket", err)
 	}
 }
+
+// A new store that is meant (the demo's) says so at INFO with its reason,
+// and warns of nothing.
+func TestAMeantNewStoreIsLoggedCalmly(t *testing.T) {
+	log := &logBuffer{}
+	st, err := Open(t.TempDir(), Options{Logger: log.logger(), NewReason: "the demo starts every store empty"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := log.String()
+	if !strings.Contains(out, `level=INFO msg="new store, as meant: the demo starts every store empty"`) || strings.Contains(out, "level=WARN") {
+		t.Errorf("log:\n%s", out)
+	}
+}
+
+// A stopped instance releases the lease, so that a store adopted in its
+// place starts at once; that adoption is an operator's alarm, unless a
+// reason says it is meant.
+func TestAStoreAdoptedInPlaceOfAStoppedOneStartsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, want, never string
+	}{
+		{"without a reason it warns that every intent is created again", "",
+			`level=WARN msg="STORE ADOPTED: this store replaces the one the deployment used; every intent`, "as meant"},
+		{"with a reason it logs the reason at INFO", "the demo starts every store empty",
+			`level=INFO msg="store adopted in place of the previous one, as meant: the demo starts every store empty"`, "STORE ADOPTED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := startNATS(t)
+			first := openStore(t, t.TempDir(), Options{})
+			svc, err := Serve(connect(t, url), first, ServiceConfig{Logger: quietLogger(), LeaseTTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			log := &logBuffer{}
+			second := openStore(t, t.TempDir(), Options{})
+			svc2, err := Serve(connect(t, url), second, ServiceConfig{Logger: log.logger(), Replaces: first.ID(), ReplaceReason: tc.reason})
+			if err != nil {
+				t.Fatalf("after a graceful stop: %v", err)
+			}
+			_ = svc2.Stop()
+			if out := log.String(); !strings.Contains(out, tc.want) || strings.Contains(out, tc.never) {
+				t.Errorf("log, want %q and never %q:\n%s", tc.want, tc.never, out)
+			}
+		})
+	}
+}

@@ -240,23 +240,6 @@ func TestOnlyOneInstanceServes(t *testing.T) {
 			t.Errorf("adoption record %+v, %v: the store refused by the lease was adopted", a, err)
 		}
 	})
-	t.Run("a stopped instance releases the lease, so that a store adopted in its place can start at once", func(t *testing.T) {
-		url := startNATS(t)
-		first := openStore(t, t.TempDir(), Options{})
-		svc, err := Serve(connect(t, url), first, ServiceConfig{Logger: quietLogger(), LeaseTTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := svc.Stop(); err != nil {
-			t.Fatal(err)
-		}
-		second := openStore(t, t.TempDir(), Options{})
-		svc2, err := Serve(connect(t, url), second, ServiceConfig{Logger: quietLogger(), Replaces: first.ID()})
-		if err != nil {
-			t.Fatalf("after a graceful stop: %v", err)
-		}
-		_ = svc2.Stop()
-	})
 }
 
 // leaseKV opens the lease bucket on the server at url, creating it with ttl

@@ -53,6 +53,11 @@ type ServiceConfig struct {
 	// service themselves (internal/embedded). Empty for every ordinary
 	// start; a start of the adopted store ignores it.
 	Replaces string
+	// ReplaceReason says why this start adopts its store, when that is
+	// meant (the demo replaces its store on purpose, to show a service
+	// that has forgotten): the adoption is then logged at INFO with the
+	// reason, instead of the warnings meant for an operator.
+	ReplaceReason string
 	// StartTimeout bounds how long Serve waits for NATS and JetStream to
 	// take the lease; 0 = DefaultStartTimeout.
 	StartTimeout time.Duration
@@ -183,7 +188,7 @@ func (s *Service) join(ctx context.Context, cfg ServiceConfig) error {
 		return err
 	}
 	s.adopt = &adopter{nc: s.nc, js: js, replicas: cfg.LeaseReplicas, storeID: s.me.StoreID, path: cfg.DataDir,
-		replaces: cfg.Replaces, log: s.log}
+		replaces: cfg.Replaces, reason: cfg.ReplaceReason, log: s.log}
 	if err := s.adopt.check(ctx); err != nil {
 		s.logNotAdopted(err)
 		return err

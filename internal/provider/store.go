@@ -54,6 +54,11 @@ type Options struct {
 	// CompactChunk bounds the keys or records removed in one batch of the
 	// writer; 0 = DefaultCompactChunk.
 	CompactChunk int
+	// NewReason says why a new, empty store is meant to be made here (the
+	// demo's: each of its stores starts empty, on purpose). A new store is
+	// then logged at INFO with the reason, instead of the warning for a
+	// deployment whose store may have gone missing.
+	NewReason string
 }
 
 // orDefault returns d for 0, 0 for a negative value, else v.
@@ -117,7 +122,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: records retention %v is negative (0 keeps records forever)", ErrInvalidRequest, opts.RecordsRetention)
 	}
 	log := opts.Logger.With("component", "provider-store")
-	db, meta, scopes, err := openDB(dir, opts.FS, log)
+	db, meta, scopes, err := openDB(dir, opts.FS, log, opts.NewReason)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +173,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // openDB opens the Pebble database in dir and reads its meta record and
 // scopes' counters, migrating a store of layout version 1 first and giving
 // a store without an id its id. When it fails, the database is closed.
-func openDB(dir string, fs vfs.FS, log *slog.Logger) (*pebble.DB, metaRecord, map[string]ScopeCounts, error) {
+func openDB(dir string, fs vfs.FS, log *slog.Logger, newReason string) (*pebble.DB, metaRecord, map[string]ScopeCounts, error) {
 	db, err := pebble.Open(dir, pebbleOptions(fs, log))
 	if err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -181,7 +186,7 @@ func openDB(dir string, fs vfs.FS, log *slog.Logger) (*pebble.DB, metaRecord, ma
 		meta, err = migrateUnscoped(db, meta, log)
 	}
 	if err == nil && meta.StoreID == "" {
-		meta, err = giveID(db, dir, meta, found, log)
+		meta, err = giveID(db, dir, meta, found, log, newReason)
 	}
 	var scopes map[string]ScopeCounts
 	if err == nil {
@@ -195,8 +200,9 @@ func openDB(dir string, fs vfs.FS, log *slog.Logger) (*pebble.DB, metaRecord, ma
 }
 
 // giveID gives a store without an id (a new one, or one made before ids
-// existed) its id, durable before anyone can see it in a reply.
-func giveID(db *pebble.DB, dir string, meta metaRecord, found bool, log *slog.Logger) (metaRecord, error) {
+// existed) its id, durable before anyone can see it in a reply. A new
+// store is warned about, unless newReason says why one is meant.
+func giveID(db *pebble.DB, dir string, meta metaRecord, found bool, log *slog.Logger, newReason string) (metaRecord, error) {
 	var err error
 	if meta.StoreID, err = newStoreID(); err == nil {
 		err = putMeta(db, meta)
@@ -208,10 +214,13 @@ func giveID(db *pebble.DB, dir string, meta metaRecord, found bool, log *slog.Lo
 	if aerr != nil {
 		abs = dir
 	}
-	if !found {
+	switch {
+	case !found && newReason != "":
+		log.Info("new store, as meant: "+newReason, "dir", abs, "store_id", meta.StoreID)
+	case !found:
 		log.Warn("new store: no task, request or counter exists here yet; if the service ran before, check the data directory",
 			"dir", abs, "store_id", meta.StoreID)
-	} else {
+	default:
 		log.Info("store had no id; gave it one", "dir", abs, "store_id", meta.StoreID)
 	}
 	return meta, nil

@@ -125,21 +125,17 @@
 // resource made here for it. Scope and
 // StoreID say where keys are remembered.
 //
-// # What it must never do
+// # What it never does
 //
-//   - Never overwrite or change a resource: every write is a PUT with
+//   - It never overwrites or changes a resource: every write is a PUT with
 //     If-None-Match: *; a conflict leaves the resource as it is.
-//   - Never send the password anywhere but the collection's server: every
-//     request goes to the collection's scheme and host, redirects are not
-//     followed, the collection URL may not carry credentials, and no error
-//     message holds the password.
-//   - Never echo a part of a URL that can carry a secret: a refused
+//   - It never sends the password anywhere but the collection's server:
+//     every request goes to the collection's scheme and host, redirects
+//     are not followed, the collection URL may not carry credentials, and
+//     no error message holds the password.
+//   - It never echoes a part of a URL that can carry a secret: a refused
 //     collection URL, or a redirect's target, is shown without its user
-//     information, query or fragment (internal/redact).
-//   - Never guess: no ATTENDEE or assignee without an assignee reference,
-//     no DUE without a due date.
-//
-// It must never import anything but the standard library, taskservice,
-// go-webdav, go-ical, taskservice/internal/endpoint, internal/canon,
-// internal/document and internal/redact.
+//     information, query or fragment.
+//   - It never guesses: no ATTENDEE or assignee without an assignee
+//     reference, no DUE without a due date.
 package caldav

@@ -64,8 +64,7 @@
 // bounded (MaxConns). 5xx, 408, 429, timeouts and lost connections are
 // transient; 401, 403, 404 and 422 (with Redmine's "errors") permanent.
 //
-// It must never import anything but the standard library, taskservice,
-// taskservice/internal/endpoint and internal/redact: the last two reach only
-// the standard library, so it holds nothing of NATS or Pebble, nothing of the
-// pipeline, and an application uses it alone.
+// The package depends on the standard library and taskservice alone:
+// nothing of NATS or Pebble, nothing of the pipeline, so that an
+// application uses it on its own.
 package redmine

@@ -1,10 +1,83 @@
 package redmine_test
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"sync"
+	"time"
 
+	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
+
+// oneProcess is a taskservice.Locker for an application that is the only
+// caller of its Redmine project: one lock per key, in memory. The
+// executors keep theirs in their intent ledger on JetStream, shared by
+// every instance.
+type oneProcess struct {
+	mu   sync.Mutex
+	held map[[2]string]bool
+}
+
+func (l *oneProcess) Lock(_ context.Context, scope, intentID string, _ time.Duration) (taskservice.Lock, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := [2]string{scope, intentID}
+	if l.held[key] {
+		return nil, taskservice.ErrLocked
+	}
+	l.held[key] = true
+	return heldLock{l, key}, nil
+}
+
+type heldLock struct {
+	l   *oneProcess
+	key [2]string
+}
+
+func (h heldLock) Held(context.Context) error { return nil }
+
+func (h heldLock) Release(context.Context) error {
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	delete(h.l.held, h.key)
+	return nil
+}
+
+// The adapter creates one issue per intent id in a Redmine project: Check
+// makes sure, creating nothing, that the key is accepted and the project
+// has the custom field the issues are marked in; a resend of the same
+// request finds its issue and creates nothing. (It needs a Redmine server:
+// the example is compiled, not run.)
+func Example() {
+	issues, err := redmine.New(redmine.Config{
+		URL:     "https://redmine.example.org/",
+		APIKey:  os.Getenv("REDMINE_API_KEY"),
+		Project: "ops",
+		Locks:   &oneProcess{held: map[[2]string]bool{}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := issues.Check(ctx); err != nil {
+		panic(err) // says what is missing, and how to make the field
+	}
+	req := taskservice.Request{
+		IntentID:      "intent-0001",
+		RequestDigest: "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+		RequestID:     "task-request-0001",
+		Task:          taskservice.Task{Title: "Add the missing checks"},
+	}
+	for range 2 {
+		res, err := issues.Create(ctx, req)
+		if err != nil {
+			panic(err) // taskservice.IsPermanent says whether a retry can help
+		}
+		fmt.Println(res.Outcome, "issue", res.TaskID) // created, then replayed, one issue
+	}
+}
 
 // The mark an issue carries, and what a lookup asks Redmine for.
 func ExampleMark() {

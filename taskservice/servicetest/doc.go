@@ -28,6 +28,4 @@
 //
 // The executor's probe ("executor probe") measures the same rows against a
 // live service through Rows and prints them as a table.
-//
-// It must never import anything but the standard library and taskservice.
 package servicetest

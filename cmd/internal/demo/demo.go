@@ -99,6 +99,9 @@ type Row struct {
 	Receipt, Counts       string
 	Want                  string
 	OK                    bool
+	// Shows says in plain words what the row shows, printed under the
+	// table.
+	Shows string
 }
 
 type run struct {
@@ -169,7 +172,7 @@ func (r *run) start(ctx context.Context) error {
 	if err := r.workDir(); err != nil {
 		return err
 	}
-	stack, err := embedded.StartStack(embedded.StackOptions{Dir: r.dir, Port: -1, AllowFaults: true, Logger: r.opts.Logger})
+	stack, err := embedded.StartStack(embedded.StackOptions{Dir: r.dir, Port: -1, AllowFaults: true, Logger: r.opts.Logger, Purpose: purpose})
 	if err != nil {
 		return err
 	}
@@ -328,12 +331,15 @@ func (r *run) story(ctx context.Context) error {
 	second, err := r.sameApprovalTwice(ctx, e, func(first *document.Receipt) error {
 		firstTask, firstRc = deref(first.TaskID), first
 		r.row("1", "A", "original", first, "created", "1, 1, 1", "")
+		r.shows("A's approval is sent: the service creates one task.")
 		return r.restartService("provider")
 	})
 	if err != nil {
 		return err
 	}
 	r.row("2", "A (second publisher process, service restarted)", "original", second, "replayed", "2, 1, 1", firstTask)
+	r.shows("The same approval, sent again by a second publisher process after the service restarted on its store: " +
+		"nothing is created; the receipt names the first task.")
 
 	// 3: the same intent with changed content and its own approval.
 	rc, err := r.send(ctx, "step 3", e.changed)
@@ -341,6 +347,8 @@ func (r *run) story(ctx context.Context) error {
 		return err
 	}
 	r.row("3", "A", "changed, with its own approval", rc, "idempotency_conflict", "3, 1, 1", firstTask)
+	r.shows("A's request with another title, approved on its own under the same intent id: " +
+		"a conflict naming the first task; nothing changes.")
 
 	// 4: A's task deleted by its owner, then A's approval sent again.
 	if err := r.deletedThenResent(ctx, e, firstRc); err != nil {
@@ -404,6 +412,8 @@ func deletedRow(rc *document.Receipt, firstTask string) Row {
 	return Row{
 		Step: "4", Intent: "A (its task deleted by its owner)", Content: "original", Receipt: got, Counts: counts(rc),
 		Want: "replayed " + firstTask + " (task deleted); 4, 1, 0",
+		Shows: "A's owner deletes its task, and A's approval is sent again: the service still knows the key, " +
+			"so nothing is created again (tasks existing 0).",
 		OK: rc.Outcome == document.OutcomeReplayed && firstTask != "" && deref(rc.TaskID) == firstTask &&
 			rc.TaskDeleted && counts(rc) == "4, 1, 0",
 	}
@@ -428,6 +438,9 @@ func (r *run) freshService(ctx context.Context, e envelopes) error {
 		Receipt: ra.Outcome + ", " + rb.Outcome, Counts: counts(rb), Want: "created, created; 2, 2, 2",
 		OK: ra.Outcome == document.OutcomeCreated && rb.Outcome == document.OutcomeCreated && counts(rb) == "2, 2, 2" &&
 			deref(ra.TaskID) != deref(rb.TaskID),
+		Shows: "The service starts on a new, empty store, on purpose, as if its store had been lost: it has forgotten " +
+			"every intent, so A is created again; then B, A's content under another intent id, is a task of its own. " +
+			"The key is the intent id, not the content.",
 	})
 	return nil
 }
@@ -449,6 +462,8 @@ func (r *run) tamperedFake(ctx context.Context, e envelopes) error {
 	}
 	r.tamperedRow(checks, fmt.Sprintf("%s → %s", fmtCounts(before), fmtCounts(after)),
 		"rejected at their checks; requests unchanged", ok && before == after)
+	r.shows("Messages altered after their approval: each is rejected at the check named, " +
+		"before any call to the service, whose counters do not move.")
 	return nil
 }
 
@@ -473,6 +488,10 @@ func (r *run) droppedReply(ctx context.Context, e envelopes) error {
 	last := &r.rows[len(r.rows)-1]
 	last.Receipt = withDelivery(rc)
 	last.OK = last.OK && rc.Delivery.Delivered >= 2
+	r.shows("C is published once, to the service on yet another new store, so its first task is numbered " +
+		deref(rc.TaskID) + " again. The service creates the task but drops its reply; the executor's call times out, " +
+		"the message is delivered again, and the service answers replayed with the task it made: " +
+		"two requests, one create, one task.")
 	return nil
 }
 
@@ -537,8 +556,6 @@ func (r *run) row(step, intent, content string, rc *document.Receipt, outcome, w
 	}
 	r.rows = append(r.rows, Row{Step: step, Intent: intent, Content: content, Receipt: receiptText(rc), Counts: counts(rc), Want: want, OK: ok})
 }
-
-func (r *run) print() { r.printTable("requests, creates, tasks") }
 
 func counts(rc *document.Receipt) string {
 	if rc.Counts == nil {

@@ -41,4 +41,18 @@ func TestTheDemoStoryFromThisProcessIsAllOk(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "step  ") || strings.Contains(out.String(), "DIFFERS") {
 		t.Errorf("the table:\n%s", out.String())
 	}
+	for _, r := range rows {
+		if r.Shows == "" {
+			t.Errorf("row %q does not say what it shows", r.Step)
+		}
+	}
+	for _, says := range []string{
+		"What each row shows",
+		"  fresh service               The service starts on a new, empty store, on purpose",
+		"so its\n                              first task is numbered fake-task-0001 again",
+	} {
+		if !strings.Contains(out.String(), says) {
+			t.Errorf("the output does not say %q:\n%s", says, out.String())
+		}
+	}
 }

@@ -118,6 +118,44 @@ func withDelivery(rc *document.Receipt) string {
 	return fmt.Sprintf("(delivery %d) %s", rc.Delivery.Delivered, receiptText(rc))
 }
 
+// purpose is why the demo's stores start empty and replace one another:
+// its task service logs it instead of a deployment's alarms.
+const purpose = "the demo starts every store of the task service empty; a new store shows a service that has forgotten every intent"
+
+// shows sets what the last row shows.
+func (r *run) shows(text string) { r.rows[len(r.rows)-1].Shows = text }
+
+func (r *run) print() {
+	r.printTable("requests, creates, tasks")
+	fmt.Fprintln(r.opts.Out, "\nWhat each row shows (A, B and C are the intent ids intent-0001, intent-0002 and intent-0003;\n"+
+		"the figures are the fake task service's counters as each receipt carries them: requests\n"+
+		"received, creates executed, tasks existing):")
+	r.printShows()
+}
+
+// printShows writes what each row shows, under its step, wrapped.
+func (r *run) printShows() {
+	const width = 100
+	indent := 0
+	for _, row := range r.rows {
+		indent = max(indent, len(row.Step))
+	}
+	indent += 4
+	for _, row := range r.rows {
+		line := fmt.Sprintf("  %-*s", indent-2, row.Step)
+		for _, word := range strings.Fields(row.Shows) {
+			if len(line)+1+len(word) > width && len(line) > indent {
+				fmt.Fprintln(r.opts.Out, line)
+				line = strings.Repeat(" ", indent)
+			} else if len(line) > indent {
+				line += " "
+			}
+			line += word
+		}
+		fmt.Fprintln(r.opts.Out, line)
+	}
+}
+
 // printTable writes the rows, with figures the column named figures.
 func (r *run) printTable(figures string) {
 	tw := tabwriter.NewWriter(r.opts.Out, 0, 0, 2, ' ', 0)

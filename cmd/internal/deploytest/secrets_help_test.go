@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/cli"
 )
 
 // secretEnv are the environment variables that may carry a secret, each set
@@ -62,7 +64,7 @@ func TestTheBuiltCommands(t *testing.T) {
 	t.Run("every command prints its version and exits 0", func(t *testing.T) {
 		for _, command := range []string{"executor", "publisher", "provider", "bench"} {
 			out, err := exec.Command(filepath.Join(bin, command), "--version").CombinedOutput()
-			if err != nil || !strings.HasPrefix(string(out), command+" ") {
+			if want := command + " " + cli.Release + "\n"; err != nil || string(out) != want {
 				t.Errorf("%s --version: %v, printed %q", command, err, out)
 			}
 		}

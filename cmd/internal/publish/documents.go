@@ -268,7 +268,7 @@ func localCheck(flagValue string) (c send.Check, trusted bool, err error) {
 	if err != nil {
 		return send.Check{}, false, err
 	}
-	return send.Trusted(t, nil), true, nil
+	return send.Trusted(t), true, nil
 }
 
 // readInput reads a file, or standard input for "-".

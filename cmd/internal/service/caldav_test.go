@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -81,8 +82,10 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 			[]string{"default=" + a, "team=" + b, "ops=" + c}},
 		{"--destination alone serves without a default", []string{"--destination", "team=" + b}, []string{"team=" + b}},
 		{"--destination may name default", []string{"--destination", "default=" + a}, []string{"default=" + a}},
-		{"--destinations reads NAME URL lines, skipping comments and blank lines", []string{"--caldav-url", a, "--destinations", destFile},
+		{"--destinations-file reads NAME URL lines, skipping comments and blank lines", []string{"--caldav-url", a, "--destinations-file", destFile},
 			[]string{"default=" + a, "team=" + b, "ops=" + c}},
+		{"--caldav-server with --caldav-calendar is the destination default, found on that server", []string{"--caldav-server", "http://127.0.0.1:5232/", "--caldav-calendar", "Tasks", "--destination", "team=" + b},
+			[]string{"default=http://127.0.0.1:5232/", "team=" + b}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := parseCalDAVFlags(t, append([]string{"--task-service", "caldav"}, tc.args...)...)
@@ -109,16 +112,20 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 			[]string{`destination "team" is already given by --destination team`}},
 		{"default given by --caldav-url and by --destination", []string{"--caldav-url", a, "--destination", "default=" + b},
 			[]string{`destination "default" is already given by --caldav-url`}},
-		{"a name in the file that a flag gave", []string{"--destination", "team=" + a, "--destinations", destFile},
+		{"a name in the file that a flag gave", []string{"--destination", "team=" + a, "--destinations-file", destFile},
 			[]string{destFile + ":3", `"team" is already given`}},
 		{"a --destination without NAME=", []string{"--destination", a}, []string{"--destination", "want NAME=URL"}},
 		{"a --destination with an empty URL", []string{"--destination", "team="}, []string{"want NAME=URL"}},
 		{"a destination name in upper case", []string{"--destination", "Team=" + a}, []string{"destination name", "lower-case", "--destination (number 1)"}},
 		{"a destination name that starts with a digit", []string{"--destination", "1st=" + a}, []string{"starting with a letter"}},
-		{"a file line with one field", []string{"--destinations", file("one-field", "# x\nteam\n")}, []string{"one-field:2", "want NAME URL"}},
-		{"a file line with three fields", []string{"--destinations", file("three", "team "+a+" extra\n")}, []string{"three:1", "found 3"}},
-		{"a file that does not exist", []string{"--destinations", filepath.Join(dir, "missing")}, []string{"--destinations", "missing"}},
-		{"--caldav-calendar without --caldav-url", []string{"--caldav-calendar", "Tasks", "--destination", "team=" + b}, []string{"--caldav-calendar needs --caldav-url"}},
+		{"a file line with one field", []string{"--destinations-file", file("one-field", "# x\nteam\n")}, []string{"one-field:2", "want NAME URL"}},
+		{"a file line with three fields", []string{"--destinations-file", file("three", "team "+a+" extra\n")}, []string{"three:1", "found 3"}},
+		{"a file that does not exist", []string{"--destinations-file", filepath.Join(dir, "missing")}, []string{"--destinations-file", "missing"}},
+		{"--caldav-calendar without --caldav-server", []string{"--caldav-calendar", "Tasks", "--destination", "team=" + b}, []string{"--caldav-calendar needs --caldav-server"}},
+		{"--caldav-calendar with --caldav-url, the collection", []string{"--caldav-url", a, "--caldav-calendar", "Tasks"}, []string{"--caldav-url gives its collection", "give one", "--caldav-server"}},
+		{"--caldav-calendar with both --caldav-url and --caldav-server", []string{"--caldav-url", a, "--caldav-server", a, "--caldav-calendar", "Tasks"}, []string{"--caldav-url gives its collection"}},
+		{"--caldav-server without --caldav-calendar", []string{"--caldav-server", a}, []string{"--caldav-server needs --caldav-calendar", "use --caldav-url"}},
+		{"--caldav-server with a password in its URL, not echoed", []string{"--caldav-server", secret, "--caldav-calendar", "Tasks"}, []string{"--caldav-server with --caldav-calendar", "must not carry a user or password"}},
 		{"a --caldav-ca-file that holds no certificate", []string{"--caldav-url", a, "--caldav-ca-file", file("not-pem", "hello\n")}, []string{"--caldav-ca-file", "no PEM certificate"}},
 		{"a --caldav-ca-file that does not exist", []string{"--caldav-url", a, "--caldav-ca-file", filepath.Join(dir, "no-ca")}, []string{"--caldav-ca-file"}},
 		{"a --destination URL with a password, not echoed", []string{"--destination", "team=" + secret}, []string{"--destination team", "must not carry a user or password"}},
@@ -140,10 +147,19 @@ func TestCalDAVDestinationFlags(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the flag --destinations, one letter from --destination, is no longer known", func(t *testing.T) {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		FlagsVar(fs)
+		if err := fs.Parse([]string{"--destinations", destFile}); err == nil || !strings.Contains(err.Error(), "-destinations") {
+			t.Errorf("parse: %v; want the flag refused", err)
+		}
+	})
 	for _, args := range [][]string{
 		{"--destination", "team=" + b},
-		{"--destinations", destFile},
+		{"--destinations-file", destFile},
 		{"--caldav-calendar", "Tasks"},
+		{"--caldav-server", a},
 		{"--caldav-ca-file", destFile},
 	} {
 		t.Run(args[0]+" with the fake service is refused", func(t *testing.T) {
@@ -387,7 +403,7 @@ func TestCalDAVCAFileTrustsASelfSignedServer(t *testing.T) {
 }
 
 // --caldav-calendar finds the calendar by its display name on the server
-// given by --caldav-url (a real Radicale with a login), and the tasks of
+// given by --caldav-server (a real Radicale with a login), and the tasks of
 // destination default go there; a name no task calendar has is refused at
 // open, and a collection that holds only events is refused by reach.
 func TestCalDAVCalendarIsFoundByItsName(t *testing.T) {
@@ -402,7 +418,7 @@ func TestCalDAVCalendarIsFoundByItsName(t *testing.T) {
 	work := srv.BaseURL + srv.HomePath + "work/"
 
 	t.Run("the calendar named Work is destination default", func(t *testing.T) {
-		svc := openCalDAVFlags(t, append(login, "--caldav-url", srv.BaseURL, "--caldav-calendar", "Work")...)
+		svc := openCalDAVFlags(t, append(login, "--caldav-server", srv.BaseURL, "--caldav-calendar", "Work")...)
 		if svc.Destination != "default" || svc.Name != "CalDAV collection "+work {
 			t.Fatalf("found %q for destination %s; want %s", svc.Name, svc.Destination, work)
 		}
@@ -416,7 +432,7 @@ func TestCalDAVCalendarIsFoundByItsName(t *testing.T) {
 		}
 	})
 	t.Run("a name that no calendar accepting tasks has is refused at open", func(t *testing.T) {
-		ts := parseCalDAVFlags(t, append(login, "--caldav-url", srv.BaseURL, "--caldav-calendar", "Events")...)
+		ts := parseCalDAVFlags(t, append(login, "--caldav-server", srv.BaseURL, "--caldav-calendar", "Events")...)
 		if err := ts.Check(); err != nil {
 			t.Fatal(err)
 		}

@@ -16,13 +16,13 @@ import (
 )
 
 // CalendarsHelp is calendars's usage.
-const CalendarsHelp = `calendars --caldav-url URL [--caldav-user USER] [--caldav-password-file FILE]
+const CalendarsHelp = `calendars --caldav-server URL [--caldav-user USER] [--caldav-password-file FILE]
                  [--caldav-ca-file FILE] [--all] [--json]
 
 Lists the account's calendars that accept tasks (VTODO): display name, URL and components,
 found the standard way from any URL on the CalDAV server (its /.well-known/caldav, the
 account's principal and calendar home). Give one of the URLs to serve, probe and demo as
---caldav-url, or its display name as --caldav-calendar. With --all, the calendars that do not
+--caldav-url, or its display name as --caldav-calendar with this --caldav-server. With --all, the calendars that do not
 accept tasks follow, marked. The password is read from --caldav-password-file, else from
 $CALDAV_PASSWORD.
 
@@ -56,7 +56,7 @@ type CalendarsConfig struct {
 // CalendarsFlagsVar defines calendars's flags on fs.
 func CalendarsFlagsVar(fs *flag.FlagSet) *CalendarsConfig {
 	cf := &CalendarsConfig{fs: fs, server: Config{Kind: KindCalDAV}}
-	fs.StringVar(&cf.server.CalDAVURL, "caldav-url", "", "the `URL` of the CalDAV server, or any URL on it (a principal, a calendar)")
+	fs.StringVar(&cf.server.CalDAVServer, "caldav-server", "", "the `URL` of the CalDAV server, or any URL on it (a principal, a calendar)")
 	fs.StringVar(&cf.server.CalDAVUser, "caldav-user", "", "the `USER` to log in as (HTTP basic authentication)")
 	fs.StringVar(&cf.server.CalDAVPasswordFile, "caldav-password-file", "", "a `FILE` holding the password (default: $"+CalDAVPasswordEnv+")")
 	fs.StringVar(&cf.server.CalDAVCAFile, "caldav-ca-file", "", "a `FILE` of PEM certificates to trust for the server, besides the system's\n(for a server with a self-signed certificate)")
@@ -68,10 +68,10 @@ func CalendarsFlagsVar(fs *flag.FlagSet) *CalendarsConfig {
 
 // Calendars runs calendars with its parsed flags.
 func Calendars(ctx context.Context, cf *CalendarsConfig, stdout io.Writer) error {
-	url := cf.server.CalDAVURL
+	url := cf.server.CalDAVServer
 	if url == "" {
 		cf.fs.Usage()
-		return fmt.Errorf("%w: calendars needs --caldav-url", cli.ErrUsage)
+		return fmt.Errorf("%w: calendars needs --caldav-server", cli.ErrUsage)
 	}
 	if cf.timeout <= 0 {
 		cf.fs.Usage()

@@ -55,18 +55,24 @@ type Config struct {
 	CalDAVUser         string
 	CalDAVPasswordFile string
 	// CalDAVCalendar, when set, names the calendar of destination default
-	// by its display name: CalDAVURL is then the server's URL, and Open
-	// finds the calendar (caldav.FindCalendar).
+	// by its display name, and CalDAVServer the server Open finds it on
+	// (caldav.FindCalendar); CalDAVURL, the collection itself, is then
+	// left empty.
 	CalDAVCalendar string
+	// CalDAVServer is the CalDAV server's URL, or any URL on it, that
+	// calendars are discovered from.
+	CalDAVServer string
 	// CalDAVCAFile holds PEM certificates trusted as roots besides the
 	// system's, for a server with a certificate of its own.
 	CalDAVCAFile string
 	// Destinations are the --destination NAME=URL flags, in order, and
-	// DestinationsFile the file of more (lines "NAME URL").
+	// DestinationsFile the file of more (--destinations-file: lines
+	// "NAME URL").
 	Destinations     []string
 	DestinationsFile string
 	// caldavDests are the CalDAV destinations Check resolved from
-	// --caldav-url, --destination and --destinations, in that order.
+	// --caldav-url (or --caldav-server with --caldav-calendar),
+	// --destination and --destinations-file, in that order.
 	caldavDests []caldavDest
 	// caldavRoots are the roots of --caldav-ca-file, read by Check.
 	caldavRoots *x509.CertPool
@@ -117,13 +123,14 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 	fs.StringVar(&f.CalDAVURL, "caldav-url", "", "with --task-service caldav: the `URL` of the calendar collection that holds the tasks\n(for example https://dav.example.org/alice/tasks/)")
 	fs.StringVar(&f.CalDAVUser, "caldav-user", "", "with --task-service caldav: the `USER` to log in as (HTTP basic authentication)")
 	fs.StringVar(&f.CalDAVPasswordFile, "caldav-password-file", "", "with --task-service caldav: a `FILE` holding the password (default: $"+CalDAVPasswordEnv+")")
-	fs.StringVar(&f.CalDAVCalendar, "caldav-calendar", "", "with --task-service caldav: the display `NAME` of the calendar of destination default;\n--caldav-url is then the server's URL, and the calendar is found the standard way\n(/.well-known/caldav, the principal, its calendar home)")
+	fs.StringVar(&f.CalDAVCalendar, "caldav-calendar", "", "with --task-service caldav, instead of --caldav-url: the display `NAME` of the calendar of destination default,\nfound on --caldav-server the standard way (/.well-known/caldav, the principal, its calendar home)")
+	fs.StringVar(&f.CalDAVServer, "caldav-server", "", "with --caldav-calendar: the `URL` of the CalDAV server, or any URL on it, where the calendar is found")
 	fs.StringVar(&f.CalDAVCAFile, "caldav-ca-file", "", "with --task-service caldav: a `FILE` of PEM certificates to trust as roots, besides the system's\n(for a server with a self-signed certificate)")
 	fs.Func("destination", "with --task-service caldav: one more destination, `NAME=URL`: requests that name destination NAME\nare made in the calendar collection at URL (repeatable; --caldav-url is destination default).\nserve serves every destination given and verify audits them all; probe and demo use\ndestination default, or else the first one given", func(v string) error {
 		f.Destinations = append(f.Destinations, v)
 		return nil
 	})
-	fs.StringVar(&f.DestinationsFile, "destinations", "", "with --task-service caldav: a `FILE` of destinations, one a line: NAME URL (# starts a comment)")
+	fs.StringVar(&f.DestinationsFile, "destinations-file", "", "with --task-service caldav: a `FILE` of destinations, one a line: NAME URL (# starts a comment)")
 	fs.StringVar(&f.RedmineURL, "redmine-url", "", "with --task-service redmine: Redmine's base `URL` (for example https://redmine.example.org/)")
 	fs.StringVar(&f.RedmineProject, "redmine-project", "", "with --task-service redmine: the project the issues are created in, by its identifier or numeric `ID`")
 	fs.StringVar(&f.RedmineField, "redmine-field", redmine.DefaultField, "with --task-service redmine: the `NAME` of the issue custom field that carries each issue's key\n(an administrator makes it once: format string, for all projects, used as a filter)")
@@ -157,10 +164,10 @@ func (f *Config) Check() error {
 }
 
 func (f *Config) checkKind() error {
-	caldavSet := f.CalDAVURL != "" || f.CalDAVUser != "" || f.CalDAVPasswordFile != "" || f.CalDAVCalendar != "" || f.CalDAVCAFile != "" ||
+	caldavSet := f.CalDAVURL != "" || f.CalDAVUser != "" || f.CalDAVPasswordFile != "" || f.CalDAVCalendar != "" || f.CalDAVServer != "" || f.CalDAVCAFile != "" ||
 		len(f.Destinations) > 0 || f.DestinationsFile != ""
 	if f.Kind != KindCalDAV && caldavSet {
-		return fmt.Errorf("%w: --caldav-url, --caldav-user, --caldav-password-file, --caldav-calendar, --caldav-ca-file, --destination and --destinations need --task-service caldav", cli.ErrUsage)
+		return fmt.Errorf("%w: --caldav-url, --caldav-user, --caldav-password-file, --caldav-calendar, --caldav-server, --caldav-ca-file, --destination and --destinations-file need --task-service caldav", cli.ErrUsage)
 	}
 	if f.Kind != KindRedmine {
 		if set := f.setRedmineFlags(); len(set) > 0 {
@@ -271,17 +278,33 @@ func (refusingLocker) Lock(context.Context, string, string, time.Duration) (task
 }
 
 func (f *Config) checkCalDAV() error {
-	if f.CalDAVCalendar != "" && f.CalDAVURL == "" {
-		return fmt.Errorf("%w: --caldav-calendar needs --caldav-url, the server's URL, to find the calendar on", cli.ErrUsage)
+	if err := f.checkCalendarByName(); err != nil {
+		return err
 	}
 	dests, err := f.calDAVDestinations()
 	if err != nil {
 		return err
 	}
 	if len(dests) == 0 {
-		return fmt.Errorf("%w: --task-service caldav needs a calendar collection: --caldav-url URL (destination default), --destination NAME=URL or --destinations FILE", cli.ErrUsage)
+		return fmt.Errorf("%w: --task-service caldav needs a calendar collection: --caldav-url URL (destination default), --caldav-server URL with --caldav-calendar NAME, --destination NAME=URL or --destinations-file FILE", cli.ErrUsage)
 	}
 	f.caldavDests = dests
+	if err := f.readCalDAVLogin(); err != nil {
+		return err
+	}
+	// Checks the URLs' form without a request.
+	for _, d := range dests {
+		if _, err := caldav.New(caldav.Config{CollectionURL: d.URL}); err != nil {
+			return fmt.Errorf("%w: %s: %w", cli.ErrUsage, d.from, err)
+		}
+	}
+	return nil
+}
+
+// readCalDAVLogin reads the CalDAV password, from its file or the
+// environment, and the roots of --caldav-ca-file, and refuses a password
+// without a user.
+func (f *Config) readCalDAVLogin() error {
 	if f.CalDAVPasswordFile != "" {
 		b, err := os.ReadFile(f.CalDAVPasswordFile)
 		if err != nil {
@@ -298,14 +321,9 @@ func (f *Config) checkCalDAV() error {
 		return fmt.Errorf("%w: a CalDAV password is given (--caldav-password-file or $%s) but no --caldav-user", cli.ErrUsage, CalDAVPasswordEnv)
 	}
 	if f.CalDAVCAFile != "" {
+		var err error
 		if f.caldavRoots, err = readRoots(f.CalDAVCAFile); err != nil {
 			return fmt.Errorf("%w: --caldav-ca-file: %w", cli.ErrUsage, err)
-		}
-	}
-	// Checks the URLs' form without a request.
-	for _, d := range dests {
-		if _, err := caldav.New(caldav.Config{CollectionURL: d.URL}); err != nil {
-			return fmt.Errorf("%w: %s: %w", cli.ErrUsage, d.from, err)
 		}
 	}
 	return nil
@@ -324,17 +342,32 @@ type caldavDest struct {
 	collection string
 }
 
-// calDAVDestinations reads the destinations of --caldav-url,
-// --destination and --destinations, in that order, and refuses a name
-// given twice or not valid.
+// checkCalendarByName refuses the flags of destination default given in
+// a form that mixes its two ways: the collection's URL (--caldav-url), or
+// a calendar's name (--caldav-calendar) on a server (--caldav-server).
+func (f *Config) checkCalendarByName() error {
+	switch {
+	case f.CalDAVCalendar != "" && f.CalDAVURL != "":
+		return fmt.Errorf("%w: --caldav-calendar finds destination default by its name, --caldav-url gives its collection: give one; a calendar found by name needs --caldav-server, the server's URL", cli.ErrUsage)
+	case f.CalDAVCalendar != "" && f.CalDAVServer == "":
+		return fmt.Errorf("%w: --caldav-calendar needs --caldav-server, the URL of the server to find the calendar on", cli.ErrUsage)
+	case f.CalDAVServer != "" && f.CalDAVCalendar == "":
+		return fmt.Errorf("%w: --caldav-server needs --caldav-calendar, the display name of the calendar to find there; for a calendar collection's URL use --caldav-url", cli.ErrUsage)
+	}
+	return nil
+}
+
+// calDAVDestinations reads the destinations of --caldav-url (or
+// --caldav-server with --caldav-calendar), --destination and
+// --destinations-file, in that order, and refuses a name given twice or
+// not valid.
 func (f *Config) calDAVDestinations() ([]caldavDest, error) {
 	var dests []caldavDest
-	if f.CalDAVURL != "" {
-		from := "--caldav-url"
-		if f.CalDAVCalendar != "" {
-			from = "--caldav-url with --caldav-calendar"
-		}
-		dests = append(dests, caldavDest{Name: document.DefaultDestination, URL: f.CalDAVURL, from: from, calendar: f.CalDAVCalendar})
+	switch {
+	case f.CalDAVURL != "":
+		dests = append(dests, caldavDest{Name: document.DefaultDestination, URL: f.CalDAVURL, from: "--caldav-url"})
+	case f.CalDAVCalendar != "":
+		dests = append(dests, caldavDest{Name: document.DefaultDestination, URL: f.CalDAVServer, from: "--caldav-server with --caldav-calendar", calendar: f.CalDAVCalendar})
 	}
 	for i, v := range f.Destinations {
 		// The value is not echoed: a URL may carry a password.
@@ -351,7 +384,7 @@ func (f *Config) calDAVDestinations() ([]caldavDest, error) {
 	if f.DestinationsFile != "" {
 		fromFile, err := readDestinationsFile(f.DestinationsFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --destinations: %w", cli.ErrUsage, err)
+			return nil, fmt.Errorf("%w: --destinations-file: %w", cli.ErrUsage, err)
 		}
 		dests = append(dests, fromFile...)
 	}
@@ -448,18 +481,21 @@ func boundedTransport(maxConns int) *http.Transport {
 // list: the first, and those of the executors' other destinations, whose
 // stores are audited with it (a key has one task across all of them).
 
-// DiscoveryConfig checks a CalDAV Config as Check does (reading the
-// password and the roots of --caldav-ca-file) and returns the adapter's
-// configuration for the server at CalDAVURL, on serve's transport, each
-// request taking at most timeout: what executor calendars lists the
-// calendars with. A Config without getenv reads the environment.
+// DiscoveryConfig reads the password and the roots of --caldav-ca-file as
+// Check does and returns the adapter's configuration for the server at
+// CalDAVServer, on serve's transport, each request taking at most
+// timeout: what executor calendars lists the calendars with. A Config
+// without getenv reads the environment.
 func (f *Config) DiscoveryConfig(timeout time.Duration) (caldav.Config, error) {
 	if f.getenv == nil {
 		f.getenv = os.Getenv
 	}
-	if err := f.checkCalDAV(); err != nil {
+	if err := f.readCalDAVLogin(); err != nil {
 		return caldav.Config{}, err
 	}
-	return caldav.Config{CollectionURL: f.CalDAVURL, Username: f.CalDAVUser, Password: f.calDAVPassword,
+	if _, err := caldav.New(caldav.Config{CollectionURL: f.CalDAVServer}); err != nil {
+		return caldav.Config{}, fmt.Errorf("%w: --caldav-server: %w", cli.ErrUsage, err)
+	}
+	return caldav.Config{CollectionURL: f.CalDAVServer, Username: f.CalDAVUser, Password: f.calDAVPassword,
 		HTTPClient: &http.Client{Transport: f.caldavTransport(), Timeout: timeout}}, nil
 }

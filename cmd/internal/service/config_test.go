@@ -98,7 +98,7 @@ func TestTaskServiceFlags(t *testing.T) {
 			_ = usageErr(t, ts, "need --task-service caldav")
 		})
 	}
-	t.Run("caldav needs a collection: --caldav-url, --destination or --destinations", func(t *testing.T) {
+	t.Run("caldav needs a collection: --caldav-url, --destination or --destinations-file", func(t *testing.T) {
 		ts := parseTS(t, "--task-service", "caldav")
 		ts.getenv = noEnv
 		_ = usageErr(t, ts, "needs a calendar collection", "--caldav-url")

@@ -106,12 +106,12 @@ func (f *Config) settle(rec topology.TaskService) (string, error) {
 	case KindCalDAV:
 		want := rec.Destinations["default"]
 		if f.Given("caldav-url") {
-			if f.Given("caldav-calendar") || sameCollection(f.CalDAVURL, want) {
+			if sameCollection(f.CalDAVURL, want) {
 				break
 			}
 			return "", contradict("caldav-url", redact.URL(f.CalDAVURL), want)
 		}
-		if f.Given("destination") || f.Given("destinations") {
+		if f.Given("caldav-calendar") || f.Given("destination") || f.Given("destinations-file") {
 			// The flags name the destinations: they are checked as given.
 			break
 		}
