@@ -2,11 +2,13 @@ package deploytest
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -33,10 +35,35 @@ func secretOf(name, value string) string {
 	return value
 }
 
-// buildCommands builds the commands into a temporary directory.
-func buildCommands(t *testing.T) string {
+// built holds the commands, built once for every test of the package that
+// runs them (TestMain removes them).
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// builtCommands returns the directory of the built commands (executor,
+// publisher, provider and bench), building them on the first call; with
+// -short the test is skipped.
+func builtCommands(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	if testing.Short() {
+		t.Skip("builds the commands")
+	}
+	built.once.Do(func() { built.dir, built.err = buildCommands() })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir
+}
+
+// buildCommands builds the commands into a new temporary directory.
+func buildCommands() (string, error) {
+	dir, err := os.MkdirTemp("", "deploytest-bin-")
+	if err != nil {
+		return "", fmt.Errorf("making a directory for the commands: %w", err)
+	}
 	out := dir + string(filepath.Separator)
 	// The bench is a module of its own (bench/): it is built there.
 	for _, cmd := range []*exec.Cmd{
@@ -44,17 +71,22 @@ func buildCommands(t *testing.T) string {
 		exec.Command("go", "build", "-C", "../../../bench", "-o", out, "./cmd/bench"),
 	} {
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building the commands: %v\n%s", err, b)
+			return dir, fmt.Errorf("building the commands: %w\n%s", err, b)
 		}
 	}
-	return dir
+	return dir, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 func TestTheBuiltCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the commands")
-	}
-	bin := buildCommands(t)
+	bin := builtCommands(t)
 	t.Run("help and usage errors print no secret from the environment", func(t *testing.T) {
 		helpAndUsageErrorsPrintNoSecret(t, bin)
 	})
