@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -24,25 +22,22 @@ var cliPrograms = []string{"executor", "publisher", "provider", "bench"}
 const cliReferenceCommand = "go test ./cmd/internal/deploytest -run TestTheCLIReferenceIsWhatTheProgramsPrint -update"
 
 // subcommandsOf returns the subcommands a program's usage names, in its
-// order: its lines "  PROGRAM NAME …", and the modes of a line
+// order: its indented lines "PROGRAM NAME …", and the modes of a line
 // "Usage: PROGRAM [a|b] …".
 func subcommandsOf(program, usage string) []string {
 	var subs []string
-	line := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(program) + ` +([a-z][a-z-]*)\b`)
-	for _, m := range line.FindAllStringSubmatch(usage, -1) {
-		subs = append(subs, m[1])
-	}
-	modes := regexp.MustCompile(`(?m)^Usage: ` + regexp.QuoteMeta(program) + ` \[([a-z|-]+)\]`)
-	if m := modes.FindStringSubmatch(usage); m != nil {
-		subs = append(subs, strings.Split(m[1], "|")...)
-	}
-	var once []string
-	for _, s := range subs {
-		if !slices.Contains(once, s) {
-			once = append(once, s)
+	for _, line := range strings.Split(usage, "\n") {
+		if modes, ok := strings.CutPrefix(line, "Usage: "+program+" ["); ok {
+			modes, _, _ = strings.Cut(modes, "]")
+			subs = append(subs, strings.Split(modes, "|")...)
+			continue
+		}
+		words := strings.Fields(line)
+		if strings.HasPrefix(line, " ") && len(words) > 1 && words[0] == program && !strings.HasPrefix(words[1], "-") {
+			subs = append(subs, words[1])
 		}
 	}
-	return once
+	return subs
 }
 
 // helpEnvironments are two environments, working directories and HOMEs
@@ -59,8 +54,8 @@ func helpEnvironments(t *testing.T) (dirs [2]string, envs [2][]string) {
 		dirs[i] = t.TempDir()
 		envs[i] = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dirs[i], "LANG=C.UTF-8"}
 	}
-	for _, k := range slices.Sorted(maps.Keys(other)) {
-		envs[1] = append(envs[1], k+"="+other[k])
+	for k, v := range other {
+		envs[1] = append(envs[1], k+"="+v)
 	}
 	return dirs, envs
 }

@@ -1,7 +1,6 @@
 package deploytest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -316,7 +315,7 @@ func TestFencedBlocksAreFoundWithTheirLinesAndIndentation(t *testing.T) {
 	if _, err := fencedBlocks("x.md", []byte("```sh\necho a\n")); err == nil || !strings.Contains(err.Error(), "line 1 is never closed") {
 		t.Errorf("an unclosed block: %v", err)
 	}
-	if !bytes.Contains([]byte(blocks[1].numbered()), []byte("   11  echo b")) {
+	if !strings.Contains(blocks[1].numbered(), "   11  echo b") {
 		t.Errorf("numbered:\n%s", blocks[1].numbered())
 	}
 }
@@ -326,9 +325,7 @@ func TestABlockThatFailsHangsOrLeavesAProcessIsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(shim, "go"), fmt.Appendf(nil, goShim, t.TempDir()), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name, text, err, output string
-	}{
+	for _, c := range []struct{ name, text, err, output string }{
 		{"a block whose commands all succeed passes", "echo hello\ntest -f testdata/seed/request.json\n", "", "hello"},
 		{"a block with a failing command fails, even when a later one succeeds", "false\necho after\n", "the block failed", ""},
 		{"a failure inside a pipeline fails the block", "false | cat\n", "the block failed", ""},
