@@ -219,9 +219,10 @@ func TestTheDocumentationsShellBlocksRun(t *testing.T) {
 			if need := blockNeeds[b.needs()]; need != nil {
 				extra, timeout = need(t), needsBlockTimeout
 			}
-			output, took, err := runBlock(b, t.TempDir(), shim, extra, timeout)
+			dir := t.TempDir()
+			output, took, err := runBlock(b, dir, shim, extra, timeout)
 			if err != nil {
-				t.Fatalf("%s: %v\n--- the block\n%s--- its output\n%s", b.name(), err, b.numbered(), output)
+				t.Fatalf("%s: %v\n--- the block\n%s--- its output\n%s%s", b.name(), err, b.numbered(), output, logsIn(dir))
 			}
 			t.Logf("%s ran in %v", b.name(), took)
 		})
@@ -282,6 +283,21 @@ func runBlock(b docBlock, dir, shim string, extra []string, timeout time.Duratio
 		return output, took, fmt.Errorf("%w: a block stops what it starts", left)
 	}
 	return output, took, nil
+}
+
+// logsIn returns the end of each log file (*.log) a block wrote in dir:
+// those of the processes it ran in the background.
+func logsIn(dir string) string {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var s strings.Builder
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 4000 {
+			data = append([]byte("…"), data[len(data)-4000:]...)
+		}
+		fmt.Fprintf(&s, "--- the end of %s\n%s", filepath.Base(l), data)
+	}
+	return s.String()
 }
 
 // stopLeftovers waits a moment for the processes still in the block's
@@ -348,5 +364,16 @@ func TestABlockThatFailsHangsOrLeavesAProcessIsRefused(t *testing.T) {
 				t.Errorf("output %q, want it to contain %q", output, c.output)
 			}
 		})
+	}
+}
+
+func TestAFailedBlockShowsTheLogsItWrote(t *testing.T) {
+	dir := t.TempDir()
+	b := docBlock{file: "x.md", line: 1, lang: runLang, text: "echo 'address in use' > serve.log\nfalse\n"}
+	if _, _, err := runBlock(b, dir, t.TempDir(), nil, 10*time.Second); err == nil {
+		t.Fatal("the block passed")
+	}
+	if got := logsIn(dir); got != "--- the end of serve.log\naddress in use\n" {
+		t.Errorf("logs %q", got)
 	}
 }
