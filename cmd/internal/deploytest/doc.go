@@ -1,7 +1,12 @@
 // Package deploytest holds tests that start real servers with the
 // configuration files under deploy/, adapted only in ports and paths, to show
-// that what is shipped there works as documented. It has no code of its own.
+// that what is shipped there works as documented, and the tests that keep the
+// documentation true: the shell blocks of README.md and docs/ run against
+// the built programs, and the command-line reference in docs/cli/ is what the
+// programs print. It has no code of its own.
 //
 // It must never be imported by a production package, and never import
-// anything but the standard library.
+// anything but the standard library, internal/davtest and
+// internal/redminetest: the rigs that start the CalDAV and Redmine servers a
+// documentation block may need.
 package deploytest

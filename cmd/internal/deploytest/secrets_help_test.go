@@ -36,28 +36,8 @@ func secretOf(name, value string) string {
 	return value
 }
 
-// buildCommands builds the commands into a temporary directory.
-func buildCommands(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	out := dir + string(filepath.Separator)
-	// The bench is a module of its own (bench/): it is built there.
-	for _, cmd := range []*exec.Cmd{
-		exec.Command("go", "build", "-o", out, "../../executor", "../../publisher", "../../provider"),
-		exec.Command("go", "build", "-C", "../../../bench", "-o", out, "./cmd/bench"),
-	} {
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building the commands: %v\n%s", err, b)
-		}
-	}
-	return dir
-}
-
 func TestTheBuiltCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the commands")
-	}
-	bin := buildCommands(t)
+	bin := builtCommands(t)
 	t.Run("help and usage errors print no secret from the environment", func(t *testing.T) {
 		helpAndUsageErrorsPrintNoSecret(t, bin)
 	})

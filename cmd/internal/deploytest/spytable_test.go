@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/spy-table.md and the spy table in docs/SECURITY.md from what the test saw")
+var update = flag.Bool("update", false, "rewrite the generated files from what the tests saw: testdata/spy-table.md and the spy table in docs/SECURITY.md, and the command-line reference docs/cli/*.md")
 
 // The spy table: what TestEachRoleDoesItsJobAndNothingElse saw each role do,
 // written as Markdown. The test compares it with testdata/spy-table.md, and
