@@ -39,7 +39,7 @@ func (c *app) adopt(ctx context.Context, args []string) error {
 	fs := c.flagSet("adopt", "[--server URLS] --data DIR --replace STORE_ID [--replicas N]",
 		adoptHelp)
 	cf := c.commonFlags(fs)
-	data := fs.String("data", "", "directory of the Pebble database to adopt (required)")
+	data := fs.String("data", "", "the `DIR` of the Pebble database to adopt (required)")
 	replace := fs.String("replace", "", "the adopted `STORE_ID` (store- and 16 hex digits) that DIR replaces (required once a store is adopted)")
 	replicas := fs.Int("replicas", 1, "`N` copies of the adoption bucket if adopt creates it: 3 on a three-node cluster")
 	if err := parse(fs, args); err != nil {

@@ -107,7 +107,7 @@ func (c *app) run(ctx context.Context, args []string) error {
 // explanation followed by the flags.
 func (c *app) flagSet(name, synopsis, explanation string) *flag.FlagSet {
 	return cli.NewFlagSet("provider "+name,
-		fmt.Sprintf("Usage: provider %s %s\n\n%s\nFlags:\n", name, synopsis, explanation), c.stderr)
+		fmt.Sprintf("Usage: provider %s %s\n\n%s\n", name, synopsis, explanation), c.stderr)
 }
 
 // parse parses args, refusing positional arguments.

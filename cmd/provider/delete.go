@@ -19,9 +19,9 @@ in "default") or by --task-id. Deleting an unknown task, or one already
 deleted, is an error and changes nothing.
 `)
 	cf := c.clientFlags(fs)
-	scope := fs.String("scope", "", `the scope of the key (default "default")`)
-	intent := fs.String("intent", "", "the intent id of the task's key")
-	taskID := fs.String("task-id", "", "the task id (fake-task-0001, ...)")
+	scope := fs.String("scope", "", "the `SCOPE` of the key (default \"default\")")
+	intent := fs.String("intent", "", "the intent `ID` of the task's key")
+	taskID := fs.String("task-id", "", "the task `ID` (fake-task-0001, ...)")
 	asJSON := fs.Bool("json", false, `print {"deleted":{…},"counts":{…}}`)
 	if err := parse(fs, args); err != nil {
 		return err

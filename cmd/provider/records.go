@@ -20,11 +20,11 @@ With --scope only the records of that scope are printed; with --intent only
 those of the key (--scope, or "default", and the intent id).
 `)
 	cf := c.clientFlags(fs)
-	kind := fs.String("kind", "", "record kind: requests, creates, tasks, intents or deletes (required)")
-	scope := fs.String("scope", "", "only records of this scope")
-	intent := fs.String("intent", "", "only records of this intent id (in --scope, or in \"default\")")
-	after := fs.Uint64("after", 0, "start after this sequence number")
-	limit := fs.Int("limit", 0, "print at most N records (0: all)")
+	kind := fs.String("kind", "", "the record `KIND`: requests, creates, tasks, intents or deletes (required)")
+	scope := fs.String("scope", "", "only records of this `SCOPE`")
+	intent := fs.String("intent", "", "only records of this intent `ID` (in --scope, or in \"default\")")
+	after := fs.Uint64("after", 0, "start after the sequence number `N`")
+	limit := fs.Int("limit", 0, "print at most `N` records (0: all)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

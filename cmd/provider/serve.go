@@ -71,7 +71,7 @@ type serveFlags struct {
 func (c *app) serveFlags(fs *flag.FlagSet) *serveFlags {
 	return &serveFlags{
 		common:        c.commonFlags(fs),
-		data:          fs.String("data", "", "directory of the Pebble database (required)"),
+		data:          fs.String("data", "", "the `DIR` of the Pebble database (required)"),
 		allowFaults:   allowFaultsFlag(fs),
 		httpAddr:      fs.String("http", "", "serve /metrics, /healthz and /readyz on `HOST:PORT` (default off)"),
 		leaseTTL:      fs.Duration("lease-ttl", provider.DefaultLeaseTTL, "how long the lease outlives an instance that dies without stopping, when serve creates the lease bucket"),
