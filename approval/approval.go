@@ -54,6 +54,63 @@ func Digest(doc []byte) (string, error) {
 	return d, nil
 }
 
+// Candidate is an action candidate: what an application extracted from a
+// transcript, with the quotes that show it.
+type Candidate struct {
+	// CandidateID names the candidate; a request points at it by this id.
+	CandidateID string
+	// TranscriptID and TranscriptVersion name the transcript it was read
+	// from and that transcript's version.
+	TranscriptID      string
+	TranscriptVersion string
+	// Kind says what sort of action it is ("commitment", "task").
+	Kind    string
+	Summary string
+	// SpeakerRef names who spoke; nil stays null.
+	SpeakerRef *string
+	// Evidence holds at least one quote.
+	Evidence []Evidence
+}
+
+// Evidence is one quote of the transcript and its time span in
+// milliseconds.
+type Evidence struct {
+	Quote   string
+	StartMS int64
+	EndMS   int64
+}
+
+// NewCandidate makes an action-candidate.v1 document of c, checked as
+// strictly as the executors read it: an error names the field path and the
+// reason.
+func NewCandidate(c Candidate) ([]byte, error) {
+	evidence := make([]document.Evidence, 0, len(c.Evidence))
+	for _, e := range c.Evidence {
+		evidence = append(evidence, document.Evidence(e))
+	}
+	b, err := json.MarshalIndent(document.Candidate{
+		SchemaVersion: document.CandidateVersion,
+		CandidateID:   c.CandidateID,
+		Source:        document.Source{TranscriptID: c.TranscriptID, Version: c.TranscriptVersion},
+		Kind:          c.Kind,
+		Summary:       c.Summary,
+		SpeakerRef:    c.SpeakerRef,
+		Evidence:      evidence,
+	}, "", "  ")
+	if err != nil {
+		return nil, own(ErrInvalid, "encoding the candidate", err)
+	}
+	b = append(b, '\n')
+	v, err := document.Parse(b)
+	if err == nil {
+		_, err = document.DecodeCandidate("$", v)
+	}
+	if err != nil {
+		return nil, own(ErrInvalid, "checking the candidate", err)
+	}
+	return b, nil
+}
+
 // Request is what a task request says beyond the candidate it points at.
 type Request struct {
 	RequestID string

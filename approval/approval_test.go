@@ -83,6 +83,62 @@ func TestNewRequest(t *testing.T) {
 	}
 }
 
+func TestNewCandidateMakesWhatTheExecutorsReadAndRefusesWhatTheyRefuse(t *testing.T) {
+	good := approval.Candidate{
+		CandidateID: "cand-0001", TranscriptID: "weekly-sync", TranscriptVersion: "v1", Kind: "commitment",
+		Summary: "Add the missing checks", Evidence: []approval.Evidence{{Quote: "I'll add them", StartMS: 1000, EndMS: 2000}},
+	}
+	with := func(edit func(*approval.Candidate)) approval.Candidate {
+		c := good
+		c.Evidence = append([]approval.Evidence(nil), good.Evidence...)
+		edit(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		c    approval.Candidate
+		path string // in the refusal; "" for none
+	}{
+		{"a candidate with a quote", good, ""},
+		{"a candidate without an id", with(func(c *approval.Candidate) { c.CandidateID = "" }), "$.candidate_id"},
+		{"a candidate without a summary", with(func(c *approval.Candidate) { c.Summary = "" }), "$.summary"},
+		{"a candidate without a quote", with(func(c *approval.Candidate) { c.Evidence = nil }), "$.evidence"},
+		{"a quote that ends before it starts", with(func(c *approval.Candidate) { c.Evidence[0].EndMS = 10 }), "$.evidence[0].end_ms"},
+		{"a candidate without its transcript's version", with(func(c *approval.Candidate) { c.TranscriptVersion = "" }), "$.source.version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := approval.NewCandidate(tc.c)
+			if tc.path != "" {
+				mustBeOwn(t, err, approval.ErrInvalid)
+				if !strings.Contains(err.Error(), tc.path) {
+					t.Fatalf("%v does not name %s", err, tc.path)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A request for it passes, signed, the executors' checks.
+			key, err := approval.NewKey("alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := request(t, b)
+			approved, err := approval.Approve(b, r, approval.Options{Key: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			trusted, err := send.NewTrustedApprovers(key.Approver())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := send.Trusted(trusted).Documents(send.Documents{Candidate: b, Request: r, Approval: approved}); err != nil {
+				t.Fatalf("the executors' checks refuse what NewCandidate made: %v", err)
+			}
+		})
+	}
+}
+
 func ptr(s string) *string { return &s }
 
 // mustBeOwn fails unless err is the package's own: it matches want and

@@ -60,7 +60,7 @@ The three counters, in total and per scope, are shown by 'executor status'.
 The NATS server defaults to $NATS_URL, else ` + defaultServer + `. Every command also takes
 --creds, --nkey, --user/--password ($NATS_PASSWORD), --tls-cert/--tls-key/--tls-ca
 (or --tlscert/--tlskey/--tlsca, $NATS_CERT/$NATS_KEY/$NATS_CA) and --inbox-prefix.
-Run "provider <subcommand> --help" for its flags.
+Run 'provider COMMAND --help' for a command's flags.
 `
 
 // testOnly is what only this package's tests add to the program (its

@@ -28,7 +28,7 @@ Usage:
   publisher request --intent ID --title TEXT [--assignee REF] [--due DATE] [--scope SCOPE]
                     [--provider fake|caldav|redmine] [--destination NAME] [--out DIR] [--force]
   publisher digest [--canonical] FILE|-
-  publisher approve --candidate F --request F --by NAME [--id ID] [-o FILE]
+  publisher approve --candidate F --request F (--key FILE | --by NAME) [--id ID] [-o FILE]
   publisher check --candidate F --request F --approval F [--json]
   publisher send (--candidate F --request F --approval F | --envelope FILE) [--server URL]
                  [--wait DURATION] [--json]

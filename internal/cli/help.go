@@ -153,9 +153,15 @@ func printFlag(w io.Writer, f *flag.Flag) {
 		names = a.flagNames()
 	}
 	typ, usage := flag.UnquoteUsage(f)
-	head := "  --" + strings.Join(names, ", --")
+	spelled := make([]string, len(names))
+	for i, n := range names {
+		spelled[i] = dashed(n)
+	}
+	head := "  " + strings.Join(spelled, ", ")
 	if typ != "" {
-		head += " " + typ
+		// A type the flag package names (duration, int, string) is shown
+		// as the back-quoted words are: in capitals.
+		head += " " + strings.ToUpper(typ)
 	}
 	if !isZeroValue(f) {
 		usage += " (default " + shownDefault(f) + ")"
@@ -164,6 +170,15 @@ func printFlag(w io.Writer, f *flag.Flag) {
 	for _, line := range strings.Split(usage, "\n") {
 		fmt.Fprintln(w, "      "+line)
 	}
+}
+
+// dashed is a flag's name as a command line spells it: -o for a
+// one-letter name, --name for the others.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // shownDefault is f's default as flag.PrintDefaults shows it: quoted for a

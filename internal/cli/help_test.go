@@ -66,12 +66,12 @@ TLS:
       CA certificate FILE
 
 Other flags:
-  --concurrency int
+  --concurrency INT
       deliveries handled at once (default 512)
   --id ID
       instance ID
       named in receipts
-  --wait duration
+  --wait DURATION
       how long to wait (default 2s)
 `
 	if out.String() != want {
@@ -82,9 +82,10 @@ Other flags:
 func TestAFlagSetWithoutGroupsListsItsFlagsUnderFlags(t *testing.T) {
 	fs := flag.NewFlagSet("tool", flag.ContinueOnError)
 	fs.Bool("json", false, "print JSON")
+	fs.String("o", "", "write to `FILE`")
 	var out bytes.Buffer
 	PrintFlags(&out, fs)
-	if want := "Flags:\n  --json\n      print JSON\n"; out.String() != want {
+	if want := "Flags:\n  --json\n      print JSON\n  -o FILE\n      write to FILE\n"; out.String() != want {
 		t.Errorf("printed %q, want %q", out.String(), want)
 	}
 }

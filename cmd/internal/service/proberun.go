@@ -65,8 +65,8 @@ so that a wrong URL or password is one error and no table.
 
 --embedded probes a throwaway fake task service in this process (an embedded NATS server and
 store in a temporary directory, removed afterwards, with faults allowed so that a reply can
-be lost); nothing else needs to run. Against a running fake task service, the lost-reply row
-is measured only when that service was started with faults allowed (tests and demos).
+be lost); nothing else needs to run. Against a running fake task service, which has no such
+switch, the lost-reply row is not measured.
 
 Exit status: 0 the verdict is safe; 1 unsafe, not proven safe, not run for want of --yes, or
 an error; 2 usage.`
