@@ -88,7 +88,7 @@ func NewCandidate(c Candidate) ([]byte, error) {
 	for _, e := range c.Evidence {
 		evidence = append(evidence, document.Evidence(e))
 	}
-	b, err := json.MarshalIndent(document.Candidate{
+	return encodeChecked("candidate", document.Candidate{
 		SchemaVersion: document.CandidateVersion,
 		CandidateID:   c.CandidateID,
 		Source:        document.Source{TranscriptID: c.TranscriptID, Version: c.TranscriptVersion},
@@ -96,17 +96,23 @@ func NewCandidate(c Candidate) ([]byte, error) {
 		Summary:       c.Summary,
 		SpeakerRef:    c.SpeakerRef,
 		Evidence:      evidence,
-	}, "", "  ")
+	}, document.DecodeCandidate)
+}
+
+// encodeChecked encodes doc, indented, and reads it back with decode, as
+// strictly as the executors read the document named what.
+func encodeChecked[T any](what string, doc any, decode func(string, any) (*T, error)) ([]byte, error) {
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
-		return nil, own(ErrInvalid, "encoding the candidate", err)
+		return nil, own(ErrInvalid, "encoding the "+what, err)
 	}
 	b = append(b, '\n')
 	v, err := document.Parse(b)
 	if err == nil {
-		_, err = document.DecodeCandidate("$", v)
+		_, err = decode("$", v)
 	}
 	if err != nil {
-		return nil, own(ErrInvalid, "checking the candidate", err)
+		return nil, own(ErrInvalid, "checking the "+what, err)
 	}
 	return b, nil
 }
@@ -152,7 +158,7 @@ func NewRequest(candidate []byte, r Request) ([]byte, error) {
 	if provider == "" {
 		provider = DefaultProvider
 	}
-	b, err := json.MarshalIndent(document.Request{
+	return encodeChecked("request", document.Request{
 		SchemaVersion: document.RequestVersion,
 		RequestID:     r.RequestID,
 		IntentID:      r.IntentID,
@@ -162,19 +168,7 @@ func NewRequest(candidate []byte, r Request) ([]byte, error) {
 		Scope:         r.Scope,
 		CandidateRef:  document.CandidateRef{CandidateID: c.CandidateID, CandidateDigest: d, SourceVersion: c.Source.Version},
 		Task:          document.Task{Title: r.Title, AssigneePersonRef: r.AssigneePersonRef, DueAt: r.DueAt},
-	}, "", "  ")
-	if err != nil {
-		return nil, own(ErrInvalid, "encoding the request", err)
-	}
-	b = append(b, '\n')
-	v, err := document.Parse(b)
-	if err == nil {
-		_, err = document.DecodeRequest("$", v)
-	}
-	if err != nil {
-		return nil, own(ErrInvalid, "checking the request", err)
-	}
-	return b, nil
+	}, document.DecodeRequest)
 }
 
 // Key is a reviewer's Ed25519 signing key and the name it was made for. Its
