@@ -141,9 +141,15 @@ func TestRedmineALockHolderStoppedPastItsTTL(t *testing.T) {
 	received, created := r.srv.Posts()
 	// The executors reach Redmine through their proxies, which pass every
 	// request by now: verify audits the project the executors recorded,
-	// given only the API key (another URL would contradict the record).
+	// given the API key and the URL they recorded, their last proxy's (the
+	// key goes only to a URL on the command line; another URL would
+	// contradict the record).
+	rec, err := topology.ReadTaskService(ctx, r.env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out, errOut bytes.Buffer
-	verr := run(context.Background(), []string{"verify", "--server", r.env.URL(), "--redmine-api-key-file", r.keyFile}, &out, &errOut)
+	verr := run(context.Background(), []string{"verify", "--server", r.env.URL(), "--redmine-url", rec.RedmineURL, "--redmine-api-key-file", r.keyFile}, &out, &errOut)
 	report := out.String() + errOut.String()
 	for _, k := range stopKinds {
 		dups := c.duplicates(intents[k.name])

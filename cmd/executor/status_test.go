@@ -239,9 +239,10 @@ func markedTodo(scope, intent, title string) []byte {
 }
 
 // serve records the CalDAV collection it calls; plain executor status and
-// executor verify read and audit it, ask for the password that is never
-// recorded with the command line to run, and refuse flags that name another
-// service.
+// executor verify name it, ask for the collection's URL and the password
+// (never recorded, and sent only to a URL on the command line) with the
+// command line to run, audit it once given both, and refuse flags that
+// name another service.
 func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	const user, password = "alice", "pw-5e1b77-not-for-print"
 	t.Setenv(service.CalDAVPasswordEnv, "")
@@ -265,12 +266,13 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		}
 	}
 	server := r.env.URL()
-	// withPassword runs command with the password file; it fails the test
-	// unless the command succeeds without printing the password.
+	// withPassword runs command with the collection's URL and the password
+	// file; it fails the test unless the command succeeds without printing
+	// the password.
 	withPassword := func(t *testing.T, command string) string {
 		t.Helper()
-		out, err := runCommand(command, "--server", server, "--caldav-password-file", pwFile)
-		t.Logf("executor %s --caldav-password-file FILE:\n%s", command, out)
+		out, err := runCommand(command, "--server", server, "--caldav-url", srv.CollectionURL, "--caldav-password-file", pwFile)
+		t.Logf("executor %s --caldav-url URL --caldav-password-file FILE:\n%s", command, out)
 		if err != nil {
 			t.Fatalf("%s: %v", command, err)
 		}
@@ -288,26 +290,26 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		}
 	})
 
-	t.Run("status without flags names the recorded collection and says which flag the password needs", func(t *testing.T) {
+	t.Run("status without flags names the recorded collection and says which flags the password needs", func(t *testing.T) {
 		out, err := runCommand("status", "--server", server)
 		t.Logf("executor status, no password:\n%s", out)
 		if exitCode(err) != 1 {
 			t.Errorf("status without the password ended %v (exit %d), want exit 1", err, exitCode(err))
 		}
 		expectLines(t, "status", out,
-			recorded, "tasks:        not read (", "add --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor status --server "+server+" --caldav-password-file FILE",
+			recorded, "tasks:        not read (", "add --caldav-url URL and --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor status --server "+server+" --caldav-url URL --caldav-password-file FILE",
 			"receipts:     created 1 replayed 0")
 		if strings.Contains(out, "requests received 0") {
 			t.Errorf("status shows the idle fake service's counters:\n%s", out)
 		}
 	})
-	t.Run("status with the password file lists the collection's tasks, the probe's and the demo's apart", func(t *testing.T) {
+	t.Run("status with the URL and the password file lists the collection's tasks, the probe's and the demo's apart", func(t *testing.T) {
 		out := withPassword(t, "status")
 		expectLines(t, "status", out,
 			recorded,
 			"tasks:        3 carrying an intent id: 1 of the pipeline; left by the probe 1, by the demo 1; 3 items in all",
 			"receipts:     created 1 replayed 0")
-		js, err := runCommand("status", "--server", server, "--caldav-password-file", pwFile, "--json")
+		js, err := runCommand("status", "--server", server, "--caldav-url", srv.CollectionURL, "--caldav-password-file", pwFile, "--json")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +322,7 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 			t.Errorf("status --json: %s", js)
 		}
 	})
-	t.Run("verify without flags says which flag to add and the command to run", func(t *testing.T) {
+	t.Run("verify without flags says which flags to add and the command to run", func(t *testing.T) {
 		out, err := runCommand("verify", "--server", server)
 		t.Logf("executor verify, no password: %v\n%s", err, out)
 		if !errors.Is(err, errUsage) {
@@ -328,9 +330,9 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		}
 		expectLines(t, "the error", err.Error(),
 			"the executors call the CalDAV collection "+srv.CollectionURL+" as user alice",
-			"add --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor verify --server "+server+" --caldav-password-file FILE")
+			"add --caldav-url URL and --caldav-password-file FILE (or set $CALDAV_PASSWORD), as in: executor verify --server "+server+" --caldav-url URL --caldav-password-file FILE")
 	})
-	t.Run("verify with only the password file audits the recorded collection and lists the probe's and the demo's tasks apart", func(t *testing.T) {
+	t.Run("verify with the URL and the password file audits the recorded collection and lists the probe's and the demo's tasks apart", func(t *testing.T) {
 		expectLines(t, "verify", withPassword(t, "verify"),
 			"task service: store "+caldavStore(t, srv.CollectionURL)+", CalDAV collection "+srv.CollectionURL,
 			"tasks:        3 carrying an intent id: 1 of the pipeline; left by the probe 1, by the demo 1; 3 items in all",
@@ -343,7 +345,7 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 			t.Fatalf("PUT %s answered %d", path, code)
 		}
 		defer srv.Do(http.MethodDelete, path, nil)
-		out, err := runCommand("verify", "--server", server, "--caldav-password-file", pwFile)
+		out, err := runCommand("verify", "--server", server, "--caldav-url", srv.CollectionURL, "--caldav-password-file", pwFile)
 		if err == nil || !strings.Contains(out, `intent "demo-0a1b2c-intent-0002" in scope "sendtwice-demo" has 2 tasks`) {
 			t.Errorf("verify with two tasks for one demo key: %v\n%s", err, violationLines(out))
 		}
@@ -464,8 +466,9 @@ func rawServiceRecord(t *testing.T, env *testenv.Env) string {
 }
 
 // serve records the Redmine project it calls; plain status lists its
-// issues once given the API key, which is never recorded, and plain verify
-// asks for it with the command line to run.
+// issues once given Redmine's URL and the API key, which is never recorded
+// and goes only to a URL on the command line, and plain verify asks for
+// both with the command line to run.
 func TestStatusAndVerifyUseTheRedmineProjectServeRecorded(t *testing.T) {
 	redminetest.Require(t)
 	s := testenv.SeedFor(t, scenario.Redmine)
@@ -481,17 +484,17 @@ func TestStatusAndVerifyUseTheRedmineProjectServeRecorded(t *testing.T) {
 	}
 	recorded := "task service: redmine, Redmine project " + r.srv.Project + " at "
 
-	t.Run("status without the API key names the project and the flag to add", func(t *testing.T) {
+	t.Run("status without the API key names the project and the flags to add", func(t *testing.T) {
 		out, err := runCommand("status", "--server", server)
 		t.Logf("executor status, no API key:\n%s", out)
 		if exitCode(err) != 1 || !strings.Contains(out, recorded) ||
-			!strings.Contains(out, "its API key is never recorded: add --redmine-api-key-file FILE (or set $REDMINE_API_KEY), as in: executor status --server "+server+" --redmine-api-key-file FILE") {
+			!strings.Contains(out, "its API key is never recorded, and is sent only to a URL given on the command line: add --redmine-url URL and --redmine-api-key-file FILE (or set $REDMINE_API_KEY), as in: executor status --server "+server+" --redmine-url URL --redmine-api-key-file FILE") {
 			t.Errorf("status without the API key: %v", err)
 		}
 	})
-	t.Run("status with the API key file lists the project's issues", func(t *testing.T) {
-		out, err := runCommand("status", "--server", server, "--redmine-api-key-file", r.keyFile)
-		t.Logf("executor status --redmine-api-key-file FILE:\n%s", out)
+	t.Run("status with the URL and the API key file lists the project's issues", func(t *testing.T) {
+		out, err := runCommand("status", "--server", server, "--redmine-url", r.srv.URL, "--redmine-api-key-file", r.keyFile)
+		t.Logf("executor status --redmine-url URL --redmine-api-key-file FILE:\n%s", out)
 		if err != nil || !strings.Contains(out, recorded) || !strings.Contains(out, "tasks:        1 carrying an intent id: 1 of the pipeline; left by the probe 0, by the demo 0") {
 			t.Errorf("status: %v", err)
 		}
@@ -499,14 +502,14 @@ func TestStatusAndVerifyUseTheRedmineProjectServeRecorded(t *testing.T) {
 			t.Errorf("status prints the API key")
 		}
 	})
-	t.Run("verify without the API key says which flag to add", func(t *testing.T) {
+	t.Run("verify without the API key says which flags to add", func(t *testing.T) {
 		_, err := runCommand("verify", "--server", server)
-		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "as in: executor verify --server "+server+" --redmine-api-key-file FILE") {
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "as in: executor verify --server "+server+" --redmine-url URL --redmine-api-key-file FILE") {
 			t.Errorf("verify without the API key: %v", err)
 		}
 	})
-	t.Run("verify with the API key file audits the recorded project", func(t *testing.T) {
-		out, err := runCommand("verify", "--server", server, "--redmine-api-key-file", r.keyFile)
+	t.Run("verify with the URL and the API key file audits the recorded project", func(t *testing.T) {
+		out, err := runCommand("verify", "--server", server, "--redmine-url", r.srv.URL, "--redmine-api-key-file", r.keyFile)
 		if err != nil || !strings.Contains(out, "verify: all checks hold") {
 			t.Errorf("verify: %v\n%s", err, violationLines(out))
 		}

@@ -104,6 +104,11 @@ type Config struct {
 	// false.
 	LoseReplies bool
 
+	// urlFromRecord is set by settle when a URL (a CalDAV collection,
+	// Redmine's) was taken from the executors' record, not the command
+	// line: no password or API key is sent there (SecretHint).
+	urlFromRecord bool
+
 	// fs is the flag set the flags were added to: Check asks it which
 	// were given.
 	fs *flag.FlagSet

@@ -4,9 +4,11 @@ package service
 // (topology.TaskService, in the bucket sendtwice-topology): serve writes it
 // at start, and status and verify, run without task service flags, read
 // the service it names. The record holds where the service is, never a
-// password or an API key: a reader brings its own, and is told exactly
-// which flags to add when it has none. Flags given that contradict the
-// record are refused, naming both.
+// password or an API key: a reader brings its own, and sends it only to a
+// URL given on its own command line, never to one the record names (anyone
+// who may write the record could name a machine of theirs). A reader with
+// a secret and no URL of its own is told exactly which flags to add. Flags
+// given that contradict the record are refused, naming both.
 
 import (
 	"context"
@@ -15,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -34,16 +35,17 @@ import (
 // service than the one the executors recorded.
 var ErrContradictsRecord = errors.New("the flags contradict the executors' record of their task service")
 
-// ErrSecretNotRecorded is wrapped by settle's callers for a service whose
-// password or API key the reader did not give (it is never recorded).
-var ErrSecretNotRecorded = errors.New("a password or an API key is never recorded")
+// ErrSecretWithheld is wrapped by Settle for a service that is not called:
+// its password or API key is missing (it is never recorded), or it would
+// go to a URL only the record names.
+var ErrSecretWithheld = errors.New("the password or API key is missing, or would go to a URL not given on the command line")
 
-// secretMissingError is a usage error (cli.ErrUsage) that says which flag adds
-// the password or API key (ErrSecretNotRecorded).
-type secretMissingError struct{ msg string }
+// secretWithheldError is a usage error (cli.ErrUsage, ErrSecretWithheld)
+// that says which flags to add.
+type secretWithheldError struct{ msg string }
 
-func (e *secretMissingError) Error() string   { return e.msg }
-func (e *secretMissingError) Unwrap() []error { return []error{cli.ErrUsage, ErrSecretNotRecorded} }
+func (e *secretWithheldError) Error() string   { return e.msg }
+func (e *secretWithheldError) Unwrap() []error { return []error{cli.ErrUsage, ErrSecretWithheld} }
 
 // recordOf is what serve records of the service it opened: the kind and
 // where it is, no secret.
@@ -115,13 +117,9 @@ func (f *Config) settle(rec topology.TaskService) (string, error) {
 			// The flags name the destinations: they are checked as given.
 			break
 		}
-		// Every recorded destination: verify audits them all.
-		for _, name := range sortedNames(rec.Destinations) {
-			if u := rec.Destinations[name]; rec.CalDAVUser != "" && plainToAnotherHost(u) {
-				return "", recordedPlainHTTP("the CalDAV collection "+u, "password", "--caldav-url")
-			}
-		}
-		f.CalDAVURL, source = want, FromRecord
+		// Every recorded destination: verify audits them all, reached
+		// without a password (SecretHint).
+		f.CalDAVURL, source, f.urlFromRecord = want, FromRecord, true
 		for _, name := range sortedNames(rec.Destinations) {
 			if name != "default" {
 				f.Destinations = append(f.Destinations, name+"="+rec.Destinations[name])
@@ -152,9 +150,8 @@ func (f *Config) settle(rec topology.TaskService) (string, error) {
 				}
 				continue
 			}
-			if c.name == "redmine-url" && plainToAnotherHost(c.want) {
-				return "", recordedPlainHTTP("Redmine at "+c.want, "API key", "--redmine-url")
-			}
+			// A URL taken from the record gets no API key (SecretHint).
+			f.urlFromRecord = f.urlFromRecord || c.name == "redmine-url"
 			*c.value, source = c.want, FromRecord
 		}
 	}
@@ -162,34 +159,6 @@ func (f *Config) settle(rec topology.TaskService) (string, error) {
 		f.CalDAVUser = rec.CalDAVUser
 	}
 	return source, nil
-}
-
-// ErrRecordedPlainHTTP is wrapped by settle for a recorded URL that would
-// carry the reader's password or API key in clear to another machine.
-var ErrRecordedPlainHTTP = errors.New("the record names a plain http URL on another host")
-
-// plainToAnotherHost reports whether u is plain http to a host other than
-// this machine's loopback: a secret sent there crosses the network in
-// clear.
-func plainToAnotherHost(u string) bool {
-	p, err := url.Parse(u)
-	if err != nil || !strings.EqualFold(p.Scheme, "http") {
-		return false
-	}
-	host := p.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
-}
-
-// recordedPlainHTTP refuses to send a secret, in clear, to a URL only the
-// record names: anyone who may write the record could point it at a
-// machine of theirs. Naming the URL on the command line sends it there.
-func recordedPlainHTTP(what, secret, flagName string) error {
-	return fmt.Errorf("%w: the executors recorded %s, plain http on another host: the %s is not sent there on the record's word; give %s with that URL to send it, or serve it over https",
-		ErrRecordedPlainHTTP, what, secret, flagName)
 }
 
 // withoutUserinfo is u without a user or password in it: a record or an
@@ -220,27 +189,42 @@ func describeRecord(rec topology.TaskService) string {
 	var what string
 	switch rec.Kind {
 	case KindCalDAV:
-		var parts []string
-		for _, name := range sortedNames(rec.Destinations) {
-			parts = append(parts, name+" "+rec.Destinations[name])
-		}
-		what = "the CalDAV collection " + strings.Join(parts, ", ")
-		if len(rec.Destinations) > 1 {
-			what = "the CalDAV collections " + strings.Join(parts, ", ")
-		} else if u := rec.Destinations["default"]; u != "" {
-			what = "the CalDAV collection " + u
-		}
+		what = "the " + RecordedName(rec)
 		if rec.CalDAVUser != "" {
 			what += " as user " + rec.CalDAVUser
 		}
 	case KindRedmine:
-		what = fmt.Sprintf("the Redmine project %s at %s (key field %q)", rec.RedmineProject, rec.RedmineURL, rec.RedmineField)
+		what = fmt.Sprintf("the %s (key field %q)", RecordedName(rec), rec.RedmineField)
 	case KindFake:
 		what = "the fake task service over NATS"
 	default:
 		what = "the task service " + rec.Kind
 	}
 	return what + RecordedBy(rec)
+}
+
+// RecordedName names the CalDAV collections or the Redmine project a
+// record names by the URLs it holds, as serve names them, never by the
+// record's own name, which whoever wrote the record chose; for another
+// kind, the record's name.
+func RecordedName(rec topology.TaskService) string {
+	switch rec.Kind {
+	case KindCalDAV:
+		if u, ok := rec.Destinations["default"]; ok && len(rec.Destinations) == 1 {
+			return "CalDAV collection " + u
+		}
+		var parts []string
+		for _, name := range sortedNames(rec.Destinations) {
+			parts = append(parts, name+" "+rec.Destinations[name])
+		}
+		if len(parts) > 1 {
+			return "CalDAV collections " + strings.Join(parts, ", ")
+		}
+		return "CalDAV collection " + strings.Join(parts, ", ")
+	case KindRedmine:
+		return fmt.Sprintf("Redmine project %s at %s", rec.RedmineProject, rec.RedmineURL)
+	}
+	return rec.Name
 }
 
 // RecordedBy says " (recorded by executor X at T)".
@@ -267,33 +251,51 @@ func sortedNames(m map[string]string) []string {
 	return names
 }
 
-// MissingSecret says, for a service taken from the record, which flag the
-// command line must add for the password or API key that is never
-// recorded, with the command to run; "" when nothing is missing. Check
-// has read the secrets by then (for Redmine, Check itself fails without
-// one: MissingSecret is asked first). server is the NATS server, shown
-// redacted in the command.
-func (f *Config) MissingSecret(command, server string) string {
-	var secret, add, env string
+// SecretHint says, for a service taken from the record, why the command
+// sends it no password or API key, and which flags to add; "" when nothing
+// stops it. A secret goes only to a URL given on the command line: a URL
+// only the record names is reached without one, or not at all when the
+// service needs one (Redmine; CalDAV with a user) or the command was given
+// one (a flag or the environment), which then stays with the command.
+// server is the NATS server, shown redacted in the command to run.
+func (f *Config) SecretHint(command, server string) string {
+	var secret, urlFlag, meant, fileFlag, env string
+	var given, needed bool
 	switch f.Kind {
 	case KindCalDAV:
-		if f.CalDAVUser == "" || f.CalDAVPasswordFile != "" || f.getenv != nil && f.getenv(CalDAVPasswordEnv) != "" {
-			return ""
-		}
-		secret, add, env = "password", "--caldav-password-file FILE", CalDAVPasswordEnv
+		secret, urlFlag, meant, fileFlag, env = "password", "--caldav-url URL", "the collection you mean", "--caldav-password-file FILE", CalDAVPasswordEnv
+		given = f.CalDAVPasswordFile != "" || f.getenv != nil && f.getenv(env) != ""
+		needed = f.CalDAVUser != ""
 	case KindRedmine:
-		if f.RedmineAPIKeyFile != "" || f.getenv != nil && strings.TrimSpace(f.getenv(RedmineAPIKeyEnv)) != "" {
-			return ""
-		}
-		secret, add, env = "API key", "--redmine-api-key-file FILE", RedmineAPIKeyEnv
+		secret, urlFlag, meant, fileFlag, env = "API key", "--redmine-url URL", "the Redmine you mean", "--redmine-api-key-file FILE", RedmineAPIKeyEnv
+		given = f.RedmineAPIKeyFile != "" || f.getenv != nil && strings.TrimSpace(f.getenv(env)) != ""
+		needed = true
 	default:
+		return ""
+	}
+	var add []string
+	if f.urlFromRecord && (given || needed) {
+		add = append(add, urlFlag)
+	}
+	if needed && !given {
+		add = append(add, fileFlag)
+	}
+	if len(add) == 0 {
 		return ""
 	}
 	cmd := "executor " + command
 	if server != "" {
 		cmd += " --server " + server
 	}
-	return fmt.Sprintf("its %s is never recorded: add %s (or set $%s), as in: %s %s", secret, add, env, cmd, add)
+	cmd += " " + strings.Join(add, " ")
+	if !f.urlFromRecord {
+		return fmt.Sprintf("its %s is never recorded: add %s (or set $%s), as in: %s", secret, fileFlag, env, cmd)
+	}
+	if given {
+		return fmt.Sprintf("its %s is sent only to a URL given on the command line, never to one a record names: add %s, %s, as in: %s", secret, urlFlag, meant, cmd)
+	}
+	return fmt.Sprintf("its %s is never recorded, and is sent only to a URL given on the command line: add %s and %s (or set $%s), as in: %s",
+		secret, urlFlag, fileFlag, env, cmd)
 }
 
 // readServiceRecord reads the executors' record of their task service; ok
@@ -323,7 +325,8 @@ func (f *Config) CheckNamed() error {
 // flags once connected: take the executors' record for what the flags
 // leave out (refusing flags that contradict it), then check the flags and
 // read the password or API key. The first error is a usage error; a
-// missing secret names the flags to add. It returns the record (nil when
+// secret missing, or not to be sent to the record's URL, names the flags
+// to add (ErrSecretWithheld). It returns the record (nil when
 // none) and where the service was taken from; when it falls back to the
 // fake service, it says so on stderr (noRecordNote).
 func Settle(ctx context.Context, js jetstream.JetStream, f *Config, command, server string, stderr io.Writer) (*topology.TaskService, string, error) {
@@ -349,8 +352,8 @@ func settle(ctx context.Context, js jetstream.JetStream, f *Config, command, ser
 		}
 	}
 	if source == FromRecord {
-		if hint := f.MissingSecret(command, server); hint != "" {
-			return &rec, source, &secretMissingError{msg: fmt.Sprintf("%s: %s: the executors call %s; %s", cli.ErrUsage, command, describeRecord(rec), hint)}
+		if hint := f.SecretHint(command, server); hint != "" {
+			return &rec, source, &secretWithheldError{msg: fmt.Sprintf("%s: %s: the executors call %s; %s", cli.ErrUsage, command, describeRecord(rec), hint)}
 		}
 	}
 	if err := f.Check(); err != nil {

@@ -39,9 +39,10 @@ task-service); with no record, the fake task service. A CalDAV collection or a R
 keeps no counters: status lists its tasks instead, creating nothing (those of the pipeline, and
 those the probe and the demo left in their scopes sendtwice-probe and sendtwice-demo). Its
 password or API key comes from the usual flags or environment (--caldav-password-file or
-$` + CalDAVPasswordEnv + `, --redmine-api-key-file or $` + RedmineAPIKeyEnv + `); when it is missing, the
-service's line says which flags to add. Flags that name another service than the record's are
-refused, naming both.
+$` + CalDAVPasswordEnv + `, --redmine-api-key-file or $` + RedmineAPIKeyEnv + `) and is sent only to a URL given on
+the command line (--caldav-url, --redmine-url), never to one the record names; when it is
+missing, or the URL is, the service is not called and its line says which flags to add. Flags
+that name another service than the record's are refused, naming both.
 
 Exit status: 0 every part was read; 1 some part could not be read (what could be read is
 still printed); 2 usage.`
@@ -130,12 +131,11 @@ func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) err
 	rec, source, err := Settle(ctx, js, cf.tsf, "status", cli.RedactURL(cf.conn.Server), stderr)
 	var rep *StatusReport
 	switch {
-	case errors.Is(err, ErrSecretNotRecorded):
-		// The rest is still read; the service's line says which flags
-		// to add.
+	case errors.Is(err, ErrSecretWithheld):
+		// The service is not called; the rest is still read, and the
+		// service's line says which flags to add.
 		rep = readStatus(ctx, js, nil, *cf.serviceTimeout)
-		rep.Counts, rep.Keys, rep.Scopes = nil, nil, nil
-		rep.ServiceError = cf.tsf.MissingSecret("status", cli.RedactURL(cf.conn.Server))
+		rep.ServiceError = cf.tsf.SecretHint("status", cli.RedactURL(cf.conn.Server))
 	case err != nil:
 		return err
 	case cf.tsf.Kind == KindFake:
@@ -146,7 +146,7 @@ func Status(ctx context.Context, cf *StatusConfig, stdout, stderr io.Writer) err
 	}
 	rep.TaskService = &StatusService{Kind: cf.tsf.Kind, From: source}
 	if rec != nil {
-		rep.TaskService.Name, rep.TaskService.RecordedBy, rep.TaskService.RecordedAt = rec.Name, rec.By, rec.At
+		rep.TaskService.Name, rep.TaskService.RecordedBy, rep.TaskService.RecordedAt = RecordedName(*rec), rec.By, rec.At
 	}
 	if rep.TaskService.Name == "" && cf.tsf.Kind == KindFake {
 		rep.TaskService.Name = "fake task service"

@@ -88,8 +88,10 @@ missing from a service that keeps records forever, are violations.
 Without task service flags, verify audits the service the executors recorded at start (serve
 writes which service it calls and where, never a password or an API key, in the bucket
 sendtwice-topology, key task-service); with no record, the fake task service. The password or
-API key comes from the usual flags or environment: when it is missing, verify says which flags
-to add. Flags that name another service than the record's are refused, naming both.
+API key comes from the usual flags or environment, and is sent only to a URL given on the
+command line (--caldav-url, --redmine-url), never to one the record names: when it is missing,
+or the URL is, verify says which flags to add. Flags that name another service than the
+record's are refused, naming both.
 
 With --task-service caldav the task service is a CalDAV collection, which keeps no call log and
 no counters: the tasks existing are the VTODOs carrying the intent property, listed with one
@@ -111,7 +113,7 @@ in the custom field (--redmine-field); Redmine keeps no call log. Every created/
 must name one issue carrying its key; a key with two issues is a violation naming both (the
 adapter never hides them, and they are the trace of a lock holder stalled past its lock's
 life); an issue carrying a key that no receipt names is reported. The API key comes from
---redmine-api-key-file or $` + service.RedmineAPIKeyEnv + `; verify finds the intent ledger (it holds the
+--redmine-api-key-file or $` + service.RedmineAPIKeyEnv + `, and goes only to --redmine-url; verify finds the intent ledger (it holds the
 adapter's locks) and never provisions it.
 
 Prints each check with its figures. Exit status 0 when all hold, 1 on any violation.
