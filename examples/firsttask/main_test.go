@@ -14,13 +14,19 @@ import (
 	"github.com/sendtwice/sendtwice/sendtest"
 )
 
-func TestTheProgramSendsItsTaskCreatedThenReplayed(t *testing.T) {
-	p := sendtest.Start(t)
-	dir := t.TempDir()
-	reviewer := p.Reviewer()
-	if err := reviewer.Save(dir); err != nil {
+// pipelineAndKey starts the pipeline and writes its reviewer's key file,
+// as publisher keygen would, in the test's directory.
+func pipelineAndKey(t *testing.T) (p *sendtest.Pipeline, dir, keyFile string) {
+	p, dir = sendtest.Start(t), t.TempDir()
+	if err := p.Reviewer().Save(dir); err != nil {
 		t.Fatal(err)
 	}
+	return p, dir, filepath.Join(dir, p.Reviewer().Name()+".key")
+}
+
+func TestTheProgramSendsItsTaskCreatedThenReplayed(t *testing.T) {
+	p, dir, keyFile := pipelineAndKey(t)
+	reviewer := p.Reviewer()
 	a := sign.ApproverFor(reviewer.Name(), reviewer.PublicKey())
 	trusted := filepath.Join(dir, "trusted-approvers.json")
 	body := fmt.Sprintf(`{"approvers":[{"name":%q,"key_id":%q,"public_key":%q}]}`, a.Name, a.KeyID, a.PublicKey)
@@ -29,7 +35,7 @@ func TestTheProgramSendsItsTaskCreatedThenReplayed(t *testing.T) {
 	}
 	var first string
 	for _, want := range []send.Outcome{send.Created, send.Replayed} {
-		receipt, err := run(context.Background(), p.URL(), filepath.Join(dir, reviewer.Name()+".key"), trusted)
+		receipt, err := run(context.Background(), p.URL(), keyFile, trusted)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,13 +47,8 @@ func TestTheProgramSendsItsTaskCreatedThenReplayed(t *testing.T) {
 }
 
 func TestTheProgramRefusesAnApprovalByAnUntrustedReviewer(t *testing.T) {
-	p := sendtest.Start(t)
-	dir := t.TempDir()
-	if err := p.Reviewer().Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	_, err := run(context.Background(), p.URL(), filepath.Join(dir, p.Reviewer().Name()+".key"),
-		filepath.Join("..", "..", "testdata", "signed", "trusted-approvers.json"))
+	p, _, keyFile := pipelineAndKey(t)
+	_, err := run(context.Background(), p.URL(), keyFile, filepath.Join("..", "..", "testdata", "signed", "trusted-approvers.json"))
 	var refusal *send.Refusal
 	if !errors.As(err, &refusal) || refusal.Check != "signature" {
 		t.Fatalf("err %v, want a refusal at signature", err)
