@@ -138,7 +138,7 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 	fs.DurationVar(&f.RedmineLockTTL, "redmine-lock-ttl", 0, "with --task-service redmine: the life of a key's lock in the intent ledger, longer than --call-timeout\n(default: 2 × the call timeout + 10s)")
 	cli.Group(fs, "Task service", "task-service")
 	cli.Group(fs, "CalDAV (--task-service caldav)", "caldav-url", "caldav-calendar", "caldav-user", "caldav-password-file", "caldav-ca-file",
-		"destination", "destinations")
+		"destination", "destinations-file")
 	cli.Group(fs, "Redmine (--task-service redmine)", redmineFlagNames...)
 	cli.Repeatable(fs, "destination")
 	return f
