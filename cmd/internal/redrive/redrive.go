@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/storedmsg"
@@ -19,7 +17,9 @@ import (
 )
 
 // HeaderRedriveOf names, on an approval message republished from a dead
-// letter, the dead letter's sequence in the DEADLETTERS stream.
+// letter, the dead letter's sequence in the DEADLETTERS stream. It is for
+// the executors' logs only: any publisher can set it, so redrive never
+// reads it (Records says what was redriven).
 const HeaderRedriveOf = "Sendtwice-Redrive-Of"
 
 // ErrNoDeadLetter is returned when the DEADLETTERS stream holds no message
@@ -105,61 +105,26 @@ func List(ctx context.Context, js jetstream.JetStream) ([]*DeadLetter, error) {
 	return out, nil
 }
 
-// Redriven reads the APPROVALS stream's headers and returns, for each dead
-// letter that was redriven, the APPROVALS sequences of its redrives in order.
-func Redriven(ctx context.Context, js jetstream.JetStream) (map[uint64][]uint64, error) {
-	out := map[uint64][]uint64{}
-	_, err := storedmsg.ReadStream(ctx, js, topology.ApprovalsStream, true, func(m jetstream.Msg) error {
-		of := m.Headers().Get(HeaderRedriveOf)
-		if of == "" {
-			return nil
-		}
-		dl, err := strconv.ParseUint(of, 10, 64)
-		if err != nil {
-			return nil // not a mark of ours
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("redrive: reading approvals: %w", err)
-		}
-		out[dl] = append(out[dl], meta.Sequence.Stream)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("redrive: looking for earlier redrives: %w", err)
-	}
-	for _, seqs := range out {
-		slices.Sort(seqs)
-	}
-	return out, nil
-}
-
-// MsgID is the message id of a redrive of dl: derived from the dead letter,
-// so that the stream stores one redrive of it per duplicate window, or, when
-// forced, new on every call.
-func MsgID(dl *DeadLetter, force bool) string {
-	id := fmt.Sprintf("redrive-%d-of-%d", dl.Seq, dl.ApprovalSeq)
-	if force {
-		id += "-" + nuid.Next()
-	}
-	return id
-}
-
 // Redrive publishes dl's envelope again on the APPROVALS subject of its
-// intent, marked with HeaderRedriveOf. The returned Sent has Duplicate set
-// when the stream already held a redrive of dl with the same message id
-// (another redrive within the duplicate window); nothing new was stored
-// then, and Sent.StreamSeq is that earlier message. Callers check Redriven
-// first; Redrive itself does not.
-func Redrive(ctx context.Context, js jetstream.JetStream, dl *DeadLetter, force bool) (send.Sent, error) {
+// intent, under a new unpredictable message id (NewMsgID), and then records
+// it in recs. It publishes before it records: a crash in between leaves a
+// dead letter that a later run republishes again, which the task service
+// answers replayed; the other order would leave one recorded as redriven
+// that never was, skipped by every later run: a lost task. The message
+// carries HeaderRedriveOf for the executors' logs; redrive never reads it
+// back. Callers look at recs first; Redrive itself does not.
+func Redrive(ctx context.Context, js jetstream.JetStream, recs *Records, dl *DeadLetter) (send.Sent, error) {
 	if len(dl.Envelope) == 0 {
 		return send.Sent{}, fmt.Errorf("redrive: dead letter %d has no payload to republish", dl.Seq)
 	}
 	h := nats.Header{}
 	h.Set(HeaderRedriveOf, strconv.FormatUint(dl.Seq, 10))
-	sent, err := send.NewClient(js).Publish(ctx, send.Unchecked(dl.Envelope), send.MsgID(MsgID(dl, force)), send.Header(h))
+	sent, err := send.NewClient(js).Publish(ctx, send.Unchecked(dl.Envelope), send.MsgID(NewMsgID()), send.Header(h))
 	if err != nil {
 		return sent, fmt.Errorf("redrive: republishing dead letter %d: %w", dl.Seq, err)
+	}
+	if err := recs.Add(ctx, dl, sent.StreamSeq); err != nil {
+		return sent, fmt.Errorf("%w; dead letter %d was republished as approvals message %d all the same, and a later run republishes it again (answered replayed)", err, dl.Seq, sent.StreamSeq)
 	}
 	return sent, nil
 }
