@@ -454,7 +454,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	})
 
 	t.Run("only the operator records which dead letters were redriven", func(t *testing.T) {
-		testRedriveRecord(t, ctx, &spies, pjs, []*conn{pub, connectAs(t, url, "tenant-a", pw["tenant-a"]),
+		testRedriveRecord(t, ctx, &spies, pjs, op, []*conn{pub, connectAs(t, url, "tenant-a", pw["tenant-a"]),
 			connectAs(t, url, "tenant-b", pw["tenant-b"]), exConn, svcConn})
 	})
 

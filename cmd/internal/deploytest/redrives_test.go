@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,12 +14,12 @@ import (
 )
 
 // testRedriveRecord shows the record of redrives under deploy/auth: the
-// operator's redrive of dead letter 1 wrote its entry; every other role is
+// operator writes an entry, as its redrive does; every other role is
 // refused writing, deleting or purging it and opening the bucket, also
 // with the entry's subject as the reply of a publish of its own, and the
 // entry stays as the operator wrote it. A role that could write it could
 // make redrive skip another tenant's dead letter.
-func testRedriveRecord(t *testing.T, ctx context.Context, spies *spyTables, pjs jetstream.JetStream, others []*conn) {
+func testRedriveRecord(t *testing.T, ctx context.Context, spies *spyTables, pjs jetstream.JetStream, op *conn, others []*conn) {
 	tbl := spies.table("Which dead letters were redriven",
 		"The key-value bucket `sendtwice-redrives`, which records each dead letter `executor redrive` republished. "+
 			"Provisioning makes it; only the operator reads and writes it. A role that could write an entry could make redrive "+
@@ -27,11 +28,20 @@ func testRedriveRecord(t *testing.T, ctx context.Context, spies *spyTables, pjs 
 	spies.add(tbl, "provisioning", "create or update the bucket (`executor provision`)", "`$JS.API.STREAM.CREATE.KV_sendtwice-redrives`", seenAllowed)
 	spies.add(tbl, "operator", "open the bucket, read and write an entry (`executor redrive`)",
 		"`$JS.API.STREAM.INFO.KV_sendtwice-redrives`, `$JS.API.DIRECT.GET.KV_sendtwice-redrives.>`, `$KV.sendtwice-redrives.>`", seenAllowed)
+	// The operator records dead letter 9000 redriven, as its redrive does.
+	ojs, _ := jetstream.New(op.Conn)
+	recs, err := redrive.OpenRecords(ctx, ojs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recs.Add(ctx, &redrive.DeadLetter{Seq: 9000, Stored: time.Now().UTC()}, 1); err != nil {
+		t.Fatalf("the operator could not record a redrive: %v", err)
+	}
 	kv, err := pjs.KeyValue(ctx, redrive.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const key = "1" // dead letter 1, redriven by the operator
+	const key = "9000"
 	state := func() string {
 		e, err := kv.Get(ctx, key)
 		if err != nil {
@@ -40,9 +50,6 @@ func testRedriveRecord(t *testing.T, ctx context.Context, spies *spyTables, pjs 
 		return fmt.Sprintf("revision %d: %s", e.Revision(), e.Value())
 	}
 	want := state()
-	if _, err := kv.Get(ctx, key); err != nil {
-		t.Fatalf("the operator's redrive recorded nothing: %v", err)
-	}
 	entrySubject := "$KV." + redrive.Bucket + "." + key
 	del := msg(entrySubject, "")
 	del.Header.Set("KV-Operation", "DEL")
