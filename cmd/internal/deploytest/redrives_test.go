@@ -34,20 +34,10 @@ func testRedriveRecord(t *testing.T, ctx context.Context, spies *spyTables, pjs 
 		t.Fatal(err)
 	}
 	const key = "9000"
-	state := func() string {
-		e, err := kv.Get(ctx, key)
-		if err != nil {
-			return err.Error()
-		}
-		return fmt.Sprintf("revision %d: %s", e.Revision(), e.Value())
-	}
+	state := func() string { return entryState(ctx, kv, key) }
 	want := state()
 	entrySubject := "$KV." + redrive.Bucket + "." + key
-	del := msg(entrySubject, "")
-	del.Header.Set("KV-Operation", "DEL")
-	purge := msg(entrySubject, "")
-	purge.Header.Set("KV-Operation", "PURGE")
-	purge.Header.Set("Nats-Rollup", "sub")
+	del, purge := entryRemovals(entrySubject)
 	stream := "KV_" + redrive.Bucket
 	attempts := []struct {
 		action string

@@ -1,21 +1,15 @@
 package redrive_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
-	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -25,17 +19,17 @@ import (
 func runRedrive(t *testing.T, url string, args ...string) (redrive.Report, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("redrive", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	cf := redrive.FlagsVar(fs)
 	if err := fs.Parse(append([]string{"--server", url, "--json"}, args...)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var out bytes.Buffer
+	var out strings.Builder
 	err := redrive.Run(ctx, cf, &out)
 	var rep redrive.Report
-	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+	if jerr := json.Unmarshal([]byte(out.String()), &rep); jerr != nil {
 		t.Fatalf("redrive %v printed %q: %v", args, out.String(), jerr)
 	}
 	return rep, err
@@ -52,53 +46,19 @@ func redriveOne(t *testing.T, url string, args ...string) *redrive.ReportItem {
 	return rep.Items[0]
 }
 
-// publishAsTenant stores a message on tenant-a's approvals subject intent,
-// as tenant-a may, with the headers given.
-func publishAsTenant(t *testing.T, js jetstream.JetStream, intent string, h nats.Header) uint64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m := nats.NewMsg(subjects.Approval("tenant-a", intent))
-	m.Data = []byte(`{"junk":true}`)
-	for k, v := range h {
-		m.Header[k] = v
-	}
-	ack, err := js.PublishMsg(ctx, m)
-	if err != nil || ack.Duplicate {
-		t.Fatalf("the tenant's message: %+v, %v", ack, err)
-	}
-	return ack.Sequence
-}
-
-// approvalAt reads the APPROVALS message at seq.
-func approvalAt(t *testing.T, js jetstream.JetStream, seq uint64) *jetstream.RawStreamMsg {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetMsg(ctx, seq)
-	if err != nil {
-		t.Fatalf("reading approvals message %d: %v", seq, err)
-	}
-	return m
-}
-
 func TestATenantsJunkMarkedAsRedrivesDoesNotMakeRedriveAllSkipAnothersDeadLetter(t *testing.T) {
 	env := testenv.Start(t)
 	payload := seedEnvelope(t)
 	dlSeq := storeDeadLetter(t, env.JS, payload, "1")
 	// Twenty junk messages naming every dead letter up to 20 as redriven.
 	for i := 1; i <= 20; i++ {
-		publishAsTenant(t, env.JS, fmt.Sprintf("junk-%d", i), nats.Header{redrive.HeaderRedriveOf: {fmt.Sprint(i)}})
+		publishAsTenant(t, env.JS, fmt.Sprintf("junk-%d", i), redrive.HeaderRedriveOf, fmt.Sprint(i))
 	}
 	it := redriveOne(t, env.URL(), "--all")
 	if it.DeadLetterSeq != dlSeq || it.Action != "redriven" || it.NewApprovalSeq == 0 {
 		t.Fatalf("redrive --all: %+v; want dead letter %d redriven", it, dlSeq)
 	}
-	if m := approvalAt(t, env.JS, it.NewApprovalSeq); !bytes.Equal(m.Data, payload) {
+	if m := approvalAt(t, env.JS, it.NewApprovalSeq); string(m.Data) != string(payload) {
 		t.Fatalf("approvals message %d holds %q, want the dead letter's envelope", it.NewApprovalSeq, m.Data)
 	}
 }
@@ -108,7 +68,7 @@ func TestATenantThatPublishesTheRedrivesMessageIDFirstDoesNotStopTheRedrive(t *t
 	payload := seedEnvelope(t)
 	dlSeq := storeDeadLetter(t, env.JS, payload, "7")
 	// The id redrive used to give a redrive of this dead letter.
-	squat := publishAsTenant(t, env.JS, "squat", nats.Header{jetstream.MsgIDHeader: {fmt.Sprintf("redrive-%d-of-7", dlSeq)}})
+	squat := publishAsTenant(t, env.JS, "squat", msgIDHeader, fmt.Sprintf("redrive-%d-of-7", dlSeq))
 	before := approvalsMsgs(t, env.JS)
 	it := redriveOne(t, env.URL(), "--seq", fmt.Sprint(dlSeq))
 	if it.Action != "redriven" || it.NewApprovalSeq == 0 || it.NewApprovalSeq == squat {
@@ -117,7 +77,7 @@ func TestATenantThatPublishesTheRedrivesMessageIDFirstDoesNotStopTheRedrive(t *t
 	if after := approvalsMsgs(t, env.JS); after != before+1 {
 		t.Fatalf("APPROVALS went from %d to %d messages, want one more", before, after)
 	}
-	if m := approvalAt(t, env.JS, it.NewApprovalSeq); !bytes.Equal(m.Data, payload) {
+	if m := approvalAt(t, env.JS, it.NewApprovalSeq); string(m.Data) != string(payload) {
 		t.Fatalf("approvals message %d holds %q, want the dead letter's envelope", it.NewApprovalSeq, m.Data)
 	}
 }

@@ -3,7 +3,6 @@ package redrive_test
 import (
 	"context"
 	"errors"
-	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -94,17 +93,10 @@ func TestEachRedriveIsANewMessageUnderAnUnpredictableIDAndIsRecorded(t *testing.
 			t.Fatalf("redrive: %+v, %v", sent, err)
 		}
 		seqs = append(seqs, sent.StreamSeq)
-		m, err := env.JS.Stream(ctx, topology.ApprovalsStream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := m.GetMsg(ctx, sent.StreamSeq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := raw.Header.Get(jetstream.MsgIDHeader)
-		if !regexp.MustCompile(`^redrive-[0-9a-f]{32}$`).MatchString(id) || ids[id] {
-			t.Fatalf("message id %q: want redrive- and 128 random bits, new each time (had %v)", id, ids)
+		id := approvalAt(t, env.JS, sent.StreamSeq).Header.Get(jetstream.MsgIDHeader)
+		// "redrive-" and 26 base32 characters (130 random bits).
+		if len(id) != len("redrive-")+26 || id[:len("redrive-")] != "redrive-" || ids[id] {
+			t.Fatalf("message id %q: want redrive- and 128 random bits or more, new each time (had %v)", id, ids)
 		}
 		ids[id] = true
 	}
@@ -151,4 +143,40 @@ func TestADeadLetterWithoutAPayloadIsNotRedriven(t *testing.T) {
 	if n := approvalsMsgs(t, env.JS); n != 0 {
 		t.Fatalf("APPROVALS holds %d messages, want none", n)
 	}
+}
+
+// msgIDHeader is the header of a message's id, which the stream
+// deduplicates by.
+const msgIDHeader = jetstream.MsgIDHeader
+
+// publishAsTenant stores a message on tenant-a's approvals subject intent,
+// as tenant-a may, with header set to value.
+func publishAsTenant(t *testing.T, js jetstream.JetStream, intent, header, value string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := nats.NewMsg(subjects.Approval("tenant-a", intent))
+	m.Data = []byte(`{"junk":true}`)
+	m.Header.Set(header, value)
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil || ack.Duplicate {
+		t.Fatalf("the tenant's message: %+v, %v", ack, err)
+	}
+	return ack.Sequence
+}
+
+// approvalAt reads the APPROVALS message at seq.
+func approvalAt(t *testing.T, js jetstream.JetStream, seq uint64) *jetstream.RawStreamMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var m *jetstream.RawStreamMsg
+	s, err := js.Stream(ctx, topology.ApprovalsStream)
+	if err == nil {
+		m, err = s.GetMsg(ctx, seq)
+	}
+	if err != nil {
+		t.Fatalf("reading approvals message %d: %v", seq, err)
+	}
+	return m
 }
