@@ -11,6 +11,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/subjects"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // testRedriveRecord shows the record of redrives (bucket sendtwice-redrives,
@@ -80,4 +81,23 @@ func testRedriveRecord(t *testing.T, ctx context.Context, spies *spyTables, pjs 
 	spies.add(spies.table("What each role did", ""), "publisher, tenants, executor, service",
 		"write, delete or purge an entry of the record of redrives, open its bucket, or name an entry as the reply of an approval",
 		"`$KV.sendtwice-redrives.>`, `$JS.API.STREAM.INFO.KV_sendtwice-redrives`", seen)
+}
+
+func TestTheOperatorsRedriveWithoutTheRecordsBucketSaysToProvisionIt(t *testing.T) {
+	url, pw := authServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pjs, _ := jetstream.New(connectAs(t, url, "provisioning", pw["provisioning"]).Conn)
+	if _, err := topology.SetUp(ctx, pjs, topology.Config{}, topology.SetUpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ojs, _ := jetstream.New(connectAs(t, url, "operator", pw["operator"]).Conn)
+	start := time.Now()
+	_, err := redrive.OpenRecords(ctx, ojs, true)
+	if want := "redrive: no bucket " + redrive.Bucket + ", and making it failed (run executor provision"; err == nil || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
+		t.Fatalf("opening the record without its bucket: %v; want a refusal that says to run executor provision", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("the refusal took %v; want it within seconds, not the command's whole --timeout", took)
+	}
 }

@@ -170,6 +170,11 @@ type Records struct {
 	kv jetstream.KeyValue // nil: no bucket, nothing recorded (a dry run)
 }
 
+// makeBucketWithin bounds OpenRecords' attempt to make a missing bucket:
+// under deploy/auth the operator may not, and the server never answers a
+// request it refused.
+const makeBucketWithin = 5 * time.Second
+
 // OpenRecords opens the bucket. When it is missing, create says whether to
 // make it (where the connection may, as without deploy/auth); a dry run
 // passes false and reads no record instead.
@@ -183,8 +188,11 @@ func OpenRecords(ctx context.Context, js jetstream.JetStream, create bool) (*Rec
 		if s, serr := js.Stream(ctx, topology.DeadLetterStream); serr == nil {
 			replicas = s.CachedInfo().Config.Replicas
 		}
-		if err := Ensure(ctx, js, replicas); err != nil {
-			return nil, fmt.Errorf("redrive: no bucket %s, and making it failed (run executor provision; under deploy/auth only provisioning may): %w", Bucket, err)
+		mctx, cancel := context.WithTimeout(ctx, makeBucketWithin)
+		merr := Ensure(mctx, js, replicas)
+		cancel()
+		if merr != nil {
+			return nil, fmt.Errorf("redrive: no bucket %s, and making it failed (run executor provision; under deploy/auth only provisioning may): %w", Bucket, merr)
 		}
 		kv, err = js.KeyValue(ctx, Bucket)
 	}
