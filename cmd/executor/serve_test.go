@@ -21,6 +21,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/cmd/internal/demo"
 	"github.com/sendtwice/sendtwice/cmd/internal/metrics"
+	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
 	"github.com/sendtwice/sendtwice/cmd/internal/serve"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/ledger"
@@ -250,6 +251,9 @@ func TestTheIntentLedgerIsProvisionedBesideTheStreams(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if _, err := env.JS.KeyValue(ctx, redrive.Bucket); err != nil {
+			t.Errorf("after provision, the redrive record %s: %v", redrive.Bucket, err)
+		}
 		if _, err := ledger.Open(ctx, env.JS, ledger.Options{}); err != nil {
 			t.Fatalf("after provision: %v", err)
 		}

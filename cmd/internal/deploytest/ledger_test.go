@@ -120,11 +120,7 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 
 	entrySubject := "$KV." + ledger.Bucket + "." + key
 	write := msg(entrySubject, `{"scope":"default","intent_id":"intent-ledger-1","request_digest":"sha256:00","task_id":"another-task"}`)
-	del := msg(entrySubject, "")
-	del.Header.Set("KV-Operation", "DEL")
-	purgeKey := msg(entrySubject, "")
-	purgeKey.Header.Set("KV-Operation", "PURGE")
-	purgeKey.Header.Set("Nats-Rollup", "sub")
+	del, purgeKey := entryRemovals(entrySubject)
 	stream := "KV_" + ledger.Bucket
 	attempts := []struct {
 		action string
@@ -140,15 +136,7 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 		{"purge the bucket", msg("$JS.API.STREAM.PURGE."+stream, "")},
 		{"delete the bucket", msg("$JS.API.STREAM.DELETE."+stream, "")},
 	}
-	// state is the entry as stored: its revision and value, or an error
-	// (none there, or no bucket).
-	state := func() string {
-		e, err := kv.Get(ctx, key)
-		if err != nil {
-			return err.Error()
-		}
-		return fmt.Sprintf("revision %d: %s", e.Revision(), e.Value())
-	}
+	state := func() string { return entryState(ctx, kv, key) }
 	want := state()
 	unchanged := func(role, action string) bool {
 		if got := state(); got != want {
@@ -192,4 +180,25 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 	if st, err := kv.Status(ctx); err != nil || st.LimitMarkerTTL() <= 0 {
 		t.Errorf("the bucket lost its per-key TTLs: %v", err)
 	}
+}
+
+// entryRemovals are the delete and the purge of a key-value entry, as a
+// client writes them on the entry's subject.
+func entryRemovals(entrySubject string) (del, purge *nats.Msg) {
+	del = msg(entrySubject, "")
+	del.Header.Set("KV-Operation", "DEL")
+	purge = msg(entrySubject, "")
+	purge.Header.Set("KV-Operation", "PURGE")
+	purge.Header.Set("Nats-Rollup", "sub")
+	return del, purge
+}
+
+// entryState is a key-value entry as stored: its revision and value, or an
+// error (none there, or no bucket).
+func entryState(ctx context.Context, kv jetstream.KeyValue, key string) string {
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("revision %d: %s", e.Revision(), e.Value())
 }

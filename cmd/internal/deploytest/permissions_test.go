@@ -315,6 +315,10 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	if err := ledger.Ensure(ctx, pjs, 1); err != nil {
 		t.Fatalf("provisioning could not create the intent ledger: %v", err)
 	}
+	// And the record of redrives.
+	if err := redrive.Ensure(ctx, pjs, 1); err != nil {
+		t.Fatalf("provisioning could not create the record of redrives: %v", err)
+	}
 	job("provisioning", "create and update the streams and the executors' consumer (`executor provision`)",
 		"`$JS.API.STREAM.CREATE.*`, `$JS.API.CONSUMER.CREATE.APPROVALS.executor`", seenAllowed)
 	job("provisioning", "write the provisioned topology", "`$KV.sendtwice-topology.>`", seenAllowed)
@@ -430,10 +434,14 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil || len(dls) != 1 {
 			t.Fatalf("the operator listed dead letters %v: %v", dls, err)
 		}
-		if _, err := redrive.Redriven(ctx, ojs); err != nil {
+		recs, err := redrive.OpenRecords(ctx, ojs, true)
+		if err != nil {
+			t.Fatalf("the operator could not open the record of redrives: %v", err)
+		}
+		if _, err := recs.RedrivenAs(ctx, dls[0]); err != nil {
 			t.Fatalf("the operator could not look for earlier redrives: %v", err)
 		}
-		sent, err := redrive.Redrive(ctx, ojs, dls[0], false)
+		sent, err := redrive.Redrive(ctx, ojs, recs, dls[0])
 		if err != nil {
 			t.Fatalf("the operator could not redrive: %v", err)
 		}
@@ -441,8 +449,13 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		if err != nil || rc.Outcome != document.OutcomeReplayed {
 			t.Fatalf("the redriven approval: %+v, %v; want replayed", rc, err)
 		}
-		job("operator", "`executor redrive`: read dead letters, republish one as an approval, wait for its receipt",
-			"`$JS.API.STREAM.MSG.GET.DEADLETTERS`, `approvals.<scope>.<intent>` and its ack; `$JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>`", seenAllowed)
+		job("operator", "`executor redrive`: read dead letters, republish one as an approval, record it, wait for its receipt",
+			"`$JS.API.STREAM.MSG.GET.DEADLETTERS`, `approvals.<scope>.<intent>` and its ack; `$KV.sendtwice-redrives.<dead letter>`; `$JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.<intent>`", seenAllowed)
+	})
+
+	t.Run("only the operator records which dead letters were redriven", func(t *testing.T) {
+		testRedriveRecord(t, ctx, &spies, pjs, op, []*conn{pub, connectAs(t, url, "tenant-a", pw["tenant-a"]),
+			connectAs(t, url, "tenant-b", pw["tenant-b"]), exConn, svcConn})
 	})
 
 	t.Run("the executor and the operator read the provisioned topology", func(t *testing.T) {

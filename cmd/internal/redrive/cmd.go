@@ -23,17 +23,22 @@ const Help = `redrive (--seq N | --all) [--server URL] [--wait DURATION] [--forc
 Republishes dead-lettered approvals so that they are carried out after all, for example once
 the task service is back after an outage. Each dead letter's payload (the original envelope,
 unchanged) is published as a new message on the APPROVALS subject of its intent, with a new
-message id and the header Sendtwice-Redrive-Of naming the dead letter's sequence. The task
-service is keyed by the intent id, so a redriven approval comes back created when no earlier
-attempt reached the service and replayed when one did; it never creates a second task.
+message id (128 random bits) and, for the executors' logs, the header Sendtwice-Redrive-Of
+naming the dead letter's sequence. The task service is keyed by the intent id, so a redriven
+approval comes back created when no earlier attempt reached the service and replayed when one
+did; it never creates a second task.
 
 --seq N takes the dead letter at sequence N of the DEADLETTERS stream; --all takes every dead
-letter stored when the command starts, each once. A dead letter already redriven (an APPROVALS
-message names it) is not republished again: --seq refuses it and --all skips it, unless
---force is given. Dead letters are only read, never removed. --dry-run prints what would be
-republished and publishes nothing. With --wait, waits for the receipt of each republished
-message and prints its outcome; it subscribes to each intent's receipts before republishing its
-message and reads the stored receipts back, so it creates no consumer however many it waits for.
+letter stored when the command starts, each once. Each redrive is recorded, once published, in
+the key-value bucket sendtwice-redrives (made by executor provision; under deploy/auth only the
+operator writes it); redrive believes that record alone, never a header of an APPROVALS
+message. A dead letter recorded as redriven is not republished again: --seq refuses it and
+--all skips it, unless --force is given. One redriven before the record existed, or whose
+record was lost to a crash after publishing, is republished again (answered replayed). Dead
+letters are only read, never removed. --dry-run prints what would be republished and publishes
+nothing. With --wait, waits for the receipt of each republished message and prints its outcome;
+it subscribes to each intent's receipts before republishing its message and reads the stored
+receipts back, so it creates no consumer however many it waits for.
 
 Exit status: 0 every dead letter taken was republished or skipped as already redriven (and,
 with --wait, each came back created or replayed); 1 an error, a dead letter that is not there
@@ -78,9 +83,9 @@ type Config struct {
 func FlagsVar(fs *flag.FlagSet) *Config {
 	conn := cli.ConnFlags(fs)
 	seq := fs.Uint64("seq", 0, "redrive the dead letter at sequence `N` of the DEADLETTERS stream")
-	all := fs.Bool("all", false, "redrive every dead letter not yet redriven")
+	all := fs.Bool("all", false, "redrive every dead letter not recorded as redriven")
 	wait := fs.Duration("wait", 0, "wait up to `DURATION` in all for the receipts of the republished messages; 0 does not wait")
-	force := fs.Bool("force", false, "republish also a dead letter that was already redriven")
+	force := fs.Bool("force", false, "republish also a dead letter recorded as redriven")
 	dryRun := fs.Bool("dry-run", false, "print what would be republished; publish nothing")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up reading and publishing after `DURATION` (the wait for receipts is bounded by --wait alone)")
@@ -116,7 +121,12 @@ func Run(ctx context.Context, cf *Config, stdout io.Writer) error {
 	}
 	defer done()
 	js := c.JS
-	r := &redriver{js: js, force: *cf.force, dryRun: *cf.dryRun, out: stdout, quiet: *cf.asJSON}
+	// A dry run reads the record but makes no bucket.
+	recs, err := OpenRecords(rctx, js, !*cf.dryRun)
+	if err != nil {
+		return err
+	}
+	r := &redriver{js: js, recs: recs, force: *cf.force, dryRun: *cf.dryRun, out: stdout, quiet: *cf.asJSON}
 	if *cf.wait > 0 {
 		// One watch for the whole run, however many messages it waits
 		// for: a subscription per intent and reads of the stored
@@ -171,6 +181,7 @@ func redriveUsage(fs *flag.FlagSet, format string, args ...any) error {
 // redriver republishes dead letters and reports on each.
 type redriver struct {
 	js     jetstream.JetStream
+	recs   *Records // which dead letters were redriven, and as what
 	force  bool
 	dryRun bool
 	out    io.Writer
@@ -222,9 +233,13 @@ func seqList(seqs []uint64) string {
 // otherwise, unless forced. Nothing is published when one asked for by
 // sequence is refused.
 func (r *redriver) redrive(ctx context.Context, dls []*DeadLetter, refuse bool) error {
-	done, err := Redriven(ctx, r.js)
-	if err != nil {
-		return err
+	done := map[uint64][]uint64{}
+	for _, dl := range dls {
+		as, err := r.recs.RedrivenAs(ctx, dl)
+		if err != nil {
+			return err
+		}
+		done[dl.Seq] = as
 	}
 	// One message can have several dead letters (a dead letter stored, its
 	// receipt not, and the message dead-lettered again later); --all
@@ -267,22 +282,16 @@ func (r *redriver) redrive(ctx context.Context, dls []*DeadLetter, refuse bool) 
 				return r.stopped(err)
 			}
 		}
-		sent, err := Redrive(ctx, r.js, dl, r.force)
+		sent, err := Redrive(ctx, r.js, r.recs, dl)
+		if sent.StreamSeq != 0 { // republished, even if not recorded
+			it.Action, it.NewApprovalSeq = "redriven", sent.StreamSeq
+			r.items = append(r.items, it)
+			r.sent = append(r.sent, it)
+			r.printf("redriven: %s as approvals message %d\n", describe(dl), sent.StreamSeq)
+		}
 		if err != nil {
 			return r.stopped(err)
 		}
-		if sent.Duplicate {
-			// Another redrive of this dead letter within the duplicate
-			// window already stored it.
-			it.Action, it.RedrivenAs = "skipped", append(it.RedrivenAs, sent.StreamSeq)
-			r.items = append(r.items, it)
-			r.printf("skipped: %s was just redriven by another run as approvals message %d\n", describe(dl), sent.StreamSeq)
-			continue
-		}
-		it.Action, it.NewApprovalSeq = "redriven", sent.StreamSeq
-		r.items = append(r.items, it)
-		r.sent = append(r.sent, it)
-		r.printf("redriven: %s as approvals message %d\n", describe(dl), sent.StreamSeq)
 	}
 	return nil
 }
@@ -291,7 +300,7 @@ func (r *redriver) redrive(ctx context.Context, dls []*DeadLetter, refuse bool) 
 // republished before.
 func (r *redriver) stopped(err error) error {
 	if len(r.sent) > 0 {
-		return fmt.Errorf("%w; the ones printed above were republished, and a second run skips them", err)
+		return fmt.Errorf("%w; the ones printed above were republished, and a second run skips each one recorded", err)
 	}
 	return err
 }

@@ -7,14 +7,17 @@
 // when no earlier attempt reached the service and replayed when one did;
 // it never creates a second task.
 //
-// Each republished message carries HeaderRedriveOf naming the dead letter's
-// sequence in the DEADLETTERS stream. Redriven reads those marks back from
-// the APPROVALS stream, so that a dead letter already redriven is not
-// republished by accident: callers refuse or skip it unless told to force.
-// The message id of a redrive is derived from the dead letter, so two
-// redrives of one dead letter within the stream's duplicate window (two
-// operators at once, or one publish retried) are stored once; a forced
-// redrive gets an id of its own.
+// Which dead letters were redriven is recorded in the key-value bucket
+// Bucket (Records), which provisioning makes and, under deploy/auth, only
+// the operator writes: callers refuse or skip a dead letter recorded as
+// redriven unless told to force. Nothing a publisher can write is
+// believed: each republished message carries HeaderRedriveOf for the
+// executors' logs, but Records alone says what was redriven, and each
+// redrive's message id is 128 random bits (NewMsgID), so that no publisher
+// can store a message under it first and have the redrive taken for a
+// duplicate. Redrive publishes before it records; a crash in between
+// leaves the dead letter to be redriven again, which the task service
+// answers replayed.
 //
 // It only reads the DEADLETTERS stream; it never deletes or changes a dead
 // letter, so the record of the failure stays.

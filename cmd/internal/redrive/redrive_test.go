@@ -73,7 +73,7 @@ func TestADeadLetterReadsBackWithItsOriginalMessageAndReason(t *testing.T) {
 	}
 }
 
-func TestTwoRedrivesOfOneDeadLetterWithinTheDuplicateWindowAreStoredOnce(t *testing.T) {
+func TestEachRedriveIsANewMessageUnderAnUnpredictableIDAndIsRecorded(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -81,27 +81,47 @@ func TestTwoRedrivesOfOneDeadLetterWithinTheDuplicateWindowAreStoredOnce(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := redrive.Redrive(ctx, env.JS, dl, false)
-	if err != nil || first.Duplicate {
-		t.Fatalf("first redrive: %+v, %v", first, err)
-	}
-	second, err := redrive.Redrive(ctx, env.JS, dl, false)
-	if err != nil || !second.Duplicate || second.StreamSeq != first.StreamSeq {
-		t.Fatalf("second redrive: %+v, %v; want the first message, as a duplicate", second, err)
-	}
-	forced, err := redrive.Redrive(ctx, env.JS, dl, true)
-	if err != nil || forced.Duplicate || forced.StreamSeq == first.StreamSeq {
-		t.Fatalf("forced redrive: %+v, %v; want a new message", forced, err)
-	}
-	if n := approvalsMsgs(t, env.JS); n != 2 {
-		t.Fatalf("APPROVALS holds %d messages, want the redrive and the forced one", n)
-	}
-	done, err := redrive.Redriven(ctx, env.JS)
+	recs, err := redrive.OpenRecords(ctx, env.JS, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []uint64{first.StreamSeq, forced.StreamSeq}; !slices.Equal(done[dl.Seq], want) || len(done) != 1 {
-		t.Fatalf("Redriven = %v, want dead letter %d redriven as %v", done, dl.Seq, want)
+	var seqs []uint64
+	ids := map[string]bool{}
+	for range 2 {
+		sent, err := redrive.Redrive(ctx, env.JS, recs, dl)
+		if err != nil || sent.Duplicate {
+			t.Fatalf("redrive: %+v, %v", sent, err)
+		}
+		seqs = append(seqs, sent.StreamSeq)
+		id := approvalAt(t, env.JS, sent.StreamSeq).Header.Get(jetstream.MsgIDHeader)
+		// "redrive-" and 26 base32 characters (130 random bits).
+		if len(id) != len("redrive-")+26 || id[:len("redrive-")] != "redrive-" || ids[id] {
+			t.Fatalf("message id %q: want redrive- and 128 random bits or more, new each time (had %v)", id, ids)
+		}
+		ids[id] = true
+	}
+	if got, err := recs.RedrivenAs(ctx, dl); err != nil || !slices.Equal(got, seqs) {
+		t.Fatalf("recorded %v, %v; want dead letter %d redriven as %v", got, err, dl.Seq, seqs)
+	}
+	// A dead letter of an earlier DEADLETTERS stream with the same
+	// sequence, stored at another time, is not taken for this one.
+	other := *dl
+	other.Stored = dl.Stored.Add(-time.Hour)
+	if got, err := recs.RedrivenAs(ctx, &other); err != nil || len(got) != 0 {
+		t.Fatalf("a dead letter stored at another time under sequence %d reads as redriven as %v, %v", dl.Seq, got, err)
+	}
+}
+
+func TestADryRunMakesNoRecordBucket(t *testing.T) {
+	env := testenv.Start(t)
+	storeDeadLetter(t, env.JS, seedEnvelope(t), "1")
+	if it := redriveOne(t, env.URL(), "--all", "--dry-run"); it.Action != "would_redrive" {
+		t.Fatalf("redrive --all --dry-run: %+v", it)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := env.JS.KeyValue(ctx, redrive.Bucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("after a dry run, bucket %s: %v; want none", redrive.Bucket, err)
 	}
 }
 
@@ -113,10 +133,50 @@ func TestADeadLetterWithoutAPayloadIsNotRedriven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := redrive.Redrive(ctx, env.JS, dl, false); err == nil {
+	recs, err := redrive.OpenRecords(ctx, env.JS, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redrive.Redrive(ctx, env.JS, recs, dl); err == nil {
 		t.Fatal("an empty dead letter was redriven")
 	}
 	if n := approvalsMsgs(t, env.JS); n != 0 {
 		t.Fatalf("APPROVALS holds %d messages, want none", n)
 	}
+}
+
+// msgIDHeader is the header of a message's id, which the stream
+// deduplicates by.
+const msgIDHeader = jetstream.MsgIDHeader
+
+// publishAsTenant stores a message on tenant-a's approvals subject intent,
+// as tenant-a may, with header set to value.
+func publishAsTenant(t *testing.T, js jetstream.JetStream, intent, header, value string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := nats.NewMsg(subjects.Approval("tenant-a", intent))
+	m.Data = []byte(`{"junk":true}`)
+	m.Header.Set(header, value)
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil || ack.Duplicate {
+		t.Fatalf("the tenant's message: %+v, %v", ack, err)
+	}
+	return ack.Sequence
+}
+
+// approvalAt reads the APPROVALS message at seq.
+func approvalAt(t *testing.T, js jetstream.JetStream, seq uint64) *jetstream.RawStreamMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var m *jetstream.RawStreamMsg
+	s, err := js.Stream(ctx, topology.ApprovalsStream)
+	if err == nil {
+		m, err = s.GetMsg(ctx, seq)
+	}
+	if err != nil {
+		t.Fatalf("reading approvals message %d: %v", seq, err)
+	}
+	return m
 }

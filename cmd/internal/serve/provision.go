@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -19,7 +20,9 @@ Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the share
 "executor", records what the server applied to each in the key-value bucket sendtwice-topology
 (no TTL; only provisioning may write it), creates or updates the executors' intent ledger, the
 key-value bucket sendtwice-intents (used with a task service that forgets a key when its task is
-deleted, such as CalDAV; each entry with a TTL of its approval's lifetime), then exits. For deployments where only a provisioning user may manage JetStream and executors
+deleted, such as CalDAV; each entry with a TTL of its approval's lifetime) and the record of
+redrives, the key-value bucket sendtwice-redrives (which dead letters executor redrive republished),
+then exits. For deployments where only a provisioning user may manage JetStream and executors
 run with --no-provision. Safe to run again: it creates what is missing and updates what
 differs; it never deletes. Use the same --ack-wait and --max-deliver as the executors.
 
@@ -101,7 +104,11 @@ func Provision(ctx context.Context, p *ProvisionConfig, stdout, stderr io.Writer
 	if err := ledger.Ensure(ctx, js, cfg.Replicas); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d), recorded in %s; intent ledger %s ready\n",
-		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordBucket, ledger.Bucket)
+	// Which dead letters redrive republished, written by the operator.
+	if err := redrive.Ensure(ctx, js, cfg.Replicas); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d), recorded in %s; intent ledger %s ready; redrive record %s ready\n",
+		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordBucket, ledger.Bucket, redrive.Bucket)
 	return nil
 }
