@@ -40,24 +40,38 @@ func TestADeadLetteredReceiptReadsAsAnUnknownOutcomeThatIsSafeToResend(t *testin
 	}
 }
 
-func TestADeadLetterThatCreatedNothingDoesNotPromiseThatAResendHelps(t *testing.T) {
+// A dead letter the task service refused for good, knowing it created
+// nothing or not, reads as a refusal to fix, never as safe to send again.
+func TestADeadLetterRefusedForGoodNeverSaysThatSendingAgainIsSafe(t *testing.T) {
 	t.Parallel()
-	rc, err := send.ParseReceipt(readFile(t, "../../testdata/receipts/dead_lettered.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.Failure.Reason = "task service refused the call: caldav: a task with the UID this intent's task would have is already in the collection; " +
-		document.DeadLetterNothingCreated
-	var out bytes.Buffer
-	publish.PrintReceipt(&out, rc)
-	text := out.String()
-	if !strings.Contains(text, document.DeadLetterNothingCreated) {
-		t.Errorf("the receipt reads without its reason's ending:\n%s", text)
-	}
-	for _, unwanted := range advice {
-		if strings.Contains(text, unwanted) {
-			t.Errorf("the receipt still says %q:\n%s", unwanted, text)
-		}
+	for _, c := range []struct{ name, reason, ending string }{
+		{"a refusal that created nothing", "task service refused the call: caldav: a task with the UID this intent's task would have is already in the collection",
+			document.DeadLetterNothingCreated},
+		{"a refusal of a call that may have created a task", "task service refused the call: redmine: two issues carry this intent's mark",
+			document.DeadLetterRefused},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rc, err := send.ParseReceipt(readFile(t, "../../testdata/receipts/dead_lettered.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.Failure.Reason = c.reason + "; " + c.ending
+			if rc.Failure.OutcomeUnknown() {
+				t.Errorf("Failure.OutcomeUnknown holds for %q", rc.Failure.Reason)
+			}
+			var out bytes.Buffer
+			publish.PrintReceipt(&out, rc)
+			text := out.String()
+			if !strings.Contains(text, c.ending) {
+				t.Errorf("the receipt reads without its reason's ending:\n%s", text)
+			}
+			for _, unwanted := range append([]string{"again is safe"}, advice...) {
+				if strings.Contains(text, unwanted) {
+					t.Errorf("the receipt still says %q:\n%s", unwanted, text)
+				}
+			}
+		})
 	}
 }
 
