@@ -237,7 +237,12 @@ func (c *Client) options(e *Envelope, opts []Option) (options, error) {
 
 func (c *Client) publish(ctx context.Context, e *Envelope, o options) (Sent, error) {
 	s, err := publishKey(ctx, c.js, e.scope, e.intentID, e.data, o)
-	if err != nil {
+	var api *jetstream.APIError
+	switch {
+	case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return s, fmt.Errorf("%w: storing the approval on %s: the stream refuses the message of %d bytes and its headers as larger than any valid envelope (at most %d bytes, with %d for headers): %w",
+			ErrNotPublished, topology.ApprovalsStream, len(e.data), topology.MaxEnvelopeBytes, topology.HeaderAllowance, err)
+	case err != nil:
 		return s, fmt.Errorf("%w: storing the approval on %s: %w", ErrNotPublished, topology.ApprovalsStream, err)
 	}
 	return s, nil

@@ -5,6 +5,18 @@ package document
 // the refusal is a rejected receipt and no service is called with a key or
 // a date that one of them would refuse for good.
 
+// MaxEvidence bounds a candidate's evidence quotes: with every other list
+// and string of the three documents bounded, it bounds the envelope.
+const MaxEvidence = 16
+
+// MaxEnvelopeBytes bounds an envelope (and every document) as written.
+// The largest valid envelope, every member at its bound and written
+// plainly (scenario.Largest), is some 76 KiB; the bound leaves room for a
+// writer's white space and escapes, and is what the APPROVALS stream takes
+// (topology.ApprovalMaxMsg, with room for headers), so that no message
+// larger than a valid envelope fills the stream.
+const MaxEnvelopeBytes = 84 << 10
+
 // MaxKeyNameBytes bounds the name a key takes where a task service names
 // one resource per key: the CalDAV adapter's resource name
 // (taskservice/caldav ScopedResourceName, ".ics" included), the tightest

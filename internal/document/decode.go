@@ -20,7 +20,7 @@ import (
 // Limits bound every document this package decodes.
 // Numbers must be exactly what JCS writes for them (canon.Limits.ExactNumbers),
 // so that no two different literals share a digest.
-var Limits = canon.Limits{MaxBytes: 256 << 10, MaxDepth: 16, ExactNumbers: true}
+var Limits = canon.Limits{MaxBytes: MaxEnvelopeBytes, MaxDepth: 16, ExactNumbers: true}
 
 // Maximum lengths, in bytes, of identifiers, titles and free text.
 const (
