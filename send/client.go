@@ -51,9 +51,11 @@ const (
 	// Rejected: an executor's gate refused the message (Receipt.Rejection);
 	// the task service never heard of it.
 	Rejected Outcome = "rejected"
-	// DeadLettered: the message kept failing (Receipt.Failure). Whether the
-	// task was created is unknown; sending the same approval again is safe
-	// and will say Created or Replayed.
+	// DeadLettered: the message kept failing, or the task service refused
+	// it for good (Receipt.Failure). When Failure.OutcomeUnknown, whether
+	// the task was created is unknown, and sending the same approval again
+	// is safe and will say Created or Replayed; otherwise a resend is
+	// refused the same way until the cause the reason names is fixed.
 	DeadLettered Outcome = "dead_lettered"
 )
 
@@ -114,6 +116,14 @@ type Rejection struct {
 type Failure struct {
 	Reason   string
 	Attempts int64
+}
+
+// OutcomeUnknown reports whether the dead letter says that whether its task
+// was created is unknown (deliveries or retries ran out): only then is
+// sending the same approval again safe, and it will say which. A dead
+// letter the task service refused for good is not.
+func (f *Failure) OutcomeUnknown() bool {
+	return f != nil && strings.HasSuffix(f.Reason, document.DeadLetterUnknownOutcome)
 }
 
 // NothingCreated reports whether the dead letter says that its task service
@@ -227,7 +237,12 @@ func (c *Client) options(e *Envelope, opts []Option) (options, error) {
 
 func (c *Client) publish(ctx context.Context, e *Envelope, o options) (Sent, error) {
 	s, err := publishKey(ctx, c.js, e.scope, e.intentID, e.data, o)
-	if err != nil {
+	var api *jetstream.APIError
+	switch {
+	case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return s, fmt.Errorf("%w: storing the approval on %s: the stream refuses the message of %d bytes and its headers as larger than any valid envelope (at most %d bytes, with %d for headers): %w",
+			ErrNotPublished, topology.ApprovalsStream, len(e.data), topology.MaxEnvelopeBytes, topology.HeaderAllowance, err)
+	case err != nil:
 		return s, fmt.Errorf("%w: storing the approval on %s: %w", ErrNotPublished, topology.ApprovalsStream, err)
 	}
 	return s, nil

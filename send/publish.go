@@ -2,13 +2,14 @@ package send
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
@@ -50,8 +51,19 @@ func MsgID(id string) Option {
 	}
 }
 
-// NewMsgID returns a message id for one publish, unique to it.
-func NewMsgID() string { return "send-" + nuid.Next() }
+// NewMsgID returns a message id for one publish, unique to it: the tag
+// "send-" and 128 random bits (crypto/rand), so that nobody who saw one
+// id can tell another, and publish ahead under it to have a send taken
+// for a duplicate.
+func NewMsgID() string {
+	const tag = "send-"
+	var bits [16]byte
+	_, _ = rand.Read(bits[:]) // never fails: crypto/rand.Read crashes the program instead
+	var id [len(tag) + 22]byte
+	copy(id[:], tag)
+	base64.RawURLEncoding.Encode(id[len(tag):], bits[:])
+	return string(id[:])
+}
 
 // Header adds the caller's headers to the message (such as where it comes
 // from). The subject and the message id are the package's: a header that

@@ -40,13 +40,14 @@
 // treated as transient: retrying an idempotent call is always safe, and the
 // executor's delivery budget bounds it.
 //
-// When the service knows that a permanent refusal created nothing for the
-// request (its server refused the create, or the key's place holds
+// The executor's dead letter of a permanent refusal says that resending
+// the approval will be refused the same way until the cause the error
+// names is fixed; only a call that kept failing transiently ends in one
+// that says "the task may or may not have been created; sending again is
+// safe". When the service knows that a permanent refusal created nothing
+// for the request (its server refused the create, or the key's place holds
 // something that is not this request's task), it marks the error
-// Permanent(NotCreated(err)). The executor's dead letter then says that
-// nothing was created and that resending the approval will be refused the
-// same way until the cause the error names is fixed, instead of its usual
-// "the task may or may not have been created; sending again is safe".
+// Permanent(NotCreated(err)), and the dead letter says so too.
 //
 // # Keys after a deleted task
 //

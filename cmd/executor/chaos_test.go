@@ -255,7 +255,7 @@ func buildWorkloadFor(t *testing.T, f scenario.For, n int) workload {
 		case 1: // truncated JSON
 			p = []byte(valid[:1+r.IntN(len(valid)-1)])
 		case 2: // a payload over the gate's limit (the stream takes some more, for headers)
-			p = []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", 260<<10)+`"`, 1))
+			p = []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", document.MaxEnvelopeBytes+4<<10)+`"`, 1))
 		case 3: // a valid envelope with an absurd intent id
 			p = []byte(strings.Replace(valid, `"intent_id":"intent-chaos-000001"`, `"intent_id":"`+strings.Repeat("\u202e", 40)+strings.Repeat("../", 100)+`"`, 1))
 		}

@@ -40,24 +40,38 @@ func TestADeadLetteredReceiptReadsAsAnUnknownOutcomeThatIsSafeToResend(t *testin
 	}
 }
 
-func TestADeadLetterThatCreatedNothingDoesNotPromiseThatAResendHelps(t *testing.T) {
+// A dead letter the task service refused for good, knowing it created
+// nothing or not, reads as a refusal to fix, never as safe to send again.
+func TestADeadLetterRefusedForGoodNeverSaysThatSendingAgainIsSafe(t *testing.T) {
 	t.Parallel()
-	rc, err := send.ParseReceipt(readFile(t, "../../testdata/receipts/dead_lettered.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.Failure.Reason = "task service refused the call: caldav: a task with the UID this intent's task would have is already in the collection; " +
-		document.DeadLetterNothingCreated
-	var out bytes.Buffer
-	publish.PrintReceipt(&out, rc)
-	text := out.String()
-	if !strings.Contains(text, document.DeadLetterNothingCreated) {
-		t.Errorf("the receipt reads without its reason's ending:\n%s", text)
-	}
-	for _, unwanted := range advice {
-		if strings.Contains(text, unwanted) {
-			t.Errorf("the receipt still says %q:\n%s", unwanted, text)
-		}
+	for _, c := range []struct{ name, reason, ending string }{
+		{"a refusal that created nothing", "task service refused the call: caldav: a task with the UID this intent's task would have is already in the collection",
+			document.DeadLetterNothingCreated},
+		{"a refusal of a call that may have created a task", "task service refused the call: redmine: two issues carry this intent's mark",
+			document.DeadLetterRefused},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rc, err := send.ParseReceipt(readFile(t, "../../testdata/receipts/dead_lettered.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.Failure.Reason = c.reason + "; " + c.ending
+			if rc.Failure.OutcomeUnknown() {
+				t.Errorf("Failure.OutcomeUnknown holds for %q", rc.Failure.Reason)
+			}
+			var out bytes.Buffer
+			publish.PrintReceipt(&out, rc)
+			text := out.String()
+			if !strings.Contains(text, c.ending) {
+				t.Errorf("the receipt reads without its reason's ending:\n%s", text)
+			}
+			for _, unwanted := range append([]string{"again is safe"}, advice...) {
+				if strings.Contains(text, unwanted) {
+					t.Errorf("the receipt still says %q:\n%s", unwanted, text)
+				}
+			}
+		})
 	}
 }
 
@@ -83,13 +97,18 @@ func TestSendWithTheTaskServiceDownSaysTheOutcomeIsUnknownAndTheResendSaysCreate
 	}
 }
 
-func TestSendHelpSaysADeadLetteredOutcomeIsSafeToResend(t *testing.T) {
+func TestSendHelpSaysOnlyAnUnknownOutcomeIsSafeToResend(t *testing.T) {
 	t.Parallel()
 	r := publisher(t, nil, "send", "--help")
 	r.expect(t, exitOK)
 	help := strings.Join(strings.Fields(r.stdout+r.stderr), " ")
-	if want := "5 dead_lettered (whether the task was created is unknown; sending again is safe and will say)"; !strings.Contains(help, want) {
-		t.Errorf("send --help lacks %q:\n%s", want, help)
+	for _, want := range []string{
+		"5 dead_lettered (its reason says which: deliveries ran out, whether the task was created is unknown, and sending again is safe and will say;",
+		"or the task service refused the call for good, and sending again is refused the same way until the cause is fixed)",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("send --help lacks %q:\n%s", want, help)
+		}
 	}
 }
 

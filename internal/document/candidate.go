@@ -26,7 +26,11 @@ func (r *reader) candidate(path string, v any) *Candidate {
 	c.Summary = r.text(join(path, "summary"), m["summary"], MaxTextBytes)
 	c.SpeakerRef = r.nullable(join(path, "speaker_ref"), m["speaker_ref"], r.id)
 	ep := join(path, "evidence")
-	for i, e := range r.array(ep, m["evidence"], 1) {
+	evidence := r.array(ep, m["evidence"], 1)
+	if len(evidence) > MaxEvidence {
+		r.fail(ep, RuleValue, ErrValue, "holds %d quotes; at most %d are allowed", len(evidence), MaxEvidence)
+	}
+	for i, e := range evidence {
 		ip := indexed(ep, i)
 		em := r.object(ip, e, "quote", "start_ms", "end_ms")
 		if em == nil {

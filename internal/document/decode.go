@@ -20,7 +20,7 @@ import (
 // Limits bound every document this package decodes.
 // Numbers must be exactly what JCS writes for them (canon.Limits.ExactNumbers),
 // so that no two different literals share a digest.
-var Limits = canon.Limits{MaxBytes: 256 << 10, MaxDepth: 16, ExactNumbers: true}
+var Limits = canon.Limits{MaxBytes: MaxEnvelopeBytes, MaxDepth: 16, ExactNumbers: true}
 
 // Maximum lengths, in bytes, of identifiers, titles and free text.
 const (
@@ -350,14 +350,19 @@ func (r *reader) due(path string, v any) string {
 	if r.err != nil {
 		return ""
 	}
-	if fullDate.MatchString(s) {
+	switch {
+	case fullDate.MatchString(s):
 		if _, err := time.Parse(time.DateOnly, s); err != nil {
 			r.fail(path, RuleValue, ErrValue, "%q is not a day of the calendar", s)
+			return s
 		}
+	case !isRFC3339(s):
+		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z, or a date such as 2026-11-30")
 		return s
 	}
-	if !isRFC3339(s) {
-		r.fail(path, RuleValue, ErrValue, "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z, or a date such as 2026-11-30")
+	// Both forms start with the day, as written.
+	if s[:len(time.DateOnly)] < EarliestDueDate {
+		r.fail(path, RuleValue, ErrValue, "%q is before %s, the earliest due date every task service takes", s, EarliestDueDate)
 	}
 	return s
 }

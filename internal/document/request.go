@@ -25,6 +25,7 @@ func (r *reader) request(path string, v any) *Request {
 	if v, ok := m["scope"]; ok {
 		q.Scope = r.scope(join(path, "scope"), v)
 	}
+	r.keyFits(join(path, "intent_id"), q.KeyScope(), q.IntentID)
 	ref := &q.CandidateRef
 	ref.CandidateID, ref.CandidateDigest, ref.SourceVersion = r.candidatePointer(join(path, "candidate_ref"), m["candidate_ref"], "candidate_digest")
 	tp := join(path, "task")

@@ -259,11 +259,15 @@ type Rejection struct {
 
 // The endings of a dead letter's reason (Failure.Reason): what it means
 // for the task. DeadLetterNothingCreated ends one whose task service
-// refused the call knowing that it created nothing, so that a resend is
-// refused the same way; every other reason ends DeadLetterUnknownOutcome.
+// refused the call knowing that it created nothing, DeadLetterRefused one
+// whose service refused it for good otherwise: a resend of either is
+// refused the same way until its cause is fixed. Only a dead letter whose
+// outcome is unknown (deliveries or transient retries ran out) ends
+// DeadLetterUnknownOutcome, which says that sending again is safe.
 const (
 	DeadLetterUnknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
 	DeadLetterNothingCreated = "this call created nothing; sending the same approval again will be refused the same way until the cause above is fixed"
+	DeadLetterRefused        = "the task service refused this call for good: fix the cause above; sending the same approval again will be refused the same way until then"
 )
 
 // Failure says why a message was dead-lettered.

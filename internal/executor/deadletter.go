@@ -14,14 +14,20 @@ import (
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
-// unknownOutcome ends every dead letter's reason: what a dead letter means
-// for the task, and what to do about it.
+// unknownOutcome ends the reason of a dead letter whose outcome is unknown
+// (deliveries or retries ran out): what it means for the task, and what to
+// do about it.
 const unknownOutcome = document.DeadLetterUnknownOutcome
 
 // refusedUntilFixed ends the reason of a dead letter whose service refused
 // the call knowing that it created nothing (taskservice.NotCreated): a
 // resend cannot say more, it is refused the same way.
 const refusedUntilFixed = document.DeadLetterNothingCreated
+
+// refusedForGood ends the reason of a dead letter whose service refused the
+// call for good (taskservice.Permanent) without saying that it created
+// nothing: a resend is refused the same way, so it is not said to be safe.
+const refusedForGood = document.DeadLetterRefused
 
 // outOfDeliveries ends the life of a message whose deliveries are spent,
 // before anything else is done with it: it is dead-lettered, unless an
@@ -64,7 +70,8 @@ func (e *Executor) deadLetter(d *delivery, reason string) {
 }
 
 // deadLetterEnding is deadLetter with the reason's ending given: what the
-// dead letter means for the task (unknownOutcome, or refusedUntilFixed).
+// dead letter means for the task (unknownOutcome, refusedUntilFixed or
+// refusedForGood).
 func (e *Executor) deadLetterEnding(d *delivery, reason, ending string) {
 	stop := e.progress(d.msg)
 	prior, err := e.storedReceipt(d)

@@ -291,10 +291,12 @@ func (e *Executor) callFailed(d *delivery, err error) {
 	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
 	if permanent {
 		reason = fmt.Sprintf("task service refused the call: %v", err)
+		ending := refusedForGood
 		if taskservice.IsNotCreated(err) {
-			e.deadLetterEnding(d, reason, refusedUntilFixed)
-			return
+			ending = refusedUntilFixed
 		}
+		e.deadLetterEnding(d, reason, ending)
+		return
 	}
 	e.deadLetter(d, reason)
 }

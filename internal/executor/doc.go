@@ -17,10 +17,12 @@
 // server, own the end of a message's life: the consumer never gives up on a
 // message, and a delivery past the budget (topology.Config.MaxDeliver) is
 // dead-lettered before anything else is done with it. A dead letter's reason
-// ends with what it means for the task: that it may or may not have been
-// created and a resend is safe and will say which, or, when the service
-// refused the call knowing it created nothing (taskservice.NotCreated), that
-// a resend will be refused the same way until the cause is fixed.
+// ends with what it means for the task: when its outcome is unknown
+// (deliveries or retries ran out), that it may or may not have been created
+// and a resend is safe and will say which; when the service refused the call
+// for good (taskservice.Permanent, and NotCreated when it knows it created
+// nothing), that a resend will be refused the same way until the cause is
+// fixed.
 //
 // It must never give one message two different outcomes: before a dead
 // letter, and before handling a redelivery, it looks up the receipt an

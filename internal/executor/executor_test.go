@@ -218,7 +218,7 @@ func TestPoisonMessagesAreRejectedWithReasonsAndTheExecutorKeepsServing(t *testi
 	}{
 		{"random bytes", "$", []byte{0x8f, 0x00, 0xff, 0x13}},
 		{"truncated JSON", "$", []byte(valid[:len(valid)/2])},
-		{"a payload over the gate's limit (the stream takes some more, for headers)", "$", []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", 260<<10)+`"`, 1))},
+		{"a payload over the gate's limit (the stream takes some more, for headers)", "$", []byte(strings.Replace(valid, `"kind":"commitment"`, `"kind":"`+strings.Repeat("x", document.MaxEnvelopeBytes+4<<10)+`"`, 1))},
 		{"an absurd intent id", "$.request.intent_id", []byte(strings.Replace(valid, `"intent_id":"intent-0001"`, `"intent_id":"`+strings.Repeat("\u202e../", 60)+`"`, 1))},
 		{"an empty message", "$", []byte{}},
 	} {

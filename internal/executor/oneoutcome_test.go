@@ -230,10 +230,11 @@ func TestAMessageIsNotDeadLetteredWhileItsStoredReceiptCannotBeLookedUp(t *testi
 }
 
 // A dead letter promises that a resend is safe and will say what happened
-// only when the outcome is unknown. A service that refuses the call knowing
-// that it created nothing (a CalDAV UID clash, a resource not its own)
-// marks its error NotCreated: the dead letter then says that a resend is
-// refused the same way until the cause is fixed.
+// only when the outcome is unknown. A service that refuses the call for
+// good has its dead letter say that a resend is refused the same way until
+// the cause is fixed; one that knows it created nothing (a CalDAV UID
+// clash, a resource not its own) marks its error NotCreated, and the dead
+// letter says that too.
 func TestADeadLetterPromisesAResendOnlyWhenTheOutcomeIsUnknown(t *testing.T) {
 	const why = "another resource in the collection holds the task's UID"
 	for _, c := range []struct {
@@ -242,10 +243,10 @@ func TestADeadLetterPromisesAResendOnlyWhenTheOutcomeIsUnknown(t *testing.T) {
 		says    []string
 		saysNot string
 	}{
-		{"a plain permanent refusal says the task may exist and a resend is safe",
+		{"a plain permanent refusal says a resend is refused until the cause is fixed, never that it is safe",
 			taskservice.Permanent(errors.New(why)),
-			[]string{why, "may or may not have been created", "sending the same approval again is safe and will say which"},
-			"refused the same way"},
+			[]string{why, document.DeadLetterRefused},
+			"is safe"},
 		{"a refusal that created nothing says a resend is refused until the cause is fixed",
 			taskservice.Permanent(taskservice.NotCreated(errors.New(why))),
 			[]string{why, "this call created nothing", "sending the same approval again will be refused the same way until the cause above is fixed"},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sendtwice/sendtwice/internal/document"
 )
 
 // Names of the streams, subjects and the consumer.
@@ -60,12 +62,14 @@ type Config struct {
 }
 
 // Message size limits. An approval is one envelope, which the gate refuses
-// over document.Limits.MaxBytes; the stream refuses anything larger than the
-// gate accepts plus room for headers. Receipts quote the ids and the path of
-// a refused envelope and dead letters copy it whole with their own headers,
-// so both take the envelope limit and a larger header allowance.
+// over document.MaxEnvelopeBytes (derived from the documents' own bounds);
+// the stream refuses anything larger than the gate accepts plus room for
+// headers, so that one tenant's messages cannot be larger than a valid one.
+// Receipts quote the ids and the path of a refused envelope and dead
+// letters copy it whole with their own headers, so both take the envelope
+// limit and a larger header allowance.
 const (
-	MaxEnvelopeBytes  = 256 << 10
+	MaxEnvelopeBytes  = document.MaxEnvelopeBytes
 	HeaderAllowance   = 16 << 10
 	ApprovalMaxMsg    = MaxEnvelopeBytes + HeaderAllowance
 	ReceiptMaxMsg     = MaxEnvelopeBytes + 4*HeaderAllowance

@@ -3,6 +3,7 @@ package topology_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -221,6 +222,9 @@ func TestWhatProvisioningAppliedIsRecordedAndEveryChangeSinceIsADifference(t *te
 			}),
 			want: []string{"stream DEADLETTERS: discard: expected DiscardNew, found DiscardOld", `stream DEADLETTERS: subjects: expected ["deadletters.>"], found ["deadletters.>","elsewhere.>"]`,
 				"stream DEADLETTERS: duplicate_window: expected 2m0s, found 1s"}},
+		{name: "a message size raised since, as the streams had it before they were bounded to the largest valid envelope, is a difference",
+			change: updateStream(topology.ApprovalsStream, func(sc *jetstream.StreamConfig) { sc.MaxMsgSize = oldApprovalMaxMsg }),
+			want:   []string{fmt.Sprintf("stream APPROVALS: max_msg_size: expected %d, found %d", topology.ApprovalMaxMsg, oldApprovalMaxMsg)}},
 		{name: "deny delete and deny purge set since are differences",
 			change: updateStream(topology.ApprovalsStream, func(sc *jetstream.StreamConfig) { sc.DenyDelete, sc.DenyPurge = true, true }),
 			want:   []string{"stream APPROVALS: deny_delete: expected false, found true", "stream APPROVALS: deny_purge: expected false, found true"}},

@@ -16,7 +16,6 @@ import (
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
 // RequestHelp is request's usage.
@@ -37,10 +36,10 @@ serve (a calendar, a project; none: default). --scope is the caller scope in whi
 (none: default); the reviewer's key must be allowed that scope.
 
 Each value is checked as the executors' gate and the task services check it, and nothing is
-written when one is refused: ID 1 to 256 bytes without spaces, in Unicode NFC (for caldav, also
-short enough to name its resource); TEXT one line of at most 1024 bytes; REF (a person) without
-spaces; DATE a day (2026-12-24) or an RFC 3339 date-time; SCOPE and NAME lower-case letters,
-digits, '-' and '_'. The same flags write the same bytes, so a request written again keeps its
+written when one is refused: ID 1 to 256 bytes without spaces, in Unicode NFC, and with SCOPE
+short enough to name a CalDAV resource (for every service); TEXT one line of at most 1024
+bytes; REF (a person) without spaces; DATE a day (2026-12-24) or an RFC 3339 date-time, from
+1970-01-01 on; SCOPE and NAME lower-case letters, digits, '-' and '_'. The same flags write the same bytes, so a request written again keeps its
 digest and its approval. Existing files are kept unless --force.
 
 Exit status: 0 written; 1 error (a file exists, or cannot be written); 2 usage or a refused value.`
@@ -160,11 +159,6 @@ func (cf *RequestConfig) documents(provider string) (candidate, request []byte, 
 	}
 	cand.CandidateID, r.RequestID = idFor("candidate-", intent), idFor("request-", intent)
 	r.CandidateRef.CandidateID = cand.CandidateID
-	if provider == document.ProviderCalDAV {
-		if _, err := caldav.ScopedResourceName(r.Scope, intent); err != nil {
-			return nil, nil, nil, fmt.Errorf("--intent refused by the CalDAV task service, which names a task's resource after it: %w", err)
-		}
-	}
 	if candidate, err = indented(cand); err == nil {
 		_, err = decodeAs(candidate, document.DecodeCandidate)
 	}

@@ -28,8 +28,10 @@ With --wait, waits for the receipt of this invocation's own message and prints i
 (readable, or the task-receipt.v1 document with --json).
 
 Exit status: 0 created or replayed (or published, without --wait); 1 error or local gate
-failure; 2 usage; 3 idempotency_conflict; 4 rejected; 5 dead_lettered (whether the task was
-created is unknown; sending again is safe and will say); 6 published, but no receipt (none
+failure; 2 usage; 3 idempotency_conflict; 4 rejected; 5 dead_lettered (its reason says which:
+deliveries ran out, whether the task was created is unknown, and sending again is safe and
+will say; or the task service refused the call for good, and sending again is refused the same
+way until the cause is fixed); 6 published, but no receipt (none
 within --wait, the connection lost, the receipts unreadable; the message stays stored, an
 executor may still carry it out, and sending again is safe).`
 
@@ -231,7 +233,7 @@ func PrintReceipt(w io.Writer, r *send.Receipt) {
 		fmt.Fprintf(w, "rejected at %s (%s): %s\n", r.Rejection.Check, r.Rejection.Path, r.Rejection.Reason)
 	case send.DeadLettered:
 		fmt.Fprintf(w, "dead_lettered after %d attempt(s): %s\n", r.Failure.Attempts, r.Failure.Reason)
-		if !r.Failure.NothingCreated() {
+		if r.Failure.OutcomeUnknown() {
 			fmt.Fprintf(w, "  %s\n", deadLetteredAdvice)
 		}
 	}

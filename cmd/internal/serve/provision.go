@@ -31,9 +31,10 @@ that differs from it, and verify reports every difference and draws its window w
 recorded. Run provision again after changing the topology on purpose, so that the record says
 so; run it once after upgrading from a version that kept no record.
 
-Each stream refuses messages larger than the gate accepts (256 KiB envelopes, plus room for
-headers) and holds at most --max-bytes (default 1 GiB); a full stream refuses new messages
-instead of dropping stored ones.`
+Each stream refuses messages larger than the gate accepts (84 KiB envelopes: the largest valid
+one and room for white space, plus room for headers; streams provisioned before take larger ones
+until provision runs again) and holds at most --max-bytes (default 1 GiB); a full stream
+refuses new messages instead of dropping stored ones.`
 
 // MaxBytesFlag declares --max-bytes, shared by provision and serve.
 func MaxBytesFlag(fs *flag.FlagSet) *int64 {
