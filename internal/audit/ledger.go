@@ -47,15 +47,19 @@ type LedgerRead struct {
 	Unread string
 }
 
-// ledgerReadTimeout bounds reading the ledger: a deployment that does not
-// let the audit's user reach the bucket answers no request at all.
-const ledgerReadTimeout = 10 * time.Second
+// ledgerOpenTimeout bounds opening the ledger's bucket: a deployment that
+// does not let the audit's user reach it answers no request at all.
+const ledgerOpenTimeout = 10 * time.Second
 
 // readLedger reads every entry of the intent ledger on js, or says why it
 // could not.
 func readLedger(ctx context.Context, js jetstream.JetStream) *LedgerRead {
-	ctx, cancel := context.WithTimeout(ctx, ledgerReadTimeout)
-	defer cancel()
+	octx, cancel := context.WithTimeout(ctx, ledgerOpenTimeout)
+	_, err := js.KeyValue(octx, ledger.Bucket)
+	cancel()
+	if err != nil {
+		return &LedgerRead{Unread: fmt.Sprintf("opening bucket %s: %v", ledger.Bucket, err)}
+	}
 	entries, err := ledger.Entries(ctx, js)
 	if err != nil {
 		return &LedgerRead{Unread: err.Error()}
@@ -79,7 +83,7 @@ func checkLedgerApproved(c *Check, v *view) {
 		c.NotApplicable = "the intent ledger was not read"
 		return
 	case l.Unread != "":
-		c.NotApplicable = "the intent ledger (bucket " + ledger.Bucket + ") could not be read: " + l.Unread
+		c.NotApplicable = "the intent ledger could not be read: " + l.Unread
 		return
 	}
 	approvals := map[key][]heldApproval{}

@@ -129,9 +129,9 @@ func TestVerifyReportsALedgerEntryNoApprovalStandsBehind(t *testing.T) {
 		{name: "a ledger the audit could not read makes the check not applicable, saying why",
 			build: func(t *testing.T, w *world) {
 				w.run(hourAgo)
-				w.in.Ledger = &audit.LedgerRead{Unread: "ledger: no intent ledger bucket sendtwice-intents"}
+				w.in.Ledger = &audit.LedgerRead{Unread: "opening bucket sendtwice-intents: nats: bucket not found"}
 			},
-			notApplicable: "the intent ledger (bucket sendtwice-intents) could not be read: ledger: no intent ledger bucket sendtwice-intents"},
+			notApplicable: "the intent ledger could not be read: opening bucket sendtwice-intents: nats: bucket not found"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
