@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/audit"
+	"github.com/sendtwice/sendtwice/internal/executor"
 	"github.com/sendtwice/sendtwice/internal/gate"
 	"github.com/sendtwice/sendtwice/internal/keylife"
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/servicetest"
 )
@@ -157,5 +160,66 @@ func TestVerifyReportsALedgerEntryNoApprovalStandsBehind(t *testing.T) {
 				t.Errorf("not applicable %q, want %q", got, tc.notApplicable)
 			}
 		})
+	}
+}
+
+// TestVerifyTellsAnOldHonestLedgerEntryWhoseApprovalAgedOutFromAForgedOne
+// runs the check on a real stack: the executors' entry for a created
+// intent, and two seconds later an entry forged for a key no approval
+// names. Audited with the approval still held, the first stands on it; with
+// the stream purged as ageing empties it and the audit's clock just past
+// the first entry's max age, the first is counted before the window by the
+// time the bucket stored it, and the forged one, younger, is still named.
+func TestVerifyTellsAnOldHonestLedgerEntryWhoseApprovalAgedOutFromAForgedOne(t *testing.T) {
+	env := testenv.Start(t)
+	env.Executor(executor.Config{ID: "exec-1"})
+	s := testenv.Seed(t)
+	created := sendAll(t, env, s.Original.Envelope())[0]
+	ctx := ctx5(t)
+	l := testenv.Ledger(t, env.JS, ledger.Options{})
+	v, err := gate.CheckBindings(s.Original.Envelope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The entry an executor serving CalDAV writes for its create.
+	if err := l.Put(ctx, taskservice.LedgerEntry{Scope: taskservice.DefaultScope, IntentID: "intent-0001", RequestDigest: v.RequestDigest, TaskID: *created.TaskID}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if err := l.Put(ctx, taskservice.LedgerEntry{Scope: taskservice.DefaultScope, IntentID: "intent-9999", RequestDigest: forgedDigest, TaskID: "forged-task"}); err != nil {
+		t.Fatal(err)
+	}
+	forged := `ledger entry default.intent-9999 (bucket sendtwice-intents, revision `
+
+	rep := verify(t, env)
+	expectFailing(t, rep, []string{"ledger-entries-approved"})
+	expectViolation(t, rep, forged, "the stream holds no approval of its key")
+	if got := figure(rep, "ledger-entries-approved", "of which an approval held stands behind (its key and request digest)"); got != 1 {
+		t.Errorf("%d entries stand on an approval held, want the executors' one", got)
+	}
+
+	stream, err := env.JS.Stream(ctx, topology.ApprovalsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in, err := audit.Load(ctx, env.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Ledger.Entries) != 2 {
+		t.Fatalf("the audit read %+v of the ledger, want two entries", in.Ledger)
+	}
+	in.Now = in.Ledger.Entries[0].Written.Add(in.Stream.MaxAge + time.Second)
+	rep = audit.Verify(in)
+	expectFailing(t, rep, []string{"ledger-entries-approved"})
+	expectViolation(t, rep, forged, "the stream holds no approval of its key, and the entry is younger than the stream's max age 168h0m0s")
+	if strings.Contains(violations(rep), "default.intent-0001") {
+		t.Errorf("the honest entry whose approval aged out is reported:\n%s", violations(rep))
+	}
+	if got := figure(rep, "ledger-entries-approved", "of which written before the window (their approvals may have aged out; excluded)"); got != 1 {
+		t.Errorf("%d entries counted before the window, want the executors' one", got)
 	}
 }
