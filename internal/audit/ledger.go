@@ -31,9 +31,9 @@ import (
 // age may stand on an approval that aged out: it is counted as before the
 // window, not reported. One written since, with no approval of its key and
 // digest held, is reported, naming its key, digest, task, revision and
-// when it was written; as for a receipt whose message is gone, a message
-// delivered more than the max age after it was stored cannot be told from
-// a forgery. A conflicting approval renews an entry too (its not_after is
+// when it was written. As for a receipt whose message is gone, an entry
+// written by a late delivery of a message that has aged out since, less
+// than the max age ago, cannot be told from a forgery and is reported. A conflicting approval renews an entry too (its not_after is
 // then that approval's deadline): an entry whose first approval aged out
 // and that a later conflicting approval renewed is reported, saying so.
 // Entries in the probe's or the demo's scope for a key no message of the
