@@ -1,5 +1,6 @@
 // Package audit reads what the pipeline left behind — the APPROVALS stream,
-// the receipts, the dead letters and the task service's records — to report
+// the receipts, the dead letters, the task service's records and the
+// executors' intent ledger — to report
 // status and to check, independently of the executor, that nothing was lost
 // or done twice.
 //
@@ -28,7 +29,9 @@
 // tracechecks.go (the window they trace into in trace.go); gate-passes in
 // gaterun.go; content-as-approved in content.go; as-provisioned and
 // no-foreign-records in provisioned.go; listed-one-task-per-key and
-// listed-tasks-named in listed.go; run-not-refused, run-one-create-per-key
+// listed-tasks-named in listed.go; ledger-entries-approved in ledger.go
+// (every entry of the executors' intent ledger stands on a stored
+// approval of its key and request digest); run-not-refused, run-one-create-per-key
 // and run-counters in run.go. What the checks read is loaded in input.go
 // and read.go. The history of a fault run's calls (package history) and
 // its linearizability (package linearize) check the same invariants from

@@ -47,6 +47,8 @@ type Input struct {
 	// holds. Counts and the records above are then empty, and the checks
 	// that need them are reported as not applicable.
 	Listing *TaskListing
+	// Ledger is the executors' intent ledger as read (nil: not read).
+	Ledger *LedgerRead
 
 	// Approvals holds each stored approval message's data and the time the
 	// stream stored it, by stream sequence, for the gate to be re-run.
@@ -169,6 +171,7 @@ func LoadWith(ctx context.Context, nc *nats.Conn, lister taskservice.Lister) (*I
 		cc = in.Topology.Provisioned.Consumer
 	}
 	in.MaxDeliver = topology.CallBound(cc)
+	in.Ledger = readLedger(ctx, js)
 	if lister != nil {
 		l, err := lister.ListTasks(ctx)
 		if err != nil {

@@ -281,8 +281,8 @@ func TestVerifyAListedTaskService(t *testing.T) {
 					}
 				}
 			}
-			if len(rep.Checks) != 14 {
-				t.Fatalf("%d checks, want 14", len(rep.Checks))
+			if len(rep.Checks) != 15 {
+				t.Fatalf("%d checks, want 15", len(rep.Checks))
 			}
 			for _, c := range rep.Checks {
 				na := slices.Contains([]string{"requests-accounted", "first-records-unchanged", "calls-name-messages", "one-call-per-delivery", "content-as-approved"}, c.ID)

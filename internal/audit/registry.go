@@ -92,6 +92,8 @@ var registry = []rule{
 		verify: onInput(checkProvisioned)},
 	{name: "no-foreign-records", asserts: "every dead letter decodes; no status message was stored as an approval",
 		verify: onInput(checkForeign)},
+	{name: "ledger-entries-approved", asserts: "every entry of the intent ledger binds its key to the request digest of an approval the stream holds, unless written before the window",
+		verify: checkLedgerApproved},
 
 	// A service that keeps no call log, audited by the tasks it lists.
 	{name: "listed-one-task-per-key", asserts: "at most one task per key (scope, intent id); its created and replayed receipts name it",
@@ -113,7 +115,7 @@ var registry = []rule{
 var verifyChecks = []string{
 	"one-terminal-outcome", "one-create-per-key", "counters", "requests-accounted", "first-records-unchanged",
 	"rejected-not-called", "calls-name-messages", "receipts-name-messages", "gate-passes", "one-call-per-delivery",
-	"one-store", "content-as-approved", "as-provisioned", "no-foreign-records",
+	"one-store", "content-as-approved", "as-provisioned", "no-foreign-records", "ledger-entries-approved",
 }
 
 // listedChecks are the checks of a service audited by the tasks it lists

@@ -385,8 +385,8 @@ func TestVerifyReportsStatusMessagesInEveryStreamAndStillRunsEveryCheck(t *testi
 		fmt.Sprintf("no-foreign-records: the record at DEADLETTERS sequence %d does not decode: a status message (Nats-Pending-Messages", dead[0]),
 		fmt.Sprintf("no-foreign-records: the record at DEADLETTERS sequence %d does not decode: a status message (Status 408 Request Timeout) with no payload", dead[1]),
 		fmt.Sprintf("receipts-name-messages: the receipt at RECEIPTS sequence %d does not decode: a status message (Status 404)", ack.Sequence))
-	if len(rep.Checks) != 14 {
-		t.Fatalf("%d checks ran, want all 14", len(rep.Checks))
+	if len(rep.Checks) != 15 {
+		t.Fatalf("%d checks ran, want all 15", len(rep.Checks))
 	}
 	expectFailing(t, rep, []string{"receipts-name-messages", "no-foreign-records"})
 }

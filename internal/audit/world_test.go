@@ -49,6 +49,7 @@ func newWorld(t *testing.T) *world {
 		Now:         auditedAt,
 		Service:     audit.ServiceIdentity{StoreID: auditedStore},
 		Topology:    asProvisioned(topology.Config{MaxDeliver: 4}),
+		Ledger:      &audit.LedgerRead{},
 	}}
 }
 

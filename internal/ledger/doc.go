@@ -46,6 +46,14 @@
 // its latest revision is still the holder's (a conditional write), so a
 // holder whose lock expired never removes the next holder's lock.
 //
+// # Reading it whole
+//
+// Entries reads every entry (not the locks) for an audit, with the revision
+// that last wrote each and when the bucket stored it, and says of a value
+// that is not an entry of its key why not. It makes no consumer: it lists
+// the bucket's keys from its stream's info and reads each key's latest
+// revision, the same requests Open and Get make.
+//
 // # Provisioning
 //
 // Ensure creates or updates the bucket, file storage, replicated like the

@@ -25,8 +25,8 @@ const Help = `verify [--server URL] [--json] [--trusted-approvers FILE [--insecu
        [--task-service redmine --redmine-url URL --redmine-project ID [--redmine-field NAME]
         [--redmine-api-key-file FILE]]
 
-Reads the APPROVALS stream, the receipts, the dead letters and the task service's records,
-and checks that nothing was lost or done twice:
+Reads the APPROVALS stream, the receipts, the dead letters, the task service's records and the
+executors' intent ledger, and checks that nothing was lost or done twice:
   1. one-terminal-outcome: every approval message has one terminal outcome: a terminal
      receipt or a dead letter, never two that contradict (the service's answer and a dead
      letter or a rejection, a rejection and a dead letter, created and idempotency_conflict);
@@ -58,7 +58,15 @@ and checks that nothing was lost or done twice:
      expected 168h0m0s, found 2s"); no record at all is one too, and the live configurations
      are then compared with the topology's defaults;
  14. no-foreign-records: every dead letter decodes, and no status message was stored as an
-     approval.
+     approval;
+ 15. ledger-entries-approved: every entry of the executors' intent ledger (bucket
+     sendtwice-intents) binds its key to the request digest of an approval the stream holds;
+     one no approval stands behind (written from outside the executors' calls: its key's
+     approval then ends idempotency_conflict) is named with its key, digest, task, revision
+     and when it was written. An entry older than the stream's max age may stand on an
+     approval that aged out: counted, not a violation. Entries in the probe's and the demo's
+     scopes for keys the pipeline never carried are counted apart. A ledger verify cannot
+     read is reported: not applicable, with the reason.
 Every stored record is read, whatever its headers: a status message stored in a stream
 through a reply subject (or made to look like one), junk, or a document of another schema is
 reported with its stream and sequence (receipts-name-messages, no-foreign-records), and every
