@@ -19,6 +19,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/topology"
 )
 
 // authPipeline is deploy/auth with a task service that uses the
@@ -151,5 +152,21 @@ func TestTheOperatorRunsStatusAndVerifyUnderDeployAuthWithTheIntentLedgerInUse(t
 			p.send(t, seed)
 			p.statusAndVerify(t)
 		})
+	}
+}
+
+// $JS.API.INFO answers with the account's totals: every tenant's messages,
+// bytes and API calls together, since all streams live in one account. A
+// tenant's own commands never ask for it; its request is refused.
+func TestATenantAskingForTheAccountsTrafficFiguresIsRefused(t *testing.T) {
+	url, pw := authServer(t)
+	for _, role := range tenants {
+		c := connectAs(t, url, role, pw[role])
+		for _, subject := range []string{"$JS.API.INFO", "$JS.API.STREAM.INFO." + topology.ReceiptsStream,
+			"$JS.API.STREAM.INFO." + topology.ApprovalsStream, "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES"} {
+			if a := c.try(t, msg(subject, "")); !a.refused {
+				t.Errorf("%s asking %s: %s, want refused", role, subject, a.seen())
+			}
+		}
 	}
 }
