@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,67 @@ func TestTheOperatorRunsStatusAndVerifyUnderDeployAuthWithTheIntentLedgerInUse(t
 			p.statusAndVerify(t)
 		})
 	}
+}
+
+// A tenant that could make durable consumers up to the streams' cap would
+// leave the operator none for the consumers status and verify read the
+// streams with. A tenant waits for its receipts by subscription and direct
+// get and creates no consumer: every form of create is refused, one past
+// the cap included, and the operator's status and verify work after.
+func TestATenantTryingToFillTheConsumerCapIsRefusedAndTheOperatorsStatusAndVerifyStillWork(t *testing.T) {
+	p, seed := startRadicalePipeline(t)
+	p.send(t, seed)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pjs, _ := jetstream.New(connectAs(t, p.url, "provisioning", p.pw["provisioning"]).Conn)
+	streams := []string{topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream}
+	consumers := func() string {
+		var n []string
+		for _, name := range streams {
+			s, err := pjs.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n = append(n, name+" "+strconv.Itoa(s.CachedInfo().State.Consumers))
+		}
+		return strings.Join(n, ", ")
+	}
+	before := consumers()
+	// deploy/auth's max_consumers: how many consumers each stream holds.
+	account, err := pjs.AccountInfo(ctx)
+	if err != nil || account.Limits.MaxConsumers <= 0 {
+		t.Fatalf("the account's consumer cap: %+v, %v; want one set", account, err)
+	}
+	maxConsumers := account.Limits.MaxConsumers
+	tenant := connectAs(t, p.url, "tenant-a", p.pw["tenant-a"])
+	for _, stream := range streams {
+		durable := `{"stream_name":"` + stream + `","config":{"durable_name":"fill","ack_policy":"none"}}`
+		for _, subject := range []string{
+			"$JS.API.CONSUMER.CREATE." + stream + ".fill",
+			"$JS.API.CONSUMER.CREATE." + stream + ".fill.receipts.tenant-a.>",
+			"$JS.API.CONSUMER.DURABLE.CREATE." + stream + ".fill",
+			"$JS.API.CONSUMER.CREATE." + stream,
+		} {
+			if a := tenant.try(t, msg(subject, durable)); !a.refused {
+				t.Errorf("tenant-a creating a durable consumer on %s: %s, want refused", subject, a.seen())
+			}
+		}
+	}
+	// One past the cap, as fast as it can send them.
+	since := tenant.mark()
+	for i := range maxConsumers + 1 {
+		name := "fill-" + strconv.Itoa(i)
+		_ = tenant.Publish("$JS.API.CONSUMER.CREATE."+topology.ReceiptsStream+"."+name,
+			[]byte(`{"stream_name":"RECEIPTS","config":{"durable_name":"`+name+`","ack_policy":"none"}}`))
+	}
+	_ = tenant.Flush()
+	if !tenant.awaitViolation(since, `"$JS.API.CONSUMER.CREATE.RECEIPTS.fill-`+strconv.Itoa(maxConsumers)+`"`) {
+		t.Errorf("tenant-a's create number %d was not refused", maxConsumers+1)
+	}
+	if after := consumers(); after != before {
+		t.Errorf("consumers per stream: %s, were %s", after, before)
+	}
+	p.statusAndVerify(t)
 }
 
 // $JS.API.INFO answers with the account's totals: every tenant's messages,
