@@ -43,14 +43,15 @@ func ledgerRequest(intent, title string, notAfter time.Time) taskservice.Request
 // executor opens it with its own credentials, writes, extends and reads
 // entries, and keeps a task deleted on a real CalDAV server from being
 // created again; every other role is refused reading, writing or deleting
-// an entry and touching the bucket, and the executor's entry stays as it
-// wrote it. The executor itself may not purge, delete or reconfigure the
-// bucket.
+// an entry and touching the bucket (but the operator opens it and reads
+// entries: status and verify open it, as it holds Redmine's locks), and the
+// executor's entry stays as it wrote it. The executor itself may not purge,
+// delete or reconfigure the bucket.
 func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs jetstream.JetStream, ex *conn, others []*conn) {
 	tbl := spies.table("The executors' intent ledger",
-		"The key-value bucket `sendtwice-intents`, which remembers the keys of a task service that forgets a key when its task is "+
-			"deleted (CalDAV). Provisioning makes it; only the executors read and write its entries. A role that could write or delete "+
-			"an entry could make the executors create a deleted task again; after every attempt the executor's entry is as it wrote it.",
+		"The key-value bucket `sendtwice-intents`, which remembers the keys of a task service that forgets a key when its task is deleted (CalDAV) "+
+			"and Redmine's per-key locks. Provisioning makes it; only the executors write its entries, which the operator reads (status and verify "+
+			"open it). A role that could write or delete an entry could make the executors create a deleted task again; after every attempt the executor's entry is as it wrote it.",
 		"role", "action", "subject", "seen")
 	spies.add(tbl, "provisioning", "create or update the bucket (`executor provision`)", "`$JS.API.STREAM.CREATE.KV_sendtwice-intents`", seenAllowed)
 
@@ -125,16 +126,18 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 	attempts := []struct {
 		action string
 		m      *nats.Msg
+		// operatorMay: the operator's status and verify read the ledger.
+		operatorMay bool
 	}{
-		{"write an entry (bind the key to another task)", write},
-		{"delete an entry (a delete marker)", del},
-		{"purge an entry (a purge marker)", purgeKey},
-		{"read an entry (direct get)", msg("$JS.API.DIRECT.GET."+stream+"."+entrySubject, "")},
-		{"open the bucket", msg("$JS.API.STREAM.INFO."+stream, "")},
+		{"write an entry (bind the key to another task)", write, false},
+		{"delete an entry (a delete marker)", del, false},
+		{"purge an entry (a purge marker)", purgeKey, false},
+		{"read an entry (direct get)", msg("$JS.API.DIRECT.GET."+stream+"."+entrySubject, ""), true},
+		{"open the bucket", msg("$JS.API.STREAM.INFO."+stream, ""), true},
 		{"read the entries through a consumer of its own", msg("$JS.API.CONSUMER.CREATE."+stream+".spy",
-			`{"stream_name":"`+stream+`","config":{"name":"spy","ack_policy":"none","inactive_threshold":60000000000}}`)},
-		{"purge the bucket", msg("$JS.API.STREAM.PURGE."+stream, "")},
-		{"delete the bucket", msg("$JS.API.STREAM.DELETE."+stream, "")},
+			`{"stream_name":"`+stream+`","config":{"name":"spy","ack_policy":"none","inactive_threshold":60000000000}}`), false},
+		{"purge the bucket", msg("$JS.API.STREAM.PURGE."+stream, ""), false},
+		{"delete the bucket", msg("$JS.API.STREAM.DELETE."+stream, ""), false},
 	}
 	state := func() string { return entryState(ctx, kv, key) }
 	want := state()
@@ -150,12 +153,18 @@ func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs j
 		for _, at := range attempts {
 			a := c.try(t, at.m)
 			seen := a.seen()
+			may := at.operatorMay && c.role == "operator"
 			if !unchanged(c.role, at.action) {
 				seen = "CHANGED the entry"
-			} else if !a.refused {
+			} else if may && seen != seenAllowed {
+				t.Errorf("the operator's attempt to %s on %s: %s, want allowed", at.action, at.m.Subject, seen)
+			} else if !may && !a.refused {
 				t.Errorf("the %s's attempt to %s on %s: %s, want refused", c.role, at.action, at.m.Subject, seen)
 			}
 			spies.add(tbl, c.role, at.action, "`"+at.m.Subject+"`", seen)
+		}
+		if c.role == "operator" {
+			operatorReadsTheLedger(t, ctx, c, entry)
 		}
 	}
 	// The executor writes entries; the bucket is provisioning's.
@@ -201,4 +210,20 @@ func entryState(ctx context.Context, kv jetstream.KeyValue, key string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("revision %d: %s", e.Revision(), e.Value())
+}
+
+// operatorReadsTheLedger opens the intent ledger as status and verify do,
+// with the operator's credentials, and reads the executor's entry.
+func operatorReadsTheLedger(t *testing.T, ctx context.Context, op *conn, want taskservice.LedgerEntry) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ojs, _ := jetstream.New(op.Conn)
+	l, err := ledger.Open(ctx, ojs, ledger.Options{})
+	if err != nil {
+		t.Fatalf("the operator could not open the intent ledger: %v", err)
+	}
+	if got, found, err := l.Get(ctx, want.Scope, want.IntentID); err != nil || !found || got != want {
+		t.Errorf("the operator read %+v (found %v): %v; want %+v", got, found, err, want)
+	}
 }

@@ -483,7 +483,7 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 		}
 	})
 
-	t.Run("only the executors read and write the intent ledger, and they cannot remove it", func(t *testing.T) {
+	t.Run("only the executors write the intent ledger, only they and the operator read it, and the executors cannot remove it", func(t *testing.T) {
 		testIntentLedger(t, ctx, &spies, pjs, exConn, []*conn{pub, connectAs(t, url, "tenant-a", pw["tenant-a"]),
 			connectAs(t, url, "tenant-b", pw["tenant-b"]), op, svcConn})
 	})
