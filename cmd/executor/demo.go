@@ -48,7 +48,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	verbose := fs.Bool("verbose", false, "show the components' logs")
 	keep := fs.String("keep", "", "work in `DIR` and keep it, instead of a temporary directory")
 	keepTasks := fs.Bool("keep-tasks", false, "with a real task service: leave the run's tasks there at the end (by default the demo deletes them)")
-	ts := service.DemoFlagsVar(fs)
+	ts := service.FlagsVar(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -118,19 +118,11 @@ type Config struct {
 
 // FlagsVar adds --task-service (and, per kind, its own flags) to
 // fs, shown in its help in a group per kind.
-func FlagsVar(fs *flag.FlagSet) *Config { return flagsVar(fs, true) }
-
-// DemoFlagsVar is FlagsVar for the demo, which plays the fake service and
-// CalDAV only: Redmine and its flags are left out of its help.
-func DemoFlagsVar(fs *flag.FlagSet) *Config { return flagsVar(fs, false) }
-
-func flagsVar(fs *flag.FlagSet, withRedmine bool) *Config {
+func FlagsVar(fs *flag.FlagSet) *Config {
 	f := &Config{getenv: os.Getenv, fs: fs}
 	names := make([]string, 0, len(kinds))
 	for _, k := range kinds {
-		if k.name != KindRedmine || withRedmine {
-			names = append(names, k.name+": "+k.help)
-		}
+		names = append(names, k.name+": "+k.help)
 	}
 	fs.StringVar(&f.Kind, "task-service", KindFake, "which task `SERVICE` to call; one of\n"+strings.Join(names, "\n"))
 	fs.StringVar(&f.CalDAVURL, "caldav-url", "", "with --task-service caldav: the `URL` of the calendar collection that holds the tasks\n(for example https://dav.example.org/alice/tasks/)")
@@ -144,24 +136,17 @@ func flagsVar(fs *flag.FlagSet, withRedmine bool) *Config {
 		return nil
 	})
 	fs.StringVar(&f.DestinationsFile, "destinations-file", "", "with --task-service caldav: a `FILE` of destinations, one a line: NAME URL (# starts a comment)")
-	cli.Group(fs, "Task service", "task-service")
-	cli.Group(fs, "CalDAV (--task-service caldav)", "caldav-url", "caldav-calendar", "caldav-server", "caldav-user", "caldav-password-file", "caldav-ca-file",
-		"destination", "destinations-file")
-	cli.Repeatable(fs, "destination")
-	if withRedmine {
-		redmineFlagsVar(fs, f)
-	}
-	return f
-}
-
-// redmineFlagsVar adds the flags of --task-service redmine to fs.
-func redmineFlagsVar(fs *flag.FlagSet, f *Config) {
 	fs.StringVar(&f.RedmineURL, "redmine-url", "", "with --task-service redmine: Redmine's base `URL` (for example https://redmine.example.org/)")
 	fs.StringVar(&f.RedmineProject, "redmine-project", "", "with --task-service redmine: the project the issues are created in, by its identifier or numeric `ID`")
 	fs.StringVar(&f.RedmineField, "redmine-field", redmine.DefaultField, "with --task-service redmine: the `NAME` of the issue custom field that carries each issue's key\n(an administrator makes it once: format string, for all projects, used as a filter)")
 	fs.StringVar(&f.RedmineAPIKeyFile, "redmine-api-key-file", "", "with --task-service redmine: a `FILE` holding the API key (default: $"+RedmineAPIKeyEnv+")")
 	fs.DurationVar(&f.RedmineLockTTL, "redmine-lock-ttl", 0, "with --task-service redmine: the life of a key's lock in the intent ledger, longer than --call-timeout\n(default: 2 × the call timeout + 10s)")
+	cli.Group(fs, "Task service", "task-service")
+	cli.Group(fs, "CalDAV (--task-service caldav)", "caldav-url", "caldav-calendar", "caldav-server", "caldav-user", "caldav-password-file", "caldav-ca-file",
+		"destination", "destinations-file")
 	cli.Group(fs, "Redmine (--task-service redmine)", redmineFlagNames...)
+	cli.Repeatable(fs, "destination")
+	return f
 }
 
 // ErrUnknown is wrapped by Check for an unknown --task-service.

@@ -422,27 +422,3 @@ func TestRedmineCallsShareABoundedNumberOfConnections(t *testing.T) {
 		t.Errorf("at most %d request at once: the calls did not run together", got)
 	}
 }
-
-func TestTheDemosFlagsLeaveOutRedmineWhichItCannotPlay(t *testing.T) {
-	for _, c := range []struct {
-		name        string
-		flagsVar    func(*flag.FlagSet) *Config
-		wantRedmine bool
-	}{
-		{"serve, status and verify take Redmine's flags", FlagsVar, true},
-		{"the demo does not", DemoFlagsVar, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("x", flag.ContinueOnError)
-			c.flagsVar(fs)
-			for _, name := range redmineFlagNames {
-				if got := fs.Lookup(name) != nil; got != c.wantRedmine {
-					t.Errorf("--%s defined: %v, want %v", name, got, c.wantRedmine)
-				}
-			}
-			if fs.Lookup("caldav-url") == nil {
-				t.Error("--caldav-url is missing")
-			}
-		})
-	}
-}
