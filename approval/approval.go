@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -102,11 +103,14 @@ func NewCandidate(c Candidate) ([]byte, error) {
 // encodeChecked encodes doc, indented, and reads it back with decode, as
 // strictly as the executors read the document named what.
 func encodeChecked[T any](what string, doc any, decode func(string, any) (*T, error)) ([]byte, error) {
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // "R&D" as written: the digest is over the canonical form either way
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
 		return nil, own(ErrInvalid, "encoding the "+what, err)
 	}
-	b = append(b, '\n')
+	b := buf.Bytes()
 	v, err := document.Parse(b)
 	if err == nil {
 		_, err = decode("$", v)

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -121,6 +122,26 @@ func TestAFirstTaskWithTheProgramsOnlyIsCreatedThenReplayedOnRadicale(t *testing
 		out := f.run(t, 4, "send", "--candidate", in("candidate.json"), "--request", in("request.json"), "--approval", in("approval.json"), "--server", f.url, "--wait", "30s")
 		if !strings.HasPrefix(out, "rejected at destination ($.request.provider)") {
 			t.Errorf("send printed %q, want a rejection at destination", out)
+		}
+	})
+}
+
+// startServeProcess runs executor serve with args as a process of its own
+// until the test ends, and logs its output if the test fails.
+func startServeProcess(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"serve"}, args...)...)
+	cmd.Env = append(os.Environ(), asMain+"=1", "GORACE=atexit_sleep_ms=0")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("serve output:\n%s", out.String())
 		}
 	})
 }

@@ -82,26 +82,6 @@ func startExecutor(t *testing.T, url, id string, extra ...string) *process {
 	return p
 }
 
-// startServeProcess runs executor serve with args as a process of its own
-// until the test ends, and logs its output if the test fails.
-func startServeProcess(t *testing.T, args ...string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"serve"}, args...)...)
-	cmd.Env = append(os.Environ(), asMain+"=1", "GORACE=atexit_sleep_ms=0")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("serve output:\n%s", out.String())
-		}
-	})
-}
-
 // restartRun is how a run through a restart of the task service's server
 // ended.
 type restartRun struct {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sendtwice/sendtwice/approval"
+
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/cli"
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -129,14 +131,8 @@ func (cf *RequestConfig) documents(provider string) (candidate, request []byte, 
 			return nil, nil, nil, fmt.Errorf("--%s is not valid UTF-8", name)
 		}
 	}
-	cand := document.Candidate{
-		SchemaVersion: document.CandidateVersion,
-		CandidateID:   "candidate",
-		Source:        document.Source{TranscriptID: "publisher-request", Version: "v1"},
-		Kind:          "task",
-		Summary:       title,
-		Evidence:      []document.Evidence{{Quote: title}},
-	}
+	cand := approval.Candidate{CandidateID: "candidate", TranscriptID: "publisher-request", TranscriptVersion: "v1",
+		Kind: "task", Summary: title, Evidence: []approval.Evidence{{Quote: title}}}
 	r := document.Request{
 		SchemaVersion: document.RequestVersion,
 		RequestID:     "request",
@@ -149,7 +145,7 @@ func (cf *RequestConfig) documents(provider string) (candidate, request []byte, 
 	}
 	// The request is checked first, with stand-ins for the ids and the
 	// candidate digest, so that a refusal names the member a flag gave.
-	r.CandidateRef = document.CandidateRef{CandidateID: cand.CandidateID, SourceVersion: cand.Source.Version,
+	r.CandidateRef = document.CandidateRef{CandidateID: cand.CandidateID, SourceVersion: cand.TranscriptVersion,
 		CandidateDigest: "sha256:" + strings.Repeat("0", 64)}
 	if request, err = indented(r); err == nil {
 		_, err = decodeAs(request, document.DecodeRequest)
@@ -159,11 +155,8 @@ func (cf *RequestConfig) documents(provider string) (candidate, request []byte, 
 	}
 	cand.CandidateID, r.RequestID = idFor("candidate-", intent), idFor("request-", intent)
 	r.CandidateRef.CandidateID = cand.CandidateID
-	if candidate, err = indented(cand); err == nil {
-		_, err = decodeAs(candidate, document.DecodeCandidate)
-	}
-	if err != nil {
-		return nil, nil, nil, err
+	if candidate, err = approval.NewCandidate(cand); err != nil {
+		return nil, nil, nil, fmt.Errorf("making the candidate: %w", err)
 	}
 	if r.CandidateRef.CandidateDigest, err = canon.Digest(candidate); err != nil {
 		return nil, nil, nil, fmt.Errorf("digesting the candidate: %w", err)
