@@ -51,4 +51,10 @@ type ListedTask struct {
 	Where string `json:"where,omitempty"`
 	// Title is the task's title (a VTODO's SUMMARY, an issue's subject).
 	Title string `json:"title,omitempty"`
+	// Unproven, when not empty, says why this task's claim on its key is
+	// not proven to be the pipeline's (no tag, a tag that does not match
+	// under the mark key, an author who is not the adapter's user): a task
+	// planted or edited by someone else. Empty for a proven task, and for
+	// every task of an adapter given no mark key.
+	Unproven string `json:"unproven,omitempty"`
 }
