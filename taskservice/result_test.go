@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sendtwice/sendtwice/taskservice"
 )
@@ -56,5 +57,23 @@ func TestCheckHoldsAResultToTheContractsForm(t *testing.T) {
 				t.Fatalf("Check = %v, want ok %v", err, c.ok)
 			}
 		})
+	}
+}
+
+func TestAnInDoubtErrorIsTransientAndSaysUntilWhen(t *testing.T) {
+	until := time.Date(2026, 12, 4, 20, 0, 0, 0, time.UTC)
+	err := fmt.Errorf("calling: %w", taskservice.InDoubt(errors.New("the POST's answer was lost"), until))
+	if !errors.Is(err, taskservice.ErrInDoubt) || !errors.Is(err, taskservice.ErrTransient) || taskservice.IsPermanent(err) {
+		t.Fatalf("%v: want ErrInDoubt and ErrTransient, not permanent", err)
+	}
+	got, ok := taskservice.InDoubtUntil(err)
+	if !ok || !got.Equal(until) {
+		t.Errorf("InDoubtUntil = %v, %v; want %v, true", got, ok, until)
+	}
+	if _, ok := taskservice.InDoubtUntil(taskservice.Transient(errors.New("x"))); ok {
+		t.Error("a plain transient error says it is in doubt")
+	}
+	if taskservice.InDoubt(nil, until) != nil {
+		t.Error("InDoubt(nil) is not nil")
 	}
 }

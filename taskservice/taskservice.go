@@ -178,6 +178,41 @@ func IsNotCreated(err error) bool { return errors.Is(err, ErrNotCreated) }
 // marked Transient or not marked at all, is worth a retry.
 func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
+// ErrInDoubt marks a refusal to call while an earlier call for the same
+// key may still land: its outcome is unknown (a timeout, a lost answer, a
+// lock that expired while it ran, a caller killed) and the service has not
+// shown its task yet. Test with errors.Is, or InDoubtUntil.
+var ErrInDoubt = errors.New("taskservice: an earlier call for this key is in doubt")
+
+// InDoubt marks err as ErrInDoubt until the given time: until then an
+// earlier call for the key may still land (the service's longest request
+// lifetime after it was sent), so nothing may be created; after it, a
+// call may look the key up and create. It is also transient: a caller that
+// knows nothing of doubt retries it. It returns nil for a nil err.
+func InDoubt(err error, until time.Time) error {
+	if err == nil {
+		return nil
+	}
+	return &inDoubt{classified: classified{err: err, class: ErrTransient}, until: until}
+}
+
+// InDoubtUntil returns the time until which err says its key is in doubt,
+// and whether err was marked InDoubt.
+func InDoubtUntil(err error) (time.Time, bool) {
+	var d *inDoubt
+	if errors.As(err, &d) {
+		return d.until, true
+	}
+	return time.Time{}, false
+}
+
+type inDoubt struct {
+	classified
+	until time.Time
+}
+
+func (d *inDoubt) Unwrap() []error { return []error{d.err, ErrTransient, ErrInDoubt} }
+
 type classified struct {
 	err   error
 	class error
