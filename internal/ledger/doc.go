@@ -46,9 +46,19 @@
 // its latest revision is still the holder's (a conditional write), so a
 // holder whose lock expired never removes the next holder's lock.
 //
+// # The mark key
+//
+// The bucket holds the deployment's mark key under MarkKeyKey: 256 random
+// bits, made once by the first executor that serves (a create-only write,
+// so executors starting at once agree) and kept for ever. The adapters tag
+// with it what names or marks a task (taskservice/internal/proof), so that
+// a task can be told from one planted by a user of the task service. Who
+// may read the bucket may read the key: the executors and the operator
+// (deploy/auth), never a publisher.
+//
 // # Reading it whole
 //
-// Entries reads every entry (not the locks) for an audit, with the revision
+// Entries reads every entry (not the locks, nor the mark key) for an audit, with the revision
 // that last wrote each and when the bucket stored it, and says of a value
 // that is not an entry of its key why not. It makes no consumer: it lists
 // the bucket's keys from its stream's info and reads each key's latest

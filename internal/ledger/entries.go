@@ -28,7 +28,7 @@ type Stored struct {
 }
 
 // Entries reads every entry of the bucket, in key order, leaving out the
-// per-key locks. It only reads, and makes no consumer: the bucket's stream
+// per-key locks and the mark key (every key that starts with '_'). It only reads, and makes no consumer: the bucket's stream
 // lists its keys and each key's latest revision is read by itself (the
 // reads a ledger's Open and Get make). A missing bucket is an error
 // wrapping ErrNoBucket.
@@ -52,8 +52,9 @@ func Entries(ctx context.Context, js jetstream.JetStream) ([]Stored, error) {
 	var out []Stored
 	for subject := range info.State.Subjects {
 		key := strings.TrimPrefix(subject, prefix)
-		if strings.HasPrefix(key, LockPrefix) {
-			continue
+		if strings.HasPrefix(key, "_") {
+			continue // the locks, the mark key: no scope starts with '_'
+
 		}
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
