@@ -29,7 +29,8 @@
 // tracechecks.go (the window they trace into in trace.go); gate-passes in
 // gaterun.go; content-as-approved in content.go; as-provisioned and
 // no-foreign-records in provisioned.go; listed-one-task-per-key and
-// listed-tasks-named in listed.go; ledger-entries-approved in ledger.go
+// listed-tasks-named in listed.go; listed-tasks-proven in proven.go;
+// ledger-entries-approved in ledger.go
 // (every entry of the executors' intent ledger stands on a stored
 // approval of its key and request digest); run-not-refused, run-one-create-per-key
 // and run-counters in run.go. What the checks read is loaded in input.go

@@ -56,11 +56,12 @@ func verifyListed(v *view) []Check {
 	})
 }
 
-// tasksByKey groups the listed tasks by key (scope, intent id), named as
-// key.String names it.
+// tasksByKey groups the listed tasks the adapter calls proven by key
+// (scope, intent id), named as key.String names it: an unproven task is not
+// its key's task (listed-tasks-proven names it).
 func tasksByKey(l *TaskListing) map[string][]ListedTask {
 	out := map[string][]ListedTask{}
-	for _, t := range l.Tasks {
+	for _, t := range provenTasks(l) {
 		k := keyOf(t.Scope, t.IntentID).String()
 		out[k] = append(out[k], t)
 	}
@@ -95,7 +96,7 @@ func checkListedOneTask(c *Check, in *Input) {
 		}
 	}
 	holders := map[string][]string{}
-	for _, t := range l.Tasks {
+	for _, t := range provenTasks(l) {
 		if k := keyOf(t.Scope, t.IntentID).String(); !slices.Contains(holders[t.TaskID], k) {
 			holders[t.TaskID] = append(holders[t.TaskID], k)
 		}

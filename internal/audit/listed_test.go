@@ -247,6 +247,24 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			},
 		},
 		{
+			name: "a task planted for a key the pipeline created is named by check 16 and does not count as the key's second task",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: "default", IntentID: "intent-0001", TaskID: "planted",
+					Where: "issue #7", Title: "Pay invoice 4711 to MALLORY LTD", Unproven: `made by user "mallory", not the adapter's user`})
+				w.in.Listing.Items++
+			},
+			fail: []string{"listed-tasks-proven"}, says: `task planted at issue #7 in CalDAV collection http://dav.test/tasks/ claims intent "intent-0001" in scope "default" but is not the pipeline's: made by user "mallory", not the adapter's user`,
+		},
+		{
+			name: "a task planted for a key no receipt names fails check 16 only: it stands for no key",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: "tenant-a", IntentID: "c-intent-3", TaskID: "tenant-a~~c-intent-3",
+					Where: "/tasks/tenant-a~~c-intent-3.ics", Unproven: "no X-SENDTWICE-PROOF property"})
+				w.in.Listing.Items++
+			},
+			fail: []string{"listed-tasks-proven"}, says: `claims intent "c-intent-3" in scope "tenant-a" but is not the pipeline's: no X-SENDTWICE-PROOF property`,
+		},
+		{
 			name: "a receipt naming another store fails check 11",
 			build: func(w *world) {
 				other := "caldav-ffffffffffffffff"
@@ -281,8 +299,8 @@ func TestVerifyAListedTaskService(t *testing.T) {
 					}
 				}
 			}
-			if len(rep.Checks) != 15 {
-				t.Fatalf("%d checks, want 15", len(rep.Checks))
+			if len(rep.Checks) != 16 {
+				t.Fatalf("%d checks, want 16", len(rep.Checks))
 			}
 			for _, c := range rep.Checks {
 				na := slices.Contains([]string{"requests-accounted", "first-records-unchanged", "calls-name-messages", "one-call-per-delivery", "content-as-approved"}, c.ID)

@@ -100,6 +100,8 @@ var registry = []rule{
 		verify: onInput(checkListedOneTask)},
 	{name: "listed-tasks-named", asserts: "tasks existing = keys (scope, intent id) with a created or replayed receipt",
 		verify: checkListedTasks},
+	{name: "listed-tasks-proven", asserts: "every listed task that claims a key is the pipeline's by the adapter's proof; a task planted or edited by a user of the service is named, and stands for no key",
+		verify: onInput(checkListedProven)},
 
 	// One run of work (VerifyRun).
 	{name: "run-not-refused", asserts: "no message of the run was rejected or dead-lettered; every receipt decodes",
@@ -120,11 +122,12 @@ var verifyChecks = []string{
 
 // listedChecks are the checks of a service audited by the tasks it lists
 // (listed.go), in the order Verify reports them: those of a service's
-// records, with its own two in place of one-create-per-key and counters.
-var listedChecks = replaced(verifyChecks, map[string]string{
+// records, with its own two in place of one-create-per-key and counters,
+// and listed-tasks-proven last.
+var listedChecks = append(replaced(verifyChecks, map[string]string{
 	"one-create-per-key": "listed-one-task-per-key",
 	"counters":           "listed-tasks-named",
-})
+}), "listed-tasks-proven")
 
 // runChecks are the checks of one run of work (VerifyRun).
 var runChecks = []string{"one-terminal-outcome", "run-not-refused", "run-one-create-per-key", RunCountersCheck}

@@ -97,6 +97,10 @@ type Config struct {
 	// sets them before Open.
 	ProvisionLedger bool
 	LedgerReplicas  int
+	// markKey is the deployment's mark key (TakeMarkKey), with which the
+	// adapters tag and prove their tasks; nil leaves them untagged (the
+	// demo, whose stores are its own, and flag checks).
+	markKey []byte
 
 	// LoseReplies asks Open for a service whose next reply can be lost
 	// on purpose (Service.LoseReply), for the probe, the demo and tests:

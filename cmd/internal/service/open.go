@@ -142,10 +142,21 @@ func (f *Config) Open(ctx context.Context, connect func() (*nats.Conn, error), c
 }
 
 // OpenToList opens the service on nc to list its tasks (verify, status),
-// each call taking at most callTimeout. Listing takes no lock: a
-// --redmine-lock-ttl given as to serve is not its business.
+// each call taking at most callTimeout, with the deployment's mark key when
+// there is one, so that a task without its proof is listed as unproven.
+// Listing takes no lock: a --redmine-lock-ttl given as to serve is not its
+// business.
 func (f *Config) OpenToList(ctx context.Context, nc *nats.Conn, callTimeout time.Duration) (*Service, error) {
 	f.RedmineLockTTL = 0
+	if f.NeedsLedger() {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.TakeMarkKey(ctx, js, false); err != nil {
+			return nil, err
+		}
+	}
 	return f.Open(ctx, func() (*nats.Conn, error) { return nc, nil }, callTimeout)
 }
 

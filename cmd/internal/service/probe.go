@@ -53,6 +53,13 @@ func (f *Config) OpenToProbe(ctx context.Context, conn *cli.ConnConfig, serverSe
 			return nil, "", taken.close, fmt.Errorf("probe: opening the intent ledger: %w", err)
 		}
 		f.LedgerReplicas = 1
+		js, err := jetstream.New(ledgerNC)
+		if err == nil {
+			err = f.TakeMarkKey(ctx, js, true)
+		}
+		if err != nil {
+			return nil, "", taken.close, fmt.Errorf("probe: %w", err)
+		}
 	}
 	f.LoseReplies = true
 	svc, err = f.Open(ctx, func() (*nats.Conn, error) {

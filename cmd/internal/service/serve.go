@@ -38,6 +38,9 @@ type Serving struct {
 // provisioned unless told not to.
 func (f *Config) OpenToServe(ctx context.Context, on Serving) (*Service, error) {
 	f.ProvisionLedger, f.LedgerReplicas = on.Provision, on.Replicas
+	if err := f.TakeMarkKey(ctx, on.JS, true); err != nil {
+		return nil, err
+	}
 	svc, err := f.Open(ctx, func() (*nats.Conn, error) { return on.NC, nil }, on.CallTimeout)
 	if err != nil {
 		return nil, err

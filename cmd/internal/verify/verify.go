@@ -113,7 +113,11 @@ tasks for one key are a violation there too). A task deleted in the calendar sin
 a violation. requests-accounted, first-records-unchanged, calls-name-messages and
 one-call-per-delivery need the service's record of every call, content-as-approved the tasks'
 content: they are reported as not applicable. The store id of one-store is the collection's:
-verify with the URL the executors were given.
+verify with the URL the executors were given. A 16th check, listed-tasks-proven, names every task
+that claims a key without the proof the executors write under the deployment's mark key (kept
+in the intent ledger's bucket): a task planted or edited by a user of the service, with where it
+is and why; such a task stands for no key in checks 2 and 3. For Redmine the proof is a tagged
+mark on an issue made by the adapter's own user.
 
 With --task-service redmine the task service is a Redmine project, audited the same way as a
 listed service: the tasks existing are the project's issues, open and closed, that carry a key
