@@ -118,7 +118,9 @@ var ErrForgetsKeys = errors.New("taskservice: the service forgets a key when its
 //     task id; with the same digest, a task present → svc's own answer
 //     (Replayed, or Conflict for a resource that is not ours), a task
 //     gone → Replayed with the ledger's task id and Result.TaskDeleted,
-//     and nothing is created again.
+//     and nothing is created again. A task the service made before it
+//     proved its tasks (ErrUnprovenLegacy) is proven from the ledger's
+//     entry once (LegacyProver), so that keys made before stay answered.
 //
 // Every answer for a known key also writes the ledger, so that the entry
 // lives as long as the latest approval seen for the key (Ledger.Put).
@@ -173,7 +175,7 @@ func (t *tombstones) Create(ctx context.Context, req Request) (Result, error) {
 		}
 		return res, nil
 	}
-	found, present, err := t.find.Find(ctx, req)
+	found, present, err := t.findProving(ctx, req, e)
 	if err != nil {
 		return Result{}, err
 	}
@@ -191,6 +193,39 @@ func (t *tombstones) Create(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// ErrUnprovenLegacy is wrapped by a Finder's error when the task at the
+// key is one it made before it proved its tasks (an older version of the
+// adapter, or one given no mark key): it cannot tell it from one planted
+// by a user of the service. KeepDeletedKeys then asks the service's
+// LegacyProver to prove it from the ledger's entry, and looks again.
+var ErrUnprovenLegacy = errors.New("taskservice: the key's task was made before its service proved its tasks")
+
+// LegacyProver is implemented by an adapter that proves its tasks (a tag
+// under the deployment's mark key) and can prove one made before it did:
+// ProveLegacy writes the proof into the task of e's key when that task is
+// the one e binds (e.TaskID, e.RequestDigest), and changes nothing
+// otherwise (an error says why). changed is false when the task was proven
+// already.
+type LegacyProver interface {
+	ProveLegacy(ctx context.Context, e LedgerEntry) (changed bool, err error)
+}
+
+// findProving is Find, proving once a task made before proofs that the
+// ledger's entry e binds to the key: the ledger, written by the executors
+// when the task was created, is what vouches for it. A task whose task id
+// or digest is not e's is left unproven, and Find's error stands.
+func (t *tombstones) findProving(ctx context.Context, req Request, e LedgerEntry) (Result, bool, error) {
+	res, present, err := t.find.Find(ctx, req)
+	p, ok := t.svc.(LegacyProver)
+	if err == nil || !ok || !errors.Is(err, ErrUnprovenLegacy) {
+		return res, present, err
+	}
+	if _, perr := p.ProveLegacy(ctx, e); perr != nil {
+		return res, present, fmt.Errorf("%w; proving it from the intent ledger's entry: %w", err, perr)
+	}
+	return t.find.Find(ctx, req)
 }
 
 // remember writes (or extends) the ledger entry of req's key.

@@ -273,3 +273,71 @@ func ExampleKeepDeletedKeys() {
 	// replayed task-1 deleted: true
 	// creates 1 tasks 0
 }
+
+// legacyTasks is a forgetful service whose tasks were made before it
+// proved them: Find refuses each with ErrUnprovenLegacy until ProveLegacy
+// proves it from a ledger entry that binds its task id and digest.
+type legacyTasks struct {
+	*forgetful
+	proven map[string]bool
+}
+
+func (s *legacyTasks) Find(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error) {
+	res, found, err := s.forgetful.Find(ctx, req)
+	if found && !s.proven[s.key(req)] {
+		return taskservice.Result{}, false, taskservice.Permanent(fmt.Errorf("task %s: %w", res.TaskID, taskservice.ErrUnprovenLegacy))
+	}
+	return res, found, err
+}
+
+func (s *legacyTasks) ProveLegacy(_ context.Context, e taskservice.LedgerEntry) (bool, error) {
+	k := e.Scope + "/" + e.IntentID
+	b, ok := s.tasks[k]
+	if !ok || b.taskID != e.TaskID || b.digest != e.RequestDigest {
+		return false, errors.New("the task at the key is not the one the entry binds")
+	}
+	s.proven[k] = true
+	return true, nil
+}
+
+func TestATaskMadeBeforeProofsIsProvenFromItsLedgerEntryOnly(t *testing.T) {
+	ctx := context.Background()
+	req := taskservice.Request{Scope: "team-a", IntentID: "intent-1", RequestDigest: digestA}
+	cases := []struct {
+		name    string
+		entry   taskservice.LedgerEntry
+		replays bool
+	}{
+		{"the entry binds the task: answered replayed", taskservice.LedgerEntry{Scope: "team-a", IntentID: "intent-1", RequestDigest: digestA, TaskID: "task-1"}, true},
+		{"the entry binds another task id: refused, nothing proven", taskservice.LedgerEntry{Scope: "team-a", IntentID: "intent-1", RequestDigest: digestA, TaskID: "task-9"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := &legacyTasks{forgetful: newForgetful(), proven: map[string]bool{}}
+			if _, err := svc.forgetful.Create(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			ledger := newMemoryLedger()
+			if err := ledger.Put(ctx, tc.entry); err != nil {
+				t.Fatal(err)
+			}
+			kept, err := taskservice.KeepDeletedKeys(svc, ledger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := kept.Create(ctx, req)
+			if tc.replays {
+				if err != nil || res.Outcome != taskservice.Replayed || res.TaskID != "task-1" {
+					t.Fatalf("Create = %+v, %v; want replayed task-1", res, err)
+				}
+				return
+			}
+			if !errors.Is(err, taskservice.ErrUnprovenLegacy) || !taskservice.IsPermanent(err) {
+				t.Fatalf("Create = %+v, %v; want the permanent ErrUnprovenLegacy", res, err)
+			}
+			if svc.proven["team-a/intent-1"] {
+				t.Error("the task was proven from an entry that binds another task")
+			}
+		})
+	}
+}
