@@ -110,7 +110,8 @@ type Result struct {
 	// service keeps none.
 	Counts *Counts
 	// Reason says why a call was answered Conflict, when there is more to
-	// say than "another request digest".
+	// say than "another request digest"; on any outcome, it may say what
+	// the service found and did not take as the key's task.
 	Reason string
 	// TaskDeleted, on a Replayed result, says that the task the key is
 	// bound to was deleted after it was created (by its owner): the key

@@ -18,8 +18,10 @@ func (a *Adapter) howToMakeField() string {
 		"(or, for one project, the project's Settings » Issue tracking enables a field made for some projects)", a.field)
 }
 
-// Check reads, creating nothing, that the login is accepted, the project
-// exists and the mark's custom field exists and can be filtered on; an
+// Check reads, creating nothing, that the login is accepted (and which
+// user it is: with a mark key, only that user's issues are taken as the
+// deployment's), the project exists and the mark's custom field exists
+// and can be filtered on; an
 // error says which and is permanent when a retry cannot help. What it
 // finds is kept: Create, Find, Delete, Issues and Naive check once before
 // their first request.
@@ -102,7 +104,7 @@ func (a *Adapter) check(ctx context.Context) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	t := target{projectID: proj.Project.ID, identifier: proj.Project.Identifier}
+	t := target{projectID: proj.Project.ID, identifier: proj.Project.Identifier, userID: me.User.ID, userLogin: me.User.Login}
 	if t.projectID == 0 {
 		return target{}, taskservice.Permanent(fmt.Errorf("redmine: project %q: the answer names no project id", a.project))
 	}

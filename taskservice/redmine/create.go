@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,12 +46,12 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 	// redelivery of a create whose reply was lost at once, while that
 	// create's lock runs out, instead of waiting for it and spending the
 	// message's deliveries.
-	found, err := a.lookup(ctx, t, req.KeyScope(), req.IntentID)
+	found, ignored, err := a.lookup(ctx, t, req.KeyScope(), req.IntentID)
 	if err != nil {
 		return a.none(), err
 	}
 	if len(found) > 0 {
-		return a.answer(req, found)
+		return a.answer(req, found, ignored)
 	}
 	lk, err := a.lock(ctx, req.KeyScope(), req.IntentID)
 	if err != nil {
@@ -66,12 +67,12 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 	}()
 
 	// Again under the lock: another caller may have created since.
-	found, err = a.lookup(ctx, t, req.KeyScope(), req.IntentID)
+	found, ignored, err = a.lookup(ctx, t, req.KeyScope(), req.IntentID)
 	if err != nil {
 		return a.none(), err
 	}
 	if len(found) > 0 {
-		return a.answer(req, found)
+		return a.answer(req, found, ignored)
 	}
 	if err := lk.Held(ctx); err != nil {
 		// Another caller may hold the lock now: creating could duplicate.
@@ -84,7 +85,7 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		}
 		return a.none(), err
 	}
-	return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(id), StoreID: a.storeID}, nil
+	return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(id), StoreID: a.storeID, Reason: notFor(ignored)}, nil
 }
 
 func (a *Adapter) none() taskservice.Result { return taskservice.Result{StoreID: a.storeID} }
@@ -120,29 +121,43 @@ func (a *Adapter) Find(ctx context.Context, req taskservice.Request) (taskservic
 	if err != nil {
 		return a.none(), false, err
 	}
-	found, err := a.lookup(ctx, t, req.KeyScope(), req.IntentID)
+	found, ignored, err := a.lookup(ctx, t, req.KeyScope(), req.IntentID)
 	if err != nil || len(found) == 0 {
-		return a.none(), false, err
+		res := a.none()
+		res.Reason = notFor(ignored)
+		return res, false, err
 	}
-	res, err := a.answer(req, found)
+	res, err := a.answer(req, found, ignored)
 	return res, err == nil, err
 }
 
-// answer says what the issues found for req's key mean.
-func (a *Adapter) answer(req taskservice.Request, found []Issue) (taskservice.Result, error) {
+// answer says what the issues found for req's key mean: found are the
+// issues taken as its task, ignored those that claim it without proof,
+// which the result's Reason names.
+func (a *Adapter) answer(req taskservice.Request, found, ignored []Issue) (taskservice.Result, error) {
 	if len(found) > 1 {
 		ids := make([]string, len(found))
 		for i, is := range found {
 			ids[i] = "#" + strconv.Itoa(is.ID)
 		}
-		return a.none(), taskservice.Permanent(fmt.Errorf("%w: intent %q in scope %q is carried by issues %s of project %q; delete all but one by hand", ErrDuplicates, req.IntentID, req.KeyScope(), strings.Join(ids, ", "), a.project))
+		made := ""
+		if a.markKey != nil {
+			made = ", each proven to be made by this deployment"
+		}
+		return a.none(), taskservice.Permanent(fmt.Errorf("%w: intent %q in scope %q is carried by issues %s of project %q%s: the task was created more than once, and sending again changes nothing; delete all but one by hand",
+			ErrDuplicates, req.IntentID, req.KeyScope(), strings.Join(ids, ", "), a.project, made))
 	}
 	is := found[0]
 	res := taskservice.Result{Outcome: taskservice.Replayed, TaskID: TaskID(is.ID), StoreID: a.storeID}
+	var why []string
 	if is.RequestDigest != req.RequestDigest {
 		res.Outcome = taskservice.Conflict
-		res.Reason = fmt.Sprintf("issue #%d carries this key for request digest %s", is.ID, is.RequestDigest)
+		why = append(why, fmt.Sprintf("issue #%d carries this key for request digest %s", is.ID, is.RequestDigest))
 	}
+	if note := notFor(ignored); note != "" {
+		why = append(why, note)
+	}
+	res.Reason = strings.Join(why, "; ")
 	return res, nil
 }
 
@@ -150,6 +165,7 @@ func (a *Adapter) answer(req taskservice.Request, found []Issue) (taskservice.Re
 type apiIssue struct {
 	ID      int    `json:"id"`
 	Subject string `json:"subject"`
+	Author  author `json:"author"`
 	Status  struct {
 		IsClosed *bool `json:"is_closed"`
 	} `json:"status"`
@@ -184,8 +200,8 @@ func (is apiIssue) closed() bool {
 const pageSize = 100
 
 // marked lists the project's issues, open and closed, whose mark starts
-// with prefix, page by page, reading every mark exactly; keep says which
-// to return.
+// with prefix, page by page, reading every mark exactly and saying which
+// are unproven (Issue.Unproven); keep says which to return.
 func (a *Adapter) marked(ctx context.Context, t target, prefix, what string, keep func(Issue) bool) ([]Issue, int, error) {
 	var out []Issue
 	seen := map[int]bool{}
@@ -208,11 +224,12 @@ func (a *Adapter) marked(ctx context.Context, t target, prefix, what string, kee
 				continue
 			}
 			seen[is.ID] = true
-			scope, intent, digest, ok := ParseMark(is.mark(t.fieldID))
+			m, ok := parseMark(is.mark(t.fieldID))
 			if !ok {
 				continue
 			}
-			i := Issue{ID: is.ID, Scope: scope, IntentID: intent, RequestDigest: digest, Subject: is.Subject, Closed: is.closed()}
+			i := Issue{ID: is.ID, Scope: m.scope, IntentID: m.intentID, RequestDigest: m.digest, Subject: is.Subject, Closed: is.closed(),
+				Unproven: a.unproven(t, m, is.Author)}
 			if keep(i) {
 				out = append(out, i)
 			}
@@ -225,12 +242,37 @@ func (a *Adapter) marked(ctx context.Context, t target, prefix, what string, kee
 }
 
 // lookup finds the issues that carry the key (scope, intentID): Redmine's
-// "starts with" filter on the mark's prefix, then each mark read exactly.
-func (a *Adapter) lookup(ctx context.Context, t target, scope, intentID string) ([]Issue, error) {
-	found, _, err := a.marked(ctx, t, MarkPrefix(scope, intentID), fmt.Sprintf("looking up intent %q in scope %q", intentID, scope), func(is Issue) bool {
-		return is.Scope == scope && is.IntentID == intentID
-	})
-	return found, err
+// "starts with" filter on the prefix of each version of the mark, then
+// each mark read exactly. found are the issues taken as the key's task;
+// ignored claim it without proof (Issue.Unproven).
+func (a *Adapter) lookup(ctx context.Context, t target, scope, intentID string) (found, ignored []Issue, err error) {
+	all, err := a.markedAll(ctx, t, func(version string) string { return markPrefix(version, scope, intentID) },
+		fmt.Sprintf("looking up intent %q in scope %q", intentID, scope), func(is Issue) bool {
+			return is.Scope == scope && is.IntentID == intentID
+		})
+	for _, is := range all {
+		if is.Unproven == "" {
+			found = append(found, is)
+		} else {
+			ignored = append(ignored, is)
+		}
+	}
+	return found, ignored, err
+}
+
+// markedAll is marked for the prefix of every version of the mark, with
+// the issues found ordered by id.
+func (a *Adapter) markedAll(ctx context.Context, t target, prefix func(version string) string, what string, keep func(Issue) bool) ([]Issue, error) {
+	var all []Issue
+	for _, v := range []string{MarkVersion, TaggedMarkVersion} {
+		found, _, err := a.marked(ctx, t, prefix(v), what, keep)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, found...)
+	}
+	slices.SortFunc(all, func(x, y Issue) int { return x.ID - y.ID })
+	return all, nil
 }
 
 // Issues lists the project's issues that carry a mark, open and closed,
@@ -240,7 +282,7 @@ func (a *Adapter) Issues(ctx context.Context) (Listing, error) {
 	if err != nil {
 		return Listing{}, err
 	}
-	found, _, err := a.marked(ctx, t, MarkVersion+" ", "listing the marked issues", func(Issue) bool { return true })
+	found, err := a.markedAll(ctx, t, func(version string) string { return version + " " }, "listing the marked issues", func(Issue) bool { return true })
 	if err != nil {
 		return Listing{}, err
 	}
@@ -266,7 +308,7 @@ func (a *Adapter) DeleteTask(ctx context.Context, scope, intentID string) error 
 	if err != nil {
 		return err
 	}
-	found, err := a.lookup(ctx, t, scope, intentID)
+	found, _, err := a.lookup(ctx, t, scope, intentID)
 	if err != nil {
 		return err
 	}
@@ -328,7 +370,7 @@ func (a *Adapter) prepare(ctx context.Context, req taskservice.Request) (newIssu
 // transport failure, a 5xx).
 func (a *Adapter) post(ctx context.Context, t target, req taskservice.Request, issue newIssueBody) (id int, ambiguous bool, err error) {
 	issue.ProjectID = t.projectID
-	mark := Mark(req.KeyScope(), req.IntentID, req.RequestDigest)
+	mark := a.mark(req)
 	issue.CustomFields = []customValue{{ID: t.fieldID, Value: mark}}
 	target := a.endpoint("issues.json", nil)
 	what := fmt.Sprintf("creating the issue of intent %q in scope %q", req.IntentID, req.KeyScope())
@@ -445,7 +487,7 @@ func (a *Adapter) ListTasks(ctx context.Context) (taskservice.Listing, error) {
 		NoCallLog: "Redmine keeps no call log"}
 	for _, i := range l.Issues {
 		out.Tasks = append(out.Tasks, taskservice.ListedTask{Scope: i.Scope, IntentID: i.IntentID, TaskID: TaskID(i.ID),
-			RequestDigest: i.RequestDigest, Where: "issue #" + strconv.Itoa(i.ID), Title: i.Subject})
+			RequestDigest: i.RequestDigest, Where: "issue #" + strconv.Itoa(i.ID), Title: i.Subject, Unproven: i.Unproven})
 	}
 	return out, nil
 }

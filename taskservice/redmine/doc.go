@@ -9,14 +9,40 @@
 //
 // One issue custom field (DefaultField, "sendtwice key": format Text,
 // for all projects, used as a filter, searchable, every tracker) holds
-// "st1 <scope> <url.QueryEscape(intent id)> <request digest>" (Mark). A key
-// is looked up with Redmine's "starts with" filter on "st1 <scope>
-// <escaped intent id> " (MarkPrefix; GET /issues.json?cf_<id>=^PREFIX with
-// status_id=*, so that closed issues count, and subproject_id=!*, so that
-// the key's scope is the project itself), page by page, and every mark
-// found is then read exactly (ParseMark): on SQLite that filter ignores
-// the case of ASCII letters, and a value with "|" would be split by the
-// short filter form (an escaped intent id holds none).
+// the mark. Without a mark key (Config.MarkKey nil) it is "st1 <scope>
+// <url.QueryEscape(intent id)> <request digest>" (Mark); with one it is
+// "st2 <scope> <escaped intent id> <request digest> <tag>" (TaggedMark),
+// the tag being proof.Tag(key, "redmine mark", scope, intent id, digest):
+// 128 bits of HMAC-SHA256 that nobody without the key can make. A key is
+// looked up with Redmine's "starts with" filter once per version, on "st1
+// <scope> <escaped intent id> " (MarkPrefix) and on the same with "st2"
+// (GET /issues.json?cf_<id>=^PREFIX with status_id=*, so that closed
+// issues count, and subproject_id=!*, so that the key's scope is the
+// project itself; Redmine takes one value per "starts with" filter, so
+// the two versions take two requests), page by page, and every mark found
+// is then read exactly (ParseMark): on SQLite that filter ignores the case
+// of ASCII letters, and a value with "|" would be split by the short
+// filter form (an escaped intent id holds none).
+//
+// # Proof
+//
+// Anyone who may add issues to the project can write any mark. With a
+// mark key, an issue is taken as its key's task only when it is proven
+// the deployment's: its author (issues.json's author.id) is the API key's
+// own user, which Check reads from GET /users/current.json, and a tagged
+// mark's tag is the one the key makes. Every other issue that claims the
+// key (planted before the approval ran, a mark copied onto a second
+// issue, a tag edited or made up) is never taken: the lookup leaves it
+// out of the decision, so the real approval creates its issue once, is
+// replayed from it, and two proven issues alone are ErrDuplicates (a real
+// double). The result's Reason names each such issue, its author and why
+// (on any outcome), and ListTasks sets ListedTask.Unproven for it, which
+// verify reports. Keys created before mark keys keep working: an untagged
+// mark is proven when its author is the API key's user, the only account
+// that made marks before. So the pipeline's Redmine account must be its
+// own, used by no person and no other program: its API key is the proof
+// of every untagged mark, and whoever holds it can plant one. Without a
+// mark key every mark is believed, whoever made it, as before keys.
 //
 // # Create, Find, Delete
 //
@@ -29,7 +55,8 @@
 // taskservice.ErrLocked), and looks again: one issue with the request's
 // digest → Replayed;
 // another digest → Conflict, nothing changed; two or more → a permanent
-// error naming them (ErrDuplicates); none → Lock.Held, then POST
+// error naming them (ErrDuplicates; with a mark key, proven issues only:
+// see Proof); none → Lock.Held, then POST
 // /issues.json → Created. The lock is released once Redmine has answered;
 // after an ambiguous failure of the POST (a timeout, a lost connection, a
 // 5xx) it is kept until its TTL runs out, so that nobody creates while the

@@ -36,6 +36,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"a negative lock TTL", func(c *redmine.Config) { c.LockTTL = -time.Second }, "LockTTL"},
 		{"a lock TTL not longer than the HTTP timeout", func(c *redmine.Config) { c.LockTTL = 30 * time.Second; c.Timeout = 30 * time.Second }, "must be longer than the HTTP timeout"},
 		{"a negative MaxConns", func(c *redmine.Config) { c.MaxConns = -1 }, "MaxConns"},
+		{"a mark key shorter than 32 bytes", func(c *redmine.Config) { c.MarkKey = []byte("a-secret-mark-key-of-31-bytes!!") }, "mark key is too short: 31 bytes"},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			cfg := good
@@ -45,6 +46,9 @@ func TestNewRefusesABadConfig(t *testing.T) {
 				t.Fatalf("New: %v, want an error saying %q", err, tc.says)
 			}
 			noKey(t, "the refusal", err)
+			if cfg.MarkKey != nil && strings.Contains(err.Error(), string(cfg.MarkKey)) {
+				t.Errorf("the refusal shows the mark key: %v", err)
+			}
 		})
 	}
 	t.Run("accepts a good config and normalizes its URL", func(t *testing.T) {

@@ -6,19 +6,24 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
 
+// Both versions of a mark read back exactly; a tagged mark starts with
+// its version and holds the untagged mark's fields.
 func TestMarksReadBackExactly(t *testing.T) {
 	for _, intent := range []string{"a", "A b", "x|y", "50%", "é", "a+b", "a%2Bb", "st1 default a"} {
 		t.Run("the mark of "+intent+" reads back as it", func(t *testing.T) {
-			m := redmine.Mark("team-a", intent, digestA)
-			scope, got, digest, ok := redmine.ParseMark(m)
-			if !ok || scope != "team-a" || got != intent || digest != digestA {
-				t.Fatalf("ParseMark(%q) = %q, %q, %q, %v", m, scope, got, digest, ok)
+			for _, m := range []string{redmine.Mark("team-a", intent, digestA), redmine.TaggedMark(markKey, "team-a", intent, digestA)} {
+				scope, got, digest, ok := redmine.ParseMark(m)
+				if !ok || scope != "team-a" || got != intent || digest != digestA {
+					t.Fatalf("ParseMark(%q) = %q, %q, %q, %v", m, scope, got, digest, ok)
+				}
 			}
 		})
 	}
 	for _, tc := range []struct{ name, v string }{
 		{"an empty value", ""},
-		{"another version", "st2 default a " + digestA},
+		{"another version", "st3 default a " + digestA},
+		{"an untagged mark with a tag", "st1 default a " + digestA + " 00"},
+		{"a tagged mark with an empty tag", "st2 default a " + digestA + " "},
 		{"a bad scope", "st1 _x a " + digestA},
 		{"a bad digest", "st1 default a sha256:00"},
 		{"an extra field", "st1 default a b " + digestA},

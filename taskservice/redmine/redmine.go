@@ -1,6 +1,7 @@
 package redmine
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/internal/endpoint"
+	"github.com/sendtwice/sendtwice/taskservice/internal/proof"
 )
 
 // Defaults.
@@ -71,6 +73,13 @@ type Config struct {
 	Timeout time.Duration
 	// MaxConns bounds connections open at once when HTTPClient is nil.
 	MaxConns int
+	// MarkKey, when set, is the deployment's mark key (at least
+	// proof.MinKeyBytes bytes; never logged, never in an error): new
+	// issues carry a mark with a tag made under it, and an issue is taken
+	// as a key's task only when its mark proves itself and its author is
+	// the API key's user (see the package documentation). Nil: every mark
+	// is believed, as before marks had tags.
+	MarkKey []byte
 }
 
 // Adapter is a taskservice.Service over one Redmine project. It is safe
@@ -86,17 +95,21 @@ type Adapter struct {
 	lockTTL    time.Duration
 	lockPoll   time.Duration
 	client     *http.Client
+	markKey    []byte // nil: marks are not proven
 
 	mu      sync.Mutex
 	checked *target // what Check found, once it found it all
 }
 
-// target is what Check finds out: the project's numeric id and identifier
-// and the mark field's id.
+// target is what Check finds out: the project's numeric id and identifier,
+// the mark field's id, and the API key's user, the only author of the
+// deployment's issues.
 type target struct {
 	projectID  int
 	identifier string
 	fieldID    int
+	userID     int
+	userLogin  string
 }
 
 var (
@@ -153,6 +166,9 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("redmine: MaxConns %d is negative", cfg.MaxConns)
 	}
+	if err := proof.CheckKey(cfg.MarkKey); err != nil {
+		return nil, fmt.Errorf("redmine: checking the mark key: %w", err)
+	}
 	// The API key stays with the configured server: never follow.
 	client := endpoint.Client(cfg.HTTPClient, cfg.Timeout, DefaultTimeout, cfg.MaxConns, DefaultMaxConns)
 
@@ -166,6 +182,7 @@ func New(cfg Config) (*Adapter, error) {
 		lockTTL:    cfg.LockTTL,
 		lockPoll:   cfg.LockPoll,
 		client:     client,
+		markKey:    bytes.Clone(cfg.MarkKey),
 	}
 	if a.lockTTL == 0 {
 		// Two HTTP exchanges (a lookup and a create) and 10 s to spare.
@@ -228,6 +245,11 @@ type Issue struct {
 	RequestDigest string
 	Subject       string
 	Closed        bool
+	// Unproven, when not empty, says why the issue is not proven to be
+	// this deployment's (its author is not the API key's user, or its tag
+	// does not match under the mark key): it is never taken as its key's
+	// task. Always empty for an adapter given no mark key.
+	Unproven string
 }
 
 // Listing is what Issues reads.
