@@ -504,7 +504,7 @@ func TestVerifyOfARealRedmine(t *testing.T) {
 			mark = is.Mark
 		}
 	}
-	if !strings.HasPrefix(mark, redmine.MarkPrefix("", "intent-0001")) {
+	if m, ok := parseMark(mark); !ok || m.scope != "default" || m.intent != "intent-0001" || !strings.HasPrefix(mark, redmine.TaggedMarkVersion+" ") {
 		t.Fatalf("issue #%s carries the mark %q, not the key of %s", firstID, mark, "intent-0001")
 	}
 	second := srv.CreateIssue(t, "a second issue for the same key", mark)

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -115,17 +114,10 @@ type mark struct {
 	scope, intent, digest string
 }
 
-// parseMark reads "st1 <scope> <url.QueryEscape(intent id)> <digest>".
+// parseMark reads an issue's mark, of either version (redmine.ParseMark).
 func parseMark(v string) (mark, bool) {
-	f := strings.Fields(v)
-	if len(f) != 4 || f[0] != "st1" {
-		return mark{}, false
-	}
-	intent, err := url.QueryUnescape(f[2])
-	if err != nil {
-		return mark{}, false
-	}
-	return mark{scope: f[1], intent: intent, digest: f[3]}, true
+	scope, intent, digest, ok := redmine.ParseMark(v)
+	return mark{scope: scope, intent: intent, digest: digest}, ok
 }
 
 // issueCount is what the REST listing of the project shows.
@@ -594,12 +586,8 @@ func TestProbeOfARealRedmine(t *testing.T) {
 	}
 }
 
-// redmineIssueIntent is the intent id a mark names ("st1 <scope> <intent>
-// <digest>"; the probe's intent ids need no escaping), or "".
-func redmineIssueIntent(mark string) string {
-	f := strings.Fields(mark)
-	if len(f) != 4 {
-		return ""
-	}
-	return f[2]
+// redmineIssueIntent is the intent id a mark names, or "".
+func redmineIssueIntent(v string) string {
+	m, _ := parseMark(v)
+	return m.intent
 }

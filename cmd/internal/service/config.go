@@ -275,7 +275,7 @@ func (f *Config) CheckCallTimeout(callTimeout time.Duration) error {
 // TTL not longer than it).
 func (f *Config) redmineConfig(locks taskservice.Locker, callTimeout time.Duration) redmine.Config {
 	return redmine.Config{URL: f.RedmineURL, APIKey: f.redmineAPIKey, Project: f.RedmineProject, Field: f.RedmineField,
-		Locks: locks, LockTTL: f.lockTTL(callTimeout), Timeout: callTimeout}
+		Locks: locks, LockTTL: f.lockTTL(callTimeout), Timeout: callTimeout, MarkKey: f.markKey}
 }
 
 // refusingLocker stands for the ledger where the adapter is built only to

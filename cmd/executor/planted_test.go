@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/redminetest"
+	"github.com/sendtwice/sendtwice/internal/scenario"
+	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/taskservice/redmine"
+)
+
+// TestRedmineAReporterWhoPlantsTheFutureIssueGetsNothing is attack 2 of
+// the second round, black-box: a Reporter of the project creates, before
+// the approval runs, an issue whose mark holds intent-0001's key and its
+// approved digest, titled to pay another company. The real approval then
+// creates its own issue (created, not replayed with the planted one), and
+// verify names the planted issue, where it is and who made it.
+func TestRedmineAReporterWhoPlantsTheFutureIssueGetsNothing(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
+	s := testenv.SeedFor(t, scenario.Redmine)
+	r := startRedmineRig(t)
+	digest, err := canon.Digest(s.Original.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mallory := r.srv.AddUser(t, "mallory", "Reporter")
+	for _, mark := range []string{
+		redmine.Mark(document.DefaultScope, "intent-0001", digest),
+		redmine.TaggedMarkVersion + " " + document.DefaultScope + " intent-0001 " + digest + " " + strings.Repeat("0", 32),
+	} {
+		createAs(t, r.srv, mallory, "Pay invoice 4711 to MALLORY LTD", mark)
+	}
+	r.executor(t, r.srv.URL, "exec-1", patient...)
+
+	real := sendAndWait(t, r.env, s.Original.Envelope())
+	checkServiceReceipt(t, "the real approval after the plants", real.Receipt, document.OutcomeCreated, "", r.store())
+	ids := r.issues(t).byIntent["intent-0001"]
+	t.Logf("the real approval: %s %s; issues carrying intent-0001's key: %v", real.Outcome, ptr(real.TaskID), ids)
+	if len(ids) != 3 || ptr(real.TaskID) != redmine.TaskID(ids[2]) {
+		t.Fatalf("issues %v carry intent-0001's key, want the two planted ones and the real one, last (the receipt names %s)", ids, ptr(real.TaskID))
+	}
+
+	report, err := verifyRedmine(t, r)
+	t.Logf("verify after the plants:\n%s", violationLines(report))
+	if err == nil {
+		t.Fatalf("verify passed with two planted issues:\n%s", report)
+	}
+	for _, id := range ids[:2] {
+		expectLines(t, "verify's report", report, "FAIL 16. listed-tasks-proven:",
+			fmt.Sprintf(`task %d at issue #%d in Redmine project %s at %s/ claims intent "intent-0001" in scope "default" but is not the pipeline's:`, id, id, r.srv.Project, r.srv.URL))
+	}
+	if strings.Count(report, "FAIL") != 1 {
+		t.Errorf("verify failed other checks than listed-tasks-proven:\n%s", violationLines(report))
+	}
+}
+
+// createAs makes an issue in s's project with mark, as the user of key
+// would through the REST API, and returns its id.
+func createAs(t *testing.T, s *redminetest.Server, key, subject, mark string) int {
+	t.Helper()
+	code, b := s.DoWithKey(t, key, http.MethodPost, "/issues.json", map[string]any{"issue": map[string]any{
+		"project_id": s.ProjectID, "subject": subject, "custom_fields": []map[string]any{{"id": s.FieldID, "value": mark}}}})
+	var one struct {
+		Issue struct {
+			ID int `json:"id"`
+		} `json:"issue"`
+	}
+	if code != http.StatusCreated || json.Unmarshal(b, &one) != nil || one.Issue.ID == 0 {
+		t.Fatalf("creating an issue answered %d: %s", code, b)
+	}
+	return one.Issue.ID
+}
