@@ -85,8 +85,10 @@ func onEachServer(t *testing.T, test func(t *testing.T, k davtest.Kind)) {
 // properties and the approved digest copied, and another summary; the
 // real approval came back replayed, the planted task the only one. With a
 // mark key the task's name cannot be guessed: the planted resources, at
-// the name of before mark keys and at a name made like an earlier task's,
-// are left as they are, listed as unproven, and the real task is created.
+// the name of before mark keys (the approved digest) and at a name made
+// like an earlier task's (a made-up digest, which ended the approval in
+// idempotency_conflict), are left as they are, listed as unproven, and the
+// real task is created.
 func TestACalendarUserWhoPlantsTheFutureTaskGetsNothing(t *testing.T) {
 	onEachServer(t, func(t *testing.T, k davtest.Kind) {
 		s, a := keyed(t, k)
@@ -105,8 +107,12 @@ func TestACalendarUserWhoPlantsTheFutureTaskGetsNothing(t *testing.T) {
 		guessedTag := earlierID[strings.LastIndex(earlierID, "~.")+2:]
 		guessedUID := caldav.TaskID(req.KeyScope(), req.IntentID) + "~." + guessedTag
 		guessedName := strings.TrimSuffix(untaggedName(t, req), ".ics") + "~." + guessedTag + ".ics"
-		for name, uid := range map[string]string{untaggedName(t, req): caldav.TaskID(req.KeyScope(), req.IntentID), guessedName: guessedUID} {
-			if code := s.Put(s.ResourcePath(name), planted(uid, req.KeyScope(), req.IntentID, req.RequestDigest, mallory, copied)); code != http.StatusCreated {
+		madeUp := request("c-intent-3", mallory).RequestDigest
+		for name, p := range map[string]struct{ uid, digest string }{
+			untaggedName(t, req): {caldav.TaskID(req.KeyScope(), req.IntentID), req.RequestDigest},
+			guessedName:          {guessedUID, madeUp},
+		} {
+			if code := s.Put(s.ResourcePath(name), planted(p.uid, req.KeyScope(), req.IntentID, p.digest, mallory, copied)); code != http.StatusCreated {
 				t.Fatalf("the planted PUT of %s answered %d", name, code)
 			}
 		}
