@@ -55,8 +55,8 @@ type Config struct {
 	// MaxConns bounds the connections open to the server at once when
 	// HTTPClient is nil; zero means DefaultMaxConns.
 	MaxConns int
-	// MarkKey, when set, is the deployment's mark key (at least
-	// proof.MinKeyBytes bytes, shared by its executors and never shown):
+	// MarkKey, when set, is the deployment's mark key (at least 32 bytes,
+	// shared by its executors and never shown; New refuses a shorter one):
 	// the name and the UID of every task carry a tag made with it, so that
 	// a future task's cannot be guessed, and every VTODO written carries
 	// PropProof; a resource without a valid proof is never taken as ours.
