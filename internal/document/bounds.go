@@ -19,9 +19,15 @@ const MaxEnvelopeBytes = 84 << 10
 
 // MaxKeyNameBytes bounds the name a key takes where a task service names
 // one resource per key: the CalDAV adapter's resource name
-// (taskservice/caldav ScopedResourceName, ".ics" included), the tightest
-// bound of the services on an intent id.
+// (taskservice/caldav ScopedResourceName, ".ics" and a tag included), the
+// tightest bound of the services on an intent id.
 const MaxKeyNameBytes = 240
+
+// KeyTagBytes is what a mark key's tag adds to the CalDAV adapter's
+// resource name: "~." and 32 hexadecimal digits. The bound counts it
+// whether or not the executors have a mark key, so that every key passed
+// fits with one.
+const KeyTagBytes = 34
 
 // EarliestDueDate is the earliest day a due date may name (as written, in
 // its own offset): the CalDAV adapter writes a due time in an offset with a
@@ -33,9 +39,9 @@ const EarliestDueDate = "1970-01-01"
 // intentID) in the CalDAV adapter's encoding: the scope and "~~" unless it
 // is the default one, the intent id with each byte other than A-Z, a-z,
 // 0-9, '-', '_' and '.' (a '.' at the start included) written as three,
-// and ".ics".
+// the tag (KeyTagBytes) and ".ics".
 func KeyNameBytes(scope, intentID string) int {
-	n := len(".ics")
+	n := KeyTagBytes + len(".ics")
 	if scope != "" && scope != DefaultScope {
 		n += len(scope) + len("~~")
 	}
@@ -57,7 +63,7 @@ func (r *reader) keyFits(path, scope, intentID string) {
 		return
 	}
 	if n := KeyNameBytes(scope, intentID); n > MaxKeyNameBytes {
-		r.fail(path, RuleValue, ErrValue, "makes a %d-byte task name with its scope (a CalDAV resource name: the scope, the intent id with each byte but A-Z, a-z, 0-9, '-', '_' and '.' written as three, and \".ics\"); at most %d fit every task service: shorten the intent id and approve the request again",
+		r.fail(path, RuleValue, ErrValue, "makes a %d-byte task name with its scope (a CalDAV resource name: the scope, the intent id with each byte but A-Z, a-z, 0-9, '-', '_' and '.' written as three, a 34-byte tag and \".ics\"); at most %d fit every task service: shorten the intent id and approve the request again",
 			n, MaxKeyNameBytes)
 	}
 }

@@ -325,13 +325,14 @@ func TestTheGateRefusesKeysAndDueDatesThatATaskServiceWouldRefuse(t *testing.T) 
 		{"a due time before 1970 is refused", duePath, withDue("1969-12-31T23:59:59Z")},
 		{"a due time on the last day of 1969 in its own offset is refused", duePath, withDue("1969-12-31T23:30:00-01:00")},
 		{"a 250-byte intent id is refused", intentPath, withKey("", strings.Repeat("i", 250))},
-		{"an intent id one byte past the name's bound is refused", intentPath, withKey("", strings.Repeat("i", document.MaxKeyNameBytes-len(".ics")+1))},
-		{"an intent id that fits alone but not with its scope is refused", intentPath, withKey("team-a", strings.Repeat("i", document.MaxKeyNameBytes-len(".ics")))},
-		{"an intent id of 27 CJK characters, each byte written as three, is refused", intentPath, withKey("", strings.Repeat("日", 27))},
+		{"an intent id one byte past the name's bound is refused", intentPath, withKey("", strings.Repeat("i", document.MaxKeyNameBytes-document.KeyTagBytes-len(".ics")+1))},
+		{"an intent id that fits alone but not with its scope is refused", intentPath, withKey("team-a", strings.Repeat("i", document.MaxKeyNameBytes-document.KeyTagBytes-len(".ics")))},
+		{"an intent id of 23 CJK characters, each byte written as three, is refused", intentPath, withKey("", strings.Repeat("日", 23))},
+		{"an intent id of 22 CJK characters passes", "", withKey("", strings.Repeat("日", 22))},
 		{"the earliest due date passes", "", withDue(document.EarliestDueDate)},
 		{"the last day of year 9999 passes", "", withDue("9999-12-31T23:59:59-01:00")},
-		{"the longest intent id passes", "", withKey("", strings.Repeat("i", document.MaxKeyNameBytes-len(".ics")))},
-		{"the longest intent id of a scope passes", "", withKey("team-a", strings.Repeat("i", document.MaxKeyNameBytes-len(".ics")-len("team-a~~")))},
+		{"the longest intent id passes", "", withKey("", strings.Repeat("i", document.MaxKeyNameBytes-document.KeyTagBytes-len(".ics")))},
+		{"the longest intent id of a scope passes", "", withKey("team-a", strings.Repeat("i", document.MaxKeyNameBytes-document.KeyTagBytes-len(".ics")-len("team-a~~")))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := gate.CheckDocumentBindings(s.Original.Candidate, c.request, s.Original.Approval)

@@ -32,7 +32,7 @@ func Largest() (Approved, error) {
 	}
 	candidate := mustJSON(c)
 	scope := strings.Repeat("s", document.MaxScopeBytes)
-	intent := strings.Repeat("i", document.MaxKeyNameBytes-len(scope+"~~"+".ics"))
+	intent := strings.Repeat("i", document.MaxKeyNameBytes-document.KeyTagBytes-len(scope+"~~"+".ics"))
 	f := For{Scope: scope, Destination: strings.Repeat("d", document.MaxDestinationBytes)}
 	request, err := f.Request(candidate, id("r"), intent, strings.Repeat("T", document.MaxTitleBytes))
 	if err != nil {

@@ -12,17 +12,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-ical"
-	"github.com/emersion/go-webdav"
-	"github.com/emersion/go-webdav/caldav"
 
 	"github.com/sendtwice/sendtwice/internal/redact"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/internal/endpoint"
+	"github.com/sendtwice/sendtwice/taskservice/internal/proof"
 )
 
 // DefaultTimeout bounds one HTTP exchange when Config gives neither an
@@ -57,6 +55,13 @@ type Config struct {
 	// MaxConns bounds the connections open to the server at once when
 	// HTTPClient is nil; zero means DefaultMaxConns.
 	MaxConns int
+	// MarkKey, when set, is the deployment's mark key (at least 32 bytes,
+	// shared by its executors and never shown; New refuses a shorter one):
+	// the name and the UID of every task carry a tag made with it, so that
+	// a future task's cannot be guessed, and every VTODO written carries
+	// PropProof; a resource without a valid proof is never taken as ours.
+	// Nil: names, UIDs and answers as before mark keys.
+	MarkKey []byte
 }
 
 // Adapter is a taskservice.Service over one CalDAV collection. It is safe
@@ -67,6 +72,7 @@ type Adapter struct {
 	storeID    string
 	user, pass string
 	client     *http.Client
+	markKey    []byte
 }
 
 // New checks cfg and returns an adapter for its collection. It makes no
@@ -88,6 +94,9 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("caldav: MaxConns %d is negative", cfg.MaxConns)
 	}
+	if err := proof.CheckKey(cfg.MarkKey); err != nil {
+		return nil, fmt.Errorf("caldav: MarkKey: %w", err)
+	}
 	client := endpoint.Client(cfg.HTTPClient, cfg.Timeout, DefaultTimeout, cfg.MaxConns, DefaultMaxConns)
 
 	sum := sha256.Sum256([]byte(n.String()))
@@ -98,6 +107,7 @@ func New(cfg Config) (*Adapter, error) {
 		user:       cfg.Username,
 		pass:       cfg.Password,
 		client:     client,
+		markKey:    bytes.Clone(cfg.MarkKey),
 	}, nil
 }
 
@@ -113,14 +123,21 @@ func (a *Adapter) Scope() string { return "each caller scope, in the collection 
 // CollectionURL is the normalized collection URL (it ends in "/").
 func (a *Adapter) CollectionURL() string { return a.normalized }
 
+// resourceURL is the URL of the resource of (scope, intentID): named by
+// ResourceNameOf.
 func (a *Adapter) resourceURL(scope, intentID string) (*url.URL, error) {
-	name, err := ScopedResourceName(scope, intentID)
+	name, err := a.ResourceNameOf(scope, intentID)
 	if err != nil {
 		return nil, err
 	}
+	return a.urlOf(name), nil
+}
+
+// urlOf is the URL of the resource name in the collection.
+func (a *Adapter) urlOf(name string) *url.URL {
 	u := *a.collection
 	u.Path += name
-	return &u, nil
+	return &u
 }
 
 // The properties the adapter writes into every VTODO it creates. The intent
@@ -143,36 +160,32 @@ const productID = "-//sendtwice//CalDAV task adapter//EN"
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // Create creates the task of req as one VTODO resource, named after the
-// intent id, with a PUT that only succeeds when no resource has that name
-// (If-None-Match: *). When one has, it reads it back and answers Replayed
-// (our resource, the same request digest) or Conflict (another digest, or
-// a resource that is not ours, said in Result.Reason). The TaskID is the
-// VTODO's UID, which for a resource made here is TaskID(scope, intent id).
+// key (ResourceNameOf), with a PUT that only succeeds when no resource has
+// that name (If-None-Match: *). When one has, it reads it back and answers
+// Replayed (our resource, the same request digest) or Conflict (another
+// digest, or a resource that is not ours, said in Result.Reason). The
+// TaskID is the VTODO's UID, which for a resource made here is
+// TaskIDOf(scope, intent id).
 func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
 	target, err := a.resourceURL(req.KeyScope(), req.IntentID)
 	if err != nil {
 		return taskservice.Result{}, taskservice.Permanent(err)
 	}
-	body, err := encodeTask(req, time.Now())
+	uid := a.TaskIDOf(req.KeyScope(), req.IntentID)
+	body, err := encodeTask(req, uid, a.proofOf(req.KeyScope(), req.IntentID, req.RequestDigest, uid), time.Now())
 	if err != nil {
 		return taskservice.Result{}, taskservice.Permanent(err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPut, target.String(), bytes.NewReader(body))
+	resp, err := a.send(ctx, http.MethodPut, target, body, "Content-Type", calendarType, "If-None-Match", "*")
 	if err != nil {
-		return taskservice.Result{}, taskservice.Permanent(fmt.Errorf("caldav: PUT: %w", err))
-	}
-	hreq.Header.Set("Content-Type", "text/calendar; charset=utf-8")
-	hreq.Header.Set("If-None-Match", "*")
-	resp, err := a.do(hreq)
-	if err != nil {
-		return taskservice.Result{}, taskservice.Transient(fmt.Errorf("caldav: PUT %s: %w", target, err))
+		return taskservice.Result{}, err
 	}
 	answerBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
 	drain(resp)
 	switch resp.StatusCode {
 	case http.StatusCreated, http.StatusNoContent, http.StatusOK:
 		// With If-None-Match: * a success means there was no resource.
-		return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(req.KeyScope(), req.IntentID), StoreID: a.storeID}, nil
+		return taskservice.Result{Outcome: taskservice.Created, TaskID: uid, StoreID: a.storeID}, nil
 	case http.StatusPreconditionFailed:
 		return a.readBack(ctx, req, target)
 	case http.StatusConflict, http.StatusMultiStatus, http.StatusForbidden:
@@ -181,7 +194,6 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		// precondition no-uid-conflict (RFC 4791 §5.3.2.1), which RFC 4791
 		// itself answers with 403.
 		if hasUIDConflict(answerBody) {
-			uid := TaskID(req.KeyScope(), req.IntentID)
 			return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
 				"%w: PUT %s answered %s (no-uid-conflict): the collection already holds a resource under another name with the UID %q that this task would have (a calendar client may have copied or moved the task there); this call created nothing (a task made by an earlier call for this intent may be that resource), and a resend is refused the same way until that resource is removed",
 				ErrUIDClash, target, resp.Status, uid)))
@@ -238,7 +250,7 @@ func (a *Adapter) readBack(ctx context.Context, req taskservice.Request, target 
 	if resp.StatusCode != http.StatusOK {
 		return taskservice.Result{}, a.statusError("GET", target, resp, false)
 	}
-	return a.answer(req, target, cal)
+	return a.answer(req, target, cal, false)
 }
 
 // RemembersDeletedKeys is false: the key is the resource, and a PUT with
@@ -248,28 +260,20 @@ func (a *Adapter) RemembersDeletedKeys() bool { return false }
 
 // Find reads the resource of req's key, creating nothing: absent (404 or
 // 410) → found false; present → the answer Create would give a resend of
-// req (Replayed for our resource with req's digest, else Conflict).
+// req (Replayed for our resource with req's digest, else Conflict). With a
+// mark key, a key whose tagged name is absent is looked up under its name
+// of before the key (see locate).
 func (a *Adapter) Find(ctx context.Context, req taskservice.Request) (taskservice.Result, bool, error) {
 	none := taskservice.Result{StoreID: a.storeID}
-	target, err := a.resourceURL(req.KeyScope(), req.IntentID)
-	if err != nil {
-		return none, false, taskservice.Permanent(err)
+	at, err := a.locate(ctx, req.KeyScope(), req.IntentID)
+	if err != nil || at.cal == nil {
+		return none, false, err
 	}
-	cal, resp, err := a.get(ctx, target)
+	res, err := a.answer(req, at.target, at.cal, at.legacy)
 	if err != nil {
 		return none, false, err
 	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		res, err := a.answer(req, target, cal)
-		if err != nil {
-			return none, false, err
-		}
-		return res, true, nil
-	case http.StatusNotFound, http.StatusGone:
-		return none, false, nil
-	}
-	return none, false, a.statusError("GET", target, resp, false)
+	return res, true, nil
 }
 
 var (
@@ -279,10 +283,11 @@ var (
 
 // answer says what a resource found at req's name means for req: our
 // resource with req's digest → Replayed; with another digest, or of
-// another intent or scope → Conflict; a resource not ours (ErrNotOurs) or
-// ours without its marks (ErrMarksRemoved) → a permanent error marked
-// taskservice.NotCreated.
-func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Calendar) (taskservice.Result, error) {
+// another intent or scope → Conflict; a resource not ours (ErrNotOurs),
+// ours without its marks (ErrMarksRemoved) or, with a mark key, without a
+// valid proof (ErrUnproven; legacy: found at the name of before the key)
+// → a permanent error marked taskservice.NotCreated.
+func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Calendar, legacy bool) (taskservice.Result, error) {
 	res := taskservice.Result{Outcome: taskservice.Conflict, StoreID: a.storeID, TaskID: target.Path}
 	todo := findTodo(cal)
 	if todo == nil {
@@ -295,7 +300,7 @@ func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Cal
 	digest := propText(todo, PropRequestDigest)
 	intent := propText(todo, PropIntentID)
 	switch {
-	case digest == "" && (uid == TaskID(req.KeyScope(), req.IntentID) || intent == req.IntentID):
+	case digest == "" && (uid == a.TaskIDOf(req.KeyScope(), req.IntentID) || uid == TaskID(req.KeyScope(), req.IntentID) || intent == req.IntentID):
 		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
 			"%w: %s holds the task with this intent's UID %q but without %s (a calendar client rewrote it and dropped the marks), so whether it was made from this request cannot be told; this call created nothing and the task is left as it is",
 			ErrMarksRemoved, target, uid, PropRequestDigest)))
@@ -303,6 +308,11 @@ func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Cal
 		return taskservice.Result{}, taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
 			"%w: %s holds a task with the UID %q and no %s property; this call created nothing and the resource is left as it is: remove it, or send the request under another intent id",
 			ErrNotOurs, target, uid, PropRequestDigest)))
+	}
+	if why := a.unproven(todo); why != "" {
+		return taskservice.Result{}, unprovenError(target, todo, why, legacy)
+	}
+	switch {
 	case intent != req.IntentID:
 		res.Reason = fmt.Sprintf("the resource %s that holds this intent's name belongs to intent %q", target.Path, intent)
 	case todoScope(todo) != req.KeyScope():
@@ -313,10 +323,11 @@ func (a *Adapter) answer(req taskservice.Request, target *url.URL, cal *ical.Cal
 	return res, nil
 }
 
-// TaskID is the task id (the VTODO's UID) of (scope, intentID): the intent
-// id in the default scope, as before scopes; in another scope, the scope,
-// "~~" and the intent id, as its resource is named. A task id holds no
-// space: the receipt that names it is a document, whose ids refuse one.
+// TaskID is the task id (the VTODO's UID) of (scope, intentID) without a
+// mark key (with one, TaskIDOf adds the tag): the intent id in the default
+// scope, as before scopes; in another scope, the scope, "~~" and the
+// intent id, as its resource is named. A task id holds no space: the
+// receipt that names it is a document, whose ids refuse one.
 func TaskID(scope, intentID string) string {
 	if scope == "" || scope == taskservice.DefaultScope {
 		return intentID
@@ -339,145 +350,34 @@ func (a *Adapter) Delete(ctx context.Context, intentID string) error {
 }
 
 // DeleteTask removes the task of (scope, intentID), as its owner would in
-// their task list, and only when the resource at its name is one of ours
-// for that key (the GET and the DELETE are tied by the ETag, so a resource
-// replaced in between is not removed). A missing task is an error wrapping
+// their task list, and only when the resource at its name (found as Find
+// finds it) is one of ours for that key, with a valid proof under a mark
+// key (the GET and the DELETE are tied by the ETag, so a resource replaced
+// in between is not removed). A missing task is an error wrapping
 // ErrNoTask.
 func (a *Adapter) DeleteTask(ctx context.Context, scope, intentID string) error {
-	if scope == "" {
-		scope = taskservice.DefaultScope
-	}
-	target, err := a.resourceURL(scope, intentID)
-	if err != nil {
-		return taskservice.Permanent(err)
-	}
-	cal, resp, err := a.get(ctx, target)
+	scope = keyScope(scope)
+	at, err := a.locate(ctx, scope, intentID)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+	target := at.target
+	if at.cal == nil {
 		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: %w", target, ErrNoTask))
 	}
-	if resp.StatusCode != http.StatusOK {
-		return a.statusError("GET", target, resp, false)
-	}
-	todo := findTodo(cal)
-	if todo == nil || propText(todo, PropIntentID) != intentID || todoScope(todo) != scope || propText(todo, PropRequestDigest) == "" {
+	todo := findTodo(at.cal)
+	if todo == nil || propText(todo, PropIntentID) != intentID || todoScope(todo) != scope || propText(todo, PropRequestDigest) == "" || a.unproven(todo) != "" {
 		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: the resource was not created by this adapter for intent %q in scope %q; left as it is", target, intentID, scope))
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodDelete, target.String(), nil)
-	if err != nil {
-		return taskservice.Permanent(fmt.Errorf("caldav: DELETE: %w", err))
-	}
-	if etag := resp.Header.Get("ETag"); etag != "" {
-		hreq.Header.Set("If-Match", etag)
-	}
-	dresp, err := a.do(hreq)
-	if err != nil {
-		return taskservice.Transient(fmt.Errorf("caldav: DELETE %s: %w", target, err))
-	}
-	drain(dresp)
-	switch dresp.StatusCode {
-	case http.StatusOK, http.StatusNoContent, http.StatusAccepted:
-		return nil
-	case http.StatusNotFound, http.StatusGone:
+	status, err := a.sendIfMatch(ctx, http.MethodDelete, target, at.etag, nil)
+	if status == http.StatusNotFound || status == http.StatusGone {
 		return taskservice.Permanent(fmt.Errorf("caldav: DELETE %s: %w", target, ErrNoTask))
 	}
-	return a.statusError("DELETE", target, dresp, false)
+	return err
 }
 
 // ErrNoTask is wrapped by Delete when the intent has no task.
 var ErrNoTask = errors.New("caldav: no task for this intent")
-
-// TaskInfo is one VTODO of ours in the collection.
-type TaskInfo struct {
-	Scope         string // the X-SENDTWICE-SCOPE property; DefaultScope when absent
-	IntentID      string // the X-SENDTWICE-INTENT-ID property
-	TaskID        string // the UID, as Create answers it
-	RequestDigest string // the X-SENDTWICE-REQUEST-DIGEST property
-	Href          string // the resource's path on the server
-	Title         string // the SUMMARY, unescaped
-}
-
-// Listing is what the collection holds, read with one calendar-query
-// REPORT (RFC 4791 §7.8) for VTODO components.
-type Listing struct {
-	// Tasks are the VTODOs that carry PropIntentID, ordered by intent id
-	// and href.
-	Tasks []TaskInfo
-	// VTODOs counts every VTODO in the collection, ours or not.
-	VTODOs int
-}
-
-// Tasks lists the VTODOs in the collection, for a probe or an audit: the
-// tasks existing, as the server reports them.
-func (a *Adapter) Tasks(ctx context.Context) (Listing, error) {
-	rec := &statusRecorder{a: a}
-	cc, err := caldav.NewClient(rec, a.normalized)
-	if err != nil {
-		return Listing{}, taskservice.Permanent(fmt.Errorf("caldav: %w", err))
-	}
-	objs, err := cc.QueryCalendar(ctx, a.collection.Path, &caldav.CalendarQuery{
-		// Every property of the VTODOs: Xandikos reads <allcomp/> as the
-		// components without their properties.
-		CompRequest: caldav.CalendarCompRequest{Name: ical.CompCalendar, AllProps: true,
-			Comps: []caldav.CalendarCompRequest{{Name: ical.CompToDo, AllProps: true, AllComps: true}}},
-		CompFilter: caldav.CompFilter{Name: ical.CompCalendar, Comps: []caldav.CompFilter{{Name: ical.CompToDo}}},
-	})
-	if err != nil {
-		err = fmt.Errorf("caldav: REPORT %s: %w", a.normalized, err)
-		if rec.transportErr || rec.status == 0 || rec.status >= 500 || rec.status == http.StatusTooManyRequests || rec.status == http.StatusRequestTimeout {
-			return Listing{}, taskservice.Transient(err)
-		}
-		return Listing{}, taskservice.Permanent(err)
-	}
-	var l Listing
-	for _, o := range objs {
-		if o.Data == nil {
-			continue
-		}
-		for _, c := range o.Data.Children {
-			if c.Name != ical.CompToDo {
-				continue
-			}
-			l.VTODOs++
-			intent := propText(c, PropIntentID)
-			if intent == "" {
-				continue
-			}
-			uid := propText(c, ical.PropUID)
-			l.Tasks = append(l.Tasks, TaskInfo{Scope: todoScope(c), IntentID: intent, TaskID: uid, RequestDigest: propText(c, PropRequestDigest), Href: o.Path,
-				Title: propText(c, ical.PropSummary)})
-		}
-	}
-	sort.Slice(l.Tasks, func(i, j int) bool {
-		if l.Tasks[i].IntentID != l.Tasks[j].IntentID {
-			return l.Tasks[i].IntentID < l.Tasks[j].IntentID
-		}
-		return l.Tasks[i].Href < l.Tasks[j].Href
-	})
-	return l, nil
-}
-
-// statusRecorder lets Tasks classify a failed REPORT: the library reports a
-// status only in its error text.
-type statusRecorder struct {
-	a            *Adapter
-	status       int
-	transportErr bool
-}
-
-func (r *statusRecorder) Do(req *http.Request) (*http.Response, error) {
-	resp, err := r.a.do(req)
-	if err != nil {
-		r.transportErr = true
-		return nil, err
-	}
-	r.status = resp.StatusCode
-	return resp, nil
-}
-
-var _ webdav.HTTPClient = (*statusRecorder)(nil)
 
 // do sends req with the credentials. Requests go only to the collection's
 // origin: every URL is built from it and redirects are not followed.
@@ -491,18 +391,58 @@ func (a *Adapter) do(req *http.Request) (*http.Response, error) {
 	return a.client.Do(req)
 }
 
+// calendarType is the Content-Type of a resource the adapter writes.
+const calendarType = "text/calendar; charset=utf-8"
+
+// send sends one request to target with body and the headers given as
+// name and value pairs (an empty value sets none). A request not sent, or
+// whose answer did not arrive, is a transient error: it may have reached
+// the server.
+func (a *Adapter) send(ctx context.Context, method string, target *url.URL, body []byte, header ...string) (*http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, taskservice.Permanent(fmt.Errorf("caldav: %s: %w", method, err))
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] != "" {
+			hreq.Header.Set(header[i], header[i+1])
+		}
+	}
+	resp, err := a.do(hreq)
+	if err != nil {
+		return nil, taskservice.Transient(fmt.Errorf("caldav: %s %s: %w", method, target, err))
+	}
+	return resp, nil
+}
+
+// sendIfMatch sends method to target with body (a calendar), only if the
+// resource's ETag is still etag (none: unconditionally). A 2xx answer is
+// status 0 and no error; another is its status and statusError's error,
+// for the caller to refine; a request not answered, status 0 and a
+// transient error.
+func (a *Adapter) sendIfMatch(ctx context.Context, method string, target *url.URL, etag string, body []byte) (status int, err error) {
+	contentType := ""
+	if body != nil {
+		contentType = calendarType
+	}
+	resp, err := a.send(ctx, method, target, body, "If-Match", etag, "Content-Type", contentType)
+	if err != nil {
+		return 0, err
+	}
+	drain(resp)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return 0, nil
+	}
+	return resp.StatusCode, a.statusError(method, target, resp, false)
+}
+
 // get fetches and decodes target. A non-200 answer is returned with a nil
 // calendar and its body drained; err is a classified transport or decode
 // failure.
 func (a *Adapter) get(ctx context.Context, target *url.URL) (*ical.Calendar, *http.Response, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	resp, err := a.send(ctx, http.MethodGet, target, nil, "Accept", ical.MIMEType)
 	if err != nil {
-		return nil, nil, taskservice.Permanent(fmt.Errorf("caldav: GET: %w", err))
-	}
-	hreq.Header.Set("Accept", ical.MIMEType)
-	resp, err := a.do(hreq)
-	if err != nil {
-		return nil, nil, taskservice.Transient(fmt.Errorf("caldav: GET %s: %w", target, err))
+		return nil, nil, err
 	}
 	defer drain(resp)
 	if resp.StatusCode != http.StatusOK {
@@ -562,20 +502,4 @@ func findTodo(cal *ical.Calendar) *ical.Component {
 		}
 	}
 	return nil
-}
-
-// ListTasks lists the collection's tasks as a taskservice.Listing: those
-// that carry a key, and every VTODO counted (taskservice.Lister).
-func (a *Adapter) ListTasks(ctx context.Context) (taskservice.Listing, error) {
-	l, err := a.Tasks(ctx)
-	if err != nil {
-		return taskservice.Listing{}, fmt.Errorf("listing the tasks of the collection %s: %w", a.CollectionURL(), err)
-	}
-	out := taskservice.Listing{Name: "CalDAV collection " + a.CollectionURL(), StoreID: a.StoreID(), Items: l.VTODOs,
-		NoCallLog: "the CalDAV server keeps no call log"}
-	for _, t := range l.Tasks {
-		out.Tasks = append(out.Tasks, taskservice.ListedTask{Scope: t.Scope, IntentID: t.IntentID, TaskID: t.TaskID,
-			RequestDigest: t.RequestDigest, Where: t.Href, Title: t.Title})
-	}
-	return out, nil
 }

@@ -33,6 +33,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"a password without a user", Config{CollectionURL: "https://dav.example/tasks/", Password: "secret"}, "Username is empty"},
 		{"a negative timeout", Config{CollectionURL: "https://dav.example/tasks/", Timeout: -time.Second}, "Timeout"},
 		{"a negative connection bound", Config{CollectionURL: "https://dav.example/tasks/", MaxConns: -1}, "MaxConns"},
+		{"a mark key shorter than 32 bytes", Config{CollectionURL: "https://dav.example/tasks/", MarkKey: []byte("secret secret secret secret 31b")}, "MarkKey: proof: the mark key is too short: 31 bytes"},
 	} {
 		_, err := New(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "caldav: ") {

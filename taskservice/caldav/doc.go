@@ -8,12 +8,13 @@
 // # One intent, one resource
 //
 // Create writes the task of one key, the pair (scope, intent id), as one
-// VTODO in one resource, named after the key (see ScopedResourceName):
+// VTODO in one resource, named after the key (see ResourceNameOf:
+// ScopedResourceName's name, with a mark key's tag when there is one):
 //
-//	PUT {collection}/{ScopedResourceName(scope, intent_id)}
+//	PUT {collection}/{ResourceNameOf(scope, intent_id)}
 //	If-None-Match: *
 //
-// The VTODO's UID is TaskID(scope, intent id), SUMMARY the title,
+// The VTODO's UID is TaskIDOf(scope, intent id), SUMMARY the title,
 // DESCRIPTION the candidate's summary, evidence quotes, transcript and
 // source version in plain lines, STATUS NEEDS-ACTION, DUE the due date only
 // when there is one (a date-time with a UTC offset other than zero as a
@@ -22,7 +23,7 @@
 // time of the call. The request digest,
 // the intent id, the scope, the request id, the candidate id, the source version, who
 // approved it and the call reference travel as X-SENDTWICE-* properties
-// (the Prop* constants); an assignee person reference, when there is one,
+// (the Prop* constants), and with a mark key PropProof; an assignee person reference, when there is one,
 // as X-SENDTWICE-ASSIGNEE-REF, since it names a person and is not a
 // calendar address. The request document itself (taskservice.Request's
 // Request) is not stored: the adapter runs inside the executor, which
@@ -38,7 +39,9 @@
 //     ours (no VTODO, or one without our marks and with another UID) → an
 //     error wrapping ErrNotOurs; the key's own task (its UID or intent id)
 //     without our digest property, which a calendar client dropped when it
-//     rewrote the task → an error wrapping ErrMarksRemoved;
+//     rewrote the task → an error wrapping ErrMarksRemoved; with a mark
+//     key, a resource with our marks but no valid proof → an error
+//     wrapping ErrUnproven;
 //   - the CalDAV precondition no-uid-conflict (Radicale: 409; Xandikos: a
 //     207 holding a 412): another resource, under another name, holds the
 //     UID the task would have → an error wrapping ErrUIDClash;
@@ -47,7 +50,7 @@
 //     PUT below a missing collection), a redirect, any other answer →
 //     taskservice.Permanent, with the status in the message.
 //
-// The errors of ErrNotOurs, ErrMarksRemoved and ErrUIDClash are permanent
+// The errors of ErrNotOurs, ErrMarksRemoved, ErrUnproven and ErrUIDClash are permanent
 // and marked taskservice.NotCreated: the call created nothing, and a resend
 // is refused the same way until the resource named is removed or mended.
 // Their text states the reason, which the executor puts in the dead letter,
@@ -76,8 +79,9 @@
 // of concurrent calls shows as more than one create.
 //
 // Result.TaskID is the VTODO's UID: for a task made here, the intent id in
-// the default scope and the scope, a space and the intent id in any other
-// (for a conflict with someone else's resource, that resource's UID).
+// the default scope and the scope, "~~" and the intent id in any other,
+// followed with a mark key by "~." and the tag (for a conflict with
+// someone else's resource, that resource's UID).
 // Result.StoreID is StoreID: "caldav-" and 16 hexadecimal digits of the
 // SHA-256 of the normalized collection URL; keys are remembered per
 // collection (Scope), and in it per caller scope. Result.Counts is nil: a CalDAV server keeps no
@@ -95,10 +99,39 @@
 // the NATS subjects, before a call reaches the adapter. The default scope
 // keeps the names of before scopes ("intent-0001.ics"), so tasks made then
 // are still found under their keys; any other scope prefixes its name
-// ("team-a~~intent-0001.ics"), and its VTODO's UID is "team-a intent-0001"
-// (a collection's UIDs must be unique, RFC 4791 §5.3.2.1, and no intent id
-// holds a space). A resource found at a key's name that names another
-// scope is a conflict, with the reason.
+// ("team-a~~intent-0001.ics"), and its VTODO's UID is "team-a~~intent-0001"
+// (a collection's UIDs must be unique, RFC 4791 §5.3.2.1). A resource
+// found at a key's name that names another scope is a conflict, with the
+// reason.
+//
+// # A mark key: nobody else can plant or squat a task
+//
+// Anyone who may write the collection (another user of a shared calendar,
+// any client with the credentials) could put a resource at a future
+// task's name before its approval runs, with our marks and the approved
+// digest copied: without a mark key that resource is answered Replayed, a
+// task the pipeline never made. With Config.MarkKey, the deployment's
+// secret, the name and the UID of a key carry its tag (proof.Tag of the
+// scope and the intent id: "team-a~~intent-0001~.<32 hexadecimal
+// digits>.ics"), which nobody without the key can make, and every VTODO
+// written carries PropProof, a tag of its scope, intent id, request digest
+// and UID. A resource without a valid proof, at the tagged name or
+// elsewhere, is never taken as ours: Create and Find refuse it with an
+// error wrapping ErrUnproven that names its href and the key it claims,
+// and the listing says why it is unproven (taskservice.ListedTask's
+// Unproven), for verify to report. An owner's edit of the task (its
+// summary, its status) keeps the proof; an edit of the marks breaks it.
+//
+// Tasks made before the key keep their names and UIDs of then, without a
+// proof. Create puts a key only under its tagged name: a key created
+// before is known to the executors' intent ledger, which routes a resend
+// to Find (taskservice.KeepDeletedKeys); Find, when the tagged name is
+// absent, reads the name of before the key, and takes the task there only
+// with a valid proof, else refuses it saying that it must be proven
+// first. ProveLegacy, run over the ledger's entries, proves such a task:
+// it writes PropProof into the resource the entry names (its digest and
+// its UID checked; If-Match on the ETag read, so that an owner's change
+// made in between is not overwritten), and changes nothing else.
 //
 // # A deleted task: the server forgets the key
 //
@@ -120,15 +153,18 @@
 //
 // Tasks lists the VTODOs in the collection (one calendar-query REPORT):
 // ours, those carrying X-SENDTWICE-INTENT-ID, with their intent id, task
-// id, scope, digest and href, and the count of all VTODOs. DeleteTask (and
-// Delete, in the default scope) removes the task of one key, and only a
-// resource made here for it. Scope and
+// id, scope, digest, href and, with a mark key, why one is unproven, and
+// the count of all VTODOs. DeleteTask (and Delete, in the default scope)
+// removes the task of one key, and only a resource made here for it (with
+// a valid proof, under a mark key). Scope and
 // StoreID say where keys are remembered.
 //
 // # What it never does
 //
-//   - It never overwrites or changes a resource: every write is a PUT with
-//     If-None-Match: *; a conflict leaves the resource as it is.
+//   - It never overwrites or changes a resource: every create is a PUT
+//     with If-None-Match: *; a conflict leaves the resource as it is. The
+//     one change, ProveLegacy's, adds the proof to a task of ours only as
+//     it was read (If-Match).
 //   - It never sends the password anywhere but the collection's server:
 //     every request goes to the collection's scheme and host, redirects
 //     are not followed, the collection URL may not carry credentials, and

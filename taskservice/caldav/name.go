@@ -7,6 +7,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/taskservice"
+	"github.com/sendtwice/sendtwice/taskservice/internal/proof"
 )
 
 // Resource names.
@@ -42,8 +43,22 @@ import (
 // scopeSeparator parts a scope from its encoded intent id in a name.
 const scopeSeparator = "~~"
 
-// MaxResourceNameBytes is the longest resource name, ".ics" included, that
-// ResourceName produces.
+// Tagged names.
+//
+// With a mark key (Config.MarkKey) the name, and the task id, of a key
+// carry its tag (proof.Tag of the scope and the intent id), so that the
+// name of a future task cannot be guessed: the name above without ".ics",
+// "~.", the tag's 32 lower-case hexadecimal digits, and ".ics"
+// ("team-a~~intent-0001~.3f9c…e2.ics"); the task id, TaskID's followed by
+// "~." and the tag. No name without a tag holds "~." (a '~' is followed by
+// another '~' or two upper-case hexadecimal digits, and a '.' after "~~"
+// is written "~2E"), so a name says whether it carries a tag.
+
+// tagSeparator parts a name, or a task id, from its tag.
+const tagSeparator = "~."
+
+// MaxResourceNameBytes is the longest resource name, ".ics" and a tag
+// included, that the adapter uses.
 const MaxResourceNameBytes = 240
 
 // ResourceSuffix ends every resource name.
@@ -105,9 +120,37 @@ func ScopedResourceName(scope, intentID string) (string, error) {
 	return name, nil
 }
 
-// scopeAndIntentFromResourceName reverses ScopedResourceName: a name
-// without a scope is in taskservice.DefaultScope.
-func scopeAndIntentFromResourceName(name string) (scope, intentID string, err error) {
+// taggedResourceName returns the resource name of (scope, intentID) with
+// tag: ScopedResourceName's, with tagSeparator and the tag before ".ics".
+func taggedResourceName(scope, intentID, tag string) (string, error) {
+	name, err := ScopedResourceName(scope, intentID)
+	if err != nil {
+		return "", err
+	}
+	name = strings.TrimSuffix(name, ResourceSuffix) + tagSeparator + tag + ResourceSuffix
+	if len(name) > MaxResourceNameBytes {
+		return "", fmt.Errorf("%w: scope, intent id and tag make a %d-byte resource name, longer than %d bytes", ErrResourceName, len(name), MaxResourceNameBytes)
+	}
+	return name, nil
+}
+
+// scopeAndIntentFromResourceName reverses ScopedResourceName and
+// taggedResourceName: a name without a scope is in
+// taskservice.DefaultScope; tag is empty for a name without one.
+func scopeAndIntentFromResourceName(name string) (scope, intentID, tag string, err error) {
+	if i := len(name) - len(ResourceSuffix) - proof.TagHexDigits - len(tagSeparator); i > 0 && name[i:i+len(tagSeparator)] == tagSeparator {
+		tag = name[i+len(tagSeparator) : len(name)-len(ResourceSuffix)]
+		if strings.Trim(tag, "0123456789abcdef") != "" || !strings.HasSuffix(name, ResourceSuffix) || len(name) > MaxResourceNameBytes {
+			return "", "", "", fmt.Errorf("%w: %q holds %q but no tag of %d lower-case hexadecimal digits and %s after it, within %d bytes", ErrResourceName, name, tagSeparator, proof.TagHexDigits, ResourceSuffix, MaxResourceNameBytes)
+		}
+		name = name[:i] + ResourceSuffix
+	}
+	scope, intentID, err = scopeAndIntent(name)
+	return scope, intentID, tag, err
+}
+
+// scopeAndIntent reverses ScopedResourceName.
+func scopeAndIntent(name string) (scope, intentID string, err error) {
 	scope, rest, ok := strings.Cut(name, scopeSeparator)
 	if !ok {
 		intentID, err = intentIDFromResourceName(name)

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/sendtwice/sendtwice/taskservice/internal/proof"
 )
 
 func TestResourceName(t *testing.T) {
@@ -97,13 +99,13 @@ func TestScopedResourceName(t *testing.T) {
 			if err != nil || got != c.want {
 				t.Fatalf("ScopedResourceName(%q, %q) = %q, %v; want %q", c.scope, c.id, got, err, c.want)
 			}
-			scope, id, err := scopeAndIntentFromResourceName(got)
+			scope, id, tag, err := scopeAndIntentFromResourceName(got)
 			wantScope := c.scope
 			if wantScope == "" {
 				wantScope = "default"
 			}
-			if err != nil || scope != wantScope || id != c.id {
-				t.Errorf("scopeAndIntentFromResourceName(%q) = %q, %q, %v; want %q, %q", got, scope, id, err, wantScope, c.id)
+			if err != nil || scope != wantScope || id != c.id || tag != "" {
+				t.Errorf("scopeAndIntentFromResourceName(%q) = %q, %q, %q, %v; want %q, %q and no tag", got, scope, id, tag, err, wantScope, c.id)
 			}
 		})
 	}
@@ -120,9 +122,51 @@ func TestScopedResourceName(t *testing.T) {
 	}
 	for _, name := range []string{"default~~intent-1.ics", "Team~~intent-1.ics", "team-a~~.ics"} {
 		t.Run("the name "+name+" is not one ScopedResourceName makes", func(t *testing.T) {
-			if _, _, err := scopeAndIntentFromResourceName(name); !errors.Is(err, ErrResourceName) {
+			if _, _, _, err := scopeAndIntentFromResourceName(name); !errors.Is(err, ErrResourceName) {
 				t.Errorf("%v; want ErrResourceName", err)
 			}
 		})
+	}
+}
+
+func TestATaggedNameSaysItsScopeIntentAndTagAndNoUntaggedNameLooksTagged(t *testing.T) {
+	tag := strings.Repeat("0f", proof.TagHexDigits/2)
+	for _, c := range []struct{ scope, id, want string }{
+		{"default", "intent-0001", "intent-0001~." + tag + ".ics"},
+		{"team-a", "intent-0001", "team-a~~intent-0001~." + tag + ".ics"},
+		{"team-a", ".a~b/c", "team-a~~~2Ea~7Eb~2Fc~." + tag + ".ics"},
+		{"team-a", "x~." + tag, "team-a~~x~7E." + tag + "~." + tag + ".ics"},
+	} {
+		got, err := taggedResourceName(c.scope, c.id, tag)
+		if err != nil || got != c.want {
+			t.Errorf("taggedResourceName(%q, %q) = %q, %v; want %q", c.scope, c.id, got, err, c.want)
+			continue
+		}
+		scope, id, back, err := scopeAndIntentFromResourceName(got)
+		if err != nil || scope != c.scope || id != c.id || back != tag {
+			t.Errorf("scopeAndIntentFromResourceName(%q) = %q, %q, %q, %v", got, scope, id, back, err)
+		}
+		untagged, _ := ScopedResourceName(c.scope, c.id)
+		if strings.Contains(untagged, tagSeparator) {
+			t.Errorf("the untagged name %q holds %q", untagged, tagSeparator)
+		}
+	}
+	for _, name := range []string{
+		"intent-1~." + strings.ToUpper(tag) + ".ics",
+		"intent-1~." + tag[1:] + ".ics",
+		"~." + tag + ".ics",
+		"intent-1~.x.ics",
+		strings.Repeat("i", MaxResourceNameBytes-len(ResourceSuffix)-len(tagSeparator)-len(tag)+1) + "~." + tag + ".ics",
+	} {
+		if scope, id, back, err := scopeAndIntentFromResourceName(name); !errors.Is(err, ErrResourceName) {
+			t.Errorf("scopeAndIntentFromResourceName(%.40q…) = %q, %q, %q, %v; want ErrResourceName", name, scope, id, back, err)
+		}
+	}
+	long := strings.Repeat("i", MaxResourceNameBytes-len(ResourceSuffix)-len(tagSeparator)-len(tag)+1)
+	if _, err := taggedResourceName("default", long, tag); !errors.Is(err, ErrResourceName) {
+		t.Errorf("a tagged name one byte too long: %v; want ErrResourceName", err)
+	}
+	if name, err := taggedResourceName("default", long[1:], tag); err != nil || len(name) != MaxResourceNameBytes {
+		t.Errorf("the longest tagged name: %d bytes, %v; want %d", len(name), err, MaxResourceNameBytes)
 	}
 }

@@ -15,11 +15,12 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-// encodeTask writes req as an iCalendar object holding one VTODO: what a
-// person reads in their client (SUMMARY, DESCRIPTION, DUE, STATUS) and the
-// X-SENDTWICE-* marks the adapter reads back. Nothing is guessed: a request
-// without a due date or an assignee gets no DUE and no assignee mark.
-func encodeTask(req taskservice.Request, now time.Time) ([]byte, error) {
+// encodeTask writes req as an iCalendar object holding one VTODO with uid:
+// what a person reads in their client (SUMMARY, DESCRIPTION, DUE, STATUS)
+// and the X-SENDTWICE-* marks the adapter reads back, PropProof among them
+// when proofTag is not empty. Nothing is guessed: a request without a due
+// date or an assignee gets no DUE and no assignee mark.
+func encodeTask(req taskservice.Request, uid, proofTag string, now time.Time) ([]byte, error) {
 	if !digestRE.MatchString(req.RequestDigest) {
 		return nil, fmt.Errorf("caldav: request digest %q is not \"sha256:\" and 64 lower-case hexadecimal digits", req.RequestDigest)
 	}
@@ -32,7 +33,7 @@ func encodeTask(req taskservice.Request, now time.Time) ([]byte, error) {
 	cal.Props.SetText(ical.PropProductID, productID)
 
 	todo := ical.NewComponent(ical.CompToDo)
-	todo.Props.SetText(ical.PropUID, TaskID(req.KeyScope(), req.IntentID))
+	todo.Props.SetText(ical.PropUID, uid)
 	todo.Props.SetDateTime(ical.PropDateTimeStamp, stamp)
 	todo.Props.SetDateTime(ical.PropCreated, stamp)
 	setText(todo, ical.PropSummary, req.Task.Title)
@@ -56,6 +57,7 @@ func encodeTask(req taskservice.Request, now time.Time) ([]byte, error) {
 	setText(todo, PropSourceVersion, req.SourceVersion)
 	setText(todo, PropApprovedBy, req.ApprovedBy)
 	setText(todo, PropCallRef, req.CallRef)
+	setText(todo, PropProof, proofTag)
 	if req.Task.AssigneePersonRef != nil {
 		// A person reference, not an address: never an ATTENDEE.
 		setText(todo, PropAssigneeRef, *req.Task.AssigneePersonRef)

@@ -191,7 +191,7 @@ func TestEncodeTaskRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := fullRequest()
 			tc.change(&req)
-			_, err := encodeTask(req, encodeNow)
+			_, err := encodeTask(req, TaskID(req.KeyScope(), req.IntentID), "", encodeNow)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "caldav: ") {
 				t.Errorf("error %v, want one that says %q", err, tc.want)
 			}
@@ -209,7 +209,7 @@ func TestTextEscapingRoundTrips(t *testing.T) {
 
 func encode(t *testing.T, req taskservice.Request) string {
 	t.Helper()
-	b, err := encodeTask(req, encodeNow)
+	b, err := encodeTask(req, TaskID(req.KeyScope(), req.IntentID), "", encodeNow)
 	if err != nil {
 		t.Fatal(err)
 	}
