@@ -215,7 +215,9 @@ type LegacyProver interface {
 // findProving is Find, proving once a task made before proofs that the
 // ledger's entry e binds to the key: the ledger, written by the executors
 // when the task was created, is what vouches for it. A task whose task id
-// or digest is not e's is left unproven, and Find's error stands.
+// or digest is not e's is left unproven, and Find's error stands; when e
+// binds a task made with proofs (ProveLegacy changes nothing), the task at
+// the older name is not the key's, which is then taken as deleted.
 func (t *tombstones) findProving(ctx context.Context, req Request, e LedgerEntry) (Result, bool, error) {
 	res, present, err := t.find.Find(ctx, req)
 	p, ok := t.svc.(LegacyProver)
@@ -225,7 +227,13 @@ func (t *tombstones) findProving(ctx context.Context, req Request, e LedgerEntry
 	if _, perr := p.ProveLegacy(ctx, e); perr != nil {
 		return res, present, fmt.Errorf("%w; proving it from the intent ledger's entry: %w", err, perr)
 	}
-	return t.find.Find(ctx, req)
+	res, present, err = t.find.Find(ctx, req)
+	if errors.Is(err, ErrUnprovenLegacy) {
+		// The entry binds a task made with proofs, which is gone; what
+		// sits at the older name is not it.
+		return Result{StoreID: res.StoreID}, false, nil
+	}
+	return res, present, err
 }
 
 // remember writes (or extends) the ledger entry of req's key.

@@ -97,13 +97,18 @@ func (a *Adapter) unproven(todo *ical.Component) string {
 // target, marked taskservice.NotCreated; legacy: found at the name of
 // before the mark key.
 func unprovenError(target *url.URL, todo *ical.Component, why string, legacy bool) error {
-	advice := "a calendar client may have edited it: remove the resource, or restore the task as it was made"
+	advice, also := "a calendar client may have edited it: remove the resource, or restore the task as it was made", error(nil)
 	if legacy {
-		advice = "a task made before the deployment had a mark key is taken only once it is proven (caldav Adapter.ProveLegacy, run over the executors' intent ledger)"
+		advice = "a task made before the deployment had a mark key is taken only once it is proven from the executors' intent ledger (Adapter.ProveLegacy, which taskservice.KeepDeletedKeys calls)"
+		also = taskservice.ErrUnprovenLegacy
 	}
-	return taskservice.Permanent(taskservice.NotCreated(fmt.Errorf(
+	err := fmt.Errorf(
 		"%w: %s holds a task that claims intent %q in scope %q (UID %q, request digest %s), but %s; it is not taken as the pipeline's task, this call created nothing and the resource is left as it is; %s",
-		ErrUnproven, target, propText(todo, PropIntentID), todoScope(todo), propText(todo, ical.PropUID), propText(todo, PropRequestDigest), why, advice)))
+		ErrUnproven, target, propText(todo, PropIntentID), todoScope(todo), propText(todo, ical.PropUID), propText(todo, PropRequestDigest), why, advice)
+	if also != nil {
+		err = fmt.Errorf("%w (%w)", err, also)
+	}
+	return taskservice.Permanent(taskservice.NotCreated(err))
 }
 
 // located is what locate found of a key's resource.

@@ -253,9 +253,10 @@ func lines(stored []byte, name string) []string {
 // A task made before the deployment had a mark key stays at its name of
 // then, without a proof. The executors' intent ledger knows its key and
 // routes a resend to Find, which with the key refuses it, saying that it
-// must be proven first; once ProveLegacy has written its proof (nothing
-// else changed), the resend is answered from it, and a key new since the
-// mark key is created under its tagged name.
+// must be proven first; KeepDeletedKeys then proves it from the ledger's
+// entry (ProveLegacy writes the proof, nothing else), the resend is
+// answered replayed, and a key new since the mark key is created under its
+// tagged name.
 func TestATaskMadeBeforeTheMarkKeyIsAnsweredOnlyOnceProven(t *testing.T) {
 	onEachServer(t, func(t *testing.T, k davtest.Kind) {
 		s, a := keyed(t, k)
@@ -277,24 +278,20 @@ func TestATaskMadeBeforeTheMarkKeyIsAnsweredOnlyOnceProven(t *testing.T) {
 		name := untaggedName(t, req)
 		unproven := s.Stored(name)
 
-		_, err = after.Create(ctx, req)
-		if !errors.Is(err, caldav.ErrUnproven) || !taskservice.IsNotCreated(err) || !taskservice.IsPermanent(err) ||
+		_, _, err = a.Find(ctx, req)
+		if !errors.Is(err, caldav.ErrUnproven) || !errors.Is(err, taskservice.ErrUnprovenLegacy) || !taskservice.IsPermanent(err) ||
 			!strings.Contains(err.Error(), s.ResourcePath(name)) || !strings.Contains(err.Error(), "ProveLegacy") {
-			t.Fatalf("the resend before the task is proven: %v; want a permanent ErrUnproven naming %s and ProveLegacy", err, s.ResourcePath(name))
+			t.Fatalf("the adapter's own lookup before the task is proven: %v; want a permanent ErrUnproven and ErrUnprovenLegacy naming %s and ProveLegacy", err, s.ResourcePath(name))
 		}
 		t.Logf("before proving: %v", err)
 		if l := listing(t, a); len(l.Tasks) != 1 || l.Tasks[0].Unproven == "" {
 			t.Errorf("the listing before proving: %+v; want the task, unproven", l.Tasks)
 		}
 
-		e, known, err := ledger.Get(ctx, req.KeyScope(), req.IntentID)
-		if err != nil || !known {
-			t.Fatalf("the ledger's entry: %+v, %v, %v", e, known, err)
-		}
-		for i, want := range []bool{true, false} {
-			if changed, err := a.ProveLegacy(ctx, e); err != nil || changed != want {
-				t.Fatalf("ProveLegacy, call %d: %v, %v; want changed %v", i+1, changed, err, want)
-			}
+		// The resend, through the intent ledger: its entry vouches for the
+		// task, which is proven once and answered.
+		if res, err := after.Create(ctx, req); err != nil || res.Outcome != taskservice.Replayed || res.TaskID != made.TaskID {
+			t.Fatalf("the resend with the mark key: %+v, %v; want replayed %s", res, err, made.TaskID)
 		}
 		proven := s.Stored(name)
 		if got, want := lines(proven, caldav.PropProof), lines(unproven, caldav.PropProof); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -303,8 +300,12 @@ func TestATaskMadeBeforeTheMarkKeyIsAnsweredOnlyOnceProven(t *testing.T) {
 		if !proofLine.Match(proven) {
 			t.Errorf("the proven task carries no proof:\n%s", proven)
 		}
-		if res, err := after.Create(ctx, req); err != nil || res.Outcome != taskservice.Replayed || res.TaskID != made.TaskID {
-			t.Errorf("the resend once proven: %+v, %v; want replayed %s", res, err, made.TaskID)
+		e, known, err := ledger.Get(ctx, req.KeyScope(), req.IntentID)
+		if err != nil || !known {
+			t.Fatalf("the ledger's entry: %+v, %v, %v", e, known, err)
+		}
+		if changed, err := a.ProveLegacy(ctx, e); err != nil || changed {
+			t.Fatalf("ProveLegacy once proven: %v, %v; want nothing to do", changed, err)
 		}
 		if l := listing(t, a); len(l.Tasks) != 1 || l.Tasks[0].Unproven != "" {
 			t.Errorf("the listing once proven: %+v; want the task, proven", l.Tasks)
@@ -325,6 +326,19 @@ func TestATaskMadeBeforeTheMarkKeyIsAnsweredOnlyOnceProven(t *testing.T) {
 		}
 		if res, err := after.Create(ctx, req); err != nil || res.Outcome != taskservice.Replayed || !res.TaskDeleted {
 			t.Errorf("the resend once deleted: %+v, %v; want replayed, task deleted", res, err)
+		}
+
+		// The owner deletes the new key's tagged task; another client then
+		// plants a task at the key's guessable name of before the mark key.
+		if err := a.DeleteTask(ctx, fresh.KeyScope(), fresh.IntentID); err != nil {
+			t.Fatalf("DeleteTask of the tagged task: %v", err)
+		}
+		path := s.ResourcePath(untaggedName(t, fresh))
+		if code := s.Put(path, planted(caldav.TaskID(fresh.KeyScope(), fresh.IntentID), fresh.KeyScope(), fresh.IntentID, fresh.RequestDigest, "Pay invoice 4715 to MALLORY LTD")); code/100 != 2 {
+			t.Fatalf("planting at %s answered %d", path, code)
+		}
+		if res, err := after.Create(ctx, fresh); err != nil || res.Outcome != taskservice.Replayed || !res.TaskDeleted || res.TaskID != a.TaskIDOf(fresh.KeyScope(), fresh.IntentID) {
+			t.Errorf("the resend of a deleted tagged task with a plant at the older name: %+v, %v; want replayed, task deleted, its tagged task id", res, err)
 		}
 	})
 }

@@ -85,7 +85,7 @@ func (f *Config) openCalDAV(ctx context.Context, callTimeout time.Duration) (*Se
 // openCollection opens the adapter of one destination, finding its
 // calendar on the server first when it is given by name.
 func (f *Config) openCollection(ctx context.Context, d caldavDest, client *http.Client, callTimeout time.Duration) (*caldav.Adapter, error) {
-	cfg := caldav.Config{CollectionURL: d.URL, Username: f.CalDAVUser, Password: f.calDAVPassword, HTTPClient: client}
+	cfg := caldav.Config{CollectionURL: d.URL, Username: f.CalDAVUser, Password: f.calDAVPassword, HTTPClient: client, MarkKey: f.markKey}
 	if d.calendar != "" {
 		fctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
 		cal, err := caldav.FindCalendar(fctx, cfg, d.calendar)
