@@ -277,11 +277,14 @@ type Rejection struct {
 // whose service refused it for good otherwise: a resend of either is
 // refused the same way until its cause is fixed. Only a dead letter whose
 // outcome is unknown (deliveries or transient retries ran out) ends
-// DeadLetterUnknownOutcome, which says that sending again is safe.
+// DeadLetterUnknownOutcome, which says that sending again is safe; one
+// whose service held the key in doubt (an earlier call may still have
+// landed) ends DeadLetterInDoubt.
 const (
 	DeadLetterUnknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
 	DeadLetterNothingCreated = "this call created nothing; sending the same approval again will be refused the same way until the cause above is fixed"
 	DeadLetterRefused        = "the task service refused this call for good: fix the cause above; sending the same approval again will be refused the same way until then"
+	DeadLetterInDoubt        = "an earlier call may have created the task and whether it did is unknown (the task service held its key in doubt); sending the same approval again creates no second task but may be held in doubt the same way: look the task up in the task service first"
 )
 
 // Failure says why a message was dead-lettered.
