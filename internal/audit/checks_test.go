@@ -99,6 +99,24 @@ func TestVerifyChecks(t *testing.T) {
 			fail: []string{"one-terminal-outcome"}, says: "has neither a receipt nor a dead letter",
 		},
 		{
+			name: "a message in doubt on one delivery and replayed on the next passes: in_doubt ends nothing",
+			build: func(w *world) {
+				w.run(hourAgo)
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.receipt(seq, 1, "doubt", document.OutcomeInDoubt, nil, hourAgo.Add(6*time.Second)).DecidedAfter = stamp(hourAgo.Add(time.Minute))
+				w.handle(seq, 2, hourAgo.Add(time.Minute))
+			},
+		},
+		{
+			name: "a message whose only receipt is in_doubt fails check 1, saying until when",
+			build: func(w *world) {
+				w.run(hourAgo)
+				seq := w.publish(w.seed.Original.Envelope(), hourAgo)
+				w.receipt(seq, 1, "doubt", document.OutcomeInDoubt, nil, hourAgo.Add(6*time.Second)).DecidedAfter = stamp(hourAgo.Add(time.Minute))
+			},
+			fail: []string{"one-terminal-outcome"}, says: "its last receipt says in doubt until " + stamp(hourAgo.Add(time.Minute)),
+		},
+		{
 			name: "an intent created twice fails one-create-per-key",
 			build: func(w *world) {
 				w.run(hourAgo)

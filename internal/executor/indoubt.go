@@ -56,5 +56,5 @@ func (e *Executor) heldInDoubt(d *delivery, until time.Time, err error) {
 // the key in doubt on the delivery that spent the budget.
 func inDoubtReason(d *delivery, budget int, until time.Time, err error) string {
 	return fmt.Sprintf("the task service still held the key in doubt (until %s) on delivery %d, after %d deliveries answered in doubt and %d more of the budget of %d: %v",
-		until.UTC().Format(time.RFC3339), d.delivered, d.freeInDoubt(), d.counted(), budget, err)
+		until.UTC().Format(time.RFC3339Nano), d.delivered, d.freeInDoubt(), d.counted(), budget, err)
 }

@@ -20,11 +20,12 @@ import (
 // left out of the budget is ever delivered again.
 var inDoubtTopology = topology.Config{AckWait: 2 * time.Second, MaxDeliver: 1, NakDelay: 50 * time.Millisecond, MaxNakDelay: 5 * time.Second}
 
-// A service that holds the key in doubt for a second: the first delivery
-// stores an in_doubt receipt saying until when, the message comes back
-// after that time outside the budget (one delivery, spent by the first),
-// and the next delivery creates; send waits through the in_doubt receipt
-// and answers created.
+// A service that holds the key in doubt for two seconds: the first
+// delivery stores an in_doubt receipt saying until when, the message comes
+// back after that time outside the budget (one delivery, spent by the
+// first), and the next delivery creates. A send whose wait ends meanwhile
+// says until when the message is in doubt; a wait after it answers
+// created.
 func TestAKeyInDoubtStoresAnInDoubtReceiptAndTheMessageComesBackWhenTheDoubtIsOver(t *testing.T) {
 	env := testenv.Start(t)
 	var mu sync.Mutex
@@ -36,7 +37,7 @@ func TestAKeyInDoubtStoresAnInDoubtReceiptAndTheMessageComesBackWhenTheDoubtIsOv
 		now := time.Now()
 		calls = append(calls, now)
 		if until.IsZero() {
-			until = now.Add(time.Second)
+			until = now.Add(2 * time.Second)
 		}
 		if now.Before(until) {
 			return taskservice.Result{}, taskservice.InDoubt(errors.New("an earlier POST for this key timed out"), until)
@@ -44,12 +45,21 @@ func TestAKeyInDoubtStoresAnInDoubtReceiptAndTheMessageComesBackWhenTheDoubtIsOv
 		return taskservice.Result{Outcome: taskservice.Created, TaskID: "task-1"}, nil
 	})
 	env.Executor(executor.Config{ID: "exec-doubt", TaskService: svc, Topology: inDoubtTopology})
-	_, rc, err := send.NewClient(env.JS).Send(context.Background(), send.Unchecked(testenv.Seed(t).Original.Envelope()), send.Timeout(30*time.Second))
+	client := send.NewClient(env.JS)
+	sent, _, err := client.Send(context.Background(), send.Unchecked(testenv.Seed(t).Original.Envelope()), send.Timeout(time.Second))
+	var none *send.NoReceiptError
+	if !errors.As(err, &none) || none.InDoubtUntil.IsZero() || !strings.Contains(err.Error(), "in doubt until") {
+		t.Fatalf("a send whose wait ends while the key is in doubt answered %v; want no receipt yet, in doubt until a time", err)
+	}
+	t.Logf("send: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := client.WaitReceipt(ctx, sent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rc.Outcome != send.Created || rc.TaskID != "task-1" {
-		t.Fatalf("send answered %s %s; want created task-1", rc.Outcome, rc.TaskID)
+		t.Fatalf("the wait answered %s %s; want created task-1", rc.Outcome, rc.TaskID)
 	}
 	rs := receiptsFor(t, env, rc.Delivery.StreamSeq, 10*time.Second)
 	if len(rs) != 2 || rs[0].Outcome != document.OutcomeInDoubt || rs[1].Outcome != document.OutcomeCreated {
@@ -57,6 +67,9 @@ func TestAKeyInDoubtStoresAnInDoubtReceiptAndTheMessageComesBackWhenTheDoubtIsOv
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if !none.InDoubtUntil.Equal(until) {
+		t.Errorf("send said in doubt until %v; want %v", none.InDoubtUntil, until)
+	}
 	doubt := rs[0]
 	if doubt.DecidedAfter != until.UTC().Format(time.RFC3339Nano) || !strings.Contains(doubt.Note, "an earlier POST for this key timed out") {
 		t.Errorf("in_doubt receipt decided_after %q note %q; want %s and the service's error", doubt.DecidedAfter, doubt.Note, until.UTC())
