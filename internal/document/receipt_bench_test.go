@@ -2,8 +2,6 @@ package document_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/document"
@@ -13,10 +11,7 @@ import (
 // no note, not in doubt), as the executor encodes each receipt it stores
 // and a publisher decodes each it waits for.
 func BenchmarkReceiptEncoding(b *testing.B) {
-	data, err := os.ReadFile(filepath.Join(testdataDir, "receipts", "created.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	data := readFile(b, "receipts/created.json")
 	r, err := document.DecodeReceipt(data)
 	if err != nil {
 		b.Fatal(err)

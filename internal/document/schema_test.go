@@ -187,7 +187,7 @@ func validate(t *testing.T, k docKind, data []byte) error {
 	return schemaFor(t, k).Validate(inst)
 }
 
-func readFile(t *testing.T, rel string) []byte {
+func readFile(t testing.TB, rel string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testdataDir, rel))
 	if err != nil {
