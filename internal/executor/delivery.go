@@ -43,6 +43,10 @@ type delivery struct {
 	// inDoubt is how many earlier deliveries of the message stored an
 	// in_doubt receipt (counted by storedReceipt): see freeInDoubt.
 	inDoubt uint64
+	// prior is the outcome of a receipt an earlier delivery stored (its
+	// ack lost), "" when there is none: a message with one is never held
+	// in doubt, which would follow its outcome with an in_doubt receipt.
+	prior string
 	// comeBack, when set, is the delay after which the message is to be
 	// delivered again once its receipt (in_doubt, which does not end it) is
 	// stored: it is nak'ed with it, not acked.
@@ -81,6 +85,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	if ended {
 		return
 	}
+	d.prior = prior
 	if d.counted() > uint64(e.cfg.Topology.MaxDeliver) {
 		// The budget is spent: end the message's life before anything
 		// else is done with it.
@@ -305,11 +310,14 @@ func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 // callFailed retries a transient failure later, and dead-letters a message
 // that has used its deliveries or that the service refuses outright. A
 // call refused in doubt stores an in_doubt receipt and comes back when the
-// doubt is over, outside the budget while MaxInDoubtDeliveries allow.
+// doubt is over, outside the budget while MaxInDoubtDeliveries allow,
+// unless an earlier delivery stored its outcome (its ack lost): that one
+// stands, and the failure is retried as any other until the budget ends
+// it with that outcome.
 func (e *Executor) callFailed(d *delivery, err error) {
 	permanent := taskservice.IsPermanent(err)
 	until, inDoubt := taskservice.InDoubtUntil(err)
-	if inDoubt && !permanent && d.inDoubt < MaxInDoubtDeliveries {
+	if inDoubt && !permanent && d.prior == "" && d.inDoubt < MaxInDoubtDeliveries {
 		e.heldInDoubt(d, until, err)
 		return
 	}
