@@ -47,9 +47,9 @@ type delivery struct {
 	// ack lost), "" when there is none: a message with one is never held
 	// in doubt, which would follow its outcome with an in_doubt receipt.
 	prior string
-	// comeBack, when set, is the delay after which the message is to be
-	// delivered again once its receipt (in_doubt, which does not end it) is
-	// stored: it is nak'ed with it, not acked.
+	// comeBack is the delay after which the message is to be delivered
+	// again once its in_doubt receipt, which does not end it, is stored:
+	// it is nak'ed with it, not acked.
 	comeBack time.Duration
 }
 

@@ -24,6 +24,9 @@ const MaxInDoubtDeliveries = 20
 // moment do not all come back at once.
 const inDoubtJitter = 250 * time.Millisecond
 
+// lastWritable is the latest time an RFC 3339 timestamp can write.
+var lastWritable = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
 // freeInDoubt is how many of the delivery's earlier deliveries do not
 // count against the budget: those answered in doubt, up to
 // MaxInDoubtDeliveries.
@@ -38,10 +41,15 @@ func (d *delivery) counted() uint64 { return d.delivered - d.freeInDoubt() }
 // that time (plus jitter, at most the consumer's MaxNakDelay).
 func (e *Executor) heldInDoubt(d *delivery, until time.Time, err error) {
 	now := e.cfg.Clock()
-	if until.IsZero() {
+	// A receipt writes a year of four digits; a time already past is
+	// decided now.
+	switch {
+	case until.Before(now):
 		until = now
+	case until.After(lastWritable):
+		until = lastWritable
 	}
-	wait := max(until.Sub(now), 0)
+	wait := until.Sub(now)
 	d.comeBack = min(wait+rand.N(wait/10+inDoubtJitter), e.cfg.Topology.MaxNakDelay)
 	e.log.Warn("the task service holds the key in doubt; storing an in_doubt receipt and delivering the message again later",
 		"intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "decided_after", until.UTC(),

@@ -157,3 +157,41 @@ func TestTheServicesReasonIsTheReceiptsNote(t *testing.T) {
 		})
 	}
 }
+
+// A service may say in doubt until a time a receipt cannot write, or one
+// already past: the receipt says the nearest time it can (the last of year
+// 9999, or now), decodes, and the message comes back.
+func TestADoubtUntilATimeNoReceiptCanWriteStillGivesAReceiptThatDecodes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		until time.Time
+		want  func(got time.Time) bool
+	}{
+		{"a year past 9999", time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC),
+			func(got time.Time) bool { return got.Equal(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)) }},
+		{"the zero time", time.Time{}, func(got time.Time) bool { return time.Since(got) < time.Minute }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := testenv.Start(t)
+			var calls sync.Map
+			svc := taskservice.Func(func(_ context.Context, req taskservice.Request) (taskservice.Result, error) {
+				if _, again := calls.LoadOrStore(req.IntentID, true); !again {
+					return taskservice.Result{}, taskservice.InDoubt(errors.New("in doubt"), c.until)
+				}
+				return taskservice.Result{Outcome: taskservice.Created, TaskID: "task-1"}, nil
+			})
+			topo := inDoubtTopology
+			topo.MaxNakDelay = 100 * time.Millisecond
+			env.Executor(executor.Config{ID: "exec-doubt", TaskService: svc, Topology: topo})
+			rc := env.Send(testenv.Seed(t).Original.Envelope())
+			rs := receiptsFor(t, env, rc.Delivery.StreamSeq, 10*time.Second)
+			if len(rs) != 2 || rs[0].Outcome != document.OutcomeInDoubt || rs[1].Outcome != document.OutcomeCreated {
+				t.Fatalf("receipts %+v; want in_doubt then created", rs)
+			}
+			got, err := time.Parse(time.RFC3339Nano, rs[0].DecidedAfter)
+			if err != nil || !c.want(got) {
+				t.Errorf("decided_after %q (%v)", rs[0].DecidedAfter, err)
+			}
+		})
+	}
+}

@@ -120,7 +120,8 @@ func (e *Executor) stored(p *pending) {
 	switch {
 	case p.term:
 		err = d.msg.Term()
-	case d.comeBack > 0:
+	case r.Outcome == document.OutcomeInDoubt:
+		// The receipt ends nothing: the message comes back.
 		err = d.msg.NakWithDelay(d.comeBack)
 	default:
 		err = d.msg.Ack()
