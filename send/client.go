@@ -57,6 +57,13 @@ const (
 	// is safe and will say Created or Replayed; otherwise a resend is
 	// refused the same way until the cause the reason names is fixed.
 	DeadLettered Outcome = "dead_lettered"
+	// InDoubt: the task service refused to call because an earlier call
+	// for the key may still land (Receipt.DecidedAfter says until when);
+	// the message is delivered again after that time. It ends nothing: a
+	// wait for a message's receipt passes over it and returns the receipt
+	// that follows, or, when the wait ends first, a NoReceiptError whose
+	// InDoubtUntil says until when.
+	InDoubt Outcome = "in_doubt"
 )
 
 // Sent is one published message.
@@ -99,8 +106,15 @@ type Receipt struct {
 	// was not called.
 	Counts *Counts
 	// StoreID names the task service's store that answered.
-	StoreID  string
-	Delivery Delivery
+	StoreID string
+	// Note is what the task service said more about the outcome (why a
+	// conflict is one, which resource it found and left alone); empty
+	// when it said nothing more.
+	Note string
+	// DecidedAfter, on an InDoubt receipt, is when the key stops being in
+	// doubt; zero on every other outcome.
+	DecidedAfter time.Time
+	Delivery     Delivery
 	// IssuedAt is when the executor issued the receipt.
 	IssuedAt time.Time
 	// Raw is the receipt document as stored.
@@ -376,7 +390,7 @@ func receipt(p *storedReceipt) (*Receipt, error) {
 	out := &Receipt{
 		ReceiptID: r.ReceiptID, Outcome: Outcome(r.Outcome),
 		IntentID: str(r.IntentID), Scope: r.Scope, RequestID: str(r.RequestID), ApprovalID: str(r.ApprovalID), TaskID: str(r.TaskID),
-		TaskDeleted: r.TaskDeleted, StoreID: str(r.StoreID), Raw: p.Raw, Counts: r.Counts,
+		TaskDeleted: r.TaskDeleted, StoreID: str(r.StoreID), Note: r.Note, Raw: p.Raw, Counts: r.Counts,
 		Delivery: Delivery{StreamSeq: r.Delivery.StreamSeq, Delivered: r.Delivery.Delivered, Attempt: r.Delivery.Attempt,
 			Executor: r.Delivery.Executor},
 	}
@@ -386,6 +400,9 @@ func receipt(p *storedReceipt) (*Receipt, error) {
 	}
 	if out.Delivery.StoredAt, err = parseTime(r.Delivery.StoredAt); err != nil {
 		return nil, fmt.Errorf("%w: delivery.stored_at: %s", ErrBadReceipt, err)
+	}
+	if out.DecidedAfter, err = parseTime(r.DecidedAfter); err != nil {
+		return nil, fmt.Errorf("%w: decided_after: %s", ErrBadReceipt, err)
 	}
 	if r.Rejection != nil {
 		out.Rejection = &Rejection{Check: r.Rejection.Check, Path: r.Rejection.Path, Reason: r.Rejection.Reason}

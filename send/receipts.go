@@ -118,6 +118,7 @@ type watched struct {
 	live    []liveCopy           // receipts seen published and not yet known stored, oldest first
 	batches map[string]struct{}  // atomic batches known stored
 	first   map[uint64]result    // per message, the first terminal receipt stored (or why it is unreadable)
+	inDoubt map[uint64]string    // per message, the decided_after of the last in_doubt receipt read stored
 	changed chan struct{}        // closed, and replaced, when a wait should read again
 }
 
@@ -288,7 +289,7 @@ func (r *receiptWatch) Wait(ctx context.Context, scope, intentID string, streamS
 		timer.Reset(next)
 		select {
 		case <-ctx.Done():
-			return nil, noReceipt(streamSeq, ctx.Err(), readErr)
+			return nil, r.noReceiptYet(w, streamSeq, ctx.Err(), readErr)
 		case <-changed:
 		case <-timer.C:
 			if !unstored {
@@ -306,6 +307,11 @@ func (r *receiptWatch) Wait(ctx context.Context, scope, intentID string, streamS
 type NoReceiptError struct {
 	// StreamSeq is the APPROVALS sequence of the message waited for.
 	StreamSeq uint64
+	// InDoubtUntil, when not zero, is the decided_after of the last
+	// in_doubt receipt read for the message: its task service held the
+	// key in doubt until then (an earlier call for it may still land), and
+	// the message is delivered again after it.
+	InDoubtUntil time.Time
 	// Err says why the wait ended.
 	Err error
 	// ReadErr is the failure of the last read of the stored receipts; nil
@@ -317,12 +323,29 @@ func noReceipt(seq uint64, cause, readErr error) error {
 	return &NoReceiptError{StreamSeq: seq, Err: cause, ReadErr: readErr}
 }
 
-// cause says why the wait ended, with the last failed read if there was one.
+// noReceiptYet is noReceipt with what the in_doubt receipts read for
+// message seq said.
+func (r *receiptWatch) noReceiptYet(w *watched, seq uint64, cause, readErr error) error {
+	e := &NoReceiptError{StreamSeq: seq, Err: cause, ReadErr: readErr}
+	r.mu.Lock()
+	until := w.inDoubt[seq]
+	r.mu.Unlock()
+	e.InDoubtUntil, _ = parseTime(until)
+	return e
+}
+
+// cause says why the wait ended, with the last failed read if there was
+// one, and until when the message was in doubt if it was.
 func (e *NoReceiptError) cause() string {
+	s := fmt.Sprint(e.Err)
 	if e.ReadErr != nil {
-		return fmt.Sprintf("%v (the last read of the stored receipts failed: %v)", e.Err, e.ReadErr)
+		s = fmt.Sprintf("%v (the last read of the stored receipts failed: %v)", e.Err, e.ReadErr)
 	}
-	return fmt.Sprint(e.Err)
+	if !e.InDoubtUntil.IsZero() {
+		s += fmt.Sprintf("; in doubt until %s: an earlier call for its key may still land, and an executor delivers the message again after that time",
+			e.InDoubtUntil.UTC().Add(time.Second-1).Truncate(time.Second).Format(time.RFC3339))
+	}
+	return s
 }
 
 func (e *NoReceiptError) Error() string {
@@ -427,7 +450,8 @@ func (w *watched) note(m *jetstream.RawStreamMsg) {
 }
 
 // noteReceipt takes one receipt known stored into account: the first
-// terminal one of message seq is its receipt. stored is its RECEIPTS
+// terminal one of message seq is its receipt; an in_doubt one is noted,
+// for a wait that ends before the receipt to say until when. stored is its RECEIPTS
 // sequence (0 when it is known stored by its batch only). receiptWatch.mu is
 // held.
 func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
@@ -446,6 +470,11 @@ func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
 	case rc.Of(seq):
 		w.first[seq] = result{r: &storedReceipt{Receipt: rc, Raw: data}}
 		w.live = slices.DeleteFunc(w.live, func(c liveCopy) bool { return c.seq == seq })
+	case rc.Outcome == document.OutcomeInDoubt && rc.Delivery.StreamSeq == seq:
+		if w.inDoubt == nil {
+			w.inDoubt = map[uint64]string{}
+		}
+		w.inDoubt[seq] = rc.DecidedAfter
 	}
 }
 

@@ -109,9 +109,11 @@ type Result struct {
 	// Counts are the service's counters as of the call; nil when the
 	// service keeps none.
 	Counts *Counts
-	// Reason says why a call was answered Conflict, when there is more to
-	// say than "another request digest"; on any outcome, it may say what
-	// the service found and did not take as the key's task.
+	// Reason says more about the outcome in words, when there is more to
+	// say: why a call was answered Conflict beyond "another request
+	// digest", or, on any outcome, what the service found and did not take
+	// as the key's task. The executor carries it, cut to 4096 bytes, in the
+	// receipt's note.
 	Reason string
 	// TaskDeleted, on a Replayed result, says that the task the key is
 	// bound to was deleted after it was created (by its owner): the key

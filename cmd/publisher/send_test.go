@@ -49,6 +49,8 @@ func TestADeadLetterRefusedForGoodNeverSaysThatSendingAgainIsSafe(t *testing.T) 
 			document.DeadLetterNothingCreated},
 		{"a refusal of a call that may have created a task", "task service refused the call: redmine: two issues carry this intent's mark",
 			document.DeadLetterRefused},
+		{"a key the task service held in doubt on every delivery", "the task service still held the key in doubt (until 2026-11-27T10:06:00Z) on delivery 22",
+			document.DeadLetterInDoubt},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -72,6 +74,26 @@ func TestADeadLetterRefusedForGoodNeverSaysThatSendingAgainIsSafe(t *testing.T) 
 				}
 			}
 		})
+	}
+}
+
+// What the task service said about its answer is printed with the
+// receipt; a receipt without a note prints none.
+func TestTheTaskServicesNoteIsPrintedWithTheReceipt(t *testing.T) {
+	t.Parallel()
+	for file, want := range map[string]string{
+		"idempotency_conflict.json": "  the task service says: the intent ledger holds this key for another request digest\n",
+		"created.json":              "",
+	} {
+		rc, err := send.ParseReceipt(readFile(t, "../../testdata/receipts/"+file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		publish.PrintReceipt(&out, rc)
+		if got := out.String(); want != "" && !strings.Contains(got, want) || want == "" && strings.Contains(got, "says:") {
+			t.Errorf("%s prints\n%s\nwant the note %q", file, got, want)
+		}
 	}
 }
 

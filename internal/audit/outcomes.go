@@ -18,9 +18,12 @@ import (
 func checkTerminal(c *Check, in *Input) {
 	var withReceipt, dead, contradictory int
 	for _, seq := range sortedKeys(in.Messages) {
-		terminal := false
+		terminal, inDoubt := false, ""
 		for _, r := range in.Receipts[seq] {
 			terminal = terminal || r.Of(seq)
+			if r.Outcome == document.OutcomeInDoubt {
+				inDoubt = r.DecidedAfter
+			}
 		}
 		_, isDead := in.DeadLetters[seq]
 		if terminal {
@@ -29,7 +32,12 @@ func checkTerminal(c *Check, in *Input) {
 		if isDead {
 			dead++
 		}
-		if !terminal && !isDead {
+		switch {
+		case terminal || isDead:
+		case inDoubt != "":
+			c.violate("message %d (intent %q) has neither a terminal receipt nor a dead letter: its last receipt says in doubt until %s (in_doubt ends nothing)",
+				seq, in.Messages[seq].IntentID, inDoubt)
+		default:
 			c.violate("message %d (intent %q) has neither a receipt nor a dead letter", seq, in.Messages[seq].IntentID)
 		}
 	}
@@ -62,7 +70,8 @@ func checkTerminal(c *Check, in *Input) {
 // answered that its task exists (created, or replayed on a later
 // delivery), the service answered idempotency_conflict, the gate rejected
 // it, or it was dead-lettered (a dead_lettered receipt, or a dead letter
-// in DEADLETTERS). More than one of these for one message contradicts: a
+// in DEADLETTERS). An in_doubt receipt is none of them: it ends nothing,
+// and contradicts nothing. More than one of these for one message contradicts: a
 // task the service created for a message then said to be of unknown
 // outcome, a message both refused by the gate and sent. Several receipts
 // of one way (replayed on each redelivery) do not.

@@ -160,7 +160,10 @@ func TestAReceiptShowsItsScopeAndADeletedTask(t *testing.T) {
 			[]string{`Scope <code class="scope">default</code>`}, []string{"deleted"}},
 		{"a receipt without a scope names none",
 			send.Receipt{Outcome: send.Created, TaskID: "fake-task-0001", IntentID: "intent-0001"},
-			[]string{"Stream message"}, []string{`class="scope"`}},
+			[]string{"Stream message"}, []string{`class="scope"`, `class="note"`}},
+		{"a conflict shows what the task service said about it",
+			send.Receipt{Outcome: send.Conflict, TaskID: "fake-task-0001", IntentID: "intent-0001", Note: "the intent ledger holds this key for another request digest"},
+			[]string{`<p class="note">The task service says: the intent ledger holds this key for another request digest</p>`}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rc := c.receipt

@@ -10,7 +10,7 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 	}
 	var r reader
 	m := r.object("$", v, "schema_version", "receipt_id", "outcome", "intent_id", "scope?", "request_id", "approval_id",
-		"task_id", "task_deleted?", "rejection", "failure", "counts", "store_id?", "delivery", "issued_at")
+		"task_id", "task_deleted?", "rejection", "failure", "counts", "store_id?", "note?", "decided_after?", "delivery", "issued_at")
 	if m == nil {
 		return nil, r.result()
 	}
@@ -47,6 +47,12 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 		}
 	}
 	rc.StoreID = r.nullable("$.store_id", m["store_id"], r.id)
+	if v, ok := m["note"]; ok {
+		rc.Note = r.text("$.note", v, MaxTextBytes)
+	}
+	if v, ok := m["decided_after"]; ok {
+		rc.DecidedAfter = r.timestamp("$.decided_after", v)
+	}
 	rc.Delivery = r.delivery(m["delivery"])
 	rc.IssuedAt = r.timestamp("$.issued_at", m["issued_at"])
 	if r.err == nil {
@@ -63,8 +69,8 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 func (r *reader) receiptNames(rc *Receipt, m map[string]any) {
 	rc.ReceiptID = r.id("$.receipt_id", m["receipt_id"])
 	rc.Outcome = r.id("$.outcome", m["outcome"])
-	if r.err == nil && !Terminal(rc.Outcome) {
-		r.fail("$.outcome", RuleValue, ErrValue, "must be one of created, replayed, idempotency_conflict, rejected, dead_lettered")
+	if r.err == nil && !Known(rc.Outcome) {
+		r.fail("$.outcome", RuleValue, ErrValue, "must be one of created, replayed, idempotency_conflict, rejected, dead_lettered, in_doubt")
 	}
 	rc.IntentID = r.nullable("$.intent_id", m["intent_id"], r.id)
 	rc.RequestID = r.nullable("$.request_id", m["request_id"], r.id)
@@ -108,17 +114,25 @@ func (r *reader) delivery(v any) Delivery {
 
 // receiptRules ties the outcome to the members it implies: a service
 // outcome names its task (and the service's counters when it keeps them); a
-// rejection names its check; a dead letter says why; and nothing names what
-// did not happen.
+// rejection names its check; a dead letter says why; an in_doubt receipt
+// says until when; and nothing names what did not happen.
 func (r *reader) receiptRules(rc *Receipt) {
 	service := rc.Outcome == OutcomeCreated || rc.Outcome == OutcomeReplayed || rc.Outcome == OutcomeConflict
+	noAnswer := "the service was not called"
+	if rc.Outcome == OutcomeInDoubt {
+		noAnswer = "the service answered that the key is in doubt, with no task"
+	}
 	switch {
 	case service && rc.TaskID == nil:
 		r.fail("$.task_id", RuleValue, ErrValue, "a %s receipt must name the task", rc.Outcome)
+	case rc.Outcome == OutcomeInDoubt && rc.TaskID != nil:
+		r.fail("$.task_id", RuleValue, ErrValue, "a %s receipt must not name a task: %s", rc.Outcome, noAnswer)
 	case !service && rc.Counts != nil:
-		r.fail("$.counts", RuleValue, ErrValue, "a %s receipt must not carry counters: the service was not called", rc.Outcome)
+		r.fail("$.counts", RuleValue, ErrValue, "a %s receipt must not carry counters: %s", rc.Outcome, noAnswer)
 	case !service && rc.StoreID != nil:
-		r.fail("$.store_id", RuleValue, ErrValue, "a %s receipt must not name a store: the service was not called", rc.Outcome)
+		r.fail("$.store_id", RuleValue, ErrValue, "a %s receipt must not name a store: %s", rc.Outcome, noAnswer)
+	case (rc.Outcome == OutcomeInDoubt) != (rc.DecidedAfter != ""):
+		r.fail("$.decided_after", RuleValue, ErrValue, "decided_after must be set exactly when the outcome is in_doubt")
 	case (rc.Outcome == OutcomeRejected) != (rc.Rejection != nil):
 		r.fail("$.rejection", RuleValue, ErrValue, "rejection must be set exactly when the outcome is rejected")
 	case (rc.Outcome == OutcomeDeadLettered) != (rc.Failure != nil):

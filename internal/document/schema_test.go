@@ -187,7 +187,7 @@ func validate(t *testing.T, k docKind, data []byte) error {
 	return schemaFor(t, k).Validate(inst)
 }
 
-func readFile(t *testing.T, rel string) []byte {
+func readFile(t testing.TB, rel string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testdataDir, rel))
 	if err != nil {
@@ -270,6 +270,8 @@ func TestSchemaShape(t *testing.T) {
 				optional["$.delivery.stored_at"] = true
 				// Present where the request was read; only on a replay of a deleted task.
 				optional["$.scope"], optional["$.task_deleted"] = true, true
+				// Only when the service said more; only on in_doubt.
+				optional["$.note"], optional["$.decided_after"] = true, true
 			}
 			if k == kindRequest {
 				// A request that names no scope lands in the default one,
@@ -488,6 +490,7 @@ func TestReceiptFixtures(t *testing.T) {
 		{document.OutcomeConflict, "fake-task-0001", "3,1,1", "intent-0001", "task-request-0002", "approval-0002"},
 		{document.OutcomeRejected, "null", "null", "intent-0001", "task-request-0001", "approval-0001"},
 		{document.OutcomeDeadLettered, "null", "null", "intent-0001", "task-request-0001", "approval-0001"},
+		{document.OutcomeInDoubt, "null", "null", "intent-0001", "task-request-0001", "approval-0001"},
 	} {
 		t.Run("the "+tc.name+" receipt names the seed scenario's ids and counters", func(t *testing.T) {
 			r := read(t, tc.name)
@@ -508,6 +511,19 @@ func TestReceiptFixtures(t *testing.T) {
 		r := read(t, document.OutcomeRejected)
 		if r.Rejection.Check != "request_binding" || r.Rejection.Path != "$.request" {
 			t.Errorf("rejection = %+v", r.Rejection)
+		}
+	})
+	t.Run("the idempotency_conflict receipt carries the service's reason as its note", func(t *testing.T) {
+		if r := read(t, document.OutcomeConflict); r.Note != "the intent ledger holds this key for another request digest" {
+			t.Errorf("note = %q", r.Note)
+		}
+	})
+	t.Run("the in_doubt receipt says until when, and only it does", func(t *testing.T) {
+		if r := read(t, document.OutcomeInDoubt); r.DecidedAfter != "2026-11-27T10:06:00Z" {
+			t.Errorf("decided_after = %q", r.DecidedAfter)
+		}
+		if r := read(t, document.OutcomeCreated); r.DecidedAfter != "" || r.Note != "" {
+			t.Errorf("created: decided_after = %q, note = %q", r.DecidedAfter, r.Note)
 		}
 	})
 	t.Run("the dead_lettered receipt counts five attempts, one per delivery", func(t *testing.T) {
@@ -933,9 +949,19 @@ var refusals = []struct {
 		set("task.title", "line one\nline two"), document.ErrValue, "$.task.title"},
 	{"a title with a tab is refused by both", kindRequest, "seed/request.json",
 		set("task.title", "a\tb"), document.ErrValue, "$.task.title"},
+	{"an empty note is refused by both", kindReceipt, "receipts/idempotency_conflict.json",
+		set("note", ""), document.ErrValue, "$.note"},
+	{"a note of 4097 ASCII bytes is refused by both", kindReceipt, "receipts/idempotency_conflict.json",
+		set("note", strings.Repeat("n", 4097)), document.ErrValue, "$.note"},
+	{"a number for the note is refused by both", kindReceipt, "receipts/idempotency_conflict.json",
+		set("note", json.Number("1")), document.ErrType, "$.note"},
+	{"a decided_after that is no time is refused by both", kindReceipt, "receipts/in_doubt.json",
+		set("decided_after", "after lunch"), document.ErrValue, "$.decided_after"},
+	{"a null decided_after is refused by both", kindReceipt, "receipts/in_doubt.json",
+		set("decided_after", nil), document.ErrType, "$.decided_after"},
 	{"a receipt intent_id with a space is refused by both", kindReceipt, "receipts/rejected.json",
 		set("intent_id", "intent 0001"), document.ErrValue, "$.intent_id"},
-	{"an outcome outside the five is refused by both", kindReceipt, "receipts/created.json",
+	{"an outcome outside the six is refused by both", kindReceipt, "receipts/created.json",
 		set("outcome", "succeeded"), document.ErrValue, "$.outcome"},
 	{"an outcome in another case (Created) is refused by both", kindReceipt, "receipts/created.json",
 		set("outcome", "Created"), document.ErrValue, "$.outcome"},
@@ -1195,6 +1221,12 @@ func TestRefusalsSchemasCannotExpress(t *testing.T) {
 			kindReceipt, mutated(t, "receipts/rejected.json", set("store_id", "store-3f9c0a7e5b21d864")), document.ErrValue},
 		{"task_deleted on a created receipt is refused by the decoder; the schema does not tie members to the outcome",
 			kindReceipt, mutated(t, "receipts/created.json", set("task_deleted", true)), document.ErrValue},
+		{"decided_after on a created receipt is refused by the decoder; the schema does not tie members to the outcome",
+			kindReceipt, mutated(t, "receipts/created.json", set("decided_after", "2026-11-27T10:06:00Z")), document.ErrValue},
+		{"an in_doubt receipt without decided_after is refused by the decoder; the schema does not tie members to the outcome",
+			kindReceipt, mutated(t, "receipts/in_doubt.json", del("decided_after")), document.ErrValue},
+		{"an in_doubt receipt naming a task is refused by the decoder; the schema does not tie members to the outcome",
+			kindReceipt, mutated(t, "receipts/in_doubt.json", set("task_id", "fake-task-0001")), document.ErrValue},
 		{"an end_ms before the start_ms is refused by the decoder; a schema cannot compare two members",
 			kindCandidate, bytes.Replace(candidate, []byte(`"end_ms": 816500`), []byte(`"end_ms": 811999`), 1), document.ErrValue},
 		{"a due_at of a date that is no day of the calendar is refused by the decoder; the pattern sees only digits",

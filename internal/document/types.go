@@ -79,14 +79,18 @@ func ValidDestination(s string) bool {
 	return true
 }
 
-// Receipt outcomes: the task service's three (taskservice.Outcome) and the
-// executor's two.
+// Receipt outcomes: the task service's three (taskservice.Outcome), the
+// executor's two, which end a message's life (Terminal), and in_doubt,
+// which does not: the service refused to call while an earlier call for
+// the key may still land (taskservice.ErrInDoubt), and the message comes
+// back after the receipt's DecidedAfter.
 const (
 	OutcomeCreated      = string(taskservice.Created)
 	OutcomeReplayed     = string(taskservice.Replayed)
 	OutcomeConflict     = string(taskservice.Conflict)
 	OutcomeRejected     = "rejected"
 	OutcomeDeadLettered = "dead_lettered"
+	OutcomeInDoubt      = "in_doubt"
 )
 
 // Candidate says "the transcript contains this, from this source version". It
@@ -245,9 +249,19 @@ type Receipt struct {
 	// StoreID names the task service's store that answered the call (null
 	// when the service was not called). Receipts issued before stores had
 	// ids lack the member.
-	StoreID  *string  `json:"store_id"`
-	Delivery Delivery `json:"delivery"`
-	IssuedAt string   `json:"issued_at"`
+	StoreID *string `json:"store_id"`
+	// Note says more about the outcome in words, when the task service
+	// did (taskservice.Result.Reason): why a conflict is one, which
+	// resource a create or a replay found and left alone. At most
+	// MaxTextBytes; absent when the service said nothing more.
+	Note string `json:"note,omitempty"`
+	// DecidedAfter, on an in_doubt receipt only, is when the key stops
+	// being in doubt (RFC 3339, UTC): an earlier call may land until then,
+	// and a delivery after it may look the key up and create. Absent on
+	// every other outcome.
+	DecidedAfter string   `json:"decided_after,omitempty"`
+	Delivery     Delivery `json:"delivery"`
+	IssuedAt     string   `json:"issued_at"`
 }
 
 // Rejection names the gate check that stopped a message.
@@ -263,11 +277,14 @@ type Rejection struct {
 // whose service refused it for good otherwise: a resend of either is
 // refused the same way until its cause is fixed. Only a dead letter whose
 // outcome is unknown (deliveries or transient retries ran out) ends
-// DeadLetterUnknownOutcome, which says that sending again is safe.
+// DeadLetterUnknownOutcome, which says that sending again is safe; one
+// whose service held the key in doubt (an earlier call may still have
+// landed) ends DeadLetterInDoubt.
 const (
 	DeadLetterUnknownOutcome = "the task may or may not have been created; sending the same approval again is safe and will say which"
 	DeadLetterNothingCreated = "this call created nothing; sending the same approval again will be refused the same way until the cause above is fixed"
 	DeadLetterRefused        = "the task service refused this call for good: fix the cause above; sending the same approval again will be refused the same way until then"
+	DeadLetterInDoubt        = "an earlier call may have created the task and whether it did is unknown (the task service held its key in doubt); sending the same approval again creates no second task but may be held in doubt the same way: look the task up in the task service first"
 )
 
 // Failure says why a message was dead-lettered.
@@ -294,7 +311,12 @@ type Delivery struct {
 	StoredAt string `json:"stored_at,omitempty"`
 }
 
-// Terminal reports whether an outcome ends a message's life.
+// Known reports whether a receipt may carry outcome: a terminal one, or
+// in_doubt.
+func Known(outcome string) bool { return outcome == OutcomeInDoubt || Terminal(outcome) }
+
+// Terminal reports whether an outcome ends a message's life; in_doubt
+// does not.
 func Terminal(outcome string) bool {
 	switch outcome {
 	case OutcomeCreated, OutcomeReplayed, OutcomeConflict, OutcomeRejected, OutcomeDeadLettered:

@@ -29,6 +29,11 @@ const refusedUntilFixed = document.DeadLetterNothingCreated
 // nothing: a resend is refused the same way, so it is not said to be safe.
 const refusedForGood = document.DeadLetterRefused
 
+// stillInDoubt ends the reason of a dead letter of a message whose task
+// service held its key in doubt (taskservice.InDoubt): an earlier call may
+// have landed, and a resend may be held in doubt the same way.
+const stillInDoubt = document.DeadLetterInDoubt
+
 // outOfDeliveries ends the life of a message whose deliveries are spent,
 // before anything else is done with it: it is dead-lettered, unless an
 // earlier delivery's receipt is already stored (see deadLetter).
@@ -36,8 +41,14 @@ func (e *Executor) outOfDeliveries(d *delivery) {
 	d.id = document.Identify(d.msg.Data())
 	e.log.Warn("a message ran out of deliveries", "intent_id", d.id.IntentID,
 		"stream_seq", d.seq, "delivered", d.delivered, "budget", e.cfg.Topology.MaxDeliver)
-	e.deadLetter(d, fmt.Sprintf("deliveries ran out: no executor finished the message in %d deliveries (executors died or stalled with it)",
-		d.delivered-1))
+	reason := fmt.Sprintf("deliveries ran out: no executor finished the message in %d deliveries (executors died or stalled with it)", d.delivered-1)
+	if d.inDoubt > 0 {
+		reason = fmt.Sprintf("deliveries ran out: no executor finished the message in %d deliveries (%d of them answered in doubt; executors died or stalled with the others)",
+			d.delivered-1, d.inDoubt)
+		e.deadLetterEnding(d, reason, stillInDoubt)
+		return
+	}
+	e.deadLetter(d, reason)
 }
 
 // decidedBefore finishes a delivery whose message already has a stored
@@ -106,6 +117,6 @@ func (e *Executor) deadLetterEnding(d *delivery, reason, ending string) {
 		return
 	}
 	r := e.receipt(d, document.OutcomeDeadLettered)
-	r.Failure = &document.Failure{Reason: clip(reason), Attempts: int64(min(d.delivered, uint64(e.cfg.Topology.MaxDeliver)))}
+	r.Failure = &document.Failure{Reason: clip(reason), Attempts: int64(min(d.delivered, uint64(e.cfg.Topology.MaxDeliver)+d.freeInDoubt()))}
 	e.finish(d, r, true)
 }

@@ -40,6 +40,17 @@ type delivery struct {
 	// finished, when set, is called once the delivery is acked, terminated
 	// or given back.
 	finished func()
+	// inDoubt is how many earlier deliveries of the message stored an
+	// in_doubt receipt (counted by storedReceipt): see freeInDoubt.
+	inDoubt uint64
+	// prior is the outcome of a receipt an earlier delivery stored (its
+	// ack lost), "" when there is none: a message with one is never held
+	// in doubt, which would follow its outcome with an in_doubt receipt.
+	prior string
+	// comeBack is the delay after which the message is to be delivered
+	// again once its in_doubt receipt, which does not end it, is stored:
+	// it is nak'ed with it, not acked.
+	comeBack time.Duration
 }
 
 // release gives the handler slot back, once.
@@ -70,18 +81,20 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		return
 	}
 	d.seq, d.delivered, d.stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
-	if d.delivered > uint64(e.cfg.Topology.MaxDeliver) {
-		// The budget is spent: end the message's life before anything else.
+	prior, ended := e.priorOutcome(d)
+	if ended {
+		return
+	}
+	d.prior = prior
+	if d.counted() > uint64(e.cfg.Topology.MaxDeliver) {
+		// The budget is spent: end the message's life before anything
+		// else is done with it.
 		e.outOfDeliveries(d)
 		return
 	}
 	if e.cfg.Fault != nil {
 		d.id = document.Identify(msg.Data())
 		e.fault(Taken, d)
-	}
-	prior, ended := e.priorOutcome(d)
-	if ended {
-		return
 	}
 	v, err := e.cfg.Gate.CheckDelivery(msg.Subject(), msg.Data(), d.stored)
 	if err != nil {
@@ -123,7 +136,8 @@ func (e *Executor) unplaceable(d *delivery, err error) {
 
 // priorOutcome returns the outcome of a receipt an earlier delivery of the
 // message stored, and finishes the delivery (ended true) when that
-// outcome stands or the lookup failed.
+// outcome stands or the lookup failed. It counts on d the earlier
+// deliveries that stored an in_doubt receipt, which the budget leaves out.
 //
 // A delivery after the first may follow one whose receipt was stored and
 // whose ack was lost: the message has its outcome. A stored refusal or
@@ -170,7 +184,9 @@ var receiptClockAllowance = time.Minute
 // of receipts decides), the executor's (rejected, dead_lettered) or the
 // service's (created, replayed, idempotency_conflict). Receipts of the intent stored
 // before the message are skipped (they are of its earlier sends); the
-// first ReceiptScanLimit after are read.
+// first ReceiptScanLimit after are read. On the way it sets d.inDoubt to
+// the number of earlier deliveries of the message that stored an in_doubt
+// receipt (each counted once, by its delivery count).
 func (e *Executor) storedReceipt(d *delivery) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -180,6 +196,8 @@ func (e *Executor) storedReceipt(d *delivery) (string, error) {
 		from = storedmsg.From{Time: d.stored.Add(-receiptClockAllowance)}
 	}
 	get := storedmsg.NewGetter(e.js, topology.ReceiptsStream)
+	var inDoubt map[string]struct{} // delivery counts of in_doubt receipts
+	defer func() { d.inDoubt = uint64(len(inDoubt)) }()
 	for range ReceiptScanLimit {
 		m, err := get.Next(ctx, subject, from)
 		switch {
@@ -192,6 +210,12 @@ func (e *Executor) storedReceipt(d *delivery) (string, error) {
 		default:
 			if seq, ok := storedmsg.Ends(m.Header); ok && seq == d.seq {
 				return m.Header.Get(topology.HeaderOutcome), nil
+			}
+			if seq, ok := storedmsg.Named(m.Header); ok && seq == d.seq && m.Header.Get(topology.HeaderOutcome) == document.OutcomeInDoubt {
+				if inDoubt == nil {
+					inDoubt = map[string]struct{}{}
+				}
+				inDoubt[m.Header.Get(topology.HeaderDelivered)] = struct{}{}
 			}
 		}
 		from = storedmsg.From{Seq: m.Sequence + 1}
@@ -223,6 +247,9 @@ func (e *Executor) answered(d *delivery, resp *taskservice.Result) *document.Rec
 	r := e.receipt(d, string(resp.Outcome))
 	r.TaskID = &resp.TaskID
 	r.TaskDeleted = resp.TaskDeleted
+	if resp.Reason != "" {
+		r.Note = clip(resp.Reason)
+	}
 	if resp.StoreID != "" {
 		r.StoreID = &resp.StoreID
 	}
@@ -281,24 +308,39 @@ func CallRequest(v *gate.Verdict, callRef string) taskservice.Request {
 }
 
 // callFailed retries a transient failure later, and dead-letters a message
-// that has used its deliveries or that the service refuses outright.
+// that has used its deliveries or that the service refuses outright. A
+// call refused in doubt stores an in_doubt receipt and comes back when the
+// doubt is over, outside the budget while MaxInDoubtDeliveries allow,
+// unless an earlier delivery stored its outcome (its ack lost): that one
+// stands, and the failure is retried as any other until the budget ends
+// it with that outcome.
 func (e *Executor) callFailed(d *delivery, err error) {
 	permanent := taskservice.IsPermanent(err)
-	if !permanent && d.delivered < uint64(e.cfg.Topology.MaxDeliver) {
+	until, inDoubt := taskservice.InDoubtUntil(err)
+	if inDoubt && !permanent && d.prior == "" && d.inDoubt < MaxInDoubtDeliveries {
+		e.heldInDoubt(d, until, err)
+		return
+	}
+	budget := e.cfg.Topology.MaxDeliver
+	if !permanent && d.counted() < uint64(budget) {
 		e.retry(d, "task service call failed; will retry", err)
 		return
 	}
-	reason := fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.delivered, e.cfg.Topology.MaxDeliver, err)
-	if permanent {
-		reason = fmt.Sprintf("task service refused the call: %v", err)
+	switch {
+	case permanent:
 		ending := refusedForGood
 		if taskservice.IsNotCreated(err) {
 			ending = refusedUntilFixed
 		}
-		e.deadLetterEnding(d, reason, ending)
-		return
+		e.deadLetterEnding(d, fmt.Sprintf("task service refused the call: %v", err), ending)
+	case inDoubt:
+		e.deadLetterEnding(d, inDoubtReason(d, budget, until, err), stillInDoubt)
+	case d.inDoubt > 0:
+		e.deadLetterEnding(d, fmt.Sprintf("task service call failed on delivery %d of %d, after %d deliveries answered in doubt: %v",
+			d.counted(), budget, d.freeInDoubt(), err), stillInDoubt)
+	default:
+		e.deadLetter(d, fmt.Sprintf("task service call failed on delivery %d of %d: %v", d.counted(), budget, err))
 	}
-	e.deadLetter(d, reason)
 }
 
 // retry gives a delivery back to be tried again after the nak delay for

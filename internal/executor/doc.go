@@ -22,7 +22,20 @@
 // and a resend is safe and will say which; when the service refused the call
 // for good (taskservice.Permanent, and NotCreated when it knows it created
 // nothing), that a resend will be refused the same way until the cause is
-// fixed.
+// fixed; when the service held the key in doubt, that a resend creates no
+// second task but may be held in doubt the same way.
+//
+// A call the service refuses because an earlier call for the key may still
+// land (taskservice.InDoubt, with the time until which it may) is no
+// failure: the executor stores an in_doubt receipt saying until when
+// (decided_after), which ends nothing, and gives the message back to be
+// delivered after that time (with jitter, at most the consumer's
+// MaxNakDelay). Such deliveries, up to MaxInDoubtDeliveries of one message,
+// are left out of its budget; past them an answer in doubt counts as any
+// transient failure, so that a service in doubt for ever still ends the
+// message, in a dead letter that says so. Each delivery stores at most one
+// receipt. What the service says about an answer (taskservice.Result's
+// Reason) is the receipt's note.
 //
 // It must never give one message two different outcomes: before a dead
 // letter, and before handling a redelivery, it looks up the receipt an

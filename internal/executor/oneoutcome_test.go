@@ -93,6 +93,11 @@ func TestAMessageCreatedWhoseAckWasLostIsNeverDeadLetteredToo(t *testing.T) {
 		{"when the service then refuses the call outright", func(*testenv.Env) taskservice.Service {
 			return refusingService{}
 		}, 2},
+		{"when the service then holds the key in doubt", func(*testenv.Env) taskservice.Service {
+			return taskservice.Func(func(context.Context, taskservice.Request) (taskservice.Result, error) {
+				return taskservice.Result{}, taskservice.InDoubt(errors.New("an earlier call may still land"), time.Now().Add(10*time.Millisecond))
+			})
+		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t)

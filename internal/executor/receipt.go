@@ -117,9 +117,13 @@ func (e *Executor) stored(p *pending) {
 	e.fault(AfterReceipt, d)
 	e.fault(BeforeAck, d)
 	var err error
-	if p.term {
+	switch {
+	case p.term:
 		err = d.msg.Term()
-	} else {
+	case r.Outcome == document.OutcomeInDoubt:
+		// The receipt ends nothing: the message comes back.
+		err = d.msg.NakWithDelay(d.comeBack)
+	default:
 		err = d.msg.Ack()
 	}
 	if err != nil {
@@ -137,6 +141,9 @@ func (e *Executor) stored(p *pending) {
 		}
 		if r.Rejection != nil {
 			attrs = append(attrs, "check", r.Rejection.Check, "path", r.Rejection.Path)
+		}
+		if r.DecidedAfter != "" {
+			attrs = append(attrs, "decided_after", r.DecidedAfter)
 		}
 		e.log.Info("receipt", attrs...)
 	}

@@ -239,7 +239,7 @@ func (c *checkResult) summary() string {
 
 func outcomesString(m map[string]int) string {
 	var parts []string
-	for _, k := range []string{"created", "replayed", "idempotency_conflict", "rejected", "dead_lettered"} {
+	for _, k := range []string{"created", "replayed", "idempotency_conflict", "rejected", "dead_lettered", "in_doubt"} {
 		if m[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 		}

@@ -50,7 +50,7 @@ const DefaultMaxScopeLabels = 20
 // dashboard shows 0 rather than no data.
 var Outcomes = []string{
 	document.OutcomeCreated, document.OutcomeReplayed, document.OutcomeConflict,
-	document.OutcomeRejected, document.OutcomeDeadLettered,
+	document.OutcomeRejected, document.OutcomeDeadLettered, document.OutcomeInDoubt,
 }
 
 // GateChecks are the gate's check names, in its order, each exported from

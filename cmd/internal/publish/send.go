@@ -237,6 +237,9 @@ func PrintReceipt(w io.Writer, r *send.Receipt) {
 			fmt.Fprintf(w, "  %s\n", deadLetteredAdvice)
 		}
 	}
+	if r.Note != "" {
+		fmt.Fprintf(w, "  the task service says: %s\n", r.Note)
+	}
 	if r.Counts != nil {
 		fmt.Fprintf(w, "  requests received %d, creates executed %d, tasks existing %d\n",
 			r.Counts.RequestsReceived, r.Counts.CreatesExecuted, r.Counts.TasksExisting)

@@ -132,7 +132,7 @@ func (f *Config) consumerFlags(fs *flag.FlagSet) {
 	f.id = fs.String("id", "", "instance `ID` named in receipts (default host-pid)")
 	f.callTimeout = fs.Duration("call-timeout", 5*time.Second, "how long one call to the task service may take")
 	f.ackWait = fs.Duration("ack-wait", 30*time.Second, "consumer AckWait: a delivery not acked in this time comes back (the retry delay after an executor died)")
-	f.maxDeliver = fs.Int("max-deliver", 5, "deliveries that may try a message before it is dead-lettered, counted by the executors\n(the consumer itself never drops a message; with --no-provision, the provisioned consumer's budget applies)")
+	f.maxDeliver = fs.Int("max-deliver", 5, fmt.Sprintf("deliveries that may try a message before it is dead-lettered, counted by the executors\n(the consumer itself never drops a message; with --no-provision, the provisioned consumer's budget applies;\nup to %d deliveries the task service answers in doubt, each with an in_doubt receipt, are not counted)", executor.MaxInDoubtDeliveries))
 	f.replicas = fs.Int("replicas", 0, "`N` copies of each stream and of the consumer, 1 to 5: on a cluster, give every node's URL to --server\n"+
 		"and 3, to survive the loss of one node (default: as the existing streams have it, else 1; always 1 with --embedded)")
 	f.maxBytes = MaxBytesFlag(fs)

@@ -278,7 +278,7 @@ func printStreamStatus(w io.Writer, rep *StatusReport) {
 		return
 	}
 	fmt.Fprint(w, "receipts:    ")
-	for _, o := range []string{document.OutcomeCreated, document.OutcomeReplayed, document.OutcomeConflict, document.OutcomeRejected, document.OutcomeDeadLettered} {
+	for _, o := range []string{document.OutcomeCreated, document.OutcomeReplayed, document.OutcomeConflict, document.OutcomeRejected, document.OutcomeDeadLettered, document.OutcomeInDoubt} {
 		fmt.Fprintf(w, " %s %d", o, rep.Receipts[o])
 	}
 	fmt.Fprintln(w)
