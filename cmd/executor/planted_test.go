@@ -41,9 +41,14 @@ func TestRedmineAReporterWhoPlantsTheFutureIssueGetsNothing(t *testing.T) {
 	real := sendAndWait(t, r.env, s.Original.Envelope())
 	checkServiceReceipt(t, "the real approval after the plants", real.Receipt, document.OutcomeCreated, "", r.store())
 	ids := r.issues(t).byIntent["intent-0001"]
-	t.Logf("the real approval: %s %s; issues carrying intent-0001's key: %v", real.Outcome, ptr(real.TaskID), ids)
+	t.Logf("the real approval: %s %s, note %q; issues carrying intent-0001's key: %v", real.Outcome, ptr(real.TaskID), real.Note, ids)
 	if len(ids) != 3 || ptr(real.TaskID) != redmine.TaskID(ids[2]) {
 		t.Fatalf("issues %v carry intent-0001's key, want the two planted ones and the real one, last (the receipt names %s)", ids, ptr(real.TaskID))
+	}
+	for _, id := range ids[:2] {
+		if !strings.Contains(real.Note, fmt.Sprintf("issue #%d", id)) || !strings.Contains(real.Note, "mallory") {
+			t.Errorf("the receipt's note %q does not name planted issue #%d and its author", real.Note, id)
+		}
 	}
 
 	report, err := verifyRedmine(t, r)
