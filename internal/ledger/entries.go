@@ -28,9 +28,9 @@ type Stored struct {
 }
 
 // Entries reads every entry of the bucket, in key order, leaving out the
-// per-key locks. It only reads, and makes no consumer: the bucket's stream
-// lists its keys and each key's latest revision is read by itself (the
-// reads a ledger's Open and Get make). A missing bucket is an error
+// per-key locks and in-doubt records. It only reads, and makes no
+// consumer: the bucket's stream lists its keys and each key's latest
+// revision is read by itself (the reads a ledger's Open and Get make). A missing bucket is an error
 // wrapping ErrNoBucket.
 func Entries(ctx context.Context, js jetstream.JetStream) ([]Stored, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
@@ -52,7 +52,7 @@ func Entries(ctx context.Context, js jetstream.JetStream) ([]Stored, error) {
 	var out []Stored
 	for subject := range info.State.Subjects {
 		key := strings.TrimPrefix(subject, prefix)
-		if strings.HasPrefix(key, LockPrefix) {
+		if strings.HasPrefix(key, LockPrefix) || strings.HasPrefix(key, DoubtPrefix) {
 			continue
 		}
 		e, err := kv.Get(ctx, key)

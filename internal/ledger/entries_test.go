@@ -12,7 +12,7 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-func TestEntriesListsEveryEntryButTheLocksAndSaysWhichValueIsNoEntryOfItsKey(t *testing.T) {
+func TestEntriesListsEveryEntryButTheLocksAndDoubtsAndSaysWhichValueIsNoEntryOfItsKey(t *testing.T) {
 	js := testenv.JetStream(t)
 	l := testenv.Ledger(t, js, ledger.Options{})
 	ctx := context.Background()
@@ -26,6 +26,9 @@ func TestEntriesListsEveryEntryButTheLocksAndSaysWhichValueIsNoEntryOfItsKey(t *
 		}
 	}
 	if _, err := l.Lock(ctx, "team-a", "intent-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Doubt(ctx, "team-a", "intent-1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := js.KeyValue(ctx, ledger.Bucket)
