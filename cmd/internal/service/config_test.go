@@ -235,6 +235,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 			{"the default field given explicitly", "--redmine-field", redmine.DefaultField},
 			{"an API key file", "--redmine-api-key-file", writeTestFile(t, "key", redmineKey)},
 			{"a lock TTL", "--redmine-lock-ttl", "30s"},
+			{"a request lifetime", "--redmine-request-lifetime", "10m"},
 		} {
 			t.Run("with "+kind+" "+fl.name+" ("+fl.flag+") is refused, naming the kind it needs", func(t *testing.T) {
 				args := []string{"--task-service", kind, fl.flag, fl.value}
@@ -259,6 +260,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 		{"redmine without --redmine-project is refused", []string{"--task-service", "redmine", "--redmine-url", redmineURL}, "needs --redmine-project"},
 		{"an empty --redmine-field is refused", append(redmineArgs, "--redmine-field", " "), "--redmine-field is empty"},
 		{"a negative --redmine-lock-ttl is refused", append(redmineArgs, "--redmine-lock-ttl", "-1s"), "negative"},
+		{"a negative --redmine-request-lifetime is refused", append(redmineArgs, "--redmine-request-lifetime", "-1s"), "--redmine-request-lifetime -1s is negative"},
 		{"a URL that is not http or https is refused", []string{"--task-service", "redmine", "--redmine-url", "ftp://redmine.example.org/", "--redmine-project", "ops"}, "--redmine-url"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -318,6 +320,36 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 			}
 			if err != nil || ts.lockTTL(c.timeout) != c.want {
 				t.Errorf("check: %v; TTL %s, want %s", err, ts.lockTTL(c.timeout), c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name, lifetime string
+		refused        bool
+	}{
+		{"a request lifetime shorter than the call timeout is refused", "4s", true},
+		{"a request lifetime equal to the call timeout is taken", "5s", false},
+		{"no request lifetime takes the adapter's default", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := redmineArgs
+			if c.lifetime != "" {
+				args = append(args, "--redmine-request-lifetime", c.lifetime)
+			}
+			ts := parseRedmineTS(t, withKey, args...)
+			if err := ts.Check(); err != nil {
+				t.Fatal(err)
+			}
+			err := ts.CheckCallTimeout(5 * time.Second)
+			if c.refused {
+				wantUsage(t, err, "--redmine-request-lifetime "+c.lifetime, "shorter than the call timeout 5s")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := redmine.New(ts.redmineConfig(refusingLocker{}, 5*time.Second)); err != nil {
+				t.Fatalf("the adapter refuses what the flags took: %v", err)
 			}
 		})
 	}
