@@ -23,11 +23,12 @@ var (
 // conclude "not yet". The executors keep one on JetStream, in the intent
 // ledger's bucket. A lock expires by itself after its TTL, so that a
 // caller that dies does not block the key for ever; a holder stalled past
-// its TTL has lost it (Lock.Held says so), and a create it sends after
-// that moment can duplicate the task: the TTL must exceed a lookup plus a
-// create's timeout, and the honest limit of the class is a holder paused
-// for longer than that between its last Held and its create reaching the
-// service.
+// its TTL has lost it (Lock.Held says so). A lock alone does not keep a
+// create that lands after the lock was lost (a holder paused after its
+// last Held, a request held up on the way) from duplicating the task: a
+// holder renews a lock that is a Renewer while its create runs, and an
+// adapter writes the key's in-doubt record (Doubts) before the create,
+// which keeps the key until the create can no longer land.
 type Locker interface {
 	// Lock takes the lock of (scope, intentID) for ttl. When another
 	// holder has it, the error wraps ErrLocked. Other errors are those of

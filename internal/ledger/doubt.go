@@ -12,20 +12,11 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-// DoubtPrefix starts the bucket key of every in-doubt record: "_doubt.",
-// the scope, ".", and the intent's token. A scope never starts with '_',
-// so no record's key is an entry's key (nor a lock's).
-const DoubtPrefix = "_doubt."
-
 var _ taskservice.Doubts = (*Ledger)(nil)
 
 // DoubtKey is the bucket key of the in-doubt record of (scope, intentID).
 func DoubtKey(scope, intentID string) (string, error) {
-	k, err := Key(scope, intentID)
-	if err != nil {
-		return "", err
-	}
-	return DoubtPrefix + k, nil
+	return prefixedKey(DoubtPrefix, scope, intentID)
 }
 
 // doubtValue is an in-doubt record as stored.

@@ -12,7 +12,7 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
-func TestEntriesListsEveryEntryButTheLocksAndDoubtsAndSaysWhichValueIsNoEntryOfItsKey(t *testing.T) {
+func TestEntriesListsEveryEntryButTheLocksAndSaysWhichValueIsNoEntryOfItsKey(t *testing.T) {
 	js := testenv.JetStream(t)
 	l := testenv.Ledger(t, js, ledger.Options{})
 	ctx := context.Background()

@@ -283,20 +283,28 @@ func wrongRevision(err error) bool {
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// LockPrefix starts the bucket key of every per-key lock: "_lock.", the
-// scope, ".", and the intent's token. A scope never starts with '_', so no
-// lock key is an entry's key.
-const LockPrefix = "_lock."
+// The prefixes of the bucket keys of what the bucket holds besides
+// entries, each followed by the scope, ".", and the intent's token. A
+// scope never starts with '_', so none of these keys is an entry's key.
+const (
+	// LockPrefix starts the key of every per-key lock.
+	LockPrefix = "_lock."
+	// DoubtPrefix starts the key of every in-doubt record.
+	DoubtPrefix = "_doubt."
+)
 
 var _ taskservice.Locker = (*Ledger)(nil)
 
 // LockKey is the bucket key of the lock of (scope, intentID).
-func LockKey(scope, intentID string) (string, error) {
+func LockKey(scope, intentID string) (string, error) { return prefixedKey(LockPrefix, scope, intentID) }
+
+// prefixedKey is prefix and the bucket key of (scope, intentID).
+func prefixedKey(prefix, scope, intentID string) (string, error) {
 	k, err := Key(scope, intentID)
 	if err != nil {
 		return "", err
 	}
-	return LockPrefix + k, nil
+	return prefix + k, nil
 }
 
 // LockTTL is the lifetime a lock taken for ttl gets: ttl rounded up to a

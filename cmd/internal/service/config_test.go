@@ -294,61 +294,37 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 	})
 
 	for _, c := range []struct {
-		name    string
-		ttl     string
-		timeout time.Duration
-		want    time.Duration // 0: refused
+		name          string
+		flag, value   string
+		want          time.Duration // the lock's TTL
+		refusedSaying string
 	}{
-		{"the lock TTL defaults to twice the call timeout and 10s", "", 5 * time.Second, 20 * time.Second},
-		{"a lock TTL longer than the call timeout is taken", "6s", 5 * time.Second, 6 * time.Second},
-		{"a lock TTL equal to the call timeout is refused", "5s", 5 * time.Second, 0},
-		{"a lock TTL shorter than the call timeout is refused", "3s", 5 * time.Second, 0},
+		{"the lock TTL defaults to twice the call timeout and 10s", "", "", 20 * time.Second, ""},
+		{"a lock TTL longer than the call timeout is taken", "--redmine-lock-ttl", "6s", 6 * time.Second, ""},
+		{"a lock TTL equal to the call timeout is refused", "--redmine-lock-ttl", "5s", 0, "not longer than the call timeout 5s"},
+		{"a lock TTL shorter than the call timeout is refused", "--redmine-lock-ttl", "3s", 0, "not longer than the call timeout 5s"},
+		{"a request lifetime shorter than the call timeout is refused", "--redmine-request-lifetime", "4s", 0, "shorter than the call timeout 5s"},
+		{"a request lifetime equal to the call timeout is taken", "--redmine-request-lifetime", "5s", 20 * time.Second, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := redmineArgs
-			if c.ttl != "" {
-				args = append(args, "--redmine-lock-ttl", c.ttl)
+			if c.flag != "" {
+				args = append(args, c.flag, c.value)
 			}
 			ts := parseRedmineTS(t, withKey, args...)
 			if err := ts.Check(); err != nil {
 				t.Fatal(err)
 			}
-			err := ts.CheckCallTimeout(c.timeout)
-			if c.want == 0 {
-				wantUsage(t, err, "--redmine-lock-ttl "+c.ttl, "call timeout "+c.timeout.String())
+			const timeout = 5 * time.Second
+			err := ts.CheckCallTimeout(timeout)
+			if c.refusedSaying != "" {
+				wantUsage(t, err, c.flag+" "+c.value, c.refusedSaying)
 				return
 			}
-			if err != nil || ts.lockTTL(c.timeout) != c.want {
-				t.Errorf("check: %v; TTL %s, want %s", err, ts.lockTTL(c.timeout), c.want)
+			if err != nil || ts.lockTTL(timeout) != c.want {
+				t.Errorf("check: %v; TTL %s, want %s", err, ts.lockTTL(timeout), c.want)
 			}
-		})
-	}
-	for _, c := range []struct {
-		name, lifetime string
-		refused        bool
-	}{
-		{"a request lifetime shorter than the call timeout is refused", "4s", true},
-		{"a request lifetime equal to the call timeout is taken", "5s", false},
-		{"no request lifetime takes the adapter's default", "", false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			args := redmineArgs
-			if c.lifetime != "" {
-				args = append(args, "--redmine-request-lifetime", c.lifetime)
-			}
-			ts := parseRedmineTS(t, withKey, args...)
-			if err := ts.Check(); err != nil {
-				t.Fatal(err)
-			}
-			err := ts.CheckCallTimeout(5 * time.Second)
-			if c.refused {
-				wantUsage(t, err, "--redmine-request-lifetime "+c.lifetime, "shorter than the call timeout 5s")
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := redmine.New(ts.redmineConfig(refusingLocker{}, 5*time.Second)); err != nil {
+			if _, err := redmine.New(ts.redmineConfig(refusingLocker{}, timeout)); err != nil {
 				t.Fatalf("the adapter refuses what the flags took: %v", err)
 			}
 		})
