@@ -36,7 +36,8 @@ const releaseTimeout = 5 * time.Second
 //
 // While the create is in flight the lock is renewed. The record is
 // removed once Redmine has answered definitely (the issue, or a refusal
-// that created nothing) and whenever a lookup finds the key's issue; when
+// that created nothing), when the create never left (its connection could
+// not be made), and whenever a lookup finds the key's issue; when
 // the answer is lost (a timeout, a lost connection, a 5xx, a caller
 // killed), the create may still land, and the record stays for the
 // request lifetime: until then no one creates, even with the lock expired

@@ -48,7 +48,8 @@
 // written before the POST, only if the key has none, for the request
 // lifetime (Config.RequestLifetime): how long after it is sent a POST may
 // still land. Redmine's definite answer (the issue, or a refusal that
-// created nothing) removes it, as does a lookup that finds the issue; an
+// created nothing) removes it, as do a POST whose connection could not be
+// made and a lookup that finds the issue; an
 // unknown outcome (a timeout, a lost connection, a 5xx, a caller killed)
 // keeps it until its lifetime has passed. Meanwhile no create is sent,
 // even by a caller that took the lock after it expired under a slow POST

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/sendtwice/sendtwice/taskservice"
@@ -37,13 +38,21 @@ func (a *Adapter) createInDoubt(ctx context.Context, t target, req taskservice.R
 	stop := a.keepAlive(ctx, lk)
 	id, ambiguous, err := a.post(ctx, t, req, issue)
 	stop()
-	if !ambiguous {
+	if !ambiguous || neverSent(err) {
 		a.settle(ctx, req)
 	}
 	if err != nil {
 		return a.none(), err
 	}
 	return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(id), StoreID: a.storeID}, nil
+}
+
+// neverSent reports whether err says the request never left: the
+// connection to Redmine could not be made (refused, no route, a dial
+// timeout), so nothing can land.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // inDoubt returns an error marked taskservice.InDoubt when req's key has
@@ -88,7 +97,7 @@ func (a *Adapter) keepAlive(ctx context.Context, lk taskservice.Lock) (stop func
 	if !ok {
 		return func() {}
 	}
-	every := a.lockTTL / 3
+	every := max(a.lockTTL/3, 10*time.Millisecond)
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,6 +173,34 @@ func TestTheKeyTravelsOnlyInItsHeader(t *testing.T) {
 	}
 	if s.keyMissing.Load() != 0 || s.keyInURL.Load() != 0 {
 		t.Errorf("requests without the key header: %d; with the key in the URL: %d", s.keyMissing.Load(), s.keyInURL.Load())
+	}
+}
+
+// refusePosts fails every POST as a refused connection does, before a
+// byte is sent, and passes the other requests on.
+type refusePosts struct{}
+
+func (refusePosts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A POST whose connection could not be made never left: transient, and
+// the key is not left in doubt.
+func TestAPostNeverSentLeavesNoDoubt(t *testing.T) {
+	l := startLedger(t)
+	s := newStub(t, created)
+	a := adapter(t, s.URL, l, func(c *redmine.Config) {
+		c.HTTPClient = &http.Client{Transport: refusePosts{}, Timeout: 2 * time.Second}
+	})
+	_, err := a.Create(context.Background(), request("i-1", digestA))
+	if err == nil || taskservice.IsPermanent(err) || errors.Is(err, taskservice.ErrInDoubt) {
+		t.Fatalf("Create with its POST refused: %v, want a transient error", err)
+	}
+	if _, found, err := l.Doubted(context.Background(), "default", "i-1"); found || err != nil {
+		t.Fatalf("in doubt after a POST that never left: %v, %v", found, err)
 	}
 }
 
