@@ -74,7 +74,8 @@ Run 'executor COMMAND --help' for a command's flags. SERVICE is fake (the defaul
 service over NATS), caldav (with --caldav-url URL and, for a login, --caldav-user USER and
 --caldav-password-file FILE or $CALDAV_PASSWORD) or redmine (with --redmine-url URL,
 --redmine-project ID, --redmine-api-key-file FILE or $REDMINE_API_KEY, and optionally
---redmine-field NAME and --redmine-lock-ttl DURATION; its locks need NATS).
+--redmine-field NAME, --redmine-lock-ttl DURATION and --redmine-request-lifetime DURATION;
+its locks need NATS).
 status and verify, given no SERVICE, use the one serve recorded (never its password or key).
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
 `

@@ -44,7 +44,21 @@
 // the holder wrote (expired, released, taken by another) or when the TTL
 // has run out by the holder's own clock. Release purges the key only if
 // its latest revision is still the holder's (a conditional write), so a
-// holder whose lock expired never removes the next holder's lock.
+// holder whose lock expired never removes the next holder's lock. Renew
+// (taskservice.Renewer) writes the value again with a fresh TTL, on the
+// same condition, so that a holder keeps its lock while its call runs.
+//
+// # In-doubt records
+//
+// Beside each lock, the bucket holds the key's in-doubt record
+// ((*Ledger).Doubt, Doubted, Settle: taskservice.Doubts), written before a
+// create whose outcome may stay unknown: the key "_doubt.", the scope, ".",
+// and the intent's token (DoubtKey), written create-only with a per-key TTL
+// of the service's longest request lifetime; its value says when the call
+// started and until when it may land. Doubt finding a record writes
+// nothing and returns it (taskservice.ErrInDoubt). A record lasts as long
+// as the bucket keeps it: the server's TTL decides, not a reader's clock.
+// Settle purges it, conditional on the revision it read.
 //
 // # The mark key
 //
@@ -58,11 +72,12 @@
 //
 // # Reading it whole
 //
-// Entries reads every entry (not the locks, nor the mark key) for an audit, with the revision
-// that last wrote each and when the bucket stored it, and says of a value
-// that is not an entry of its key why not. It makes no consumer: it lists
-// the bucket's keys from its stream's info and reads each key's latest
-// revision, the same requests Open and Get make.
+// Entries reads every entry (not the locks, the in-doubt records nor the
+// mark key) for an audit, with the revision that last wrote each and when
+// the bucket stored it, and says of a value that is not an entry of its key
+// why not. It makes no consumer: it lists the bucket's keys from its
+// stream's info and reads each key's latest revision, the same requests
+// Open and Get make.
 //
 // # Provisioning
 //

@@ -28,9 +28,10 @@ type Stored struct {
 }
 
 // Entries reads every entry of the bucket, in key order, leaving out the
-// per-key locks and the mark key (every key that starts with '_'). It only reads, and makes no consumer: the bucket's stream
-// lists its keys and each key's latest revision is read by itself (the
-// reads a ledger's Open and Get make). A missing bucket is an error
+// per-key locks, the in-doubt records and the mark key (every key that
+// starts with '_'). It only reads, and makes no consumer: the bucket's
+// stream lists its keys and each key's latest revision is read by itself
+// (the reads a ledger's Open and Get make). A missing bucket is an error
 // wrapping ErrNoBucket.
 func Entries(ctx context.Context, js jetstream.JetStream) ([]Stored, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
@@ -53,8 +54,7 @@ func Entries(ctx context.Context, js jetstream.JetStream) ([]Stored, error) {
 	for subject := range info.State.Subjects {
 		key := strings.TrimPrefix(subject, prefix)
 		if strings.HasPrefix(key, "_") {
-			continue // the locks, the mark key: no scope starts with '_'
-
+			continue // the locks, the in-doubt records, the mark key: no scope starts with '_'
 		}
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {

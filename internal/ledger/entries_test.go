@@ -28,6 +28,9 @@ func TestEntriesListsEveryEntryButTheLocksAndSaysWhichValueIsNoEntryOfItsKey(t *
 	if _, err := l.Lock(ctx, "team-a", "intent-1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := l.Doubt(ctx, "team-a", "intent-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	kv, err := js.KeyValue(ctx, ledger.Bucket)
 	if err != nil {
 		t.Fatal(err)

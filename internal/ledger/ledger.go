@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -251,14 +252,8 @@ func (l *Ledger) Put(ctx context.Context, e taskservice.LedgerEntry) error {
 				continue // written meanwhile: merge with it
 			}
 		} else {
-			// An update with a TTL of its own: KeyValue.Update would drop it.
-			opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
-			if ttl > 0 {
-				opts = append(opts, jetstream.WithMsgTTL(ttl))
-			}
-			_, err = l.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: b}, opts...)
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			_, err = update(ctx, l.js, key, b, rev, ttl)
+			if wrongRevision(err) {
 				continue // changed meanwhile: merge again
 			}
 		}
@@ -270,20 +265,46 @@ func (l *Ledger) Put(ctx context.Context, e taskservice.LedgerEntry) error {
 	return fmt.Errorf("%w %s (%d tries)", ErrContended, key, maxPutTries)
 }
 
-// LockPrefix starts the bucket key of every per-key lock: "_lock.", the
-// scope, ".", and the intent's token. A scope never starts with '_', so no
-// lock key is an entry's key.
-const LockPrefix = "_lock."
+// update writes b as key's next revision if its latest is rev, with a
+// per-key TTL of its own when ttl > 0 (KeyValue.Update would drop it);
+// wrongRevision says when the key had changed.
+func update(ctx context.Context, js jetstream.JetStream, key string, b []byte, rev uint64, ttl time.Duration) (*jetstream.PubAck, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(ttl))
+	}
+	return js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + Bucket + "." + key, Data: b}, opts...)
+}
+
+// wrongRevision reports whether err is update's refusal of a key changed
+// since the revision it was given.
+func wrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// The prefixes of the bucket keys of what the bucket holds besides
+// entries, each followed by the scope, ".", and the intent's token. A
+// scope never starts with '_', so none of these keys is an entry's key.
+const (
+	// LockPrefix starts the key of every per-key lock.
+	LockPrefix = "_lock."
+	// DoubtPrefix starts the key of every in-doubt record.
+	DoubtPrefix = "_doubt."
+)
 
 var _ taskservice.Locker = (*Ledger)(nil)
 
 // LockKey is the bucket key of the lock of (scope, intentID).
-func LockKey(scope, intentID string) (string, error) {
+func LockKey(scope, intentID string) (string, error) { return prefixedKey(LockPrefix, scope, intentID) }
+
+// prefixedKey is prefix and the bucket key of (scope, intentID).
+func prefixedKey(prefix, scope, intentID string) (string, error) {
 	k, err := Key(scope, intentID)
 	if err != nil {
 		return "", err
 	}
-	return LockPrefix + k, nil
+	return prefix + k, nil
 }
 
 // LockTTL is the lifetime a lock taken for ttl gets: ttl rounded up to a
@@ -326,21 +347,30 @@ func (l *Ledger) Lock(ctx context.Context, scope, intentID string, ttl time.Dura
 	if err != nil {
 		return nil, fmt.Errorf("ledger: taking lock %s: %w", key, err)
 	}
-	return &lock{kv: l.kv, key: key, rev: rev, deadline: start.Add(ttl)}, nil
+	return &lock{js: l.js, kv: l.kv, key: key, value: b, ttl: ttl, rev: rev, deadline: start.Add(ttl)}, nil
 }
 
-// lock is one held lock: the revision our create wrote.
+// lock is one held lock: the revision we wrote last.
 type lock struct {
-	kv       jetstream.KeyValue
-	key      string
+	js    jetstream.JetStream
+	kv    jetstream.KeyValue
+	key   string
+	value []byte
+	ttl   time.Duration
+
+	mu       sync.Mutex
 	rev      uint64
 	deadline time.Time // by this process's monotonic clock
 }
+
+var _ taskservice.Renewer = (*lock)(nil)
 
 // Held reads the key: the lock is ours while its latest revision is the
 // one we wrote and its TTL has not run out by our own clock (the server
 // removes an expired key a little later).
 func (k *lock) Held(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if !time.Now().Before(k.deadline) {
 		return fmt.Errorf("ledger: lock %s: its TTL ran out: %w", k.key, taskservice.ErrLockLost)
 	}
@@ -360,6 +390,8 @@ func (k *lock) Held(ctx context.Context) error {
 // conditional write): a lock lost and taken by another since stays as it
 // is, and that is not an error.
 func (k *lock) Release(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	err := k.kv.Purge(ctx, k.key, jetstream.LastRevision(k.rev), jetstream.PurgeTTL(limitMarkerTTL))
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return nil // not ours any more
@@ -367,5 +399,27 @@ func (k *lock) Release(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ledger: releasing lock %s: %w", k.key, err)
 	}
+	return nil
+}
+
+// Renew writes the lock's value again with a fresh TTL, conditional on
+// its latest revision being ours: the lock lives its TTL from now. A lock
+// whose TTL ran out by our clock, or whose key changed (expired, purged,
+// taken by another), is lost, and nothing is written.
+func (k *lock) Renew(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	start := time.Now()
+	if !start.Before(k.deadline) {
+		return fmt.Errorf("ledger: renewing lock %s: its TTL ran out: %w", k.key, taskservice.ErrLockLost)
+	}
+	ack, err := update(ctx, k.js, k.key, k.value, k.rev, k.ttl)
+	if wrongRevision(err) {
+		return fmt.Errorf("ledger: renewing lock %s: the key is no longer at our revision %d: %w", k.key, k.rev, taskservice.ErrLockLost)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: renewing lock %s: %w", k.key, err)
+	}
+	k.rev, k.deadline = ack.Sequence, start.Add(k.ttl)
 	return nil
 }

@@ -19,6 +19,25 @@ const (
 	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
+// awaitGone polls found until it says false, failing after within.
+func awaitGone(t *testing.T, what string, within time.Duration, found func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		f, err := found()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there after %v", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // ttlOf reads the TTL header of the key's latest message.
 func ttlOf(t *testing.T, js jetstream.JetStream, scope, intent string) string {
 	t.Helper()
@@ -142,20 +161,10 @@ func TestAnEntryWhoseTTLPassedIsGone(t *testing.T) {
 	if ttl := ttlOf(t, js, "default", "intent-1"); ttl != "1s" {
 		t.Fatalf("TTL %q, want 1s", ttl)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	awaitGone(t, "the entry of 1 s", 20*time.Second, func() (bool, error) {
 		_, found, err := l.Get(ctx, "default", "intent-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !found {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the entry is still there long after its TTL")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return found, err
+	})
 	// The key is free again: a new entry is written (over the marker).
 	e.TaskID = "t2"
 	e.NotAfter = time.Now().Add(time.Hour)
@@ -279,7 +288,7 @@ func TestLockExpires(t *testing.T) {
 	})
 }
 
-func TestLockHeldSeesTheKeyGone(t *testing.T) {
+func TestAPurgedLockIsLostToHeldAndRenew(t *testing.T) {
 	js := testenv.JetStream(t)
 	l := testenv.Ledger(t, js, ledger.Options{})
 	ctx := context.Background()
@@ -301,10 +310,23 @@ func TestLockHeldSeesTheKeyGone(t *testing.T) {
 	if err := lk.Held(ctx); !errors.Is(err, taskservice.ErrLockLost) {
 		t.Fatalf("Held with the key purged: %v, want ErrLockLost", err)
 	}
+	t.Run("a renewal finds it lost and leaves the next holder's lock as it is", func(t *testing.T) {
+		other, err := l.Lock(ctx, "default", "gone", time.Minute)
+		if err != nil {
+			t.Fatalf("Lock after the purge: %v", err)
+		}
+		if err := lk.(taskservice.Renewer).Renew(ctx); !errors.Is(err, taskservice.ErrLockLost) {
+			t.Fatalf("Renew of a purged lock: %v, want ErrLockLost", err)
+		}
+		if err := other.Held(ctx); err != nil {
+			t.Fatalf("the next holder's lock after the old holder's Renew: %v", err)
+		}
+	})
 }
 
-func TestLockRefusesBadKeys(t *testing.T) {
+func TestLocksAndDoubtsRefuseBadKeys(t *testing.T) {
 	l := testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
+	ctx := context.Background()
 	for _, tc := range []struct{ name, scope, intent string }{
 		{"a scope starting with an underscore", "_lock", "x"},
 		{"an empty scope", "", "x"},
@@ -312,9 +334,10 @@ func TestLockRefusesBadKeys(t *testing.T) {
 		{"an empty intent id", "default", ""},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
-			_, err := l.Lock(context.Background(), tc.scope, tc.intent, time.Minute)
-			if !errors.Is(err, ledger.ErrBadKey) {
-				t.Fatalf("Lock(%q, %q): %v, want ErrBadKey", tc.scope, tc.intent, err)
+			_, lerr := l.Lock(ctx, tc.scope, tc.intent, time.Minute)
+			_, derr := l.Doubt(ctx, tc.scope, tc.intent, time.Minute)
+			if !errors.Is(lerr, ledger.ErrBadKey) || !errors.Is(derr, ledger.ErrBadKey) {
+				t.Fatalf("(%q, %q): Lock %v, Doubt %v; want ErrBadKey", tc.scope, tc.intent, lerr, derr)
 			}
 		})
 	}

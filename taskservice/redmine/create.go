@@ -20,7 +20,10 @@ import (
 const releaseTimeout = 5 * time.Second
 
 // Create keeps the contract for a service with no key. It looks the key up
-// among the project's issues, open and closed; when nothing carries it, it
+// among the project's issues, open and closed; when nothing carries it and
+// the key is in doubt (an earlier create's outcome is unknown: see below),
+// it creates nothing and returns an error marked taskservice.InDoubt with
+// the time until which the earlier create may still land. Otherwise it
 // takes the key's lock (waiting, polling every LockPoll, while another
 // caller holds it; when ctx ends first, the error is transient and wraps
 // taskservice.ErrLocked) and looks again. It answers:
@@ -28,13 +31,19 @@ const releaseTimeout = 5 * time.Second
 //   - one issue with req's digest → Replayed, its id;
 //   - one issue with another digest → Conflict, nothing changed;
 //   - two or more → a permanent error naming them (ErrDuplicates);
-//   - none → the lock is checked (Lock.Held) and the issue is created
-//     with the mark → Created.
+//   - none → it writes the key's in-doubt record (taskservice.Doubts; one
+//     written meanwhile by another caller → InDoubt), checks the lock
+//     (Lock.Held) and creates the issue with the mark → Created.
 //
-// The lock is released once Redmine has answered. When the create's answer
-// is lost (a timeout, a lost connection, a 5xx), the create may still
-// land: the lock is kept until its TTL runs out, so that no one looks the
-// key up and creates meanwhile; the retry then finds the issue.
+// While the create is in flight the lock is renewed. The record is
+// removed once Redmine has answered definitely (the issue, or a refusal
+// that created nothing), when the create never left (its connection could
+// not be made), and whenever a lookup finds the key's issue; when
+// the answer is lost (a timeout, a lost connection, a 5xx, a caller
+// killed), the create may still land, and the record stays for the
+// request lifetime: until then no one creates, even with the lock expired
+// or purged, and a retry that finds the issue answers Replayed. The lock
+// is released once the create is done.
 func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskservice.Result, error) {
 	issue, t, err := a.prepare(ctx, req)
 	if err != nil {
@@ -43,27 +52,26 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 	// A key that an issue carries already is answered without its lock:
 	// an issue leaves only by a deletion, which the intent ledger covers,
 	// so the answer cannot change under us. This also answers the
-	// redelivery of a create whose reply was lost at once, while that
-	// create's lock runs out, instead of waiting for it and spending the
-	// message's deliveries.
+	// redelivery of a create whose reply was lost at once.
 	found, ignored, err := a.lookup(ctx, t, req.KeyScope(), req.IntentID)
 	if err != nil {
 		return a.none(), err
 	}
 	if len(found) > 0 {
+		a.settle(ctx, req)
 		return a.answer(req, found, ignored)
+	}
+	if err := a.inDoubt(ctx, req); err != nil {
+		return a.none(), err
 	}
 	lk, err := a.lock(ctx, req.KeyScope(), req.IntentID)
 	if err != nil {
 		return a.none(), err
 	}
-	release := true
 	defer func() {
-		if release {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			defer cancel()
-			_ = lk.Release(rctx) // an error leaves the lock to its TTL
-		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = lk.Release(rctx) // an error leaves the lock to its TTL
 	}()
 
 	// Again under the lock: another caller may have created since.
@@ -72,20 +80,14 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		return a.none(), err
 	}
 	if len(found) > 0 {
+		a.settle(ctx, req)
 		return a.answer(req, found, ignored)
 	}
-	if err := lk.Held(ctx); err != nil {
-		// Another caller may hold the lock now: creating could duplicate.
-		return a.none(), taskservice.Transient(fmt.Errorf("redmine: before creating the issue of intent %q in scope %q: %w", req.IntentID, req.KeyScope(), err))
+	res, err := a.createInDoubt(ctx, t, req, issue, lk)
+	if err == nil {
+		res.Reason = notFor(ignored)
 	}
-	id, ambiguous, err := a.post(ctx, t, req, issue)
-	if err != nil {
-		if ambiguous {
-			release = false
-		}
-		return a.none(), err
-	}
-	return taskservice.Result{Outcome: taskservice.Created, TaskID: TaskID(id), StoreID: a.storeID, Reason: notFor(ignored)}, nil
+	return res, err
 }
 
 func (a *Adapter) none() taskservice.Result { return taskservice.Result{StoreID: a.storeID} }

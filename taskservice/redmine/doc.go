@@ -3,7 +3,9 @@
 // new issue. The adapter marks every issue it creates with its key (scope
 // and intent id) and request digest in a custom field, looks the key up
 // before a create, and holds a per-key lock (taskservice.Locker) across the
-// lookup and the create, so that two callers never both create.
+// lookup and the create, so that two callers never both create; a create
+// whose outcome is unknown leaves its key in doubt, so that it is not made
+// again while it may still land.
 //
 // # The mark
 //
@@ -49,28 +51,37 @@
 // Create looks the key up first and answers from an issue that carries
 // it without a lock (an issue leaves only by a deletion, which the ledger
 // covers; so a redelivery after a lost answer is answered at once). When
-// none does, it takes the key's lock (Config.Locks: the executors' intent
-// ledger on JetStream), waiting and polling while another caller holds it
-// (when its context ends first: transient, wrapping
-// taskservice.ErrLocked), and looks again: one issue with the request's
-// digest → Replayed;
-// another digest → Conflict, nothing changed; two or more → a permanent
-// error naming them (ErrDuplicates; with a mark key, proven issues only:
-// see Proof); none → Lock.Held, then POST
-// /issues.json → Created. The lock is released once Redmine has answered;
-// after an ambiguous failure of the POST (a timeout, a lost connection, a
-// 5xx) it is kept until its TTL runs out, so that nobody creates while the
-// first POST may still land, and the retry then finds the issue. A 201
+// none does and the key is in doubt (below), it creates nothing: an error
+// marked taskservice.InDoubt says until when. Otherwise it takes the key's
+// lock (Config.Locks: the executors' intent ledger on JetStream), waiting
+// and polling while another caller holds it (when its context ends first:
+// transient, wrapping taskservice.ErrLocked), and looks again: one issue
+// with the request's digest → Replayed; another digest → Conflict, nothing
+// changed; two or more → a permanent error naming them (ErrDuplicates; with
+// a mark key, proven issues only: see Proof); none → the key's in-doubt
+// record is written, Lock.Held, then POST /issues.json, the lock renewed
+// while it is in flight → Created. A 201
 // whose issue does not carry the mark (Redmine drops a value for a field
 // not enabled for the project or tracker) is a permanent error naming the
-// issue. The limit of the class: a POST that Redmine saves more than the
-// TTL after the lock was taken (a holder paused between its last Held and
-// its POST, a request held up on the way) can duplicate (see
-// taskservice.Locker); the TTL must exceed a lookup plus a create's
-// timeout, with time to spare. Find is the lookup alone (taskservice.Finder); a deleted issue
+// issue.
+// Find is the lookup alone (taskservice.Finder); a deleted issue
 // takes its mark with it (RemembersDeletedKeys is false), so the executor
 // composes the adapter with taskservice.KeepDeletedKeys and its ledger.
 // The task id is the issue's number in decimal (TaskID).
+//
+// # A create in doubt
+//
+// The in-doubt record (taskservice.Doubts, kept by Config.Locks) is
+// written before the POST, only if the key has none, for the request
+// lifetime (Config.RequestLifetime): how long after it is sent a POST may
+// still land. Redmine's definite answer (the issue, or a refusal that
+// created nothing) removes it, as do a POST whose connection could not be
+// made and a lookup that finds the issue; an
+// unknown outcome (a timeout, a lost connection, a 5xx, a caller killed)
+// keeps it until its lifetime has passed. Meanwhile no create is sent,
+// even by a caller that took the lock after it expired under a slow POST
+// or was purged. The limit of the class: a POST that Redmine saves more
+// than the request lifetime after it was sent can duplicate.
 //
 // # Check
 //

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
@@ -34,7 +37,10 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"a project with a slash", func(c *redmine.Config) { c.Project = "a/b" }, "neither a numeric id nor a project identifier"},
 		{"no lock store", func(c *redmine.Config) { c.Locks = nil }, "Locks is nil"},
 		{"a negative lock TTL", func(c *redmine.Config) { c.LockTTL = -time.Second }, "LockTTL"},
-		{"a lock TTL not longer than the HTTP timeout", func(c *redmine.Config) { c.LockTTL = 30 * time.Second; c.Timeout = 30 * time.Second }, "must be longer than the HTTP timeout"},
+		{"a lock store that keeps no in-doubt records", func(c *redmine.Config) { c.Locks = onlyLocks{l} }, "keeps no in-doubt records"},
+		{"a negative request lifetime", func(c *redmine.Config) { c.RequestLifetime = -time.Second }, "RequestLifetime"},
+		{"a request lifetime shorter than the HTTP timeout", func(c *redmine.Config) { c.RequestLifetime = 29 * time.Second; c.Timeout = 30 * time.Second },
+			"RequestLifetime 29s is shorter than the HTTP timeout 30s"},
 		{"a negative MaxConns", func(c *redmine.Config) { c.MaxConns = -1 }, "MaxConns"},
 		{"a mark key shorter than 32 bytes", func(c *redmine.Config) { c.MarkKey = []byte("a-secret-mark-key-of-31-bytes!!") }, "mark key is too short: 31 bytes"},
 	} {
@@ -174,10 +180,47 @@ func TestTheKeyTravelsOnlyInItsHeader(t *testing.T) {
 	}
 }
 
-// What the POST's answer means for the lock: after an answer the lock is
-// released; when the answer is lost or a 5xx (the issue may exist) the
-// lock is kept until its TTL, so that nobody creates meanwhile.
-func TestALostCreateKeepsTheLock(t *testing.T) {
+// refusePosts fails every POST as a refused connection does, before a
+// byte is sent, and passes the other requests on.
+type refusePosts struct{}
+
+func (refusePosts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A POST whose connection could not be made never left: transient, and
+// the key is not left in doubt.
+func TestAPostNeverSentLeavesNoDoubt(t *testing.T) {
+	l := startLedger(t)
+	s := newStub(t, created)
+	a := adapter(t, s.URL, l, func(c *redmine.Config) {
+		c.HTTPClient = &http.Client{Transport: refusePosts{}, Timeout: 2 * time.Second}
+	})
+	_, err := a.Create(context.Background(), request("i-1", digestA))
+	if err == nil || taskservice.IsPermanent(err) || errors.Is(err, taskservice.ErrInDoubt) {
+		t.Fatalf("Create with its POST refused: %v, want a transient error", err)
+	}
+	if _, found, err := l.Doubted(context.Background(), "default", "i-1"); found || err != nil {
+		t.Fatalf("in doubt after a POST that never left: %v, %v", found, err)
+	}
+}
+
+// onlyLocks is a Locker that keeps no in-doubt records.
+type onlyLocks struct{ l taskservice.Locker }
+
+func (o onlyLocks) Lock(ctx context.Context, scope, intentID string, ttl time.Duration) (taskservice.Lock, error) {
+	return o.l.Lock(ctx, scope, intentID, ttl)
+}
+
+// What the POST's answer means for the key: after an answer its in-doubt
+// record is removed; when the answer is lost or a 5xx (the issue may
+// exist) the record stays for the request lifetime, and a create meanwhile
+// that finds no issue is refused in doubt, sending nothing. The lock is
+// released either way.
+func TestALostCreateLeavesItsKeyInDoubt(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		post      http.HandlerFunc
@@ -187,23 +230,23 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 		says      string
 		kept      bool
 	}{
-		{"a created issue releases the lock", created, 0, false, false, "", false},
-		{"a 422 is permanent with Redmine's message and releases the lock", func(w http.ResponseWriter, r *http.Request) {
+		{"a created issue settles the key", created, 0, false, false, "", false},
+		{"a 422 is permanent with Redmine's message and settles the key", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(422)
 			_, _ = w.Write([]byte(`{"errors":["Due date must be greater than start date"]}`))
 		}, 0, true, true, "Due date must be greater than start date", false},
-		{"a 502 is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
+		{"a 502 is transient and leaves the key in doubt", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(502)
 		}, 0, true, false, "502", true},
-		{"a connection lost before the answer is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
+		{"a connection lost before the answer is transient and leaves the key in doubt", func(w http.ResponseWriter, r *http.Request) {
 			conn, _, _ := w.(http.Hijacker).Hijack()
 			conn.Close()
 		}, 0, true, false, "POST", true},
-		{"an answer slower than the timeout is transient and keeps the lock", func(w http.ResponseWriter, r *http.Request) {
+		{"an answer slower than the timeout is transient and leaves the key in doubt", func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body) // then the server sees the client hang up
 			<-r.Context().Done()
 		}, 300 * time.Millisecond, true, false, "POST", true},
-		{"a 201 without the mark is permanent and releases the lock", func(w http.ResponseWriter, r *http.Request) {
+		{"a 201 without the mark is permanent and settles the key", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusCreated)
 			_ = json.NewEncoder(w).Encode(map[string]any{"issue": map[string]any{"id": 42, "custom_fields": []any{}}})
 		}, 0, true, true, "did not keep its mark", false},
@@ -231,11 +274,26 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 				noKey(t, "the error", err)
 			}
 			lk, lerr := l.Lock(ctx, "default", "i-1", time.Minute)
-			if kept := errors.Is(lerr, taskservice.ErrLocked); kept != tc.kept {
-				t.Errorf("lock kept = %v, want %v (Lock: %v)", kept, tc.kept, lerr)
+			if lerr != nil {
+				t.Fatalf("the lock after the create: %v, want it released", lerr)
 			}
-			if lerr == nil {
-				_ = lk.Release(ctx)
+			_ = lk.Release(ctx)
+			d, doubted, derr := l.Doubted(ctx, "default", "i-1")
+			if derr != nil || doubted != tc.kept {
+				t.Fatalf("in doubt after the create = %v (%v), want %v", doubted, derr, tc.kept)
+			}
+			if !doubted {
+				return
+			}
+			if life := d.Until.Sub(d.Started); life < time.Minute {
+				t.Errorf("in doubt for %v, want at least the request lifetime of 1m", life)
+			}
+			_, err = a.Create(ctx, request("i-1", digestA))
+			if until, ok := taskservice.InDoubtUntil(err); !ok || !until.Equal(d.Until) || !strings.Contains(err.Error(), "in doubt") {
+				t.Errorf("a create while in doubt: %v (until %v), want InDoubt until %v", err, until, d.Until)
+			}
+			if n := s.posts.Load(); n != 1 {
+				t.Errorf("%d POSTs, want the first one only", n)
 			}
 		})
 	}
@@ -244,12 +302,12 @@ func TestALostCreateKeepsTheLock(t *testing.T) {
 // cancelOnHeld is a Locker that ends a call's context the first time
 // the lock it asks for comes back held by another.
 type cancelOnHeld struct {
-	taskservice.Locker
+	*ledger.Ledger
 	cancel context.CancelFunc
 }
 
 func (c cancelOnHeld) Lock(ctx context.Context, scope, intentID string, ttl time.Duration) (taskservice.Lock, error) {
-	lk, err := c.Locker.Lock(ctx, scope, intentID, ttl)
+	lk, err := c.Ledger.Lock(ctx, scope, intentID, ttl)
 	if errors.Is(err, taskservice.ErrLocked) {
 		c.cancel()
 	}

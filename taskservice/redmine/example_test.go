@@ -11,13 +11,41 @@ import (
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
 
-// oneProcess is a taskservice.Locker for an application that is the only
-// caller of its Redmine project: one lock per key, in memory. The
-// executors keep theirs in their intent ledger on JetStream, shared by
-// every instance.
+// oneProcess is a taskservice.Locker and taskservice.Doubts for an
+// application that is the only caller of its Redmine project: one lock and
+// one in-doubt record per key, in memory (a record dies with the process,
+// and so does what it protects against). The executors keep theirs in
+// their intent ledger on JetStream, shared by every instance.
 type oneProcess struct {
-	mu   sync.Mutex
-	held map[[2]string]bool
+	mu     sync.Mutex
+	held   map[[2]string]bool
+	doubts map[[2]string]taskservice.Doubt
+}
+
+func (l *oneProcess) Doubt(_ context.Context, scope, intentID string, lifetime time.Duration) (taskservice.Doubt, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := [2]string{scope, intentID}
+	if d, ok := l.doubts[key]; ok && time.Now().Before(d.Until) {
+		return d, taskservice.ErrInDoubt
+	}
+	d := taskservice.Doubt{Started: time.Now(), Until: time.Now().Add(lifetime)}
+	l.doubts[key] = d
+	return d, nil
+}
+
+func (l *oneProcess) Doubted(_ context.Context, scope, intentID string) (taskservice.Doubt, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.doubts[[2]string{scope, intentID}]
+	return d, ok && time.Now().Before(d.Until), nil
+}
+
+func (l *oneProcess) Settle(_ context.Context, scope, intentID string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.doubts, [2]string{scope, intentID})
+	return nil
 }
 
 func (l *oneProcess) Lock(_ context.Context, scope, intentID string, _ time.Duration) (taskservice.Lock, error) {
@@ -55,7 +83,7 @@ func Example() {
 		URL:     "https://redmine.example.org/",
 		APIKey:  os.Getenv("REDMINE_API_KEY"),
 		Project: "ops",
-		Locks:   &oneProcess{held: map[[2]string]bool{}},
+		Locks:   &oneProcess{held: map[[2]string]bool{}, doubts: map[[2]string]taskservice.Doubt{}},
 	})
 	if err != nil {
 		panic(err)

@@ -103,7 +103,8 @@ func created(w http.ResponseWriter, r *http.Request) {
 // timeout.
 func adapter(t *testing.T, url string, locks taskservice.Locker, mod func(*redmine.Config)) *redmine.Adapter {
 	t.Helper()
-	cfg := redmine.Config{URL: url, APIKey: apiKey, Project: "demo", Locks: locks, Timeout: 2 * time.Second, LockTTL: time.Minute, LockPoll: 10 * time.Millisecond}
+	cfg := redmine.Config{URL: url, APIKey: apiKey, Project: "demo", Locks: locks, Timeout: 2 * time.Second, LockTTL: time.Minute, LockPoll: 10 * time.Millisecond,
+		RequestLifetime: time.Minute}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -34,6 +34,20 @@ const (
 	// longer than a lookup plus a create. With another timeout, the
 	// default is twice it plus 10 s.
 	DefaultLockTTL = 2*DefaultTimeout + 10*time.Second
+	// DefaultRequestLifetime is how long after it is sent a create may
+	// still land, when Config says nothing: a create whose outcome is
+	// unknown leaves its key in doubt that long. Nothing in Redmine or
+	// Puma bounds it: Redmine sets no request timeout of its own, and
+	// Puma's defaults bound only how long it waits for a request's bytes
+	// (first_data_timeout, 30 s) and, in cluster mode only, how long a
+	// worker process may stop checking in (worker_timeout, 60 s: a hung
+	// process, "not a request timeout"); once read, a request runs to its
+	// end. Five minutes is five times the longest of these and of a front
+	// proxy's usual defaults (nginx: 60 s), and thousands of times a
+	// create's usual time (tens of milliseconds); a larger value only
+	// makes a create that never reached Redmine wait longer before it is
+	// made.
+	DefaultRequestLifetime = 5 * time.Minute
 	// DefaultLockPoll is how often a Create waiting for a key's lock tries
 	// to take it again (with up to as much again of random delay).
 	DefaultLockPoll = 100 * time.Millisecond
@@ -58,10 +72,21 @@ type Config struct {
 	// Locks holds the per-key locks (the executors' intent ledger). Create
 	// needs it; New refuses a nil Locks.
 	Locks taskservice.Locker
+	// Locks must also keep in-doubt records (taskservice.Doubts), as the
+	// intent ledger does; New refuses one that does not.
+	//
 	// LockTTL is the lock's lifetime (when zero: twice the HTTP timeout
-	// plus 10 s, DefaultLockTTL with DefaultTimeout); it must be longer than
-	// the HTTP timeout, and should exceed a lookup plus a create.
+	// plus 10 s, DefaultLockTTL with DefaultTimeout); it should exceed a
+	// lookup. While its create is in flight, the holder renews the lock
+	// (taskservice.Renewer) every third of its TTL.
 	LockTTL time.Duration
+	// RequestLifetime is Redmine's longest request lifetime: how long
+	// after it is sent a create may still land (DefaultRequestLifetime,
+	// or the HTTP timeout when longer, when zero). A create whose outcome
+	// is unknown leaves its key in doubt that long. It must be at least
+	// the HTTP timeout: the client waits that long for the create's
+	// answer, and the create may land all that time.
+	RequestLifetime time.Duration
 	// LockPoll is how often a Create that finds the key's lock held tries
 	// again, until the lock is free or its context ends (DefaultLockPoll
 	// when zero).
@@ -92,7 +117,9 @@ type Adapter struct {
 	project    string
 	field      string
 	locks      taskservice.Locker
+	doubts     taskservice.Doubts
 	lockTTL    time.Duration
+	lifetime   time.Duration
 	lockPoll   time.Duration
 	client     *http.Client
 	markKey    []byte // nil: marks are not proven
@@ -155,10 +182,14 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Locks == nil {
 		return nil, errors.New("redmine: Locks is nil: the per-key lock is what keeps two callers from both creating")
 	}
+	doubts, ok := cfg.Locks.(taskservice.Doubts)
+	if !ok {
+		return nil, fmt.Errorf("redmine: Locks (%T) keeps no in-doubt records (taskservice.Doubts): without them, a create whose outcome is unknown could be made again while it may still land", cfg.Locks)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"LockTTL", cfg.LockTTL}, {"LockPoll", cfg.LockPoll}, {"Timeout", cfg.Timeout}} {
+	}{{"LockTTL", cfg.LockTTL}, {"LockPoll", cfg.LockPoll}, {"Timeout", cfg.Timeout}, {"RequestLifetime", cfg.RequestLifetime}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("redmine: %s %v is negative", d.name, d.v)
 		}
@@ -179,24 +210,15 @@ func New(cfg Config) (*Adapter, error) {
 		project:    strings.ToLower(cfg.Project),
 		field:      field,
 		locks:      cfg.Locks,
+		doubts:     doubts,
 		lockTTL:    cfg.LockTTL,
+		lifetime:   cfg.RequestLifetime,
 		lockPoll:   cfg.LockPoll,
 		client:     client,
 		markKey:    bytes.Clone(cfg.MarkKey),
 	}
-	if a.lockTTL == 0 {
-		// Two HTTP exchanges (a lookup and a create) and 10 s to spare.
-		timeout := client.Timeout
-		if timeout <= 0 {
-			timeout = DefaultTimeout
-		}
-		a.lockTTL = 2*timeout + 10*time.Second
-	}
-	if client.Timeout > 0 && a.lockTTL <= client.Timeout {
-		// A create whose answer is lost keeps the lock until its TTL: a
-		// TTL shorter than the create's own timeout lets another caller
-		// look up and create while the first create may still land.
-		return nil, fmt.Errorf("redmine: LockTTL %v must be longer than the HTTP timeout %v (a lookup plus a create should fit in it)", a.lockTTL, client.Timeout)
+	if err := a.defaultDurations(client.Timeout); err != nil {
+		return nil, err
 	}
 	if a.lockPoll == 0 {
 		a.lockPoll = DefaultLockPoll
@@ -204,6 +226,28 @@ func New(cfg Config) (*Adapter, error) {
 	sum := sha256.Sum256([]byte(a.normalized + "\n" + a.project))
 	a.storeID = "redmine-" + hex.EncodeToString(sum[:])[:16]
 	return a, nil
+}
+
+// defaultDurations fills in the lock's TTL and the request lifetime for an
+// HTTP timeout (0: none), and refuses a lifetime shorter than the timeout.
+func (a *Adapter) defaultDurations(timeout time.Duration) error {
+	if a.lockTTL == 0 {
+		// Two HTTP exchanges (a lookup and a create) and 10 s to spare.
+		t := timeout
+		if t <= 0 {
+			t = DefaultTimeout
+		}
+		a.lockTTL = 2*t + 10*time.Second
+	}
+	if a.lifetime == 0 {
+		a.lifetime = max(DefaultRequestLifetime, timeout)
+	}
+	if a.lifetime < timeout {
+		// The client waits up to its timeout for the create's answer,
+		// and the create may land all that time.
+		return fmt.Errorf("redmine: RequestLifetime %v is shorter than the HTTP timeout %v: a create may still land as long as the client waits for its answer, so its key must stay in doubt at least that long", a.lifetime, timeout)
+	}
+	return nil
 }
 
 var projectRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)

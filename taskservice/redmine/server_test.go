@@ -294,9 +294,19 @@ func TestOnRedmine(t *testing.T) {
 	})
 }
 
-// alwaysGrants is a Locker that grants every lock at once: the lock taken
-// out, to show what it prevents.
+// alwaysGrants is a Locker that grants every lock at once and keeps no
+// in-doubt record: the lock taken out, to show what it prevents.
 type alwaysGrants struct{}
+
+func (alwaysGrants) Doubt(context.Context, string, string, time.Duration) (taskservice.Doubt, error) {
+	return taskservice.Doubt{}, nil
+}
+
+func (alwaysGrants) Doubted(context.Context, string, string) (taskservice.Doubt, bool, error) {
+	return taskservice.Doubt{}, false, nil
+}
+
+func (alwaysGrants) Settle(context.Context, string, string) error { return nil }
 
 func (alwaysGrants) Lock(context.Context, string, string, time.Duration) (taskservice.Lock, error) {
 	return granted{}, nil
@@ -380,8 +390,8 @@ func TestConcurrentCreatesMakeOneIssue(t *testing.T) {
 }
 
 // A create whose answer is lost (the proxy drops it after Redmine made the
-// issue) is retried: the lock is kept until its TTL, then the retry finds
-// the issue and replays it.
+// issue) is retried: the key is left in doubt, the retry finds the issue,
+// replays it and settles the key.
 func TestALostReplyIsReplayed(t *testing.T) {
 	s := redminetest.Start(t, redminetest.Options{})
 	l := startLedger(t)
@@ -402,13 +412,16 @@ func TestALostReplyIsReplayed(t *testing.T) {
 	if got := issuesOf(t, s, "default", "lost-1"); len(got) != 1 {
 		t.Fatalf("after the lost answer: %d issues, want the 1 Redmine made", len(got))
 	}
-	if _, err := l.Lock(ctx, "default", "lost-1", time.Minute); !errors.Is(err, taskservice.ErrLocked) {
-		t.Fatalf("the lock after the lost answer: %v, want it still held (ErrLocked)", err)
+	if _, found, err := l.Doubted(ctx, "default", "lost-1"); !found || err != nil {
+		t.Fatalf("the key after the lost answer: in doubt %v (%v), want in doubt", found, err)
 	}
 	res := mustCreate(t, a, request("lost-1", digestA), taskservice.Replayed)
 	got := issuesOf(t, s, "default", "lost-1")
 	if len(got) != 1 || redmine.TaskID(got[0].ID) != res.TaskID {
 		t.Fatalf("after the retry: %+v, replayed %s", got, res.TaskID)
+	}
+	if _, found, err := l.Doubted(ctx, "default", "lost-1"); found || err != nil {
+		t.Fatalf("the key after the retry found its issue: in doubt %v (%v), want settled", found, err)
 	}
 }
 

@@ -44,7 +44,7 @@ var kinds = []struct{ name, help string }{
 }
 
 // redmineFlagNames are the flags of --task-service redmine.
-var redmineFlagNames = []string{"redmine-url", "redmine-project", "redmine-field", "redmine-api-key-file", "redmine-lock-ttl"}
+var redmineFlagNames = []string{"redmine-url", "redmine-project", "redmine-field", "redmine-api-key-file", "redmine-lock-ttl", "redmine-request-lifetime"}
 
 // Config are the flags that choose and configure the task
 // service.
@@ -87,6 +87,11 @@ type Config struct {
 	// RedmineLockTTL is the per-key lock's lifetime; zero takes
 	// 2 × the call timeout + 10 s (lockTTL).
 	RedmineLockTTL time.Duration
+	// RedmineRequestLifetime is Redmine's longest request lifetime, how
+	// long a create whose outcome is unknown leaves its key in doubt;
+	// zero takes redmine.DefaultRequestLifetime (or the call timeout when
+	// longer).
+	RedmineRequestLifetime time.Duration
 	// redmineAPIKey is read by Check, after parsing, from the file or the
 	// environment; never a flag value, never logged.
 	redmineAPIKey string
@@ -145,6 +150,10 @@ func FlagsVar(fs *flag.FlagSet) *Config {
 	fs.StringVar(&f.RedmineField, "redmine-field", redmine.DefaultField, "with --task-service redmine: the `NAME` of the issue custom field that carries each issue's key\n(an administrator makes it once: format string, for all projects, used as a filter)")
 	fs.StringVar(&f.RedmineAPIKeyFile, "redmine-api-key-file", "", "with --task-service redmine: a `FILE` holding the API key (default: $"+RedmineAPIKeyEnv+")")
 	fs.DurationVar(&f.RedmineLockTTL, "redmine-lock-ttl", 0, "with --task-service redmine: the life of a key's lock in the intent ledger, longer than --call-timeout\n(default: 2 × the call timeout + 10s)")
+	fs.DurationVar(&f.RedmineRequestLifetime, "redmine-request-lifetime", 0, "with --task-service redmine: how long after it is sent a create may still land in Redmine, at least --call-timeout.\n"+
+		"A create whose outcome is unknown (a timeout, a lost answer, an executor killed) leaves its key in doubt that long:\n"+
+		"deliveries meanwhile answer in_doubt and create nothing (default: "+redmine.DefaultRequestLifetime.String()+", or the call timeout when longer;\n"+
+		"Redmine and Puma bound no request once it is read)")
 	cli.Group(fs, "Task service", "task-service")
 	cli.Group(fs, "CalDAV (--task-service caldav)", "caldav-url", "caldav-calendar", "caldav-server", "caldav-user", "caldav-password-file", "caldav-ca-file",
 		"destination", "destinations-file")
@@ -203,7 +212,7 @@ func (f *Config) setRedmineFlags() []string {
 			}
 		})
 	}
-	if len(set) == 0 && (f.RedmineURL != "" || f.RedmineProject != "" || f.RedmineAPIKeyFile != "" || f.RedmineLockTTL != 0 ||
+	if len(set) == 0 && (f.RedmineURL != "" || f.RedmineProject != "" || f.RedmineAPIKeyFile != "" || f.RedmineLockTTL != 0 || f.RedmineRequestLifetime != 0 ||
 		f.RedmineField != "" && f.RedmineField != redmine.DefaultField) {
 		set = append(set, "redmine-url")
 	}
@@ -225,6 +234,9 @@ func (f *Config) checkRedmine() error {
 	if f.RedmineLockTTL < 0 {
 		return fmt.Errorf("%w: --redmine-lock-ttl %s is negative", cli.ErrUsage, f.RedmineLockTTL)
 	}
+	if f.RedmineRequestLifetime < 0 {
+		return fmt.Errorf("%w: --redmine-request-lifetime %s is negative", cli.ErrUsage, f.RedmineRequestLifetime)
+	}
 	if f.RedmineAPIKeyFile != "" {
 		b, err := os.ReadFile(f.RedmineAPIKeyFile)
 		if err != nil {
@@ -241,7 +253,9 @@ func (f *Config) checkRedmine() error {
 		return fmt.Errorf("%w: --task-service redmine needs an API key: --redmine-api-key-file FILE or $%s (a user's key, under My account, API access key)", cli.ErrUsage, RedmineAPIKeyEnv)
 	}
 	// Checks the URL's and the project's form without a request.
-	if _, err := redmine.New(f.redmineConfig(refusingLocker{}, time.Second)); err != nil {
+	form := f.redmineConfig(refusingLocker{}, time.Second)
+	form.RequestLifetime = 0 // checked against the call timeout by CheckCallTimeout
+	if _, err := redmine.New(form); err != nil {
 		return fmt.Errorf("%w: --redmine-url, --redmine-project, --redmine-field: %w", cli.ErrUsage, err)
 	}
 	return nil
@@ -267,6 +281,9 @@ func (f *Config) CheckCallTimeout(callTimeout time.Duration) error {
 	if ttl := f.lockTTL(callTimeout); ttl <= callTimeout {
 		return fmt.Errorf("%w: --redmine-lock-ttl %s is not longer than the call timeout %s: a lock must outlive a lookup and a create", cli.ErrUsage, ttl, callTimeout)
 	}
+	if l := f.RedmineRequestLifetime; l > 0 && l < callTimeout {
+		return fmt.Errorf("%w: --redmine-request-lifetime %s is shorter than the call timeout %s: a create may land as long as the executor waits for its answer", cli.ErrUsage, l, callTimeout)
+	}
 	return nil
 }
 
@@ -275,7 +292,7 @@ func (f *Config) CheckCallTimeout(callTimeout time.Duration) error {
 // TTL not longer than it).
 func (f *Config) redmineConfig(locks taskservice.Locker, callTimeout time.Duration) redmine.Config {
 	return redmine.Config{URL: f.RedmineURL, APIKey: f.redmineAPIKey, Project: f.RedmineProject, Field: f.RedmineField,
-		Locks: locks, LockTTL: f.lockTTL(callTimeout), Timeout: callTimeout, MarkKey: f.markKey}
+		Locks: locks, LockTTL: f.lockTTL(callTimeout), RequestLifetime: f.RedmineRequestLifetime, Timeout: callTimeout, MarkKey: f.markKey}
 }
 
 // refusingLocker stands for the ledger where the adapter is built only to
@@ -285,6 +302,16 @@ type refusingLocker struct{}
 func (refusingLocker) Lock(context.Context, string, string, time.Duration) (taskservice.Lock, error) {
 	return nil, errors.New("no lock is taken while the flags are checked")
 }
+
+func (refusingLocker) Doubt(context.Context, string, string, time.Duration) (taskservice.Doubt, error) {
+	return taskservice.Doubt{}, errors.New("no in-doubt record is written while the flags are checked")
+}
+
+func (refusingLocker) Doubted(context.Context, string, string) (taskservice.Doubt, bool, error) {
+	return taskservice.Doubt{}, false, errors.New("no in-doubt record is read while the flags are checked")
+}
+
+func (refusingLocker) Settle(context.Context, string, string) error { return nil }
 
 func (f *Config) checkCalDAV() error {
 	if err := f.checkCalendarByName(); err != nil {

@@ -235,6 +235,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 			{"the default field given explicitly", "--redmine-field", redmine.DefaultField},
 			{"an API key file", "--redmine-api-key-file", writeTestFile(t, "key", redmineKey)},
 			{"a lock TTL", "--redmine-lock-ttl", "30s"},
+			{"a request lifetime", "--redmine-request-lifetime", "10m"},
 		} {
 			t.Run("with "+kind+" "+fl.name+" ("+fl.flag+") is refused, naming the kind it needs", func(t *testing.T) {
 				args := []string{"--task-service", kind, fl.flag, fl.value}
@@ -259,6 +260,7 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 		{"redmine without --redmine-project is refused", []string{"--task-service", "redmine", "--redmine-url", redmineURL}, "needs --redmine-project"},
 		{"an empty --redmine-field is refused", append(redmineArgs, "--redmine-field", " "), "--redmine-field is empty"},
 		{"a negative --redmine-lock-ttl is refused", append(redmineArgs, "--redmine-lock-ttl", "-1s"), "negative"},
+		{"a negative --redmine-request-lifetime is refused", append(redmineArgs, "--redmine-request-lifetime", "-1s"), "--redmine-request-lifetime -1s is negative"},
 		{"a URL that is not http or https is refused", []string{"--task-service", "redmine", "--redmine-url", "ftp://redmine.example.org/", "--redmine-project", "ops"}, "--redmine-url"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -292,32 +294,38 @@ func TestRedmineTaskServiceFlags(t *testing.T) {
 	})
 
 	for _, c := range []struct {
-		name    string
-		ttl     string
-		timeout time.Duration
-		want    time.Duration // 0: refused
+		name          string
+		flag, value   string
+		want          time.Duration // the lock's TTL
+		refusedSaying string
 	}{
-		{"the lock TTL defaults to twice the call timeout and 10s", "", 5 * time.Second, 20 * time.Second},
-		{"a lock TTL longer than the call timeout is taken", "6s", 5 * time.Second, 6 * time.Second},
-		{"a lock TTL equal to the call timeout is refused", "5s", 5 * time.Second, 0},
-		{"a lock TTL shorter than the call timeout is refused", "3s", 5 * time.Second, 0},
+		{"the lock TTL defaults to twice the call timeout and 10s", "", "", 20 * time.Second, ""},
+		{"a lock TTL longer than the call timeout is taken", "--redmine-lock-ttl", "6s", 6 * time.Second, ""},
+		{"a lock TTL equal to the call timeout is refused", "--redmine-lock-ttl", "5s", 0, "not longer than the call timeout 5s"},
+		{"a lock TTL shorter than the call timeout is refused", "--redmine-lock-ttl", "3s", 0, "not longer than the call timeout 5s"},
+		{"a request lifetime shorter than the call timeout is refused", "--redmine-request-lifetime", "4s", 0, "shorter than the call timeout 5s"},
+		{"a request lifetime equal to the call timeout is taken", "--redmine-request-lifetime", "5s", 20 * time.Second, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := redmineArgs
-			if c.ttl != "" {
-				args = append(args, "--redmine-lock-ttl", c.ttl)
+			if c.flag != "" {
+				args = append(args, c.flag, c.value)
 			}
 			ts := parseRedmineTS(t, withKey, args...)
 			if err := ts.Check(); err != nil {
 				t.Fatal(err)
 			}
-			err := ts.CheckCallTimeout(c.timeout)
-			if c.want == 0 {
-				wantUsage(t, err, "--redmine-lock-ttl "+c.ttl, "call timeout "+c.timeout.String())
+			const timeout = 5 * time.Second
+			err := ts.CheckCallTimeout(timeout)
+			if c.refusedSaying != "" {
+				wantUsage(t, err, c.flag+" "+c.value, c.refusedSaying)
 				return
 			}
-			if err != nil || ts.lockTTL(c.timeout) != c.want {
-				t.Errorf("check: %v; TTL %s, want %s", err, ts.lockTTL(c.timeout), c.want)
+			if err != nil || ts.lockTTL(timeout) != c.want {
+				t.Errorf("check: %v; TTL %s, want %s", err, ts.lockTTL(timeout), c.want)
+			}
+			if _, err := redmine.New(ts.redmineConfig(refusingLocker{}, timeout)); err != nil {
+				t.Fatalf("the adapter refuses what the flags took: %v", err)
 			}
 		})
 	}

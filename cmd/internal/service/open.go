@@ -144,10 +144,10 @@ func (f *Config) Open(ctx context.Context, connect func() (*nats.Conn, error), c
 // OpenToList opens the service on nc to list its tasks (verify, status),
 // each call taking at most callTimeout, with the deployment's mark key when
 // there is one, so that a task without its proof is listed as unproven.
-// Listing takes no lock: a --redmine-lock-ttl given as to serve is not its
-// business.
+// Listing takes no lock: a --redmine-lock-ttl or --redmine-request-lifetime
+// given as to serve is not its business.
 func (f *Config) OpenToList(ctx context.Context, nc *nats.Conn, callTimeout time.Duration) (*Service, error) {
-	f.RedmineLockTTL = 0
+	f.RedmineLockTTL, f.RedmineRequestLifetime = 0, 0
 	if f.NeedsLedger() {
 		js, err := jetstream.New(nc)
 		if err != nil {
