@@ -56,12 +56,19 @@ func (p *authPipeline) login(role string) []string {
 // of serviceFlags until the test ends.
 func startAuthPipeline(t *testing.T, serviceFlags ...string) *authPipeline {
 	t.Helper()
+	return startAuthPipelineProvisioned(t, nil, serviceFlags...)
+}
+
+// startAuthPipelineProvisioned is startAuthPipeline with provisionFlags
+// given to executor provision.
+func startAuthPipelineProvisioned(t *testing.T, provisionFlags []string, serviceFlags ...string) *authPipeline {
+	t.Helper()
 	url, pw := authServer(t)
 	p := &authPipeline{url: url, pw: pw, serviceFlags: serviceFlags}
 	var out bytes.Buffer
 	if err := runCommand(serve.ProvisionFlagsVar, func(c *serve.ProvisionConfig) error {
 		return serve.Provision(context.Background(), c, &out, &out)
-	}, p.login("provisioning")...); err != nil {
+	}, append(p.login("provisioning"), provisionFlags...)...); err != nil {
 		t.Fatalf("executor provision as provisioning: %v\n%s", err, out.String())
 	}
 	ctx, stop := context.WithCancel(context.Background())
