@@ -61,8 +61,10 @@ const (
 
 // Sent is one published message.
 type Sent struct {
-	Subject   string
-	MsgID     string
+	Subject string
+	MsgID   string
+	// StreamSeq is the message's APPROVALS sequence, also for a tenant
+	// whose intake stream stored it first (deploy/auth).
 	StreamSeq uint64
 	// Duplicate is true when the stream had already stored a message with
 	// this MsgID (a retry of the same publish): StreamSeq is that message,
@@ -210,7 +212,8 @@ var duplicateWindow = topology.DefaultConfig().DuplicateWindow
 
 // Publish stores the envelope on the APPROVALS stream under its key's
 // subject, with a message id of its own unless MsgID gives one, and
-// returns once the stream acknowledged it. Every call with a new message id
+// returns once the stream acknowledged it (a tenant's: once its intake
+// stream acknowledged it and APPROVALS holds the copy it sourced). Every call with a new message id
 // is a real send: the same envelope published again reaches the task
 // service again. Header adds headers; Deadline bounds the call. An error
 // that matches ErrNotPublished leaves it unknown whether the stream stored

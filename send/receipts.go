@@ -449,8 +449,8 @@ func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
 	}
 }
 
-// errRead marks a read of the stored receipts that may succeed when tried
-// again: no answer in time, nobody to answer, the stream's leader away.
+// errRead marks a read of a stored message (lastStored) that may succeed
+// when tried again: no answer in time, nobody to answer, the stream's leader away.
 var errRead = errors.New("send: reading the last stored message")
 
 func transient(err error) bool { return errors.Is(err, errRead) }
