@@ -245,8 +245,8 @@ func (c *Client) publish(ctx context.Context, e *Envelope, o options) (Sent, err
 	case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return s, fmt.Errorf("%w: storing the approval on %s: the stream refuses the message of %d bytes and its headers as larger than any valid envelope (at most %d bytes, with %d for headers): %w",
 			ErrNotPublished, topology.ApprovalsStream, len(e.data), topology.MaxEnvelopeBytes, topology.HeaderAllowance, err)
-	case errors.As(err, &api) && strings.Contains(api.Description, "maximum bytes exceeded"):
-		return s, fmt.Errorf("%w: storing the approval on %s: the stream is full: a tenant's intake stream holds at most its bound (executor provision --tenant-max-bytes), %s at most --max-bytes, and refuses new approvals until older ones age out: %w",
+	case errors.As(err, &api) && (strings.Contains(api.Description, "maximum bytes exceeded") || strings.Contains(api.Description, "maximum messages exceeded")):
+		return s, fmt.Errorf("%w: storing the approval on %s: the stream is full: a tenant's intake stream holds at most its bound (executor provision --tenant-max-bytes, one approval counting 1 KiB at least), %s at most --max-bytes, and refuses new approvals until older ones age out: %w",
 			ErrNotPublished, topology.ApprovalsStream, topology.ApprovalsStream, err)
 	case err != nil:
 		return s, fmt.Errorf("%w: storing the approval on %s: %w", ErrNotPublished, topology.ApprovalsStream, err)

@@ -41,6 +41,12 @@ const (
 	// stop its tenant's source.
 	SourceHeaderAllowance = 1 << 10
 	IntakeMaxMsg          = ApprovalMaxMsg - SourceHeaderAllowance
+	// IntakeMsgCost is what each approval counts against its tenant's
+	// bound at least: an intake holds at most TenantMaxBytes/IntakeMsgCost
+	// approvals, however small. Each approval makes a receipt (some 800
+	// bytes for one the gate refuses), so a tenant sending the smallest
+	// messages it can makes no more receipts than its bound allows.
+	IntakeMsgCost = 1 << 10
 )
 
 // ErrTenantBounds says that the tenants' bounds together leave APPROVALS
@@ -78,14 +84,16 @@ func CheckTenants(c Config) error {
 	return nil
 }
 
-// IntakeConfig is scope's intake stream: what the tenant may hold, refusing
-// more (DiscardNew) for as long as APPROVALS keeps a message, with the
+// IntakeConfig is scope's intake stream: what the tenant may hold, in bytes
+// and in approvals (IntakeMsgCost), refusing more (DiscardNew) for as long
+// as APPROVALS keeps a message, with the
 // APPROVALS de-duplication window and a message bound that leaves room for
 // the source header.
 func IntakeConfig(c Config, scope string) jetstream.StreamConfig {
 	c = c.withDefaults()
 	sc := streamConfig(c, IntakeStream(scope), "approvals of tenant "+scope+", bounded, sourced by "+ApprovalsStream, IntakeSubjects(scope), IntakeMaxMsg)
 	sc.MaxBytes = c.TenantMaxBytes
+	sc.MaxMsgs = c.TenantMaxBytes / IntakeMsgCost
 	sc.AllowAtomicPublish = true
 	return sc
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -497,6 +498,26 @@ func TestATenantsIntakeHoldsItsBoundAndEveryApprovalItTakesReachesApprovals(t *t
 	}
 	if from, _, ok := topology.SourcedFrom(m.Header.Get(topology.HeaderStreamSource)); !ok || from != topology.IntakeStream(scope) {
 		t.Errorf("the sourced approval on %s names its source %q, want %s", m.Subject, m.Header.Get(topology.HeaderStreamSource), topology.IntakeStream(scope))
+	}
+}
+
+// A tenant sending the smallest messages it can fills its intake's count
+// before its bytes: each approval counts IntakeMsgCost at least, so that
+// the receipts its approvals make stay within its bound too.
+func TestATenantsIntakeCountsEachApprovalAsOneKiBAtLeast(t *testing.T) {
+	js := testenv.JetStream(t)
+	ctx := shortContext(t)
+	bound := int64(topology.IntakeMaxMsg)
+	if _, err := topology.Ensure(ctx, js, topology.Config{Tenants: []string{"tenant-a"}, TenantMaxBytes: bound}); err != nil {
+		t.Fatal(err)
+	}
+	held, most := 0, int(bound/topology.IntakeMsgCost)
+	var err error
+	for ; err == nil && held <= 2*most; held++ {
+		_, err = js.Publish(ctx, "intake.tenant-a.i"+strconv.Itoa(held), []byte("x"))
+	}
+	if held-1 != most || err == nil || !strings.Contains(err.Error(), "maximum messages exceeded") {
+		t.Errorf("the intake of %d bytes held %d approvals of one byte, then %v; want %d, then refused", bound, held-1, err, most)
 	}
 }
 

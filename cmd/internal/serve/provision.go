@@ -40,7 +40,8 @@ refuses new messages instead of dropping stored ones.
 
 --tenants bounds what each tenant (a caller scope served under an account of its own, as in
 deploy/auth) holds: its approvals are stored first in a stream of its own, INTAKE_<scope>, which
-holds at most --tenant-max-bytes and refuses more, and which APPROVALS sources. One tenant that
+holds at most --tenant-max-bytes (each approval counting 1 KiB at least, so that the receipts of
+many small ones stay bounded too) and refuses more, and which APPROVALS sources. One tenant that
 sends as fast and as large as it can fills its own intake and leaves the others sending. The
 tenants' bounds together may take at most half of --max-bytes. Name every tenant each time;
 without --tenants, provision (and an executor that provisions) keeps the tenants as provisioned.`
@@ -79,8 +80,9 @@ func ProvisionFlagsVar(fs *flag.FlagSet) *ProvisionConfig {
 	p.tenants = fs.String("tenants", "", "caller `SCOPES`, comma-separated, each served under an account of its own whose approvals go through\n"+
 		"an intake stream of its own, INTAKE_<scope>, bounded by --tenant-max-bytes (default: keep those provisioned)")
 	fs.Int64Var(&p.topology.TenantMaxBytes, "tenant-max-bytes", topology.DefaultTenantMaxBytes,
-		"`BYTES` each tenant's intake stream may hold, per replica; a full one refuses the tenant's new approvals\n"+
-			"until its older ones age out; the tenants' bounds together may take at most half of --max-bytes")
+		"`BYTES` each tenant's intake stream may hold, per replica, each approval counting 1 KiB at least; a full one\n"+
+			"refuses the tenant's new approvals until its older ones age out; the tenants' bounds together may take at\n"+
+			"most half of --max-bytes")
 	return p
 }
 
