@@ -68,8 +68,10 @@ const (
 
 // Sent is one published message.
 type Sent struct {
-	Subject   string
-	MsgID     string
+	Subject string
+	MsgID   string
+	// StreamSeq is the message's APPROVALS sequence, also for a tenant
+	// whose intake stream stored it first (deploy/auth).
 	StreamSeq uint64
 	// Duplicate is true when the stream had already stored a message with
 	// this MsgID (a retry of the same publish): StreamSeq is that message,
@@ -224,7 +226,8 @@ var duplicateWindow = topology.DefaultConfig().DuplicateWindow
 
 // Publish stores the envelope on the APPROVALS stream under its key's
 // subject, with a message id of its own unless MsgID gives one, and
-// returns once the stream acknowledged it. Every call with a new message id
+// returns once the stream acknowledged it (a tenant's: once its intake
+// stream acknowledged it and APPROVALS holds the copy it sourced). Every call with a new message id
 // is a real send: the same envelope published again reaches the task
 // service again. Header adds headers; Deadline bounds the call. An error
 // that matches ErrNotPublished leaves it unknown whether the stream stored
@@ -256,6 +259,9 @@ func (c *Client) publish(ctx context.Context, e *Envelope, o options) (Sent, err
 	case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return s, fmt.Errorf("%w: storing the approval on %s: the stream refuses the message of %d bytes and its headers as larger than any valid envelope (at most %d bytes, with %d for headers): %w",
 			ErrNotPublished, topology.ApprovalsStream, len(e.data), topology.MaxEnvelopeBytes, topology.HeaderAllowance, err)
+	case errors.As(err, &api) && (strings.Contains(api.Description, "maximum bytes exceeded") || strings.Contains(api.Description, "maximum messages exceeded")):
+		return s, fmt.Errorf("%w: storing the approval on %s: the stream is full: a tenant's intake stream holds at most its bound (executor provision --tenant-max-bytes, one approval counting 1 KiB at least), %s at most --max-bytes, and refuses new approvals until older ones age out: %w",
+			ErrNotPublished, topology.ApprovalsStream, topology.ApprovalsStream, err)
 	case err != nil:
 		return s, fmt.Errorf("%w: storing the approval on %s: %w", ErrNotPublished, topology.ApprovalsStream, err)
 	}

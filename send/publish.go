@@ -6,11 +6,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
 )
@@ -123,7 +125,10 @@ func (o options) within(ctx context.Context) (context.Context, context.CancelFun
 // publishKey stores data on the APPROVALS stream under the approvals
 // subject of the key (scope, intentID), approvals.<scope>.<intent> (scope
 // "" is the default scope), with o's message id and headers, and waits for
-// the stream's ack. Its error is the stream's or the connection's.
+// the stream's ack. A tenant's approval is stored first by the tenant's
+// intake stream, which APPROVALS sources (topology's tenants.go): its
+// APPROVALS sequence is then read back (approvalsSeq). Its error is the
+// stream's or the connection's.
 func publishKey(ctx context.Context, js jetstream.JetStream, scope, intentID string, data []byte, o options) (Sent, error) {
 	s := Sent{Subject: subjects.Approval(scope, intentID), MsgID: o.msgID, Scope: scope, IntentID: intentID}
 	m := nats.NewMsg(s.Subject)
@@ -133,11 +138,59 @@ func publishKey(ctx context.Context, js jetstream.JetStream, scope, intentID str
 		}
 	}
 	m.Data = data
-	ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(s.MsgID), jetstream.WithExpectStream(topology.ApprovalsStream),
-		jetstream.WithRetryAttempts(5))
+	// No expected stream: a tenant's intake stores it under its own name,
+	// checked below.
+	ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(s.MsgID), jetstream.WithRetryAttempts(5))
 	if err != nil {
 		return s, err
 	}
-	s.StreamSeq, s.Duplicate = ack.Sequence, ack.Duplicate
-	return s, nil
+	s.Duplicate = ack.Duplicate
+	switch ack.Stream {
+	case topology.ApprovalsStream:
+		s.StreamSeq = ack.Sequence
+		return s, nil
+	case topology.IntakeStream(subjects.ScopeToken(scope)):
+		s.StreamSeq, err = approvalsSeq(ctx, js, s, ack)
+		return s, err
+	}
+	return s, fmt.Errorf("stored by stream %q as message %d, which is neither %s nor the scope's intake stream %s: the server's streams are not as provisioned",
+		ack.Stream, ack.Sequence, topology.ApprovalsStream, topology.IntakeStream(subjects.ScopeToken(scope)))
+}
+
+// Reading back the APPROVALS sequence of an approval an intake stored:
+// the first try at once, then a growing pause, up to intakePauseMax.
+const (
+	intakePauseFirst = 5 * time.Millisecond
+	intakePauseMax   = 500 * time.Millisecond
+)
+
+// approvalsSeq returns the APPROVALS sequence of the copy of s that
+// APPROVALS sourced from the intake that acknowledged it: the last message
+// on s's subject, read with a direct get (the only read of APPROVALS a
+// tenant may make, confined to its own scope), once it names the intake
+// and the sequence of ack in its Nats-Stream-Source header. It waits for
+// the copy until ctx ends.
+func approvalsSeq(ctx context.Context, js jetstream.JetStream, s Sent, ack *jetstream.PubAck) (uint64, error) {
+	api := storedmsg.APIPrefix(js) + "DIRECT.GET." + topology.ApprovalsStream
+	want := strconv.FormatUint(ack.Sequence, 10)
+	pause := intakePauseFirst
+	for {
+		m, err := lastStored(ctx, js.Conn(), api, topology.ApprovalsStream, s.Subject)
+		if err != nil && !transient(err) {
+			return 0, fmt.Errorf("stored by %s as message %d; reading its %s sequence: %w", ack.Stream, ack.Sequence, topology.ApprovalsStream, err)
+		}
+		if m != nil {
+			stream, seq, ok := topology.SourcedFrom(m.Header.Get(topology.HeaderStreamSource))
+			if ok && stream == ack.Stream && seq == want {
+				return m.Sequence, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("stored by %s as message %d, not yet seen in %s (full, or a later message on %s hides it): %w",
+				ack.Stream, ack.Sequence, topology.ApprovalsStream, s.Subject, ctx.Err())
+		case <-time.After(pause):
+			pause = min(2*pause, intakePauseMax)
+		}
+	}
 }

@@ -478,9 +478,9 @@ func (w *watched) noteReceipt(seq, stored uint64, data []byte) {
 	}
 }
 
-// errRead marks a read of the stored receipts that may succeed when tried
-// again: no answer in time, nobody to answer, the stream's leader away.
-var errRead = errors.New("send: reading stored receipts")
+// errRead marks a read of a stored message (lastStored) that may succeed
+// when tried again: no answer in time, nobody to answer, the stream's leader away.
+var errRead = errors.New("send: reading the last stored message")
 
 func transient(err error) bool { return errors.Is(err, errRead) }
 
@@ -494,18 +494,27 @@ const (
 // last returns the last receipt stored on subject, or nil when there is
 // none, read with a direct get whose API subject names subject.
 func (r *receiptWatch) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	api := r.get + "." + subject
+	return lastStored(ctx, r.nc, r.get, topology.ReceiptsStream, subject)
+}
+
+// lastStored returns the last message stream stored on subject, or nil when
+// there is none, read with the direct get api (the stream's direct get
+// subject, without the subject read) whose API subject names subject: what
+// a permission can confine to one scope. Its errors that may pass when
+// tried again match errRead.
+func lastStored(ctx context.Context, nc *nats.Conn, api, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	api += "." + subject
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	reply, err := r.nc.RequestWithContext(rctx, api, nil)
+	reply, err := nc.RequestWithContext(rctx, api, nil)
 	switch {
 	case errors.Is(err, nats.ErrConnectionClosed):
-		return nil, fmt.Errorf("send: reading stored receipts on %s: %w", subject, err)
+		return nil, fmt.Errorf("send: reading %s on %s: %w", stream, subject, err)
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, fmt.Errorf("%w on %s: %w (no stream %s allowing direct gets answers %s; provisioning makes it so)",
-			errRead, subject, err, topology.ReceiptsStream, api)
+		return nil, fmt.Errorf("%w of %s on %s: %w (no stream %s allowing direct gets answers %s; provisioning makes it so)",
+			errRead, stream, subject, err, stream, api)
 	case err != nil:
-		return nil, fmt.Errorf("%w on %s: %w", errRead, subject, err)
+		return nil, fmt.Errorf("%w of %s on %s: %w", errRead, stream, subject, err)
 	}
 	if status := reply.Header.Get(headerStatus); len(reply.Data) == 0 && status != "" {
 		desc := reply.Header.Get(headerDescription)
@@ -513,21 +522,21 @@ func (r *receiptWatch) last(ctx context.Context, subject string) (*jetstream.Raw
 		case status == statusNotFound:
 			return nil, nil
 		case strings.HasPrefix(status, "5"):
-			return nil, fmt.Errorf("%w on %s: the server answered %s %s", errRead, subject, status, desc)
+			return nil, fmt.Errorf("%w of %s on %s: the server answered %s %s", errRead, stream, subject, status, desc)
 		}
-		return nil, fmt.Errorf("send: reading stored receipts on %s: the server answered %s %s to %s", subject, status, desc, api)
+		return nil, fmt.Errorf("send: reading %s on %s: the server answered %s %s to %s", stream, subject, status, desc, api)
 	}
 	m := &jetstream.RawStreamMsg{Subject: reply.Header.Get(jetstream.SubjectHeader), Header: reply.Header, Data: reply.Data}
 	if m.Sequence, err = strconv.ParseUint(reply.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil {
-		return nil, fmt.Errorf("send: reading stored receipts on %s: the answer to %s names no stream sequence: %w", subject, api, err)
+		return nil, fmt.Errorf("send: reading %s on %s: the answer to %s names no stream sequence: %w", stream, subject, api, err)
 	}
 	if ts := reply.Header.Get(jetstream.TimeStampHeaer); ts != "" {
 		if m.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
-			return nil, fmt.Errorf("send: reading stored receipts on %s: the time stamp of RECEIPTS sequence %d: %w", subject, m.Sequence, err)
+			return nil, fmt.Errorf("send: reading %s on %s: the time stamp of sequence %d: %w", stream, subject, m.Sequence, err)
 		}
 	}
-	if stream := reply.Header.Get(jetstream.StreamHeader); stream != topology.ReceiptsStream || m.Subject != subject {
-		return nil, fmt.Errorf("send: reading stored receipts on %s: the stream answered with %s on stream %q at %d", subject, m.Subject, stream, m.Sequence)
+	if got := reply.Header.Get(jetstream.StreamHeader); got != stream || m.Subject != subject {
+		return nil, fmt.Errorf("send: reading %s on %s: the stream answered with %s on stream %q at %d", stream, subject, m.Subject, got, m.Sequence)
 	}
 	return m, nil
 }

@@ -404,3 +404,32 @@ func TestAMessageLargerThanAnyValidEnvelopeIsRefusedByTheStream(t *testing.T) {
 		t.Errorf("the stream holds %d messages after the refusals, want %d", n, stored)
 	}
 }
+
+// A publish is taken for stored only when APPROVALS or the scope's intake
+// stream acknowledged it, and an intake's approval only once APPROVALS
+// holds the copy it sourced: its APPROVALS sequence is what the receipts
+// name.
+func TestAnApprovalStoredAnywhereButApprovalsOrItsIntakeIsNotTakenForSent(t *testing.T) {
+	intake := topology.IntakeStream(subjects.ScopeToken(""))
+	for _, tc := range []struct{ stream, want string }{
+		{"OTHER", `stored by stream "OTHER" as message 1, which is neither APPROVALS nor the scope's intake stream ` + intake},
+		{intake, "stored by " + intake + " as message 1, not yet seen in APPROVALS"},
+	} {
+		t.Run(tc.stream, func(t *testing.T) {
+			js := testenv.JetStream(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: tc.stream, Subjects: []string{"approvals.>"}}); err != nil {
+				t.Fatal(err)
+			}
+			e, err := send.ParseEnvelope(envelope(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = send.NewClient(js).Publish(ctx, e, send.Timeout(time.Second))
+			if !errors.Is(err, send.ErrNotPublished) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("publish: %v, want ErrNotPublished saying %q", err, tc.want)
+			}
+		})
+	}
+}

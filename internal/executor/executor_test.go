@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -323,7 +324,7 @@ func newExecutor(t *testing.T, env *testenv.Env, cfg executor.Config) (*executor
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if cfg.Topology == (topology.Config{}) {
+	if reflect.ValueOf(cfg.Topology).IsZero() {
 		cfg.Topology = testenv.Topology
 	}
 	if cfg.Logger == nil {

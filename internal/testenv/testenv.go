@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func (e *Env) RestartService(dir string) {
 // (or stop is called) and returns it once it consumes.
 func (e *Env) Executor(cfg executor.Config) (ex *executor.Executor, stop func()) {
 	e.T.Helper()
-	if cfg.Topology == (topology.Config{}) {
+	if reflect.ValueOf(cfg.Topology).IsZero() {
 		cfg.Topology = Topology
 	}
 	if cfg.Logger == nil {

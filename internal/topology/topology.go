@@ -59,6 +59,11 @@ type Config struct {
 	// stored ones: a publisher sees its send fail, an executor retries its
 	// receipt or dead letter later. Negative means unlimited.
 	MaxBytes int64
+	// Tenants are the caller scopes whose approvals go through an intake
+	// stream of their own (IntakeConfig); none keeps those provisioned.
+	Tenants []string
+	// TenantMaxBytes bounds each tenant's intake stream.
+	TenantMaxBytes int64
 }
 
 // Message size limits. An approval is one envelope, which the gate refuses
@@ -90,6 +95,7 @@ func DefaultConfig() Config {
 		MaxNakDelay:     30 * time.Second,
 		MaxAckPending:   4096,
 		MaxBytes:        DefaultMaxBytes,
+		TenantMaxBytes:  DefaultTenantMaxBytes,
 	}
 }
 
@@ -104,6 +110,7 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.MaxNakDelay, d.MaxNakDelay)
 	orDefault(&c.MaxAckPending, d.MaxAckPending)
 	orDefault(&c.MaxBytes, d.MaxBytes)
+	orDefault(&c.TenantMaxBytes, d.TenantMaxBytes)
 	if c.MaxBytes < 0 {
 		c.MaxBytes = unlimitedMaxBytes
 	}
@@ -211,6 +218,10 @@ func ApprovalsConfig(c Config) jetstream.StreamConfig {
 	// Publishers with many approvals at hand store them as atomic
 	// batches: one sync for the batch instead of one per message.
 	sc.AllowAtomicPublish = true
+	// A tenant whose approval an intake stored reads the APPROVALS
+	// sequence of its sourced copy with a direct get whose API subject
+	// names the approval's subject, confined to its own scope.
+	sc.AllowDirect = true
 	return sc
 }
 
@@ -265,13 +276,18 @@ func ConsumerConfig(c Config) jetstream.ConsumerConfig {
 	}
 }
 
-// Ensure creates or updates the three streams and the consumer, records
+// Ensure creates or updates the three streams, the intake streams of
+// c.Tenants (tenants.go) and the consumer, records
 // what the server applied (ReadRecord reads it back), and returns the
 // consumer.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
 	c = c.withDefaults()
 	p := Provisioned{Streams: map[string]jetstream.StreamConfig{}, Recorded: true}
-	for _, sc := range []jetstream.StreamConfig{ApprovalsConfig(c), ReceiptsConfig(c), DeadLetterConfig(c)} {
+	approvals := ApprovalsConfig(c)
+	if err := ensureIntakes(ctx, js, c, &approvals); err != nil {
+		return nil, err
+	}
+	for _, sc := range []jetstream.StreamConfig{approvals, ReceiptsConfig(c), DeadLetterConfig(c)} {
 		s, err := js.CreateOrUpdateStream(ctx, sc)
 		if err != nil {
 			return nil, fmt.Errorf("topology: creating stream %s: %w", sc.Name, err)

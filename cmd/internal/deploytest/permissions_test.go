@@ -298,7 +298,8 @@ func TestEachRoleDoesItsJobAndNothingElse(t *testing.T) {
 	// Provisioning creates the streams, the consumer and the topology record.
 	prov := connectAs(t, url, "provisioning", pw["provisioning"])
 	pjs, _ := jetstream.New(prov.Conn)
-	if _, err := topology.SetUp(ctx, pjs, topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4}, topology.SetUpOptions{Logger: log}); err != nil {
+	if _, err := topology.SetUp(ctx, pjs, topology.Config{AckWait: 2 * time.Second, MaxDeliver: 4, Tenants: tenants},
+		topology.SetUpOptions{Logger: log}); err != nil {
 		t.Fatalf("provisioning could not create the topology: %v", err)
 	}
 	topoKV, err := pjs.KeyValue(ctx, topologyBucket)

@@ -430,7 +430,8 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 	counts func() provider.Counts) {
 	tbl := spies.table("Tenants",
 		"deploy/auth's example tenants `tenant-a` and `tenant-b`: publishers of one caller scope each (the scope of their name), "+
-			"each in an account of its own. A key's subjects name its scope first, so a permission on `approvals.<scope>.>`, "+
+			"each in an account of its own, whose approvals an intake stream of its own (`INTAKE_<scope>`, bounded) stores and APPROVALS sources. "+
+			"A key's subjects name its scope first, so a permission on `approvals.<scope>.>`, "+
 			"`receipts.<scope>.>` and `$JS.API.DIRECT.GET.RECEIPTS.receipts.<scope>.>` confines a tenant to its scope. "+
 			"Each row is seen for both tenants, `<own>` being its scope and `<other>` the other's.",
 		"role", "action", "subjects", "seen")
@@ -484,7 +485,8 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 			t.Fatalf("the server refused %s something in its own scope: %v", me.name, me.c.errs[since:])
 		}
 		row(me.name, "publish an approval of its own scope, wait for its receipt (subscribe before publishing), read it again stored",
-			"`approvals.<own>.<intent>` and its ack; subscribe `receipts.<own>.<intent>`; `$JS.API.DIRECT.GET.RECEIPTS.receipts.<own>.<intent>`", seenAllowed)
+			"`approvals.<own>.<intent>` and its ack (from `INTAKE_<own>`); its APPROVALS sequence by `$JS.API.DIRECT.GET.APPROVALS.approvals.<own>.<intent>`; "+
+				"subscribe `receipts.<own>.<intent>`; `$JS.API.DIRECT.GET.RECEIPTS.receipts.<own>.<intent>`", seenAllowed)
 	}
 
 	for i, me := range ts {
@@ -523,7 +525,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 			if err != nil {
 				t.Fatalf("%s publishing on its own subject: %v", me.name, err)
 			}
-			rc, err := w.await(ctx, ack.Sequence)
+			rc, err := w.await(ctx, sourcedSeq(ctx, t, me.c.Conn, m.Subject, ack))
 			if err != nil {
 				t.Fatalf("no receipt in %s's own scope: %v", me.name, err)
 			}
@@ -554,6 +556,7 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 				row(me.name, "subscribe to receipts (the live subscription)", "subscribe "+shown, seen)
 			}
 			direct := "$JS.API.DIRECT.GET." + topology.ReceiptsStream + "."
+			approvalsDirect := "$JS.API.DIRECT.GET." + topology.ApprovalsStream + "."
 			for _, try := range []struct {
 				action, subject, body, shown string
 			}{
@@ -564,6 +567,8 @@ func testTenants(t *testing.T, ctx context.Context, spies *spyTables, url string
 					`{"last_by_subj":"` + otherSubject + `"}`, "`$JS.API.DIRECT.GET.RECEIPTS`"},
 				{"read the other's stored receipt (`MSG.GET`, the subject in the body)", "$JS.API.STREAM.MSG.GET." + topology.ReceiptsStream,
 					`{"last_by_subj":"` + otherSubject + `"}`, "`$JS.API.STREAM.MSG.GET.RECEIPTS`"},
+				{"read the other's stored approval (direct get)", approvalsDirect + subjects.Approval(other.name, intent), "",
+					"`" + approvalsDirect + "approvals.<other>.<intent>`"},
 			} {
 				got := me.c.try(t, msg(try.subject, try.body))
 				if !got.refused {

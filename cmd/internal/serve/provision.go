@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/sendtwice/sendtwice/cmd/internal/redrive"
@@ -15,6 +16,7 @@ import (
 
 // ProvisionHelp is provision's usage.
 const ProvisionHelp = `provision [--server URL] [--replicas N] [--ack-wait D] [--max-deliver N] [--max-bytes N]
+          [--tenants SCOPES] [--tenant-max-bytes N]
 
 Creates or updates the streams APPROVALS, RECEIPTS and DEADLETTERS and the shared consumer
 "executor", records what the server applied to each in the key-value bucket sendtwice-topology
@@ -34,7 +36,15 @@ so; run it once after upgrading from a version that kept no record.
 Each stream refuses messages larger than the gate accepts (84 KiB envelopes: the largest valid
 one and room for white space, plus room for headers; streams provisioned before take larger ones
 until provision runs again) and holds at most --max-bytes (default 1 GiB); a full stream
-refuses new messages instead of dropping stored ones.`
+refuses new messages instead of dropping stored ones.
+
+--tenants bounds what each tenant (a caller scope served under an account of its own, as in
+deploy/auth) holds: its approvals are stored first in a stream of its own, INTAKE_<scope>, which
+holds at most --tenant-max-bytes (each approval counting 1 KiB at least, so that the receipts of
+many small ones stay bounded too) and refuses more, and which APPROVALS sources. One tenant that
+sends as fast and as large as it can fills its own intake and leaves the others sending. The
+tenants' bounds together may take at most half of --max-bytes. Name every tenant each time;
+without --tenants, provision (and an executor that provisions) keeps the tenants as provisioned.`
 
 // MaxBytesFlag declares --max-bytes, shared by provision and serve.
 func MaxBytesFlag(fs *flag.FlagSet) *int64 {
@@ -57,6 +67,7 @@ type ProvisionConfig struct {
 	conn     *cli.ConnConfig
 	topology topology.Config
 	maxBytes *int64
+	tenants  *string
 }
 
 // ProvisionFlagsVar defines provision's flags on fs.
@@ -66,6 +77,12 @@ func ProvisionFlagsVar(fs *flag.FlagSet) *ProvisionConfig {
 	fs.DurationVar(&p.topology.AckWait, "ack-wait", 30*time.Second, "consumer AckWait")
 	fs.IntVar(&p.topology.MaxDeliver, "max-deliver", 5, "deliveries that may try a message before the executors dead-letter it (kept in the consumer's metadata; the consumer itself never drops a message)")
 	p.maxBytes = MaxBytesFlag(fs)
+	p.tenants = fs.String("tenants", "", "caller `SCOPES`, comma-separated, each served under an account of its own whose approvals go through\n"+
+		"an intake stream of its own, INTAKE_<scope>, bounded by --tenant-max-bytes (default: keep those provisioned)")
+	fs.Int64Var(&p.topology.TenantMaxBytes, "tenant-max-bytes", topology.DefaultTenantMaxBytes,
+		"`BYTES` each tenant's intake stream may hold, per replica, each approval counting 1 KiB at least; a full one\n"+
+			"refuses the tenant's new approvals until its older ones age out; the tenants' bounds together may take at\n"+
+			"most half of --max-bytes")
 	return p
 }
 
@@ -76,6 +93,12 @@ func Provision(ctx context.Context, p *ProvisionConfig, stdout, stderr io.Writer
 	want.MaxBytes = *p.maxBytes
 	if err := CheckMaxBytes(want.MaxBytes); err != nil {
 		return err
+	}
+	if *p.tenants != "" {
+		want.Tenants = strings.Split(*p.tenants, ",")
+	}
+	if err := topology.CheckTenants(want); err != nil {
+		return fmt.Errorf("%w: --tenants %q, --tenant-max-bytes %d: %w", cli.ErrUsage, *p.tenants, want.TenantMaxBytes, err)
 	}
 	if want.MaxDeliver < 2 {
 		return fmt.Errorf("%w: --max-deliver %d: want at least 2 so that a redelivery can happen", cli.ErrUsage, want.MaxDeliver)
@@ -111,5 +134,9 @@ func Provision(ctx context.Context, p *ProvisionConfig, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "streams %s, %s, %s and consumer %s ready (replicas %d), recorded in %s; intent ledger %s ready; redrive record %s ready\n",
 		topology.ApprovalsStream, topology.ReceiptsStream, topology.DeadLetterStream, topology.Consumer, cfg.Replicas, topology.RecordBucket, ledger.Bucket, redrive.Bucket)
+	for _, scope := range want.Tenants {
+		fmt.Fprintf(stdout, "tenant %s: intake stream %s ready, holding at most %d bytes, sourced by %s\n",
+			scope, topology.IntakeStream(scope), want.TenantMaxBytes, topology.ApprovalsStream)
+	}
 	return nil
 }
