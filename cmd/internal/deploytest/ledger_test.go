@@ -49,8 +49,8 @@ func ledgerRequest(intent, title string, notAfter time.Time) taskservice.Request
 // delete or reconfigure the bucket.
 func testIntentLedger(t *testing.T, ctx context.Context, spies *spyTables, pjs jetstream.JetStream, ex *conn, others []*conn) {
 	tbl := spies.table("The executors' intent ledger",
-		"The key-value bucket `sendtwice-intents`, which remembers the keys of a task service that forgets a key when its task is deleted (CalDAV) "+
-			"and Redmine's per-key locks. Provisioning makes it; only the executors write its entries, which the operator reads (status and verify "+
+		"The key-value bucket `sendtwice-intents`, which remembers the keys of a task service that forgets a key when its task is deleted (CalDAV)"+
+			", Redmine's per-key locks and in-doubt records, and the deployment's mark key. Provisioning makes it; only the executors write its entries, which the operator reads (status and verify "+
 			"open it). A role that could write or delete an entry could make the executors create a deleted task again; after every attempt the executor's entry is as it wrote it.",
 		"role", "action", "subject", "seen")
 	spies.add(tbl, "provisioning", "create or update the bucket (`executor provision`)", "`$JS.API.STREAM.CREATE.KV_sendtwice-intents`", seenAllowed)
