@@ -19,7 +19,7 @@ var stated = []struct {
 	{"internal/canon", true, []string{"the standard library"}},
 	{"internal/queue", true, []string{"the standard library"}},
 	{"taskservice", true, []string{"the standard library"}},
-	{"taskservice/redmine", true, []string{"the standard library", "taskservice", "taskservice/internal/endpoint", "internal/redact"}},
+	{"taskservice/redmine", true, []string{"the standard library", "taskservice", "taskservice/internal/endpoint", "taskservice/internal/proof", "internal/redact"}},
 	{"internal/subjects", false, []string{"NATS"}},
 	{"internal/gate", false, []string{"NATS"}},
 	{"internal/document", false, []string{"NATS"}},

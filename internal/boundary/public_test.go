@@ -40,12 +40,12 @@ var publicRules = map[string]string{
 	// to the collection's server, no secret echoed, no guess) are in its
 	// doc.go, as what it never does.
 	"taskservice/caldav": "It must never import anything but the standard library, taskservice, go-webdav, go-ical, " +
-		"taskservice/internal/endpoint, internal/canon, internal/document and internal/redact.",
+		"taskservice/internal/endpoint, taskservice/internal/proof, internal/canon, internal/document and internal/redact.",
 	// redmine's two small packages reach only the standard library, so
 	// it holds nothing of NATS or Pebble, nothing of the pipeline, and an
 	// application uses it alone.
 	"taskservice/redmine": "It must never import anything but the standard library, taskservice, " +
-		"taskservice/internal/endpoint and internal/redact.",
+		"taskservice/internal/endpoint, taskservice/internal/proof and internal/redact.",
 	"taskservice/servicetest": "It must never import anything but the standard library and taskservice.",
 }
 
