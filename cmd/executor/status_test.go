@@ -248,7 +248,7 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	t.Setenv(service.CalDAVPasswordEnv, "")
 	s := testenv.SeedFor(t, scenario.CalDAV)
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
-	r := &davRig{env: testenv.Start(t), srv: srv}
+	r := newDAVRig(t, srv)
 	pwFile := writeTestFile(t, "password", password+"\n")
 	r.executor(t, srv.CollectionURL, "exec-1", "--caldav-user", user, "--caldav-password-file", pwFile)
 	rc := r.send(t, s.Original.Envelope())
