@@ -22,12 +22,14 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
+	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -229,8 +231,8 @@ func runCommand(args ...string) (string, error) {
 	return out + errOut, err
 }
 
-// markedTodo is a VTODO of ours in scope, as the probe or the demo leaves
-// it, stored by hand.
+// markedTodo is a VTODO with our properties in scope, stored by hand: it
+// carries no proof of the executors' mark key.
 func markedTodo(scope, intent, title string) []byte {
 	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//by hand//EN\r\nBEGIN:VTODO\r\nUID:" + scope + "-" + intent +
 		"\r\nDTSTAMP:20261201T000000Z\r\nSUMMARY:" + title + "\r\n" + caldav.PropIntentID + ":" + intent + "\r\n" +
@@ -255,15 +257,14 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 	if rc.Outcome != document.OutcomeCreated {
 		t.Fatalf("the seed approval: %s, want created", rc.Outcome)
 	}
-	// The demo left one task in its scope, and the probe one in its.
+	// One task in the demo's scope and one in the probe's, titled as
+	// theirs, made under the deployment's mark key as a probe run against
+	// the deployment's NATS makes its tasks.
 	for _, m := range []struct{ scope, intent, title string }{
 		{audit.DemoScope, "demo-0a1b2c-intent-0002", audit.DemoTitlePrefix + "left"},
 		{probe.Scope, "probe-0a1b2c-retry", probe.TitlePrefix + "left"},
 	} {
-		path := srv.ResourcePath(m.scope + ".ics")
-		if code := srv.Put(path, markedTodo(m.scope, m.intent, m.title)); code != http.StatusCreated {
-			t.Fatalf("PUT %s answered %d", path, code)
-		}
+		createUnderMarkKey(t, r, user, password, m.scope, m.intent, m.title)
 	}
 	server := r.env.URL()
 	// withPassword runs command with the collection's URL and the password
@@ -338,7 +339,7 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 			"tasks:        3 carrying an intent id: 1 of the pipeline; left by the probe 1, by the demo 1; 3 items in all",
 			"of which left by the demo (scope sendtwice-demo; excluded)", "left by the demo", "verify: all checks hold")
 	})
-	t.Run("a second task for one key in the demo's scope is still reported", func(t *testing.T) {
+	t.Run("a second task for one key in the demo's scope, stored by hand, is still reported, as not the pipeline's", func(t *testing.T) {
 		path := srv.ResourcePath("demo-again.ics")
 		todo := bytes.Replace(markedTodo(audit.DemoScope, "demo-0a1b2c-intent-0002", "again"), []byte("UID:"), []byte("UID:again-"), 1)
 		if code := srv.Put(path, todo); code != http.StatusCreated {
@@ -346,8 +347,9 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 		}
 		defer srv.Do(http.MethodDelete, path, nil)
 		out, err := runCommand("verify", "--server", server, "--caldav-url", srv.CollectionURL, "--caldav-password-file", pwFile)
-		if err == nil || !strings.Contains(out, `intent "demo-0a1b2c-intent-0002" in scope "sendtwice-demo" has 2 tasks`) {
-			t.Errorf("verify with two tasks for one demo key: %v\n%s", err, violationLines(out))
+		if err == nil || !strings.Contains(out, "FAIL 16. listed-tasks-proven:") ||
+			!strings.Contains(out, `! task again-sendtwice-demo-demo-0a1b2c-intent-0002 at `+path+` in CalDAV collection `+srv.CollectionURL+` claims intent "demo-0a1b2c-intent-0002" in scope "sendtwice-demo" but is not the pipeline's`) {
+			t.Errorf("verify with a second task for one demo key: %v\n%s", err, violationLines(out))
 		}
 	})
 	for _, c := range []struct {
@@ -392,6 +394,27 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 			t.Errorf("verify with the executors' own flags: %v\n%s", err, violationLines(out))
 		}
 	})
+}
+
+// createUnderMarkKey makes the task of (scope, intent) titled title in r's
+// collection, logged in as user, through an adapter holding the
+// deployment's mark key: tagged and proven as the executors make tasks.
+func createUnderMarkKey(t *testing.T, r *davRig, user, password, scope, intent, title string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key, err := ledger.MarkKey(ctx, r.env.JS, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := caldav.New(caldav.Config{CollectionURL: r.srv.CollectionURL, Username: user, Password: password, MarkKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Create(ctx, taskservice.Request{Scope: scope, IntentID: intent, RequestDigest: "sha256:" + strings.Repeat("0", 64), Task: taskservice.Task{Title: title}})
+	if err != nil || res.Outcome != taskservice.Created {
+		t.Fatalf("creating the task of intent %s in scope %s: %+v, %v", intent, scope, res, err)
+	}
 }
 
 // caldavStore is the store id of the collection at u.
