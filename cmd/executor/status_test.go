@@ -22,14 +22,12 @@ import (
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
-	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/probe"
 	"github.com/sendtwice/sendtwice/internal/provider"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
-	"github.com/sendtwice/sendtwice/taskservice"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
 )
 
@@ -231,15 +229,6 @@ func runCommand(args ...string) (string, error) {
 	return out + errOut, err
 }
 
-// markedTodo is a VTODO with our properties in scope, stored by hand: it
-// carries no proof of the executors' mark key.
-func markedTodo(scope, intent, title string) []byte {
-	return []byte("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//by hand//EN\r\nBEGIN:VTODO\r\nUID:" + scope + "-" + intent +
-		"\r\nDTSTAMP:20261201T000000Z\r\nSUMMARY:" + title + "\r\n" + caldav.PropIntentID + ":" + intent + "\r\n" +
-		caldav.PropScope + ":" + scope + "\r\n" +
-		caldav.PropRequestDigest + ":sha256:" + strings.Repeat("0", 64) + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n")
-}
-
 // serve records the CalDAV collection it calls; plain executor status and
 // executor verify name it, ask for the collection's URL and the password
 // (never recorded, and sent only to a URL on the command line) with the
@@ -394,27 +383,6 @@ func TestStatusAndVerifyUseTheTaskServiceServeRecorded(t *testing.T) {
 			t.Errorf("verify with the executors' own flags: %v\n%s", err, violationLines(out))
 		}
 	})
-}
-
-// createUnderMarkKey makes the task of (scope, intent) titled title in r's
-// collection, logged in as user, through an adapter holding the
-// deployment's mark key: tagged and proven as the executors make tasks.
-func createUnderMarkKey(t *testing.T, r *davRig, user, password, scope, intent, title string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	key, err := ledger.MarkKey(ctx, r.env.JS, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := caldav.New(caldav.Config{CollectionURL: r.srv.CollectionURL, Username: user, Password: password, MarkKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := a.Create(ctx, taskservice.Request{Scope: scope, IntentID: intent, RequestDigest: "sha256:" + strings.Repeat("0", 64), Task: taskservice.Task{Title: title}})
-	if err != nil || res.Outcome != taskservice.Created {
-		t.Fatalf("creating the task of intent %s in scope %s: %+v, %v", intent, scope, res, err)
-	}
 }
 
 // caldavStore is the store id of the collection at u.
