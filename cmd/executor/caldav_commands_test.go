@@ -235,7 +235,7 @@ func TestServeChecksTheCalDAVLoginBeforeItTakesAMessage(t *testing.T) {
 	const user, password = "alice", "pw-3c9e41-not-for-print"
 	s := testenv.SeedFor(t, scenario.CalDAV)
 	srv := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: password})
-	r := &davRig{env: testenv.Start(t), srv: srv}
+	r := newDAVRig(t, srv)
 	passwordFile := func(pw string) string {
 		return writeTestFile(t, "password", pw+"\n")
 	}
@@ -322,13 +322,7 @@ func TestApprovalsAreCarriedOutOnlyInTheDestinationTheyNameOnACalDAVServer(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	resource := func(path, intent string) string {
-		name, err := caldav.ResourceName(intent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return path + name
-	}
+	resource := func(path, intent string) string { return path + r.name(t, intent) }
 	for _, c := range []struct {
 		name   string
 		msg    scenario.Approved

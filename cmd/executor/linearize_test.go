@@ -346,7 +346,7 @@ func TestCalDAVDeletesAreLinearizable(t *testing.T) {
 				t.Fatal(err)
 			}
 			again := r.send(t, s.Original.Envelope())
-			checkServiceReceipt(t, "the resend after the delete", again.Receipt, "replayed", "intent-0001", r.dav.StoreID())
+			checkServiceReceipt(t, "the resend after the delete", again.Receipt, "replayed", r.taskID("intent-0001"), r.dav.StoreID())
 			r.send(t, s.Changed.Envelope())
 			r.send(t, s.NewIntent.Envelope())
 

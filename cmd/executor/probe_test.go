@@ -204,6 +204,30 @@ func TestProbeEmbeddedPrintsTheGoldenTable(t *testing.T) {
 	}
 }
 
+// taggedPathOf is the path of the resource of (scope, intent) that the
+// server's own log shows a PUT of: the name of the key without ".ics",
+// the tag of the mark key that named it ("~." and 32 hexadecimal digits),
+// and ".ics". The probe's mark key is in its own embedded server, so the
+// tag is read from the log; one tagged path in all is expected.
+func taggedPathOf(t *testing.T, s *davtest.Server, scope, intent string) string {
+	t.Helper()
+	name, err := caldav.ScopedResourceName(scope, intent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged := regexp.MustCompile("^" + regexp.QuoteMeta(s.ResourcePath(strings.TrimSuffix(name, caldav.ResourceSuffix))) + `~\.[0-9a-f]{32}\.ics$`)
+	var paths []string
+	for _, e := range s.LogEntries() {
+		if e.Method == http.MethodPut && tagged.MatchString(e.Path) && !slices.Contains(paths, e.Path) {
+			paths = append(paths, e.Path)
+		}
+	}
+	if len(paths) != 1 {
+		t.Fatalf("the %s log shows PUTs of %q for intent %s in scope %s, want one tagged name", s.Kind, paths, intent, scope)
+	}
+	return paths[0]
+}
+
 // puts counts the PUT requests the server's own log shows as received.
 func puts(s *davtest.Server) int {
 	n := 0
@@ -321,11 +345,7 @@ func TestProbeCalDAVAgainstEachServer(t *testing.T) {
 				if r.IntentID == "" { // key scope; the rows that do not apply
 					continue
 				}
-				name, err := caldav.ScopedResourceName(probe.Scope, r.IntentID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				path := s.ResourcePath(name)
+				path := taggedPathOf(t, s, probe.Scope, r.IntentID)
 				got, creates := s.PUTs(path), s.Creates(path)
 				sum += got
 				if creates != 1 {
