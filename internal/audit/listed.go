@@ -56,12 +56,12 @@ func verifyListed(v *view) []Check {
 	})
 }
 
-// tasksByKey groups the listed tasks the adapter calls proven by key
-// (scope, intent id), named as key.String names it: an unproven task is not
-// its key's task (listed-tasks-proven names it).
-func tasksByKey(l *TaskListing) map[string][]ListedTask {
+// tasksByKey groups the listed tasks that stand for their keys (ownTasks)
+// by key (scope, intent id), named as key.String names it: an unproven task
+// not left by a tool is not its key's task (listed-tasks-proven names it).
+func tasksByKey(l *TaskListing, pipeline map[string]bool) map[string][]ListedTask {
 	out := map[string][]ListedTask{}
-	for _, t := range provenTasks(l) {
+	for _, t := range ownTasks(l, pipeline) {
 		k := keyOf(t.Scope, t.IntentID).String()
 		out[k] = append(out[k], t)
 	}
@@ -84,9 +84,10 @@ func describeTasks(ts []ListedTask) string {
 // key (scope, intent id) at most one task, no task id held by two keys, at most
 // one created receipt, and every created or replayed receipt names the task the
 // service holds for its key.
-func checkListedOneTask(c *Check, in *Input) {
-	l := in.Listing
-	tasks := tasksByKey(l)
+func checkListedOneTask(c *Check, v *view) {
+	in, l := v.in, v.in.Listing
+	pipeline := pipelineKeys(in, v)
+	tasks := tasksByKey(l, pipeline)
 	keys := sortedKeys(tasks)
 	var doubled int
 	for _, k := range keys {
@@ -96,7 +97,7 @@ func checkListedOneTask(c *Check, in *Input) {
 		}
 	}
 	holders := map[string][]string{}
-	for _, t := range provenTasks(l) {
+	for _, t := range ownTasks(l, pipeline) {
 		if k := keyOf(t.Scope, t.IntentID).String(); !slices.Contains(holders[t.TaskID], k) {
 			holders[t.TaskID] = append(holders[t.TaskID], k)
 		}
@@ -190,8 +191,8 @@ func pipelineKeys(in *Input, v *view) map[string]bool {
 func checkListedTasks(c *Check, v *view) {
 	in := v.in
 	l := in.Listing
-	tasks := tasksByKey(l)
 	carried := pipelineKeys(in, v)
+	tasks := tasksByKey(l, carried)
 	withReceipt := map[string]string{}
 	for _, seq := range sortedKeys(in.Receipts) {
 		for _, r := range in.Receipts[seq] {

@@ -265,6 +265,15 @@ func TestVerifyAListedTaskService(t *testing.T) {
 			fail: []string{"listed-tasks-proven"}, says: `claims intent "c-intent-3" in scope "tenant-a" but is not the pipeline's: no X-SENDTWICE-PROOF property`,
 		},
 		{
+			name: "a task the demo left, made under its own key or none, is counted apart by check 16 and left by the demo in check 3",
+			build: func(w *world) {
+				w.in.Listing.Tasks = append(w.in.Listing.Tasks, audit.ListedTask{Scope: audit.DemoScope, IntentID: "demo-abc-intent-0002", TaskID: "demo-task",
+					Title: audit.DemoTitlePrefix + "Send the signed contract", Unproven: "no X-SENDTWICE-PROOF property"})
+				w.in.Listing.Items++
+			},
+			left: map[string]int{probe.Scope: 0, audit.DemoScope: 1},
+		},
+		{
 			name: "a receipt naming another store fails check 11",
 			build: func(w *world) {
 				other := "caldav-ffffffffffffffff"

@@ -7,14 +7,22 @@ package audit
 // planted or edited by a user of the service claims a key without it: it is
 // named here, with where it is and why, and the other listed checks leave
 // it out (tasksByKey), so that it neither stands for its key's task nor
-// hides the real one.
+// hides the real one. A task the demo or the probe left (toolsTask: in its
+// scope, titled as its tasks are, for a key the pipeline never carried) is
+// made under the tool's own key or none, never the deployment's: it is
+// counted apart, and audited as the tool's by the other checks.
 
 // checkListedProven makes listed-tasks-proven.
-func checkListedProven(c *Check, in *Input) {
-	l := in.Listing
-	var unproven int
+func checkListedProven(c *Check, v *view) {
+	l := v.in.Listing
+	pipeline := pipelineKeys(v.in, v)
+	var unproven, tools int
 	for _, t := range l.Tasks {
 		if t.Unproven == "" {
+			continue
+		}
+		if _, ok := toolsTask(t, pipeline); ok {
+			tools++
 			continue
 		}
 		unproven++
@@ -26,13 +34,16 @@ func checkListedProven(c *Check, in *Input) {
 	}
 	c.fig("tasks carrying an intent id", len(l.Tasks))
 	c.fig("of which not proven to be the pipeline's", unproven)
+	c.fig("of which left by the demo or the probe, unproven (excluded)", tools)
 }
 
-// provenTasks are the listed tasks the adapter did not call unproven.
-func provenTasks(l *TaskListing) []ListedTask {
+// ownTasks are the listed tasks that stand for their keys: those the
+// adapter calls proven, and those a tool left (toolsTask; pipeline as
+// pipelineKeys gives it).
+func ownTasks(l *TaskListing, pipeline map[string]bool) []ListedTask {
 	out := make([]ListedTask, 0, len(l.Tasks))
 	for _, t := range l.Tasks {
-		if t.Unproven == "" {
+		if _, tool := toolsTask(t, pipeline); t.Unproven == "" || tool {
 			out = append(out, t)
 		}
 	}

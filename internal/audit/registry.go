@@ -97,11 +97,11 @@ var registry = []rule{
 
 	// A service that keeps no call log, audited by the tasks it lists.
 	{name: "listed-one-task-per-key", asserts: "at most one task per key (scope, intent id); its created and replayed receipts name it",
-		verify: onInput(checkListedOneTask)},
+		verify: checkListedOneTask},
 	{name: "listed-tasks-named", asserts: "tasks existing = keys (scope, intent id) with a created or replayed receipt",
 		verify: checkListedTasks},
 	{name: "listed-tasks-proven", asserts: "every listed task that claims a key is the pipeline's by the adapter's proof; a task planted or edited by a user of the service is named, and stands for no key",
-		verify: onInput(checkListedProven)},
+		verify: checkListedProven},
 
 	// One run of work (VerifyRun).
 	{name: "run-not-refused", asserts: "no message of the run was rejected or dead-lettered; every receipt decodes",
