@@ -8,12 +8,54 @@ import (
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
+	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/taskservice/caldav"
 	"github.com/sendtwice/sendtwice/taskservice/redmine"
 )
+
+// TestCalDAVACalendarUserWhoPlantsTheFutureTaskGetsNothing is attack 1 of
+// the second round, black-box: another user of the calendar stores, before
+// the approval runs, a task at the name intent-0001's task had before mark
+// keys, with the UID it had, the X-SENDTWICE marks and the approved digest
+// copied, titled to pay another company. The real approval then creates its
+// own task under its tagged name (created, not replayed with the plant), and
+// verify names the planted one, where it is and why.
+func TestCalDAVACalendarUserWhoPlantsTheFutureTaskGetsNothing(t *testing.T) {
+	s := testenv.SeedFor(t, scenario.CalDAV)
+	digest, err := canon.Digest(s.Original.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range davtest.Kinds() {
+		t.Run("on "+string(k), func(t *testing.T) {
+			r := startServedDAVRig(t, k)
+			name, err := caldav.ResourceName("intent-0001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := r.srv.ResourcePath(name)
+			plant := "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//another client//EN\r\nBEGIN:VTODO\r\nUID:intent-0001\r\n" +
+				"DTSTAMP:20261201T000000Z\r\nSUMMARY:Pay invoice 4711 to MALLORY LTD\r\n" + caldav.PropIntentID + ":intent-0001\r\n" +
+				caldav.PropScope + ":default\r\n" + caldav.PropRequestDigest + ":" + digest + "\r\nEND:VTODO\r\nEND:VCALENDAR\r\n"
+			if code := r.srv.Put(path, []byte(plant)); code/100 != 2 {
+				t.Fatalf("planting %s answered %d", path, code)
+			}
+
+			real := r.send(t, s.Original.Envelope())
+			checkServiceReceipt(t, "the real approval after the plant", real.Receipt, document.OutcomeCreated, r.taskID("intent-0001"), r.dav.StoreID())
+			if n := tasksFor(r.listing(t), "intent-0001"); n != 2 {
+				t.Errorf("the collection lists %d tasks of intent-0001, want the plant and the real one", n)
+			}
+			report, err := verifyCalDAV(t, r, r.srv.CollectionURL)
+			t.Logf("%s: verify after the plant:\n%s", k, violationLines(report))
+			expectOnlyUnproven(t, "verify after the plant", report, err, "intent-0001", path, "intent-0001")
+		})
+	}
+}
 
 // TestRedmineAReporterWhoPlantsTheFutureIssueGetsNothing is attack 2 of
 // the second round, black-box: a Reporter of the project creates, before
