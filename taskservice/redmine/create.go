@@ -61,9 +61,9 @@ func (a *Adapter) Create(ctx context.Context, req taskservice.Request) (taskserv
 		a.settle(ctx, req)
 		return a.answer(req, found, ignored)
 	}
-	if err := a.inDoubt(ctx, req); err != nil {
-		return a.none(), err
-	}
+	// A key in doubt is found under the lock (createInDoubt): while its
+	// lock is held, the create that wrote the record is still in flight,
+	// and waiting for it answers sooner than a redelivery would.
 	lk, err := a.lock(ctx, req.KeyScope(), req.IntentID)
 	if err != nil {
 		return a.none(), err

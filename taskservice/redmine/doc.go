@@ -51,16 +51,16 @@
 // Create looks the key up first and answers from an issue that carries
 // it without a lock (an issue leaves only by a deletion, which the ledger
 // covers; so a redelivery after a lost answer is answered at once). When
-// none does and the key is in doubt (below), it creates nothing: an error
-// marked taskservice.InDoubt says until when. Otherwise it takes the key's
-// lock (Config.Locks: the executors' intent ledger on JetStream), waiting
-// and polling while another caller holds it (when its context ends first:
-// transient, wrapping taskservice.ErrLocked), and looks again: one issue
-// with the request's digest → Replayed; another digest → Conflict, nothing
-// changed; two or more → a permanent error naming them (ErrDuplicates; with
-// a mark key, proven issues only: see Proof); none → the key's in-doubt
-// record is written, Lock.Held, then POST /issues.json, the lock renewed
-// while it is in flight → Created. A 201
+// none does, it takes the key's lock (Config.Locks: the executors' intent
+// ledger on JetStream), waiting and polling while another caller holds it
+// (when its context ends first: transient, wrapping
+// taskservice.ErrLocked), and looks again: one issue with the request's
+// digest → Replayed; another digest → Conflict, nothing changed; two or
+// more → a permanent error naming them (ErrDuplicates; with a mark key,
+// proven issues only: see Proof); none and the key in doubt (below) → an
+// error marked taskservice.InDoubt that says until when, nothing sent;
+// none → the key's in-doubt record is written, Lock.Held, then POST
+// /issues.json, the lock renewed while it is in flight → Created. A 201
 // whose issue does not carry the mark (Redmine drops a value for a field
 // not enabled for the project or tracker) is a permanent error naming the
 // issue.

@@ -55,19 +55,6 @@ func neverSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// inDoubt returns an error marked taskservice.InDoubt when req's key has
-// an in-doubt record, nil when it has none.
-func (a *Adapter) inDoubt(ctx context.Context, req taskservice.Request) error {
-	d, found, err := a.doubts.Doubted(ctx, req.KeyScope(), req.IntentID)
-	if err != nil {
-		return taskservice.Transient(fmt.Errorf("redmine: reading the in-doubt record of intent %q in scope %q: %w", req.IntentID, req.KeyScope(), err))
-	}
-	if !found {
-		return nil
-	}
-	return a.doubtError(req, d)
-}
-
 // doubtError says that req's key is in doubt until d.Until: marked
 // taskservice.InDoubt. A record read after its Until by this clock is
 // about to go: it is in doubt for another second.
