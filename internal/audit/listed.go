@@ -59,9 +59,9 @@ func verifyListed(v *view) []Check {
 // tasksByKey groups the listed tasks that stand for their keys (ownTasks)
 // by key (scope, intent id), named as key.String names it: an unproven task
 // not left by a tool is not its key's task (listed-tasks-proven names it).
-func tasksByKey(l *TaskListing, pipeline map[string]bool) map[string][]ListedTask {
+func tasksByKey(v *view, pipeline map[string]bool) map[string][]ListedTask {
 	out := map[string][]ListedTask{}
-	for _, t := range ownTasks(l, pipeline) {
+	for _, t := range ownTasks(v, pipeline) {
 		k := keyOf(t.Scope, t.IntentID).String()
 		out[k] = append(out[k], t)
 	}
@@ -87,7 +87,7 @@ func describeTasks(ts []ListedTask) string {
 func checkListedOneTask(c *Check, v *view) {
 	in, l := v.in, v.in.Listing
 	pipeline := pipelineKeys(in, v)
-	tasks := tasksByKey(l, pipeline)
+	tasks := tasksByKey(v, pipeline)
 	keys := sortedKeys(tasks)
 	var doubled int
 	for _, k := range keys {
@@ -97,7 +97,7 @@ func checkListedOneTask(c *Check, v *view) {
 		}
 	}
 	holders := map[string][]string{}
-	for _, t := range ownTasks(l, pipeline) {
+	for _, t := range ownTasks(v, pipeline) {
 		if k := keyOf(t.Scope, t.IntentID).String(); !slices.Contains(holders[t.TaskID], k) {
 			holders[t.TaskID] = append(holders[t.TaskID], k)
 		}
@@ -192,7 +192,7 @@ func checkListedTasks(c *Check, v *view) {
 	in := v.in
 	l := in.Listing
 	carried := pipelineKeys(in, v)
-	tasks := tasksByKey(l, carried)
+	tasks := tasksByKey(v, carried)
 	withReceipt := map[string]string{}
 	for _, seq := range sortedKeys(in.Receipts) {
 		for _, r := range in.Receipts[seq] {

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"github.com/sendtwice/sendtwice/taskservice"
 	"maps"
 	"slices"
 	"strings"
@@ -25,7 +26,7 @@ func listedRun(t *testing.T) *world {
 	l := &audit.TaskListing{Name: "CalDAV collection http://dav.test/tasks/", StoreID: auditedStore,
 		NoCallLog: "the CalDAV server keeps no call log"}
 	for _, f := range w.in.Intents {
-		l.Tasks = append(l.Tasks, audit.ListedTask{IntentID: f.IntentID, TaskID: f.TaskID, Where: "/tasks/" + f.IntentID + ".ics"})
+		l.Tasks = append(l.Tasks, audit.ListedTask{IntentID: f.IntentID, TaskID: f.TaskID, RequestDigest: f.RequestDigest, Where: "/tasks/" + f.IntentID + ".ics"})
 	}
 	l.Items = len(l.Tasks)
 	w.in.Listing = l
@@ -360,6 +361,32 @@ func TestSummarizeCountsATaskAsAToolsOnlyWhenItCarriesItsScopeAndTitle(t *testin
 			if s.Tasks != 1 || s.Pipeline != tc.pipeline || !maps.Equal(s.Left, tc.left) {
 				t.Errorf("summary %+v, want pipeline %d, left %v", s, tc.pipeline, tc.left)
 			}
+		})
+	}
+}
+
+// A task made before the deployment's mark key carries no proof: the
+// intent ledger, which binds its key to its digest and task id, vouches for
+// it until its first resend proves it; a task the ledger binds to another
+// digest or task is still named.
+func TestATaskMadeBeforeTheMarkKeyThatTheLedgerBindsIsNotNamedAsPlanted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		digest func(listed string) string
+		fail   []string
+	}{
+		{"the ledger binds each task: every check holds", func(d string) string { return d }, nil},
+		{"the ledger binds the keys to another digest: check 16 names the tasks", func(string) string { return forgedDigest }, []string{"ledger-entries-approved", "listed-tasks-proven"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := listedRun(t)
+			w.in.Ledger = &audit.LedgerRead{}
+			for i, lt := range w.in.Listing.Tasks {
+				w.in.Ledger.Entries = append(w.in.Ledger.Entries, ledgerEntry(t, taskservice.DefaultScope, lt.IntentID, tc.digest(lt.RequestDigest), lt.TaskID, auditedAt.Add(-time.Hour)))
+				w.in.Listing.Tasks[i].Unproven = "it carries no X-SENDTWICE-PROOF"
+			}
+			rep := audit.Verify(w.in)
+			expectFailing(t, rep, tc.fail)
 		})
 	}
 }

@@ -16,13 +16,17 @@ package audit
 func checkListedProven(c *Check, v *view) {
 	l := v.in.Listing
 	pipeline := pipelineKeys(v.in, v)
-	var unproven, tools int
+	var unproven, tools, before int
 	for _, t := range l.Tasks {
 		if t.Unproven == "" {
 			continue
 		}
 		if _, ok := toolsTask(t, pipeline); ok {
 			tools++
+			continue
+		}
+		if vouched(t, v.in.Ledger) {
+			before++
 			continue
 		}
 		unproven++
@@ -34,16 +38,36 @@ func checkListedProven(c *Check, v *view) {
 	}
 	c.fig("tasks carrying an intent id", len(l.Tasks))
 	c.fig("of which not proven to be the pipeline's", unproven)
+	c.fig("of which made before the mark key, bound to their key by the intent ledger (excluded)", before)
 	c.fig("of which left by the demo or the probe, unproven (excluded)", tools)
 }
 
+// vouched reports whether the intent ledger binds t's key to t's request
+// digest and task id: a task made before the deployment's mark key, which
+// its first resend proves (taskservice.LegacyProver).
+func vouched(t ListedTask, l *LedgerRead) bool {
+	if l == nil || t.RequestDigest == "" {
+		return false
+	}
+	k := keyOf(t.Scope, t.IntentID)
+	for _, s := range l.Entries {
+		e := s.Entry
+		if s.Bad == "" && keyOf(e.Scope, e.IntentID) == k && e.RequestDigest == t.RequestDigest && e.TaskID == t.TaskID {
+			return true
+		}
+	}
+	return false
+}
+
 // ownTasks are the listed tasks that stand for their keys: those the
-// adapter calls proven, and those a tool left (toolsTask; pipeline as
-// pipelineKeys gives it).
-func ownTasks(l *TaskListing, pipeline map[string]bool) []ListedTask {
+// adapter calls proven, those the intent ledger binds to their keys
+// (vouched), and those a tool left (toolsTask; pipeline as pipelineKeys
+// gives it).
+func ownTasks(v *view, pipeline map[string]bool) []ListedTask {
+	l := v.in.Listing
 	out := make([]ListedTask, 0, len(l.Tasks))
 	for _, t := range l.Tasks {
-		if _, tool := toolsTask(t, pipeline); t.Unproven == "" || tool {
+		if _, tool := toolsTask(t, pipeline); t.Unproven == "" || tool || vouched(t, v.in.Ledger) {
 			out = append(out, t)
 		}
 	}
