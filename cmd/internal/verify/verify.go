@@ -116,8 +116,10 @@ content: they are reported as not applicable. The store id of one-store is the c
 verify with the URL the executors were given. A 16th check, listed-tasks-proven, names every task
 that claims a key without the proof the executors write under the deployment's mark key (kept
 in the intent ledger's bucket): a task planted or edited by a user of the service, with where it
-is and why; such a task stands for no key in checks 2 and 3. For Redmine the proof is a tagged
-mark on an issue made by the adapter's own user.
+is and why; such a task stands for no key in checks 2 and 3. A task made before the mark key
+that the intent ledger binds to its key (digest and task) is counted apart until its first
+resend proves it. For Redmine the proof is a tagged mark on an issue made by the adapter's own
+user.
 
 With --task-service redmine the task service is a Redmine project, audited the same way as a
 listed service: the tasks existing are the project's issues, open and closed, that carry a key
