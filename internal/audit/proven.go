@@ -25,7 +25,7 @@ func checkListedProven(c *Check, v *view) {
 			tools++
 			continue
 		}
-		if vouched(t, v.in.Ledger) {
+		if v.vouched(t) {
 			before++
 			continue
 		}
@@ -44,19 +44,26 @@ func checkListedProven(c *Check, v *view) {
 
 // vouched reports whether the intent ledger binds t's key to t's request
 // digest and task id: a task made before the deployment's mark key, which
-// its first resend proves (taskservice.LegacyProver).
-func vouched(t ListedTask, l *LedgerRead) bool {
-	if l == nil || t.RequestDigest == "" {
-		return false
-	}
-	k := keyOf(t.Scope, t.IntentID)
-	for _, s := range l.Entries {
-		e := s.Entry
-		if s.Bad == "" && keyOf(e.Scope, e.IntentID) == k && e.RequestDigest == t.RequestDigest && e.TaskID == t.TaskID {
-			return true
+// its first resend proves (taskservice.LegacyProver). The ledger's
+// bindings are gathered once per view.
+func (v *view) vouched(t ListedTask) bool {
+	if v.ledgerBinds == nil {
+		v.ledgerBinds = map[ListedTask]bool{}
+		if l := v.in.Ledger; l != nil {
+			for _, s := range l.Entries {
+				if e := s.Entry; s.Bad == "" {
+					v.ledgerBinds[binding(e.Scope, e.IntentID, e.RequestDigest, e.TaskID)] = true
+				}
+			}
 		}
 	}
-	return false
+	return t.RequestDigest != "" && v.ledgerBinds[binding(t.Scope, t.IntentID, t.RequestDigest, t.TaskID)]
+}
+
+// binding is what a ledger entry binds, as a map key: its key (the default
+// scope for none), request digest and task id.
+func binding(scope, intent, digest, task string) ListedTask {
+	return ListedTask{Scope: keyOf(scope, intent).scope, IntentID: intent, RequestDigest: digest, TaskID: task}
 }
 
 // ownTasks are the listed tasks that stand for their keys: those the
@@ -67,7 +74,7 @@ func ownTasks(v *view, pipeline map[string]bool) []ListedTask {
 	l := v.in.Listing
 	out := make([]ListedTask, 0, len(l.Tasks))
 	for _, t := range l.Tasks {
-		if _, tool := toolsTask(t, pipeline); t.Unproven == "" || tool || vouched(t, v.in.Ledger) {
+		if _, tool := toolsTask(t, pipeline); t.Unproven == "" || tool || v.vouched(t) {
 			out = append(out, t)
 		}
 	}

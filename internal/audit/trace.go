@@ -64,6 +64,9 @@ type view struct {
 	// stored is, per message, when the stream stored it, as its receipts
 	// say (delivery.stored_at).
 	stored map[uint64]time.Time
+	// ledgerBinds holds what the intent ledger's entries bind (vouched),
+	// gathered on first use.
+	ledgerBinds map[ListedTask]bool
 }
 
 func newView(in *Input, o Options) *view {
