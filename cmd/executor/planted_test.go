@@ -1,16 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
-	"github.com/sendtwice/sendtwice/internal/redminetest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/taskservice/caldav"
@@ -76,7 +73,7 @@ func TestRedmineAReporterWhoPlantsTheFutureIssueGetsNothing(t *testing.T) {
 		redmine.Mark(document.DefaultScope, "intent-0001", digest),
 		redmine.TaggedMarkVersion + " " + document.DefaultScope + " intent-0001 " + digest + " " + strings.Repeat("0", 32),
 	} {
-		createAs(t, r.srv, mallory, "Pay invoice 4711 to MALLORY LTD", mark)
+		r.srv.CreateIssueAs(t, mallory, "Pay invoice 4711 to MALLORY LTD", mark)
 	}
 	r.executor(t, r.srv.URL, "exec-1", patient...)
 
@@ -105,21 +102,4 @@ func TestRedmineAReporterWhoPlantsTheFutureIssueGetsNothing(t *testing.T) {
 	if strings.Count(report, "FAIL") != 1 {
 		t.Errorf("verify failed other checks than listed-tasks-proven:\n%s", violationLines(report))
 	}
-}
-
-// createAs makes an issue in s's project with mark, as the user of key
-// would through the REST API, and returns its id.
-func createAs(t *testing.T, s *redminetest.Server, key, subject, mark string) int {
-	t.Helper()
-	code, b := s.DoWithKey(t, key, http.MethodPost, "/issues.json", map[string]any{"issue": map[string]any{
-		"project_id": s.ProjectID, "subject": subject, "custom_fields": []map[string]any{{"id": s.FieldID, "value": mark}}}})
-	var one struct {
-		Issue struct {
-			ID int `json:"id"`
-		} `json:"issue"`
-	}
-	if code != http.StatusCreated || json.Unmarshal(b, &one) != nil || one.Issue.ID == 0 {
-		t.Fatalf("creating an issue answered %d: %s", code, b)
-	}
-	return one.Issue.ID
 }

@@ -184,11 +184,18 @@ func (s *Server) Issue(t testing.TB, id int) (is Issue, ok bool) {
 // duplicate made by hand), and returns its id.
 func (s *Server) CreateIssue(t testing.TB, subject, mark string) int {
 	t.Helper()
+	return s.CreateIssueAs(t, s.APIKey, subject, mark)
+}
+
+// CreateIssueAs is CreateIssue as the user whose REST API key is key (one
+// AddUser made): the issue's author is that user.
+func (s *Server) CreateIssueAs(t testing.TB, key, subject, mark string) int {
+	t.Helper()
 	issue := map[string]any{"project_id": s.ProjectID, "subject": subject}
 	if mark != "" {
 		issue["custom_fields"] = []map[string]any{{"id": s.FieldID, "value": mark}}
 	}
-	code, b := s.Do(t, http.MethodPost, "/issues.json", map[string]any{"issue": issue})
+	code, b := s.DoWithKey(t, key, http.MethodPost, "/issues.json", map[string]any{"issue": issue})
 	if code != http.StatusCreated {
 		t.Fatalf("redminetest: creating an issue answered %d: %s", code, b)
 	}

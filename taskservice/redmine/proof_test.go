@@ -3,9 +3,7 @@ package redmine_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,26 +16,6 @@ import (
 
 // markKey stands for a deployment's mark key.
 var markKey = bytes.Repeat([]byte{0x5e}, proof.MinKeyBytes)
-
-// createAs makes an issue in s's project with mark, as the user of key
-// would through the REST API, and returns its id.
-func createAs(t *testing.T, s *redminetest.Server, key, subject, mark string) int {
-	t.Helper()
-	code, b := s.DoWithKey(t, key, http.MethodPost, "/issues.json", map[string]any{"issue": map[string]any{
-		"project_id": s.ProjectID, "subject": subject, "custom_fields": []map[string]any{{"id": s.FieldID, "value": mark}}}})
-	if code != http.StatusCreated {
-		t.Fatalf("creating an issue answered %d: %s", code, b)
-	}
-	var one struct {
-		Issue struct {
-			ID int `json:"id"`
-		} `json:"issue"`
-	}
-	if err := json.Unmarshal(b, &one); err != nil || one.Issue.ID == 0 {
-		t.Fatalf("decoding the created issue (%v): %s", err, b)
-	}
-	return one.Issue.ID
-}
 
 // listed is the listed task of issue id, failing the test when ListTasks
 // does not list it.
@@ -77,7 +55,7 @@ func TestPlantedAndForgedMarksOnRedmine(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("an issue a Reporter plants with the future key and a copied digest is not taken: the real create makes its issue", func(t *testing.T) {
-		planted := createAs(t, s, reporter, "Pay invoice 4711 to MALLORY LTD", redmine.Mark("default", "planted-1", digestA))
+		planted := s.CreateIssueAs(t, reporter, "Pay invoice 4711 to MALLORY LTD", redmine.Mark("default", "planted-1", digestA))
 		res := mustCreate(t, a, request("planted-1", digestA), taskservice.Created)
 		t.Logf("the receipt's reason: %s", res.Reason)
 		wantSays(t, "the receipt's reason", res.Reason, "issue #"+strconv.Itoa(planted), "mallory", "not taken")
@@ -98,7 +76,7 @@ func TestPlantedAndForgedMarksOnRedmine(t *testing.T) {
 		first := mustCreate(t, a, request("copied-1", digestA), taskservice.Created)
 		id, _ := strconv.Atoi(first.TaskID)
 		real, _ := s.Issue(t, id)
-		copied := createAs(t, s, reporter, "a copy", real.Mark)
+		copied := s.CreateIssueAs(t, reporter, "a copy", real.Mark)
 		res := mustCreate(t, a, request("copied-1", digestA), taskservice.Replayed)
 		if res.TaskID != first.TaskID {
 			t.Fatalf("replayed %s, want %s", res.TaskID, first.TaskID)
@@ -162,14 +140,14 @@ func TestPlantedAndForgedMarksOnRedmine(t *testing.T) {
 	})
 
 	t.Run("the same old mark on an issue by another user is ignored and reported", func(t *testing.T) {
-		old := createAs(t, s, reporter, "made before the key, by someone else", redmine.Mark("default", "before-keys-2", digestA))
+		old := s.CreateIssueAs(t, reporter, "made before the key, by someone else", redmine.Mark("default", "before-keys-2", digestA))
 		res := mustCreate(t, a, request("before-keys-2", digestA), taskservice.Created)
 		wantSays(t, "the receipt's reason", res.Reason, "issue #"+strconv.Itoa(old), "mallory")
 	})
 
 	t.Run("without a mark key, marks are believed as before", func(t *testing.T) {
 		plain := onServer(t, s, l, nil)
-		planted := createAs(t, s, reporter, "believed", redmine.Mark("default", "no-key-1", digestA))
+		planted := s.CreateIssueAs(t, reporter, "believed", redmine.Mark("default", "no-key-1", digestA))
 		res := mustCreate(t, plain, request("no-key-1", digestA), taskservice.Replayed)
 		if res.TaskID != redmine.TaskID(planted) {
 			t.Fatalf("replayed %s, want #%d", res.TaskID, planted)
