@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/sendtwice/sendtwice/internal/natsconn"
+	"github.com/sendtwice/sendtwice/internal/tracing"
+	"github.com/sendtwice/sendtwice/internal/tracing/otlp"
 )
 
 // DefaultServer is used when neither --server nor NATS_URL is given.
@@ -32,13 +34,20 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
 	switch strings.ToLower(format) {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		h = slog.NewTextHandler(w, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	if otlp.Enabled() {
+		// A record logged with a traced context names its trace and span.
+		h = tracing.LogHandler(h)
+	}
+	return slog.New(h), nil
 }
 
 // connect connects to url with natsconn.Connect, logging disconnects and

@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/sendtwice/sendtwice/internal/tracing/otlp"
 )
 
 // Exit statuses every command shares; a command may add its own above
@@ -78,9 +81,21 @@ func Report(prog string, err error, stderr io.Writer) int {
 // Main is the whole of a command's main: it runs run with a context that
 // ends at the first SIGINT or SIGTERM (a second one exits at once), reports
 // the error run returns and exits with its status.
+//
+// Tracing is on for the run when the environment asks for it (package
+// otlp): the process is the service "sendtwice-" + prog unless
+// OTEL_SERVICE_NAME names it, and its spans are flushed before it exits.
 func Main(prog string, run func(ctx context.Context) error) {
 	ctx, stop := SignalContext(prog, os.Stderr)
-	err := run(ctx)
+	stopTracing, err := otlp.Start(ctx, "sendtwice-"+prog)
+	if err == nil {
+		err = run(ctx)
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if ferr := stopTracing(flush); ferr != nil {
+			fmt.Fprintf(os.Stderr, "%s: flushing traces: %v\n", prog, ferr)
+		}
+		cancel()
+	}
 	stop()
 	os.Exit(Report(prog, err, os.Stderr))
 }

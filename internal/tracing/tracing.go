@@ -1,0 +1,101 @@
+package tracing
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of every span the project makes.
+const ScopeName = "github.com/sendtwice/sendtwice"
+
+// Tracer is the project's tracer, from the global tracer provider.
+func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
+
+// The attributes the project's spans carry beside OpenTelemetry's own
+// messaging ones. None of them holds a secret or a task's content.
+const (
+	IntentID    = attribute.Key("sendtwice.intent_id")
+	Scope       = attribute.Key("sendtwice.scope")
+	Destination = attribute.Key("sendtwice.destination")
+	Outcome     = attribute.Key("sendtwice.outcome")
+	TaskID      = attribute.Key("sendtwice.task_id")
+	Check       = attribute.Key("sendtwice.gate.check")
+	Executor    = attribute.Key("sendtwice.executor")
+)
+
+// OpenTelemetry's messaging attributes, as the spans of a NATS message
+// name them.
+const (
+	MessagingSystem         = attribute.Key("messaging.system")
+	MessagingDestination    = attribute.Key("messaging.destination.name")
+	MessagingOperation      = attribute.Key("messaging.operation.type")
+	MessagingMessageID      = attribute.Key("messaging.message.id")
+	MessagingDeliveryCount  = attribute.Key("messaging.nats.message.delivery_count")
+	MessagingStreamSequence = attribute.Key("messaging.nats.stream.sequence")
+)
+
+// NATS is the messaging.system of every span about a NATS message.
+var NATS = MessagingSystem.String("nats")
+
+// Header adapts a NATS message's header to OpenTelemetry's propagators.
+type Header nats.Header
+
+var _ propagation.TextMapCarrier = Header(nil)
+
+// Get returns the first value of key.
+func (h Header) Get(key string) string { return nats.Header(h).Get(key) }
+
+// Set sets key to value.
+func (h Header) Set(key, value string) { nats.Header(h).Set(key, value) }
+
+// Keys lists the keys set.
+func (h Header) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Inject writes the trace context of ctx into h (traceparent, tracestate)
+// with the global propagator, and reports whether ctx holds a span that
+// records: h is left as it was otherwise, and may be nil then.
+func Inject(ctx context.Context, h nats.Header) bool {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return false
+	}
+	otel.GetTextMapPropagator().Inject(ctx, Header(h))
+	return true
+}
+
+// Extract returns ctx with the remote span context h carries, if any.
+func Extract(ctx context.Context, h nats.Header) context.Context {
+	if len(h) == 0 {
+		return ctx
+	}
+	return otel.GetTextMapPropagator().Extract(ctx, Header(h))
+}
+
+// TraceID is the id of ctx's trace in hex, "" when ctx holds no valid
+// span context (tracing is off, or the span was not sampled in).
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() || !sc.IsSampled() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// Fail marks span as failed with err, when it records.
+func Fail(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+}
