@@ -92,10 +92,7 @@ func TestAPublishIsAProducerSpanWhoseTraceTheMessageCarries(t *testing.T) {
 				tracing.Scope:                "default",
 				tracing.Destination:          "default",
 			}
-			got := map[attribute.Key]string{}
-			for _, kv := range span.Attributes() {
-				got[kv.Key] = kv.Value.Emit()
-			}
+			got := tracingtest.Attributes(span)
 			for k, v := range wantAttrs {
 				if got[k] != v {
 					t.Errorf("attribute %s is %q, want %q (all: %v)", k, got[k], v, got)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -43,7 +42,7 @@ func TestAPressStartsTheTraceThePublishContinuesAndThePageLinksIt(t *testing.T) 
 	if sent.Parent().SpanID() != approve.SpanContext().SpanID() || sent.SpanContext().TraceID() != approve.SpanContext().TraceID() {
 		t.Errorf("the send span's parent is %v, want console approve %v", sent.Parent(), approve.SpanContext())
 	}
-	if got := attrs(approve.Attributes()); got[tracing.IntentID] != "intent-0001" || got[tracing.Scope] != "default" || got[tracing.Destination] != "default" {
+	if got := tracingtest.Attributes(approve); got[tracing.IntentID] != "intent-0001" || got[tracing.Scope] != "default" || got[tracing.Destination] != "default" {
 		t.Errorf("console approve's attributes %v, want the request's intent, scope and destination", got)
 	}
 	traceID := approve.SpanContext().TraceID().String()
@@ -62,7 +61,7 @@ func TestAPressStartsTheTraceThePublishContinuesAndThePageLinksIt(t *testing.T) 
 		t.Fatalf("after a refused press: %d console approve spans, want 2, and no new send span", len(approves))
 	}
 	refused := approves[1]
-	if refused.Status().Code != codes.Error || attrs(refused.Attributes())[tracing.Check] != "request_binding" {
+	if refused.Status().Code != codes.Error || tracingtest.Attributes(refused)[tracing.Check] != "request_binding" {
 		t.Errorf("the refused press's span has status %v and attributes %v; want an error naming request_binding", refused.Status(), refused.Attributes())
 	}
 	s.get(t, second).expect(t, http.StatusOK, `data-state="refused"`,
@@ -118,13 +117,4 @@ func TestATraceURLTemplateMustBeAnHTTPAddressWithTheTraceID(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal of the trace URL template saying %q", tc.template, err, tc.want)
 		}
 	}
-}
-
-// attrs is a span's attributes by key, as text.
-func attrs(kvs []attribute.KeyValue) map[attribute.Key]string {
-	m := map[attribute.Key]string{}
-	for _, kv := range kvs {
-		m[kv.Key] = kv.Value.Emit()
-	}
-	return m
 }

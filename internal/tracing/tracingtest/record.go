@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -45,4 +46,13 @@ func Named(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
 		}
 	}
 	return out
+}
+
+// Attributes returns span's attributes by key, each as text.
+func Attributes(span sdktrace.ReadOnlySpan) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, kv := range span.Attributes() {
+		m[kv.Key] = kv.Value.String()
+	}
+	return m
 }
