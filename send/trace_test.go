@@ -20,20 +20,18 @@ import (
 	"github.com/sendtwice/sendtwice/send"
 )
 
-// stored is the APPROVALS message a publish stored.
-func stored(t *testing.T, js jetstream.JetStream, seq uint64) *jetstream.RawStreamMsg {
+// stored is the header of the APPROVALS message seq.
+func stored(t *testing.T, js jetstream.JetStream, seq uint64) nats.Header {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
+	s, err := js.Stream(t.Context(), topology.ApprovalsStream)
+	var m *jetstream.RawStreamMsg
+	if err == nil {
+		m, err = s.GetMsg(t.Context(), seq)
 	}
-	m, err := s.GetMsg(ctx, seq)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reading APPROVALS message %d: %v", seq, err)
 	}
-	return m
+	return m.Header
 }
 
 // A publish is a producer span, send <subject>, with the messaging and
@@ -42,19 +40,16 @@ func stored(t *testing.T, js jetstream.JetStream, seq uint64) *jetstream.RawStre
 // names its trace.
 func TestAPublishIsAProducerSpanWhoseTraceTheMessageCarries(t *testing.T) {
 	env := testenv.Start(t)
-	for _, tc := range []struct {
-		name     string
-		withSpan bool
-	}{
-		{"the caller's span is its parent", true},
-		{"without the caller's span it starts a trace", false},
+	for name, withSpan := range map[string]bool{
+		"the caller's span is its parent":             true,
+		"without the caller's span it starts a trace": false,
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			rec := tracingtest.Record(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var parent trace.Span
-			if tc.withSpan {
+			if withSpan {
 				ctx, parent = tracing.Tracer().Start(ctx, "caller")
 				defer parent.End()
 			}
@@ -70,17 +65,17 @@ func TestAPublishIsAProducerSpanWhoseTraceTheMessageCarries(t *testing.T) {
 			switch {
 			case span.SpanKind() != trace.SpanKindProducer:
 				t.Errorf("the span's kind is %v, want producer", span.SpanKind())
-			case tc.withSpan && span.Parent().SpanID() != parent.SpanContext().SpanID():
+			case withSpan && span.Parent().SpanID() != parent.SpanContext().SpanID():
 				t.Errorf("the span's parent is %v, want the caller's span %v", span.Parent().SpanID(), parent.SpanContext().SpanID())
-			case tc.withSpan && sent.TraceID != parent.SpanContext().TraceID().String():
+			case withSpan && sent.TraceID != parent.SpanContext().TraceID().String():
 				t.Errorf("Sent.TraceID %q, want the caller's trace %s", sent.TraceID, parent.SpanContext().TraceID())
-			case !tc.withSpan && span.Parent().IsValid():
+			case !withSpan && span.Parent().IsValid():
 				t.Errorf("the span has parent %v, want none", span.Parent())
 			case sent.TraceID != span.SpanContext().TraceID().String():
 				t.Errorf("Sent.TraceID %q, want the span's trace %s", sent.TraceID, span.SpanContext().TraceID())
 			}
 			want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
-			if got := stored(t, env.JS, sent.StreamSeq).Header.Get("traceparent"); got != want {
+			if got := stored(t, env.JS, sent.StreamSeq).Get("traceparent"); got != want {
 				t.Errorf("the stored message's traceparent is %q, want %q, naming the send span", got, want)
 			}
 			wantAttrs := map[attribute.Key]string{
@@ -115,7 +110,7 @@ func TestAPublishWithTracingOffCarriesNoTraceContext(t *testing.T) {
 	if sent.TraceID != "" {
 		t.Errorf("Sent.TraceID %q with tracing off, want none", sent.TraceID)
 	}
-	if h := stored(t, env.JS, sent.StreamSeq).Header; h.Get("traceparent") != "" || h.Get("tracestate") != "" {
+	if h := stored(t, env.JS, sent.StreamSeq); h.Get("traceparent") != "" || h.Get("tracestate") != "" {
 		t.Errorf("the stored message carries trace context with tracing off: %v", h)
 	}
 	own := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -125,7 +120,7 @@ func TestAPublishWithTracingOffCarriesNoTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stored(t, env.JS, sent.StreamSeq).Header.Get("traceparent"); got != own || sent.TraceID != "" {
+	if got := stored(t, env.JS, sent.StreamSeq).Get("traceparent"); got != own || sent.TraceID != "" {
 		t.Errorf("the caller's traceparent became %q (TraceID %q), want %q as given", got, sent.TraceID, own)
 	}
 }

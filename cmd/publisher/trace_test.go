@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,20 +47,14 @@ func (c *collector) env() []string {
 	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + c.srv.URL}
 }
 
-// received reports whether an export c received holds every one of parts.
-func (c *collector) received(parts ...[]byte) bool {
+// received reports whether one export c received holds both the trace id
+// and the span name.
+func (c *collector) received(traceID, span []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, b := range c.bodies {
-		all := true
-		for _, p := range parts {
-			all = all && bytes.Contains(b, p)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.bodies, func(b []byte) bool {
+		return bytes.Contains(b, traceID) && bytes.Contains(b, span)
+	})
 }
 
 var printedTrace = regexp.MustCompile(`(?m)^  trace ([0-9a-f]{32})$`)
