@@ -82,6 +82,12 @@ type Sent struct {
 	// receipts.<scope>.<intent>.
 	Scope    string
 	IntentID string
+	// TraceID is the OpenTelemetry trace the publish belongs to, 32 hex
+	// digits: the trace of the caller's ctx when it holds a span, else a
+	// new one. "" when the publish was not traced (no tracer provider is
+	// set, or the trace was not sampled). Its span, send <subject>, is
+	// carried to the executors in the message's traceparent header.
+	TraceID string
 }
 
 // Receipt is an executor's task-receipt.v1 for one message. Members that

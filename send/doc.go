@@ -54,6 +54,20 @@
 // DeadLettered), its Counts are taskservice.Counts, its times are
 // time.Time.
 //
+// # Tracing
+//
+// Each publish is an OpenTelemetry producer span, "send <subject>" (such as
+// send approvals.default.intent-0001), made through OpenTelemetry's API
+// with the global tracer provider: a child of the span ctx holds, so that
+// the caller's trace goes on through the executors and the task service,
+// or else the root of a new trace. Its trace context travels in the
+// message's traceparent and tracestate headers (W3C trace context), and
+// Sent.TraceID names its trace. The package imports no OpenTelemetry SDK:
+// nothing is traced, no trace header is added and Sent.TraceID is "" until
+// the application sets a tracer provider (otel.SetTracerProvider), and the
+// headers carry the trace context once it sets the W3C propagator too
+// (otel.SetTextMapPropagator with propagation.TraceContext).
+//
 // # Errors
 //
 // Every error starts "send: " and classifies with errors.Is and errors.As

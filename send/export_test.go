@@ -14,7 +14,10 @@ type (
 	StoredReceipt = storedReceipt
 )
 
-var NewReceiptWatch = newReceiptWatch
+var (
+	NewReceiptWatch = newReceiptWatch
+	StartSend       = startSend
+)
 
 // PublishKey publishes data on the key's subject under a new message id.
 func PublishKey(ctx context.Context, js jetstream.JetStream, scope, intentID string, data []byte) (Sent, error) {

@@ -11,10 +11,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/tracing"
 )
 
 // ErrOption is matched by the error of a Publish or Send given an option it
@@ -129,31 +132,99 @@ func (o options) within(ctx context.Context) (context.Context, context.CancelFun
 // intake stream, which APPROVALS sources (topology's tenants.go): its
 // APPROVALS sequence is then read back (approvalsSeq). Its error is the
 // stream's or the connection's.
+//
+// The publish is a producer span, send <subject>, a child of ctx's span or
+// the root of a new trace; its trace context goes in the message's
+// headers (traceparent, tracestate) and its trace id in Sent.TraceID.
 func publishKey(ctx context.Context, js jetstream.JetStream, scope, intentID string, data []byte, o options) (Sent, error) {
 	s := Sent{Subject: subjects.Approval(scope, intentID), MsgID: o.msgID, Scope: scope, IntentID: intentID}
+	ctx, span := startSend(ctx, &s, data)
+	defer span.End()
+	err := storeKey(ctx, js, &s, data, o)
+	tracing.Fail(span, err)
+	return s, err
+}
+
+// producer is the option of every publish span, made once.
+var producer = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+
+// startSend starts the span of the publish of s (data), and sets
+// s.TraceID when it records. A span that does not record is named "send"
+// and given nothing, so that tracing that is off costs no more than the
+// span and its context.
+func startSend(ctx context.Context, s *Sent, data []byte) (context.Context, trace.Span) {
+	ctx, span := tracing.Tracer().Start(ctx, "send", producer...)
+	if span.IsRecording() {
+		describeSend(span, *s, data)
+		s.TraceID = tracing.TraceID(ctx)
+	}
+	return ctx, span
+}
+
+// describeSend names the span of the publish of s and gives it its
+// attributes: OpenTelemetry's messaging ones and the key and destination
+// of the approval, read from data.
+func describeSend(span trace.Span, s Sent, data []byte) {
+	span.SetName("send " + s.Subject)
+	scope := s.Scope
+	if scope == "" {
+		scope = document.DefaultScope
+	}
+	span.SetAttributes(tracing.NATS,
+		tracing.MessagingDestination.String(s.Subject),
+		tracing.MessagingOperation.String("send"),
+		tracing.MessagingMessageID.String(s.MsgID),
+		tracing.IntentID.String(s.IntentID),
+		tracing.Scope.String(scope),
+		tracing.Destination.String(destinationOf(data)))
+}
+
+// destinationOf is the destination the envelope's request names, the
+// default one when it names none, and "" when its request cannot be read.
+func destinationOf(data []byte) string {
+	parts, err := document.SplitEnvelope(data)
+	if err != nil {
+		return ""
+	}
+	request, _ := parts.Request.(map[string]any)
+	if request == nil {
+		return ""
+	}
+	if d, ok := request["destination"].(string); ok && d != "" {
+		return d
+	}
+	return document.DefaultDestination
+}
+
+// storeKey is publishKey's publish, into s, under ctx's trace context.
+func storeKey(ctx context.Context, js jetstream.JetStream, s *Sent, data []byte, o options) error {
+	scope := s.Scope
 	m := nats.NewMsg(s.Subject)
 	for k, vs := range o.header {
 		for _, v := range vs {
 			m.Header.Add(k, v)
 		}
 	}
+	// After the caller's headers: a traceparent of the caller's own gives
+	// way to the publish span's.
+	tracing.Inject(ctx, m.Header)
 	m.Data = data
 	// No expected stream: a tenant's intake stores it under its own name,
 	// checked below.
 	ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(s.MsgID), jetstream.WithRetryAttempts(5))
 	if err != nil {
-		return s, err
+		return err
 	}
 	s.Duplicate = ack.Duplicate
 	switch ack.Stream {
 	case topology.ApprovalsStream:
 		s.StreamSeq = ack.Sequence
-		return s, nil
+		return nil
 	case topology.IntakeStream(subjects.ScopeToken(scope)):
-		s.StreamSeq, err = approvalsSeq(ctx, js, s, ack)
-		return s, err
+		s.StreamSeq, err = approvalsSeq(ctx, js, *s, ack)
+		return err
 	}
-	return s, fmt.Errorf("stored by stream %q as message %d, which is neither %s nor the scope's intake stream %s: the server's streams are not as provisioned",
+	return fmt.Errorf("stored by stream %q as message %d, which is neither %s nor the scope's intake stream %s: the server's streams are not as provisioned",
 		ack.Stream, ack.Sequence, topology.ApprovalsStream, topology.IntakeStream(subjects.ScopeToken(scope)))
 }
 

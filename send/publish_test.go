@@ -60,16 +60,8 @@ func TestPublishStoresTheCallersHeadersBesideItsMessageID(t *testing.T) {
 	if sent.Subject != subjects.Approval("", "intent-0001") || sent.IntentID != "intent-0001" || sent.Duplicate {
 		t.Fatalf("sent %+v", sent)
 	}
-	s, err := env.JS.Stream(ctx, topology.ApprovalsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetMsg(ctx, sent.StreamSeq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Header.Get("Sendtwice-Test") != "kept" || m.Header.Get(jetstream.MsgIDHeader) != "send-with-headers-1" {
-		t.Fatalf("stored headers %v", m.Header)
+	if h := stored(t, env.JS, sent.StreamSeq); h.Get("Sendtwice-Test") != "kept" || h.Get(jetstream.MsgIDHeader) != "send-with-headers-1" {
+		t.Fatalf("stored headers %v", h)
 	}
 	again, err := send.NewClient(env.JS).Publish(ctx, parsed(t), send.MsgID("send-with-headers-1"), send.Header(h))
 	if err != nil || !again.Duplicate || again.StreamSeq != sent.StreamSeq {

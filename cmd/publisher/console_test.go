@@ -27,7 +27,7 @@ const consoleDir = "../../testdata/console"
 func TestConsoleUsage(t *testing.T) {
 	r := publisher(t, nil, "console", "--help")
 	r.expect(t, exitOK)
-	for _, want := range []string{"NAME.candidate.json", "--listen", "--allowed-host", "--trusted-approvers", "SENDTWICE_TRUSTED_APPROVERS", "--candidates", "--by", "--wait", "--server"} {
+	for _, want := range []string{"NAME.candidate.json", "--listen", "--allowed-host", "--trusted-approvers", "SENDTWICE_TRUSTED_APPROVERS", "--candidates", "--by", "--wait", "--server", "--trace-url", "http://127.0.0.1:16686/trace/{trace_id} for Jaeger"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("console --help lacks %q:\n%s", want, r.stderr)
 		}
@@ -42,6 +42,8 @@ func TestConsoleUsage(t *testing.T) {
 		{[]string{"--by", strings.Repeat("x", 300)}, "--by NAME must be"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"--allowed-host", "http://x/"}, "--allowed-host"},
+		{[]string{"--trace-url", "http://127.0.0.1:16686/trace/"}, `--trace-url "http://127.0.0.1:16686/trace/": no {trace_id} in it`},
+		{[]string{"--trace-url", "jaeger/trace/{trace_id}"}, `--trace-url "jaeger/trace/{trace_id}": not an http or https URL`},
 	} {
 		r := publisher(t, nil, append([]string{"console", "--candidates", consoleDir}, tc.args...)...)
 		r.expect(t, exitUsage)

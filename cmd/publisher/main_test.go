@@ -47,12 +47,20 @@ type result struct {
 // publisher runs the publisher command as a separate process.
 func publisher(t *testing.T, stdin []byte, args ...string) result {
 	t.Helper()
+	return publisherWithEnv(t, nil, stdin, args...)
+}
+
+// publisherWithEnv is publisher with env (NAME=VALUE) added to the
+// environment the process inherits.
+func publisherWithEnv(t *testing.T, env []string, stdin []byte, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	// A race-enabled binary sleeps a second before it exits unless told not to;
 	// a race found in the child still ends it with status 66.
 	cmd.Env = append(os.Environ(), asMain+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

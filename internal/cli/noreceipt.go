@@ -27,8 +27,9 @@ func (e *publishedError) Unwrap() error { return e.err }
 // PublishedNoReceipt is the error of a send whose message is stored as
 // sent but whose wait for the receipt failed with err (an error of package
 // send, which matches send.ErrNoReceipt): it says so plainly, with
-// ExitNoReceipt. ctx is the command's context (ended: the wait was
-// interrupted); wait bounded the wait.
+// ExitNoReceipt, naming the publish's trace when it was traced. ctx is the
+// command's context (ended: the wait was interrupted); wait bounded the
+// wait.
 func PublishedNoReceipt(ctx context.Context, sent send.Sent, wait time.Duration, err error) *ExitError {
 	why := strings.TrimPrefix(err.Error(), fmt.Sprintf("%s for stream message %d: ", send.ErrNoReceipt, sent.StreamSeq))
 	switch {
@@ -38,8 +39,12 @@ func PublishedNoReceipt(ctx context.Context, sent send.Sent, wait time.Duration,
 		// The deadline, and a failed read of the stored receipts if any.
 		why = fmt.Sprintf("none within %s", wait) + strings.TrimPrefix(why, context.DeadlineExceeded.Error())
 	}
+	trace := ""
+	if sent.TraceID != "" {
+		trace = " in trace " + sent.TraceID
+	}
 	return &ExitError{Code: ExitNoReceipt, Err: &publishedError{
-		msg: fmt.Sprintf("published as APPROVALS message %d; no receipt: %s; an executor may still be working on it, and sending again is safe", sent.StreamSeq, why),
+		msg: fmt.Sprintf("published as APPROVALS message %d%s; no receipt: %s; an executor may still be working on it, and sending again is safe", sent.StreamSeq, trace, why),
 		err: err,
 	}}
 }

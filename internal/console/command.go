@@ -22,7 +22,7 @@ import (
 )
 
 // CommandHelp is the console command's usage.
-const CommandHelp = `console [--listen HOST:PORT] [--allowed-host HOST]... [--candidates DIR] [--key FILE [--valid-for D]] [--trusted-approvers FILE] [--server URL] [--by NAME] [--wait DURATION]
+const CommandHelp = `console [--listen HOST:PORT] [--allowed-host HOST]... [--candidates DIR] [--key FILE [--valid-for D]] [--trusted-approvers FILE] [--server URL] [--by NAME] [--wait DURATION] [--trace-url TEMPLATE]
 
 Serves the approval console: a list of the candidates awaiting review, a review page with each
 candidate beside the task request proposed from it (both digests shown), and an Approve button
@@ -43,6 +43,10 @@ At start it prints the address to open, with a secret token for this run: openin
 browser in (a session cookie) until the console stops; every other request is refused. It answers
 only to the --listen host, localhost, 127.0.0.1 and [::1] (with its port), and each --allowed-host.
 
+With tracing on ($OTEL_EXPORTER_OTLP_ENDPOINT set), each press of the button starts a trace (its
+first span, console approve, is the parent of the publish's); with --trace-url, each send links
+to its trace, such as http://127.0.0.1:16686/trace/{trace_id} for Jaeger.
+
 Needs a running NATS server with the streams, and an executor: go run ./cmd/executor serve --embedded`
 
 // Flags are the console command's flags, as given.
@@ -57,6 +61,7 @@ type Flags struct {
 	keyFile     *string
 	validFor    *time.Duration
 	allowed     hostList
+	traceURL    *string
 	byGiven     bool
 }
 
@@ -72,6 +77,7 @@ func FlagsVar(fs *flag.FlagSet) *Flags {
 	f.keyFile = fs.String("key", "", "sign approvals with the private key in `FILE` (made by publisher keygen)")
 	f.validFor = fs.Duration("valid-for", approve.DefaultLifetime, "a signed approval's lifetime")
 	fs.Var(&f.allowed, "allowed-host", "also answer to `HOST` or HOST:PORT, a name the console is reached by (repeatable)")
+	f.traceURL = fs.String("trace-url", "", "link each traced send to its trace at the http(s) URL `TEMPLATE`, with "+TraceIDPlaceholder+" where the trace id goes (e.g. http://127.0.0.1:16686/trace/"+TraceIDPlaceholder+" for Jaeger)")
 	return f
 }
 
@@ -93,6 +99,11 @@ func (f *Flags) check() error {
 		return cli.UsageError(fs, "--by NAME must be valid UTF-8 of at most %d bytes", document.MaxIDBytes)
 	case *f.trustedFile != "" && *f.keyFile == "":
 		return cli.UsageError(fs, "--trusted-approvers needs --key: without it the console's approvals are unsigned, and the signature check refuses every one")
+	}
+	if *f.traceURL != "" {
+		if err := checkTraceURL(*f.traceURL); err != nil {
+			return cli.UsageError(fs, "--trace-url %q: %v; give an http or https URL with %s where the trace id goes, such as http://127.0.0.1:16686/trace/%s", *f.traceURL, err, TraceIDPlaceholder, TraceIDPlaceholder)
+		}
 	}
 	return nil
 }
@@ -212,6 +223,7 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) error {
 		KeyOwner:     a.owner,
 		Trusted:      a.trusted,
 		Lifetime:     *f.validFor,
+		TraceURL:     *f.traceURL,
 		Logger:       log,
 	})
 	if err != nil {

@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/tracing"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -58,6 +61,11 @@ type Config struct {
 	// Trusted, when set, are the executors' trusted approvers: every send
 	// then runs the signature, expiry and scope checks too, as executors do.
 	Trusted *send.TrustedApprovers
+	// TraceURL, when set, links each traced send to its trace: the
+	// address with TraceIDPlaceholder replaced by the send's trace id (an
+	// http or https URL template, such as Jaeger's
+	// http://127.0.0.1:16686/trace/{trace_id}).
+	TraceURL string
 	// Clock stamps approvals and sends; default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -115,6 +123,11 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.KeyOwner != "" && cfg.By == "" {
 		cfg.By = cfg.KeyOwner
+	}
+	if cfg.TraceURL != "" {
+		if err := checkTraceURL(cfg.TraceURL); err != nil {
+			return nil, fmt.Errorf("console: the trace URL template %q: %w", cfg.TraceURL, err)
+		}
 	}
 	hosts, err := parseHostRules(cfg.AllowedHosts)
 	if err != nil {
@@ -352,7 +365,11 @@ func (c *Console) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	by := strings.TrimSpace(r.PostFormValue("by"))
-	s, err := c.send(name, by, r.PostFormValue("candidate_digest"), r.PostFormValue("request_digest"))
+	// The reviewer's click starts the trace; the publish continues it.
+	ctx, span := tracing.Tracer().Start(r.Context(), "console approve", trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	s, err := c.send(ctx, name, by, r.PostFormValue("candidate_digest"), r.PostFormValue("request_digest"))
+	tracing.Fail(span, err)
 	switch {
 	case errors.Is(err, errNoItem):
 		c.item(w, r) // renders the 404

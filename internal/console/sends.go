@@ -7,10 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sendtwice/sendtwice/internal/approve"
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/sign"
+	"github.com/sendtwice/sendtwice/internal/tracing"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -56,6 +59,10 @@ type Send struct {
 	Failed string
 	// Sent is the published message.
 	Sent send.Sent
+	// TraceID is the trace of the press that made the send (its span
+	// console approve, the parent of the publish's: Sent.TraceID once
+	// published); "" when it was not traced.
+	TraceID string
 
 	mu      sync.Mutex
 	receipt *send.Receipt
@@ -159,10 +166,18 @@ func (e errChangedWhileReviewing) Error() string {
 // kept approval with the files as they are now. A returned error is the
 // reviewer's to fix (the form is shown again); everything else, including a
 // refusal by the gate or a failed publish, is a Send.
-func (c *Console) send(name, by, sawCandidate, sawRequest string) (*Send, error) {
+//
+// ctx holds the press's span, which the publish continues (its
+// cancellation is not the publish's: see attempt).
+func (c *Console) send(ctx context.Context, name, by, sawCandidate, sawRequest string) (*Send, error) {
 	it, err := findItem(c.cfg.Dir, name)
 	if err != nil {
 		return nil, err
+	}
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() && it.Request != nil {
+		span.SetAttributes(tracing.IntentID.String(it.Request.IntentID), tracing.Scope.String(it.Request.KeyScope()),
+			tracing.Destination.String(it.Request.DestinationName()))
 	}
 	k, err := c.approval(it, by, sawCandidate, sawRequest)
 	if err != nil {
@@ -174,19 +189,25 @@ func (c *Console) send(name, by, sawCandidate, sawRequest string) (*Send, error)
 		ApprovalID:        k.Approval.ApprovalID,
 		ApprovedCandidate: k.Approval.Candidate.Digest,
 		ApprovedRequest:   k.Approval.Request.Digest,
+		TraceID:           tracing.TraceID(ctx),
 	}
-	c.attempt(s, it, k)
+	c.attempt(trace.ContextWithSpan(c.ctx, span), s, it, k)
 	c.mu.Lock()
 	c.sends = append(c.sends, s)
 	s.N = len(c.sends)
 	c.mu.Unlock()
 	switch {
 	case s.Refused != nil:
-		c.log.Info("not sent: the gate refused", "item", name, "send", s.N, "check", s.Refused.Check, "path", s.Refused.Path)
+		c.log.InfoContext(ctx, "not sent: the gate refused", "item", name, "send", s.N, "check", s.Refused.Check, "path", s.Refused.Path)
+		tracing.Fail(span, s.Refused)
+		if span.IsRecording() {
+			span.SetAttributes(tracing.Check.String(s.Refused.Check))
+		}
 	case s.Unsendable != "" || s.Failed != "":
-		c.log.Warn("not sent", "item", name, "send", s.N, "err", firstNonEmpty(s.Unsendable, s.Failed))
+		c.log.WarnContext(ctx, "not sent", "item", name, "send", s.N, "err", firstNonEmpty(s.Unsendable, s.Failed))
+		tracing.Fail(span, errors.New(firstNonEmpty(s.Unsendable, s.Failed)))
 	default:
-		c.log.Info("published", "item", name, "send", s.N, "stream_seq", s.Sent.StreamSeq, "msg_id", s.Sent.MsgID, "intent_id", s.Sent.IntentID)
+		c.log.InfoContext(ctx, "published", "item", name, "send", s.N, "stream_seq", s.Sent.StreamSeq, "msg_id", s.Sent.MsgID, "intent_id", s.Sent.IntentID)
 		c.watch(s)
 	}
 	return s, nil
@@ -225,8 +246,9 @@ func (c *Console) approval(it *Item, by, sawCandidate, sawRequest string) (*kept
 }
 
 // attempt runs the gate on the kept approval with the item's files and, if
-// it passes, publishes them; it fills in how that went.
-func (c *Console) attempt(s *Send, it *Item, k *kept) {
+// it passes, publishes them; it fills in how that went. ctx is the
+// console's own, holding the press's span.
+func (c *Console) attempt(ctx context.Context, s *Send, it *Item, k *kept) {
 	if !it.Sendable() {
 		s.Unsendable = it.Err
 		return
@@ -255,7 +277,7 @@ func (c *Console) attempt(s *Send, it *Item, k *kept) {
 	}
 	// The publish belongs to the console, not to the browser's request: it
 	// completes even if the browser goes away.
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.PublishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
 	defer cancel()
 	sent, err := c.client.Publish(ctx, env)
 	if err != nil {

@@ -53,6 +53,9 @@ type resultView struct {
 	WaitURL    string
 	ApprovalID string
 	StreamSeq  uint64
+	// TraceID is the send's trace, TraceURL the link to it (--trace-url);
+	// each empty when there is none.
+	TraceID, TraceURL string
 
 	// Exactly one of these holds.
 	Refused    *refusal
@@ -104,6 +107,8 @@ func (c *Console) resultView(s *Send, k *kept) resultView {
 		ApprovedRequest:   s.ApprovedRequest,
 		SentCandidate:     s.SentCandidate,
 		SentRequest:       s.SentRequest,
+		TraceID:           s.TraceID,
+		TraceURL:          traceURL(c.cfg.TraceURL, s.TraceID),
 	}
 	v.EventsURL = v.URL + "/events"
 	v.WaitURL = v.URL + "?wait=1#result"

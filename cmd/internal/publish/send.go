@@ -25,7 +25,8 @@ task-envelope.v1 message (a file of one, as sent before), byte for byte, after t
 gate. Each invocation is a real send: sending the same approval twice reaches the task
 service twice, and the second receipt says replayed, with the first task.
 With --wait, waits for the receipt of this invocation's own message and prints it
-(readable, or the task-receipt.v1 document with --json).
+(readable, or the task-receipt.v1 document with --json). With tracing on
+($OTEL_EXPORTER_OTLP_ENDPOINT set), the publish starts a trace and its id is printed too.
 
 Exit status: 0 created or replayed (or published, without --wait); 1 error or local gate
 failure; 2 usage; 3 idempotency_conflict; 4 rejected; 5 dead_lettered (its reason says which:
@@ -164,11 +165,7 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 		return err
 	}
 	if wait <= 0 {
-		if asJSON {
-			fmt.Fprintf(stdout, `{"published":true,"stream_seq":%d,"subject":%q}`+"\n", sent.StreamSeq, sent.Subject)
-		} else {
-			fmt.Fprintf(stdout, "published: stream message %d on %s\n", sent.StreamSeq, sent.Subject)
-		}
+		printPublished(stdout, sent, asJSON)
 		return nil
 	}
 	wctx, wcancel := context.WithTimeout(ctx, wait)
@@ -183,6 +180,7 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 		fmt.Fprintf(stdout, "%s\n", r.Raw)
 	} else {
 		PrintReceipt(stdout, r)
+		printTrace(stdout, sent)
 	}
 	switch r.Outcome {
 	case send.Created, send.Replayed:
@@ -193,6 +191,29 @@ func sendEnvelope(ctx context.Context, conn *cli.ConnConfig, env *send.Envelope,
 		return &cli.ExitError{Code: ExitRejected, Err: cli.ErrSilent}
 	default:
 		return &cli.ExitError{Code: ExitDead, Err: cli.ErrSilent}
+	}
+}
+
+// printPublished says that sent was published, without waiting for its
+// receipt: readable, or as one JSON object with --json.
+func printPublished(w io.Writer, sent send.Sent, asJSON bool) {
+	if !asJSON {
+		fmt.Fprintf(w, "published: stream message %d on %s\n", sent.StreamSeq, sent.Subject)
+		printTrace(w, sent)
+		return
+	}
+	trace := ""
+	if sent.TraceID != "" {
+		trace = fmt.Sprintf(`,"trace_id":%q`, sent.TraceID)
+	}
+	fmt.Fprintf(w, `{"published":true,"stream_seq":%d,"subject":%q%s}`+"\n", sent.StreamSeq, sent.Subject, trace)
+}
+
+// printTrace names the trace of a traced publish, under what was printed
+// about it; it prints nothing for one that was not traced.
+func printTrace(w io.Writer, sent send.Sent) {
+	if sent.TraceID != "" {
+		fmt.Fprintf(w, "  trace %s\n", sent.TraceID)
 	}
 }
 
