@@ -10,14 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/executor"
@@ -27,34 +24,11 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
 	"github.com/sendtwice/sendtwice/internal/tracing"
+	"github.com/sendtwice/sendtwice/internal/tracing/tracingtest"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
 const spanProcess = "process " + topology.ApprovalsStream
-
-// traced installs, until the test ends, a tracer provider that records
-// every span and W3C trace context as the propagator.
-func traced(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	setTracing(t, tp, propagation.TraceContext{})
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return rec
-}
-
-// setTracing makes tp and p the global tracer provider and propagator
-// until the test ends.
-func setTracing(t *testing.T, tp trace.TracerProvider, p propagation.TextMapPropagator) {
-	t.Helper()
-	prevTP, prevP := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(p)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prevTP)
-		otel.SetTextMapPropagator(prevP)
-	})
-}
 
 // publishTraced publishes envelope with the trace context of a publish
 // span it starts (as a sender does) and returns that span's context and
@@ -115,12 +89,7 @@ func receiptMsg(t *testing.T, env *testenv.Env, intent string, seq uint64) (*doc
 func deliveriesOf(t *testing.T, rec *tracetest.SpanRecorder, id trace.TraceID, n int) []sdktrace.ReadOnlySpan {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var spans []sdktrace.ReadOnlySpan
-		for _, s := range rec.Ended() {
-			if s.SpanContext().TraceID() == id {
-				spans = append(spans, s)
-			}
-		}
+		spans := slices.DeleteFunc(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.SpanContext().TraceID() != id })
 		if len(named(spans, spanProcess)) >= n {
 			return spans
 		}
@@ -132,13 +101,7 @@ func deliveriesOf(t *testing.T, rec *tracetest.SpanRecorder, id trace.TraceID, n
 
 // named returns the spans named name, in the order they ended.
 func named(spans []sdktrace.ReadOnlySpan, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range spans {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(spans), func(s sdktrace.ReadOnlySpan) bool { return s.Name() != name })
 }
 
 // childrenOf names the spans whose parent is span, in the order they ended.
@@ -152,19 +115,10 @@ func childrenOf(spans []sdktrace.ReadOnlySpan, span sdktrace.ReadOnlySpan) []str
 	return out
 }
 
-// attrs returns a span's attributes by key, as strings.
-func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
-	m := map[attribute.Key]string{}
-	for _, kv := range s.Attributes() {
-		m[kv.Key] = kv.Value.String()
-	}
-	return m
-}
-
 // wantAttrs checks that span s carries each of want.
 func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[attribute.Key]string) {
 	t.Helper()
-	got := attrs(s)
+	got := tracingtest.Attributes(s)
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("span %s: %s = %q, want %q (all: %v)", s.Name(), k, got[k], v, got)
@@ -204,7 +158,7 @@ func oneDelivery(t *testing.T, spans []sdktrace.ReadOnlySpan, publish trace.Span
 // carries the consumer span's context, and its log lines the trace's ids.
 // The same approval sent again is answered in its own trace as replayed.
 func TestATracedApprovalIsOneConsumerSpanOfItsTraceCreatedThenReplayed(t *testing.T) {
-	rec := traced(t)
+	rec := tracingtest.Record(t)
 	env := testenv.Start(t)
 	client := provider.NewClient(env.NC)
 	client.Timeout = time.Second
@@ -257,7 +211,7 @@ func TestATracedApprovalIsOneConsumerSpanOfItsTraceCreatedThenReplayed(t *testin
 // A message the gate refuses has a failed gate span naming the refusing
 // check, a consumer span saying rejected with that check, and no call.
 func TestATamperedApprovalsTraceNamesTheCheckThatRefusedIt(t *testing.T) {
-	rec := traced(t)
+	rec := tracingtest.Record(t)
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-traced"})
 	for i, c := range testenv.Seed(t).TamperedCases() {
@@ -274,8 +228,8 @@ func TestATamperedApprovalsTraceNamesTheCheckThatRefusedIt(t *testing.T) {
 				t.Errorf("the consumer span's children %v, want gate, receipt store, ack", got)
 			}
 			gate := named(spans, "gate")[0]
-			if gate.Status().Code != codes.Error || attrs(gate)[tracing.Check] != c.Check {
-				t.Errorf("gate span status %v, check %q; want an error naming %s", gate.Status(), attrs(gate)[tracing.Check], c.Check)
+			if gate.Status().Code != codes.Error || tracingtest.Attributes(gate)[tracing.Check] != c.Check {
+				t.Errorf("gate span status %v, check %q; want an error naming %s", gate.Status(), tracingtest.Attributes(gate)[tracing.Check], c.Check)
 			}
 		})
 	}
@@ -286,7 +240,7 @@ func TestATamperedApprovalsTraceNamesTheCheckThatRefusedIt(t *testing.T) {
 // holds both deliveries: the first failed with outcome retry, the second
 // looking for a stored receipt before it is answered.
 func TestALostReplysTraceHoldsBothDeliveries(t *testing.T) {
-	rec := traced(t)
+	rec := tracingtest.Record(t)
 	env := testenv.Start(t)
 	var log testenv.Buffer
 	env.Executor(executor.Config{ID: "exec-traced", Logger: slog.New(tracing.LogHandler(slog.NewTextHandler(&log, nil)))})
@@ -329,7 +283,7 @@ func TestALostReplysTraceHoldsBothDeliveries(t *testing.T) {
 // An approval that carries no trace context is traced from the executor
 // on: its consumer span starts a trace, which its receipt names.
 func TestAnUntracedApprovalStartsItsTraceAtTheExecutor(t *testing.T) {
-	rec := traced(t)
+	rec := tracingtest.Record(t)
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-traced"})
 	m := nats.NewMsg(subjects.Approval("", "intent-0001"))
@@ -349,11 +303,10 @@ func TestAnUntracedApprovalStartsItsTraceAtTheExecutor(t *testing.T) {
 	}
 }
 
-// With tracing off (a provider that records nothing and no propagator), a
-// receipt names no trace and its message carries no trace context, even
-// for an approval published with one.
+// With tracing off (no tracer provider or propagator set, or the no-op
+// ones tracingtest leaves), a receipt names no trace and its message
+// carries no trace context, even for an approval published with one.
 func TestWithTracingOffAReceiptNamesNoTrace(t *testing.T) {
-	setTracing(t, noop.NewTracerProvider(), propagation.NewCompositeTextMapPropagator())
 	env := testenv.Start(t)
 	env.Executor(executor.Config{ID: "exec-untraced"})
 	envelope := testenv.Seed(t).Original.Envelope()
