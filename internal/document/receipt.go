@@ -10,7 +10,7 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 	}
 	var r reader
 	m := r.object("$", v, "schema_version", "receipt_id", "outcome", "intent_id", "scope?", "request_id", "approval_id",
-		"task_id", "task_deleted?", "rejection", "failure", "counts", "store_id?", "note?", "decided_after?", "delivery", "issued_at")
+		"task_id", "task_deleted?", "rejection", "failure", "counts", "store_id?", "note?", "decided_after?", "delivery", "issued_at", "trace_id?")
 	if m == nil {
 		return nil, r.result()
 	}
@@ -55,6 +55,9 @@ func DecodeReceipt(data []byte) (*Receipt, error) {
 	}
 	rc.Delivery = r.delivery(m["delivery"])
 	rc.IssuedAt = r.timestamp("$.issued_at", m["issued_at"])
+	if v, ok := m["trace_id"]; ok {
+		rc.TraceID = r.traceID("$.trace_id", v)
+	}
 	if r.err == nil {
 		r.receiptRules(rc)
 	}
@@ -141,3 +144,27 @@ func (r *reader) receiptRules(rc *Receipt) {
 		r.fail("$.task_deleted", RuleValue, ErrValue, "a %s receipt must not say its task was deleted: only a replay answers for a deleted task", rc.Outcome)
 	}
 }
+
+// traceID is an OpenTelemetry trace id as W3C trace context writes it: 32
+// lower-case hex digits, not all zero.
+func (r *reader) traceID(path string, v any) string {
+	return r.valid(path, r.text(path, v, MaxIDBytes), validTraceID,
+		"must be 32 lower-case hex digits, not all zero (a W3C trace id)")
+}
+
+// validTraceID reports whether s is a trace id as W3C trace context writes
+// it: 32 lower-case hex digits, not all zero.
+func validTraceID(s string) bool {
+	if len(s) != 32 || s == zeroTraceID {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// zeroTraceID is the trace id W3C trace context calls invalid.
+const zeroTraceID = "00000000000000000000000000000000"

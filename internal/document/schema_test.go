@@ -272,6 +272,8 @@ func TestSchemaShape(t *testing.T) {
 				optional["$.scope"], optional["$.task_deleted"] = true, true
 				// Only when the service said more; only on in_doubt.
 				optional["$.note"], optional["$.decided_after"] = true, true
+				// Only on a traced delivery.
+				optional["$.trace_id"] = true
 			}
 			if k == kindRequest {
 				// A request that names no scope lands in the default one,
@@ -722,18 +724,22 @@ var (
 	over2p53 = json.Number("9007199254740994")
 )
 
-// refusals are valid fixtures with one thing broken that a schema can
-// express. Each must be refused by the strict decoder, with the sentinel and
-// at the path given, and by the schema, at that path or at the object holding
-// it.
-var refusals = []struct {
+// refusal is a valid fixture with one thing broken that a schema can
+// express (see refusals).
+type refusal struct {
 	name    string
 	kind    docKind
 	fixture string
 	mutate  mutation
 	wantErr error
 	path    string
-}{
+}
+
+// refusals are valid fixtures with one thing broken that a schema can
+// express. Each must be refused by the strict decoder, with the sentinel and
+// at the path given, and by the schema, at that path or at the object holding
+// it.
+var refusals = []refusal{
 	// The candidate.
 	{"an unknown member in the candidate is refused by both", kindCandidate, "seed/candidate.json",
 		set("confidence", json.Number("0.93")), document.ErrUnknownMember, "$.confidence"},
@@ -968,7 +974,7 @@ var refusals = []struct {
 	{"a case variant of the outcome's name (Outcome) is refused by both", kindReceipt, "receipts/created.json",
 		rename("outcome", "Outcome"), document.ErrUnknownMember, "$.Outcome"},
 	{"an unknown member in the receipt is refused by both", kindReceipt, "receipts/created.json",
-		set("trace_id", "abc"), document.ErrUnknownMember, "$.trace_id"},
+		set("span_id", "00f067aa0ba902b7"), document.ErrUnknownMember, "$.span_id"},
 	{"a receipt of another version is refused by both", kindReceipt, "receipts/created.json",
 		set("schema_version", "task-receipt.v0"), document.ErrSchemaVersion, "$.schema_version"},
 	{"a receipt without a receipt_id is refused by both", kindReceipt, "receipts/created.json",
@@ -1066,37 +1072,42 @@ func mutated(t *testing.T, fixture string, m mutation) []byte {
 
 func TestRefusalsAgree(t *testing.T) {
 	for _, tc := range refusals {
-		t.Run(tc.name, func(t *testing.T) {
-			data := mutated(t, tc.fixture, tc.mutate)
-
-			derr := decoders[tc.kind](data)
-			var de *document.Error
-			switch {
-			case derr == nil:
-				t.Errorf("the decoder accepts %s", data)
-			case !errors.Is(derr, tc.wantErr) || !errors.As(derr, &de):
-				t.Errorf("decoder: %v; want %v", derr, tc.wantErr)
-			case de.Path != tc.path:
-				t.Errorf("decoder refuses at %s, want %s: %v", de.Path, tc.path, derr)
-			}
-
-			serr := validate(t, tc.kind, data)
-			var ve *jsonschema.ValidationError
-			if serr == nil {
-				t.Fatalf("the schema accepts %s", data)
-			}
-			if !errors.As(serr, &ve) {
-				t.Fatalf("schema: %v", serr)
-			}
-			want := instancePath(tc.path)
-			for _, loc := range leafLocations(ve) {
-				if len(loc) >= len(want)-1 && len(loc) <= len(want) && slices.Equal(loc, want[:len(loc)]) {
-					return
-				}
-			}
-			t.Errorf("the schema refuses, but not at %s or the object holding it: %v", tc.path, serr)
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedByBoth(t, tc) })
 	}
+}
+
+// refusedByBoth checks that the decoder refuses tc's document with its
+// sentinel at its path, and the schema at that path or the object holding it.
+func refusedByBoth(t *testing.T, tc refusal) {
+	t.Helper()
+	data := mutated(t, tc.fixture, tc.mutate)
+
+	derr := decoders[tc.kind](data)
+	var de *document.Error
+	switch {
+	case derr == nil:
+		t.Errorf("the decoder accepts %s", data)
+	case !errors.Is(derr, tc.wantErr) || !errors.As(derr, &de):
+		t.Errorf("decoder: %v; want %v", derr, tc.wantErr)
+	case de.Path != tc.path:
+		t.Errorf("decoder refuses at %s, want %s: %v", de.Path, tc.path, derr)
+	}
+
+	serr := validate(t, tc.kind, data)
+	var ve *jsonschema.ValidationError
+	if serr == nil {
+		t.Fatalf("the schema accepts %s", data)
+	}
+	if !errors.As(serr, &ve) {
+		t.Fatalf("schema: %v", serr)
+	}
+	want := instancePath(tc.path)
+	for _, loc := range leafLocations(ve) {
+		if len(loc) >= len(want)-1 && len(loc) <= len(want) && slices.Equal(loc, want[:len(loc)]) {
+			return
+		}
+	}
+	t.Errorf("the schema refuses, but not at %s or the object holding it: %v", tc.path, serr)
 }
 
 // TestValidVariationsAgree checks the other side: documents at the limits,

@@ -262,6 +262,10 @@ type Receipt struct {
 	DecidedAfter string   `json:"decided_after,omitempty"`
 	Delivery     Delivery `json:"delivery"`
 	IssuedAt     string   `json:"issued_at"`
+	// TraceID is the id of the OpenTelemetry trace of the delivery (32
+	// lower-case hex digits), when it was traced and sampled; absent
+	// otherwise.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Rejection names the gate check that stopped a message.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/queue"
@@ -55,6 +56,9 @@ type pending struct {
 	term bool
 	// progress, when set, stops the delivery's progress signals.
 	progress func()
+	// span is the receipt store span, from the receipt joining its batch
+	// until it is stored or given up.
+	span trace.Span
 }
 
 // stopProgress stops the delivery's progress signals, once.

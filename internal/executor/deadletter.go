@@ -39,7 +39,7 @@ const stillInDoubt = document.DeadLetterInDoubt
 // earlier delivery's receipt is already stored (see deadLetter).
 func (e *Executor) outOfDeliveries(d *delivery) {
 	d.id = document.Identify(d.msg.Data())
-	e.log.Warn("a message ran out of deliveries", "intent_id", d.id.IntentID,
+	e.log.WarnContext(d.ctx, "a message ran out of deliveries", "intent_id", d.id.IntentID,
 		"stream_seq", d.seq, "delivered", d.delivered, "budget", e.cfg.Topology.MaxDeliver)
 	reason := fmt.Sprintf("deliveries ran out: no executor finished the message in %d deliveries (executors died or stalled with it)", d.delivered-1)
 	if d.inDoubt > 0 {
@@ -57,17 +57,19 @@ func (e *Executor) outOfDeliveries(d *delivery) {
 // letter, so that it never ends with two different outcomes.
 func (e *Executor) decidedBefore(d *delivery, prior, what string, attrs ...any) {
 	attrs = append([]any{"intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "stored_outcome", prior}, attrs...)
-	e.log.Warn(what, attrs...)
+	e.log.WarnContext(d.ctx, what, attrs...)
+	_, ack := d.child(spanAck)
 	var err error
 	if prior == document.OutcomeRejected || prior == document.OutcomeDeadLettered {
 		err = d.msg.Term()
 	} else {
 		err = d.msg.Ack()
 	}
+	endChild(ack, err)
 	if err != nil {
-		e.log.Warn("ack failed; the delivery comes back", "stream_seq", d.seq, "err", err)
+		e.log.WarnContext(d.ctx, "ack failed; the delivery comes back", "stream_seq", d.seq, "err", err)
 	}
-	d.done()
+	d.done(prior, nil)
 }
 
 // deadLetter stores the original payload in the dead-letter stream, then a
@@ -96,7 +98,7 @@ func (e *Executor) deadLetterEnding(d *delivery, reason, ending string) {
 			"reason", reason)
 		return
 	}
-	e.log.Warn("dead-lettering a message", "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "reason", reason)
+	e.log.WarnContext(d.ctx, "dead-lettering a message", "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "reason", reason)
 	// The ending is kept whole, however long the reason: readers look for
 	// it (send.Failure.NothingCreated).
 	reason = clipTo(reason, document.MaxTextBytes-len("; "+ending)) + "; " + ending

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -15,6 +16,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/storedmsg"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/tracing"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -51,6 +53,11 @@ type delivery struct {
 	// again once its in_doubt receipt, which does not end it, is stored:
 	// it is nak'ed with it, not acked.
 	comeBack time.Duration
+	// span is the delivery's consumer span (nil once ended), ctx its
+	// context: the parent of its children and the context of its log
+	// lines.
+	span trace.Span
+	ctx  context.Context
 }
 
 // release gives the handler slot back, once.
@@ -61,9 +68,11 @@ func (d *delivery) release() {
 	}
 }
 
-// done marks the delivery finished.
-func (d *delivery) done() {
+// done marks the delivery finished, and ends its span with outcome (and
+// err, for a delivery given back).
+func (d *delivery) done(outcome string, err error) {
 	d.release()
+	d.endSpan(outcome, err)
 	if d.finished != nil {
 		d.finished()
 		d.finished = nil
@@ -75,12 +84,17 @@ func (d *delivery) done() {
 func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 	d := &delivery{msg: msg, start: time.Now(), attempt: nuid.Next(), released: released, finished: finished,
 		scope: subjects.ScopeOfApproval(msg.Subject())}
+	e.startSpan(d)
 	meta, err := msg.Metadata()
 	if err != nil {
 		e.unplaceable(d, err)
 		return
 	}
 	d.seq, d.delivered, d.stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
+	if d.recording() {
+		d.span.SetAttributes(tracing.MessagingDeliveryCount.Int64(int64(d.delivered)),
+			tracing.MessagingStreamSequence.Int64(int64(d.seq)))
+	}
 	prior, ended := e.priorOutcome(d)
 	if ended {
 		return
@@ -96,7 +110,7 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 		d.id = document.Identify(msg.Data())
 		e.fault(Taken, d)
 	}
-	v, err := e.cfg.Gate.CheckDelivery(msg.Subject(), msg.Data(), d.stored)
+	v, err := e.checkGate(d)
 	if err != nil {
 		e.refused(d, prior, err)
 		return
@@ -125,13 +139,13 @@ func (e *Executor) handle(msg jetstream.Msg, released, finished func()) {
 func (e *Executor) unplaceable(d *delivery, err error) {
 	msg := d.msg
 	delay := e.cfg.Topology.MaxNakDelay
-	e.log.Error("a delivery without JetStream metadata; giving it back", "subject", msg.Subject(),
+	e.log.ErrorContext(d.ctx, "a delivery without JetStream metadata; giving it back", "subject", msg.Subject(),
 		"reply", msg.Reply(), "retry_in", delay, "err", err)
 	if nerr := msg.NakWithDelay(delay); nerr != nil {
-		e.log.Warn("nak failed", "subject", msg.Subject(), "err", nerr)
+		e.log.WarnContext(d.ctx, "nak failed", "subject", msg.Subject(), "err", nerr)
 	}
 	e.retried(d, err)
-	d.done()
+	d.done(OutcomeRetry, err)
 }
 
 // priorOutcome returns the outcome of a receipt an earlier delivery of the
@@ -187,8 +201,10 @@ var receiptClockAllowance = time.Minute
 // first ReceiptScanLimit after are read. On the way it sets d.inDoubt to
 // the number of earlier deliveries of the message that stored an in_doubt
 // receipt (each counted once, by its delivery count).
-func (e *Executor) storedReceipt(d *delivery) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (e *Executor) storedReceipt(d *delivery) (outcome string, err error) {
+	ctx, span := d.child(spanReceiptLookup)
+	defer func() { endChild(span, err) }()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	subject := subjects.Receipt(d.scope, d.id.IntentID)
 	from := storedmsg.From{Seq: 1}
@@ -226,9 +242,9 @@ func (e *Executor) storedReceipt(d *delivery) (string, error) {
 // refused finishes a delivery the gate refuses with a rejected receipt,
 // unless an earlier delivery's receipt already gave it its outcome.
 func (e *Executor) refused(d *delivery, prior string, err error) {
-	var ge *gate.Error
-	if !errors.As(err, &ge) {
-		ge = &gate.Error{Check: gate.CheckEnvelope, Path: "$", Reason: err.Error()}
+	ge := gateError(err)
+	if d.recording() {
+		d.span.SetAttributes(tracing.Check.String(ge.Check))
 	}
 	// The ids of a refused message, as far as they can be read.
 	d.id = document.Identify(d.msg.Data())
@@ -268,11 +284,14 @@ func (e *Executor) answered(d *delivery, resp *taskservice.Result) *document.Rec
 // instance meanwhile.
 func (e *Executor) call(d *delivery, v *gate.Verdict) (taskservice.Result, error) {
 	defer e.progress(d.msg)()
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
+	ctx, span := d.child(spanCreate)
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 	defer cancel()
 	req := CallRequest(v, topology.CallRef(d.seq, d.delivered, d.attempt))
 	req.NotAfter = keylife.Deadline(req.NotAfter, e.deliveryWait)
-	return e.svc.Create(ctx, req)
+	resp, err := e.svc.Create(ctx, req)
+	endChild(span, err)
+	return resp, err
 }
 
 // CallRequest is the task service call for a message the gate let through:
@@ -347,14 +366,14 @@ func (e *Executor) callFailed(d *delivery, err error) {
 // its delivery count, and logs when the server will really deliver it again.
 func (e *Executor) retry(d *delivery, what string, err error) {
 	delay := topology.NakDelayAfter(e.cfg.Topology, d.delivered)
-	e.log.Warn(what, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
+	e.log.WarnContext(d.ctx, what, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
 		"retry_in", topology.RedeliveryAfter(e.consumer, delay, d.delivered), "err", err)
 	if nerr := d.msg.NakWithDelay(delay); nerr != nil {
-		e.log.Warn("nak failed; the delivery comes back after AckWait", "stream_seq", d.seq,
+		e.log.WarnContext(d.ctx, "nak failed; the delivery comes back after AckWait", "stream_seq", d.seq,
 			"retry_in", e.cfg.Topology.AckWait, "err", nerr)
 	}
 	e.retried(d, err)
-	d.done()
+	d.done(OutcomeRetry, err)
 }
 
 // retried calls the OnRetry hook, if set, for a delivery given back.

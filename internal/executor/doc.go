@@ -63,4 +63,17 @@
 // key's lock (in the intent ledger) and looks the key up in every other
 // destination before a create, each destination's service deciding only
 // its own store.
+//
+// Each delivery is one consumer span, "process APPROVALS" (package
+// tracing; with tracing off nothing records and nothing is built for it).
+// Its parent is the trace context the message carries, so that every
+// delivery of a message is a span of its own in the sender's trace; it
+// links to that publish span and ends with the delivery's outcome (a
+// receipt's, or OutcomeRetry for a delivery given back). Its children are
+// the receipt lookup of a redelivery, the gate (naming the check that
+// refused), the task service create (whose context the service is handed),
+// the receipt store (from the receipt joining its batch until it is
+// stored) and the ack. The receipt names the trace (trace_id), its message
+// carries the consumer span's trace context, and the delivery's log lines
+// are made with the span's context.
 package executor

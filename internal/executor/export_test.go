@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func (e *Executor) StoreAlone(msgs []jetstream.Msg) {
 		}
 		wg.Add(1)
 		d := &delivery{msg: msg, seq: meta.Sequence.Stream, delivered: meta.NumDelivered, attempt: nuid.Next(),
-			id: document.Identify(msg.Data()), start: time.Now(), finished: wg.Done}
+			id: document.Identify(msg.Data()), start: time.Now(), finished: wg.Done, ctx: context.Background()}
 		r := e.receipt(d, document.OutcomeRejected)
 		r.Rejection = &document.Rejection{Check: "envelope", Path: "$", Reason: "a test receipt"}
 		p, err := e.pendingReceipt(d, r, true)

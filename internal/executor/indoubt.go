@@ -51,7 +51,7 @@ func (e *Executor) heldInDoubt(d *delivery, until time.Time, err error) {
 	}
 	wait := until.Sub(now)
 	d.comeBack = min(wait+rand.N(wait/10+inDoubtJitter), e.cfg.Topology.MaxNakDelay)
-	e.log.Warn("the task service holds the key in doubt; storing an in_doubt receipt and delivering the message again later",
+	e.log.WarnContext(d.ctx, "the task service holds the key in doubt; storing an in_doubt receipt and delivering the message again later",
 		"intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered, "decided_after", until.UTC(),
 		"retry_in", topology.RedeliveryAfter(e.consumer, d.comeBack, d.delivered), "err", err)
 	r := e.receipt(d, document.OutcomeInDoubt)

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/subjects"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/tracing"
 )
 
 // clip shortens a text taken from the message or an error to what a receipt
@@ -59,6 +59,7 @@ func (e *Executor) receipt(d *delivery, outcome string) *document.Receipt {
 		ApprovalID:    opt(d.id.ApprovalID),
 		Delivery:      document.Delivery{StreamSeq: d.seq, Delivered: d.delivered, Attempt: d.attempt, Executor: e.cfg.ID, StoredAt: storedAt},
 		IssuedAt:      e.cfg.Clock().UTC().Format(time.RFC3339Nano),
+		TraceID:       tracing.TraceID(d.ctx),
 	}
 }
 
@@ -87,6 +88,9 @@ func (e *Executor) finish(d *delivery, r *document.Receipt, term bool) {
 		e.retry(d, "encoding a receipt failed", err)
 		return
 	}
+	// The receipt store span lasts until the receipt is stored or given
+	// up (stored, notStored), however long its batch takes.
+	_, p.span = d.child(spanReceiptStore)
 	// Signal progress until the receipt is stored and the message acked,
 	// however long its batch takes.
 	p.progress = e.progress(d.msg)
@@ -106,7 +110,8 @@ func (e *Executor) pendingReceipt(d *delivery, r *document.Receipt, term bool) (
 	m.Header.Set(topology.HeaderDelivered, strconv.FormatUint(d.delivered, 10))
 	m.Header.Set(jetstream.MsgIDHeader, r.ReceiptID)
 	m.Header.Set(jetstream.ExpectedStreamHeader, topology.ReceiptsStream)
-	return &pending{d: d, r: r, m: m, term: term}, nil
+	tracing.Inject(d.ctx, m.Header)
+	return &pending{d: d, r: r, m: m, term: term, span: noSpan}, nil
 }
 
 // stored finishes a delivery whose receipt is stored: the fault points, the
@@ -114,8 +119,10 @@ func (e *Executor) pendingReceipt(d *delivery, r *document.Receipt, term bool) (
 func (e *Executor) stored(p *pending) {
 	d, r := p.d, p.r
 	p.stopProgress()
+	endChild(p.span, nil)
 	e.fault(AfterReceipt, d)
 	e.fault(BeforeAck, d)
+	_, ack := d.child(spanAck)
 	var err error
 	switch {
 	case p.term:
@@ -126,14 +133,18 @@ func (e *Executor) stored(p *pending) {
 	default:
 		err = d.msg.Ack()
 	}
+	endChild(ack, err)
 	if err != nil {
-		e.log.Warn("ack failed; the delivery comes back and is answered as a replay", "stream_seq", d.seq, "err", err)
+		e.log.WarnContext(d.ctx, "ack failed; the delivery comes back and is answered as a replay", "stream_seq", d.seq, "err", err)
 	}
 	took := time.Since(d.start)
 	if e.cfg.OnReceipt != nil {
 		e.cfg.OnReceipt(r, took)
 	}
-	if e.log.Enabled(context.Background(), slog.LevelInfo) {
+	if r.TaskID != nil && d.recording() {
+		d.span.SetAttributes(tracing.TaskID.String(*r.TaskID))
+	}
+	if e.log.Enabled(d.ctx, slog.LevelInfo) {
 		attrs := []any{"outcome", r.Outcome, "intent_id", d.id.IntentID, "stream_seq", d.seq, "delivered", d.delivered,
 			"took", took.Round(time.Microsecond)}
 		if r.TaskID != nil {
@@ -145,14 +156,15 @@ func (e *Executor) stored(p *pending) {
 		if r.DecidedAfter != "" {
 			attrs = append(attrs, "decided_after", r.DecidedAfter)
 		}
-		e.log.Info("receipt", attrs...)
+		e.log.InfoContext(d.ctx, "receipt", attrs...)
 	}
-	d.done()
+	d.done(r.Outcome, nil)
 }
 
 // notStored gives a delivery whose receipt could not be stored back for a
 // later attempt.
 func (e *Executor) notStored(p *pending, err error) {
 	p.stopProgress()
+	endChild(p.span, err)
 	e.retry(p.d, "storing the receipt failed; the delivery comes back", err)
 }
