@@ -122,7 +122,10 @@ type Receipt struct {
 	// DecidedAfter, on an InDoubt receipt, is when the key stops being in
 	// doubt; zero on every other outcome.
 	DecidedAfter time.Time
-	Delivery     Delivery
+	// TraceID is the id of the trace the executor handled the delivery in
+	// (32 hex digits), "" when it was not traced.
+	TraceID  string
+	Delivery Delivery
 	// IssuedAt is when the executor issued the receipt.
 	IssuedAt time.Time
 	// Raw is the receipt document as stored.
@@ -402,7 +405,7 @@ func receipt(p *storedReceipt) (*Receipt, error) {
 	out := &Receipt{
 		ReceiptID: r.ReceiptID, Outcome: Outcome(r.Outcome),
 		IntentID: str(r.IntentID), Scope: r.Scope, RequestID: str(r.RequestID), ApprovalID: str(r.ApprovalID), TaskID: str(r.TaskID),
-		TaskDeleted: r.TaskDeleted, StoreID: str(r.StoreID), Note: r.Note, Raw: p.Raw, Counts: r.Counts,
+		TaskDeleted: r.TaskDeleted, StoreID: str(r.StoreID), Note: r.Note, TraceID: r.TraceID, Raw: p.Raw, Counts: r.Counts,
 		Delivery: Delivery{StreamSeq: r.Delivery.StreamSeq, Delivered: r.Delivery.Delivered, Attempt: r.Delivery.Attempt,
 			Executor: r.Delivery.Executor},
 	}

@@ -364,6 +364,20 @@ func TestAReceiptsTimesAreTimes(t *testing.T) {
 	}
 }
 
+// A receipt's trace_id is its TraceID; one without it has none.
+func TestAReceiptNamesTheTraceItWasIssuedIn(t *testing.T) {
+	b := receiptFixture(t, "created.json")
+	if r, err := send.ParseReceipt(b); err != nil || r.TraceID != "" {
+		t.Fatalf("a receipt without trace_id: TraceID %q, err %v", r.TraceID, err)
+	}
+	const id = "4bf92f3577b34da6a3ce929d0e0e4736"
+	traced := bytes.Replace(b, []byte(`"outcome"`), []byte(`"trace_id":"`+id+`","outcome"`), 1)
+	r, err := send.ParseReceipt(traced)
+	if err != nil || r.TraceID != id {
+		t.Fatalf("a receipt with trace_id %s: TraceID %q, err %v", id, r.TraceID, err)
+	}
+}
+
 // A tenant that sends messages as large as it can, 250 KiB as the stream
 // took before, has them refused by the APPROVALS stream itself: the stream
 // takes the largest valid envelope and a message at its bound, refuses one
