@@ -1,0 +1,140 @@
+package jaegertest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sendtwice/sendtwice/internal/tracing/otlp"
+)
+
+// emit sends a parent span and a child linked to another span to j
+// through the programs' own start of tracing (otlp.Start), as the service
+// service, and returns the parent's trace id and the linked span context.
+func emit(t *testing.T, j *Jaeger, service string) (traceID string, linked trace.SpanContext) {
+	t.Helper()
+	for _, kv := range j.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	before, beforeProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	t.Cleanup(func() { otel.SetTracerProvider(before); otel.SetTextMapPropagator(beforeProp) })
+	stop, err := otlp.Start(context.Background(), service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := otel.Tracer("jaegertest")
+	_, other := tr.Start(context.Background(), "other")
+	other.End()
+	ctx, parent := tr.Start(context.Background(), "probe parent", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("probe.key", "probe-value"), attribute.Int("probe.count", 2)))
+	_, child := tr.Start(ctx, "probe child", trace.WithLinks(trace.Link{SpanContext: other.SpanContext()}))
+	child.End()
+	parent.End()
+	if err := stop(context.Background()); err != nil {
+		t.Fatalf("flushing the spans: %v", err)
+	}
+	return parent.SpanContext().TraceID().String(), other.SpanContext()
+}
+
+func TestASpanSentOverOTLPIsFoundThroughTheAPIWithItsParentLinkAndTags(t *testing.T) {
+	j := Start(t)
+	id, linked := emit(t, j, "jaegertest-probe")
+
+	tr := j.WaitTrace(t, id, func(tr Trace) bool { return len(tr.Spans) == 2 })
+	if got := tr.Services(); !slices.Equal(got, []string{"jaegertest-probe"}) {
+		t.Errorf("services %q, want jaegertest-probe", got)
+	}
+	parents, children := tr.Named("probe parent"), tr.Named("probe child")
+	if len(parents) != 1 || len(children) != 1 {
+		t.Fatalf("the trace holds %q, want one probe parent and one probe child", Operations(tr.Spans))
+	}
+	parent, child := parents[0], children[0]
+	if parent.Parent() != "" || child.Parent() != parent.SpanID {
+		t.Errorf("parent of the parent %q, of the child %q; want none and %s", parent.Parent(), child.Parent(), parent.SpanID)
+	}
+	if got := Operations(tr.Children(parent)); !slices.Equal(got, []string{"probe child"}) {
+		t.Errorf("the parent's children %q", got)
+	}
+	if !slices.Contains(child.References, Reference{RefType: FollowsFrom, TraceID: linked.TraceID().String(), SpanID: linked.SpanID().String()}) {
+		t.Errorf("the child's references %+v lack the link to %s", child.References, linked.SpanID())
+	}
+	for key, want := range map[string]string{"probe.key": "probe-value", "probe.count": "2", "span.kind": "producer"} {
+		if got, ok := parent.Tag(key); got != want {
+			t.Errorf("the parent's tag %s: %q (%v), want %q", key, got, ok, want)
+		}
+	}
+	if !strings.Contains(tr.String(), "    probe child [jaegertest-probe]") {
+		t.Errorf("the trace as text does not show the child under the parent:\n%s", tr)
+	}
+
+	found := j.WaitTraces(t, "jaegertest-probe", map[string]string{"probe.key": "probe-value"}, nil)
+	if len(found) != 1 || found[0].TraceID != id {
+		t.Errorf("the search by tag found %d traces, want the one of %s", len(found), id)
+	}
+	if none, err := j.Traces("jaegertest-probe", map[string]string{"probe.key": "another"}); err != nil || len(none) != 0 {
+		t.Errorf("a search by another tag value found %d traces (%v), want none", len(none), err)
+	}
+	if got := j.WaitServices(t, "jaegertest-probe"); !slices.Equal(got, []string{"jaegertest-probe"}) {
+		t.Errorf("services %q: Jaeger lists a service of its own", got)
+	}
+	if _, err := j.Trace(strings.Repeat("ab", 16)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an unknown trace: %v, want ErrNotFound", err)
+	}
+	if resp, err := http.Get(j.TraceURL(id)); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the UI's page of the trace: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	j.Stop()
+	if j.Running() {
+		t.Error("Jaeger runs after Stop")
+	}
+	if _, err := j.Services(); err == nil {
+		t.Error("the stopped Jaeger still answers")
+	}
+}
+
+func TestTheRigRunsTheVersionTheToolsModulePins(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join("..", "..", "tools", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mod), "\n\t"+module+" "+Version+" ") {
+		t.Errorf("tools/go.mod does not require %s %s:\n%s", module, Version, mod)
+	}
+	if !strings.Contains(string(mod), "\ntool "+module+"/cmd/jaeger\n") {
+		t.Errorf("tools/go.mod names no tool %s/cmd/jaeger", module)
+	}
+}
+
+func TestBinaryRefusesAJaegerOfAnotherBuildAndNamesWhatItFound(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("GOPATH", t.TempDir())
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("GOBIN", dir)
+	if _, err := Binary(); err == nil || !strings.Contains(err.Error(), "no jaeger binary in "+filepath.Join(dir, "jaeger")) {
+		t.Errorf("with no binary: %v", err)
+	}
+	// This test binary is a Go binary, not built from Jaeger's module.
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "jaeger"), self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Binary(); err == nil || !strings.Contains(err.Error(), "no jaeger "+Version+": found "+filepath.Join(dir, "jaeger")+" (not built from "+module+")") {
+		t.Errorf("with another Go binary: %v", err)
+	}
+}
