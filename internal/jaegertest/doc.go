@@ -29,6 +29,15 @@
 // an OTLP receiver for HTTP only, no processor (spans go to storage as they
 // arrive) and the Collector's own metrics off.
 //
+// # The UI
+//
+// Jaeger's UI (jaeger-ui, a JavaScript application) is built apart from
+// the Go code and is not in the Go module, so a binary built from it serves
+// a placeholder page in place of the UI; the HTTP API answers all the
+// same. Given $JAEGERTEST_UI_ASSETS, a directory of jaeger-ui's built
+// assets (its index.html and the rest), Start has the query service serve
+// them (ui.assets_path); HasUI tells which the running Jaeger serves.
+//
 // # Asynchronous ingestion
 //
 // The receiver answers an export before the spans are stored, and a

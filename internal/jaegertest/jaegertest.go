@@ -1,30 +1,15 @@
 package jaegertest
 
 import (
-	"debug/buildinfo"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/proctest"
 )
-
-// Version is the Jaeger the rig runs, the version tools/go.mod pins.
-const Version = "v1.75.0"
-
-// module is the Go module the jaeger command is built from.
-const module = "github.com/jaegertracing/jaeger"
-
-// BuildCommand builds and installs the binary Binary finds, from the
-// repository's root.
-const BuildCommand = "(cd tools && GOWORK=off go install " + module + "/cmd/jaeger)"
 
 // Jaeger is one running (or stopped) Jaeger.
 type Jaeger struct {
@@ -46,65 +31,6 @@ type Jaeger struct {
 // Binary returns the path of a jaeger binary of Version: $GOBIN/jaeger,
 // else the first $GOPATH's bin/jaeger ($HOME/go/bin/jaeger when GOPATH is
 // unset), else jaeger on $PATH. The error says what is missing or which
-// version was found.
-func Binary() (string, error) {
-	var candidates []string
-	if gobin := os.Getenv("GOBIN"); gobin != "" {
-		candidates = append(candidates, filepath.Join(gobin, "jaeger"))
-	}
-	gopath, _, _ := strings.Cut(os.Getenv("GOPATH"), string(os.PathListSeparator))
-	if gopath == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			gopath = filepath.Join(home, "go")
-		}
-	}
-	if gopath != "" {
-		candidates = append(candidates, filepath.Join(gopath, "bin", "jaeger"))
-	}
-	if p, err := exec.LookPath("jaeger"); err == nil {
-		candidates = append(candidates, p)
-	}
-	var found []string
-	for _, p := range candidates {
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		v, err := builtVersion(p)
-		if err == nil && v == Version {
-			return p, nil
-		}
-		found = append(found, fmt.Sprintf("%s (%s)", p, cmpErr(v, err)))
-	}
-	if len(found) == 0 {
-		return "", fmt.Errorf("jaegertest: no jaeger binary in %s", strings.Join(candidates, ", "))
-	}
-	return "", fmt.Errorf("jaegertest: no jaeger %s: found %s", Version, strings.Join(found, ", "))
-}
-
-// builtVersion reads the version of the jaeger module a binary was built
-// from, out of its build information.
-func builtVersion(path string) (string, error) {
-	info, err := buildinfo.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	if info.Main.Path == module {
-		return info.Main.Version, nil
-	}
-	for _, d := range info.Deps {
-		if d.Path == module {
-			return d.Version, nil
-		}
-	}
-	return "", errors.New("not built from " + module)
-}
-
-func cmpErr(version string, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return "version " + version
-}
 
 // Require returns the jaeger binary's path. It skips the test when there
 // is none of Version, or fails it under CI=true (.ci/run builds it).
@@ -131,14 +57,14 @@ func Start(t testing.TB) *Jaeger {
 	dir := t.TempDir()
 	otlp, query, grpc := proctest.FreePort(t, "jaegertest"), proctest.FreePort(t, "jaegertest"), proctest.FreePort(t, "jaegertest")
 	j := &Jaeger{
-		OTLPEndpoint: "http://127.0.0.1:" + strconv.Itoa(otlp),
-		UI:           "http://127.0.0.1:" + strconv.Itoa(query),
+		OTLPEndpoint: fmt.Sprintf("http://127.0.0.1:%d", otlp),
+		UI:           fmt.Sprintf("http://127.0.0.1:%d", query),
 		LogFile:      filepath.Join(dir, "jaeger.log"),
 		t:            t,
 		client:       &http.Client{Timeout: 10 * time.Second},
 	}
 	conf := filepath.Join(dir, "jaeger.yaml")
-	if err := os.WriteFile(conf, []byte(config(otlp, query, grpc)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(config(otlp, query, grpc, os.Getenv(UIAssetsEnv))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	j.proc = proctest.Process{Rig: "jaegertest", Name: "jaeger", Argv: []string{bin, "--config", conf}, Dir: dir,
@@ -157,10 +83,21 @@ func Start(t testing.TB) *Jaeger {
 	return j
 }
 
+// UIAssetsEnv names the variable that may hold a directory of Jaeger UI's
+// built assets (the build of jaeger-ui, holding index.html) for the query
+// service to serve. A binary built from the Go module holds none: its UI
+// is a placeholder page (see HasUI).
+const UIAssetsEnv = "JAEGERTEST_UI_ASSETS"
+
 // config is Jaeger's configuration: in-memory storage, OTLP over HTTP on
-// otlp, the query service's HTTP API and UI on query and its gRPC API on
+// otlp, the query service's HTTP API and UI on query (with the UI's
+// assets from the directory uiAssets, when given) and its gRPC API on
 // grpc, all on 127.0.0.1.
-func config(otlp, query, grpc int) string {
+func config(otlp, query, grpc int, uiAssets string) string {
+	ui := ""
+	if uiAssets != "" {
+		ui = fmt.Sprintf("    ui:\n      assets_path: %q\n", uiAssets)
+	}
 	return fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -182,7 +119,7 @@ extensions:
     enable_tracing: false
     storage:
       traces: memstore
-    http:
+%s    http:
       endpoint: 127.0.0.1:%d
     grpc:
       endpoint: 127.0.0.1:%d
@@ -194,7 +131,7 @@ receivers:
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
-`, query, grpc, otlp)
+`, ui, query, grpc, otlp)
 }
 
 // Env is the environment that sends a program's spans to this Jaeger:

@@ -3,6 +3,7 @@ package jaegertest
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -64,6 +65,10 @@ func TestASpanSentOverOTLPIsFoundThroughTheAPIWithItsParentLinkAndTags(t *testin
 	}
 	if got := Operations(tr.Children(parent)); !slices.Equal(got, []string{"probe child"}) {
 		t.Errorf("the parent's children %q", got)
+	}
+	if !tr.Within(child, parent) || tr.Within(parent, child) || tr.Within(parent, parent) {
+		t.Errorf("Within: the child within the parent %v, the parent within the child %v, within itself %v; want true, false, false",
+			tr.Within(child, parent), tr.Within(parent, child), tr.Within(parent, parent))
 	}
 	if !slices.Contains(child.References, Reference{RefType: FollowsFrom, TraceID: linked.TraceID().String(), SpanID: linked.SpanID().String()}) {
 		t.Errorf("the child's references %+v lack the link to %s", child.References, linked.SpanID())
@@ -136,5 +141,30 @@ func TestBinaryRefusesAJaegerOfAnotherBuildAndNamesWhatItFound(t *testing.T) {
 	}
 	if _, err := Binary(); err == nil || !strings.Contains(err.Error(), "no jaeger "+Version+": found "+filepath.Join(dir, "jaeger")+" (not built from "+module+")") {
 		t.Errorf("with another Go binary: %v", err)
+	}
+}
+
+func TestTheUIIsAPlaceholderUnlessItsAssetsAreGiven(t *testing.T) {
+	t.Setenv(UIAssetsEnv, "")
+	if has, err := Start(t).HasUI(); err != nil || has {
+		t.Errorf("a Jaeger built from the Go module: HasUI %v, %v; want its placeholder page", has, err)
+	}
+	assets := t.TempDir()
+	const page = "<!doctype html><title>Jaeger UI</title><div id=jaeger-ui-root></div>"
+	if err := os.WriteFile(filepath.Join(assets, "index.html"), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(UIAssetsEnv, assets)
+	j := Start(t)
+	if has, err := j.HasUI(); err != nil || !has {
+		t.Errorf("with %s: HasUI %v, %v; want the UI of the assets given", UIAssetsEnv, has, err)
+	}
+	resp, err := http.Get(j.TraceURL(strings.Repeat("ab", 16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "jaeger-ui-root") {
+		t.Errorf("the trace's page serves %.200q, want the given UI's index.html", body)
 	}
 }
