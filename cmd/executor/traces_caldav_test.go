@@ -31,7 +31,7 @@ func TestACalDAVSendsTraceHoldsItsHTTPClientSpans(t *testing.T) {
 		t.Fatalf("the CalDAV send: exit %d, receipt %v:\n%s", created.exit, created.receipt, created.output)
 	}
 	tr := p.jaeger.WaitTrace(t, expectNamedTrace(t, created), hasProcessSpans(1))
-	if got, want := tr.Services(), []string{publisherService, "sendtwice-executor-caldav"}; !slices.Equal(got, want) {
+	if got, want := tr.Services(), sortedOf(publisherService, "sendtwice-executor-caldav"); !slices.Equal(got, want) {
 		t.Errorf("the trace's services %q, want %q", got, want)
 	}
 	process := span(t, tr, "sendtwice-executor-caldav", processSpan)

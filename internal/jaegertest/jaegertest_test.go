@@ -40,6 +40,8 @@ func emit(t *testing.T, j *Jaeger, service string) (traceID string, linked trace
 		trace.WithAttributes(attribute.String("probe.key", "probe-value"), attribute.Int("probe.count", 2)))
 	_, child := tr.Start(ctx, "probe child", trace.WithLinks(trace.Link{SpanContext: other.SpanContext()}))
 	child.End()
+	_, linkedToParent := tr.Start(ctx, "probe consumer", trace.WithLinks(trace.LinkFromContext(ctx)))
+	linkedToParent.End()
 	parent.End()
 	if err := stop(context.Background()); err != nil {
 		t.Fatalf("flushing the spans: %v", err)
@@ -51,7 +53,7 @@ func TestASpanSentOverOTLPIsFoundThroughTheAPIWithItsParentLinkAndTags(t *testin
 	j := Start(t)
 	id, linked := emit(t, j, "jaegertest-probe")
 
-	tr := j.WaitTrace(t, id, func(tr Trace) bool { return len(tr.Spans) == 2 })
+	tr := j.WaitTrace(t, id, func(tr Trace) bool { return len(tr.Spans) == 3 })
 	if got := tr.Services(); !slices.Equal(got, []string{"jaegertest-probe"}) {
 		t.Errorf("services %q, want jaegertest-probe", got)
 	}
@@ -63,8 +65,14 @@ func TestASpanSentOverOTLPIsFoundThroughTheAPIWithItsParentLinkAndTags(t *testin
 	if parent.Parent() != "" || child.Parent() != parent.SpanID {
 		t.Errorf("parent of the parent %q, of the child %q; want none and %s", parent.Parent(), child.Parent(), parent.SpanID)
 	}
-	if got := Operations(tr.Children(parent)); !slices.Equal(got, []string{"probe child"}) {
+	if got := Operations(tr.Children(parent)); !slices.Equal(got, []string{"probe child", "probe consumer"}) {
 		t.Errorf("the parent's children %q", got)
+	}
+	// Jaeger keeps one reference, FOLLOWS_FROM, to a parent that is
+	// also a link; it is still the parent.
+	consumer := tr.Named("probe consumer")[0]
+	if want := []Reference{{FollowsFrom, id, parent.SpanID}}; !slices.Equal(consumer.References, want) || consumer.Parent() != parent.SpanID {
+		t.Errorf("a span linked to its parent: references %+v, parent %q; want %+v and %s", consumer.References, consumer.Parent(), want, parent.SpanID)
 	}
 	if !tr.Within(child, parent) || tr.Within(parent, child) || tr.Within(parent, parent) {
 		t.Errorf("Within: the child within the parent %v, the parent within the child %v, within itself %v; want true, false, false",

@@ -61,14 +61,24 @@ func (s Span) Tag(key string) (string, bool) {
 	return "", false
 }
 
-// Parent is the id of the span's parent in its trace, "" for a root.
+// Parent is the id of the span's parent in its trace, "" for a root: its
+// CHILD_OF reference, else its first FOLLOWS_FROM reference in the trace.
+// A span linked to its own parent (a consumer span linked to the producer
+// span it continues) comes out of Jaeger's translation with that one
+// reference, as FOLLOWS_FROM; Jaeger's UI too takes a span's first
+// reference as its parent.
 func (s Span) Parent() string {
+	first := ""
 	for _, r := range s.References {
-		if r.RefType == ChildOf && r.TraceID == s.TraceID {
+		switch {
+		case r.TraceID != s.TraceID:
+		case r.RefType == ChildOf:
 			return r.SpanID
+		case first == "":
+			first = r.SpanID
 		}
 	}
-	return ""
+	return first
 }
 
 // Service is the name of the service that made the span.
