@@ -30,11 +30,11 @@ func TestACalDAVSendsTraceHoldsItsHTTPClientSpans(t *testing.T) {
 	if created.exit != 0 || created.receipt["outcome"] != document.OutcomeCreated {
 		t.Fatalf("the CalDAV send: exit %d, receipt %v:\n%s", created.exit, created.receipt, created.output)
 	}
-	tr := p.jaeger.WaitTrace(t, expectNamedTrace(t, created), hasProcessSpans(1))
+	tr := p.jaeger.WaitTrace(t, expectNamedTrace(t, created), holdsDeliveries(1))
 	if got, want := tr.Services(), sortedOf(publisherService, "sendtwice-executor-caldav"); !slices.Equal(got, want) {
 		t.Errorf("the trace's services %q, want %q", got, want)
 	}
-	process := span(t, tr, "sendtwice-executor-caldav", processSpan)
+	process := onlySpan(t, tr, "sendtwice-executor-caldav", processSpan)
 	var methods []string
 	for _, sp := range tr.Spans {
 		method, ok := sp.Tag("http.request.method")

@@ -59,7 +59,7 @@ func startTracedPipeline(t *testing.T, executorArgs ...string) *tracedPipeline {
 	p := &tracedPipeline{jaeger: j, url: testenv.NATS(t)}
 	nc, js := testenv.Connect(t, p.url)
 	p.js, p.svc = js, provider.NewClient(nc)
-	startRole(t, "the task service", roleCmd("service", t.TempDir(), p.url, 0))
+	startTracedRole(t, "the task service", roleCmd("service", t.TempDir(), p.url, 0))
 	waitFor(t, 30*time.Second, "the task service to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -72,10 +72,10 @@ func startTracedPipeline(t *testing.T, executorArgs ...string) *tracedPipeline {
 	return p
 }
 
-// startRole starts cmd, a role of this test binary (named name in a
+// startTracedRole starts cmd, a role of this test binary (named name in a
 // failure's message), and stops it with SIGTERM (it then flushes its
 // spans) when the test ends.
-func startRole(t *testing.T, name string, cmd *exec.Cmd) {
+func startTracedRole(t *testing.T, name string, cmd *exec.Cmd) {
 	t.Helper()
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -90,10 +90,10 @@ func startRole(t *testing.T, name string, cmd *exec.Cmd) {
 	})
 }
 
-// sent is what one publisher send left: its output and exit status, the
+// sendResult is what one publisher send left: its output and exit status, the
 // trace id it printed, and the receipt stored for it with its trace_id and
 // traceparent header.
-type sent struct {
+type sendResult struct {
 	output      string
 	exit        int
 	printed     string
@@ -102,7 +102,7 @@ type sent struct {
 }
 
 // traceID is the trace the send's receipt names.
-func (s sent) traceID() string {
+func (s sendResult) traceID() string {
 	id, _ := s.receipt["trace_id"].(string)
 	return id
 }
@@ -113,7 +113,7 @@ var printedTraceID = regexp.MustCompile(`(?i)trace\S*?\W+([0-9a-f]{32})\b`)
 
 // send publishes envelope from a publisher process (this test binary as
 // publisher send, extra its further flags) and waits for its receipt.
-func (p *tracedPipeline) send(t *testing.T, envelope []byte, extra ...string) sent {
+func (p *tracedPipeline) send(t *testing.T, envelope []byte, extra ...string) sendResult {
 	t.Helper()
 	file := writeTestFile(t, "envelope.json", string(envelope))
 	cmd := exec.Command(os.Args[0], append([]string{"--server", p.url, "--envelope", file, "--wait", "30s"}, extra...)...)
@@ -122,7 +122,7 @@ func (p *tracedPipeline) send(t *testing.T, envelope []byte, extra ...string) se
 	if cmd.ProcessState == nil {
 		t.Fatalf("publisher send: %v", err)
 	}
-	s := sent{output: string(out), exit: cmd.ProcessState.ExitCode()}
+	s := sendResult{output: string(out), exit: cmd.ProcessState.ExitCode()}
 	if m := printedTraceID.FindStringSubmatch(s.output); m != nil {
 		s.printed = m[1]
 	}
@@ -146,7 +146,7 @@ func (p *tracedPipeline) send(t *testing.T, envelope []byte, extra ...string) se
 
 // expectNamedTrace checks that the receipt, its traceparent header and
 // publisher send's output all name one trace, and returns its id.
-func expectNamedTrace(t *testing.T, s sent) string {
+func expectNamedTrace(t *testing.T, s sendResult) string {
 	t.Helper()
 	id := s.traceID()
 	if len(id) != 32 {
@@ -161,9 +161,9 @@ func expectNamedTrace(t *testing.T, s sent) string {
 	return id
 }
 
-// span returns the only span named name that service made in tr, failing
+// onlySpan returns the only span named name that service made in tr, failing
 // the test unless there is exactly one.
-func span(t *testing.T, tr jaegertest.Trace, service, name string) jaegertest.Span {
+func onlySpan(t *testing.T, tr jaegertest.Trace, service, name string) jaegertest.Span {
 	t.Helper()
 	var found []jaegertest.Span
 	for _, s := range tr.Named(name) {
@@ -177,8 +177,8 @@ func span(t *testing.T, tr jaegertest.Trace, service, name string) jaegertest.Sp
 	return found[0]
 }
 
-// sendSpan is the publisher's send span, whatever the subject it names.
-func sendSpan(t *testing.T, tr jaegertest.Trace) jaegertest.Span {
+// publisherSpan is the publisher's send span, whatever the subject it names.
+func publisherSpan(t *testing.T, tr jaegertest.Trace) jaegertest.Span {
 	t.Helper()
 	for _, s := range tr.Spans {
 		if strings.HasPrefix(s.OperationName, "send ") && tr.Service(s) == publisherService {
@@ -189,8 +189,8 @@ func sendSpan(t *testing.T, tr jaegertest.Trace) jaegertest.Span {
 	return jaegertest.Span{}
 }
 
-// expectTags checks tags of s.
-func expectTags(t *testing.T, what string, s jaegertest.Span, want map[string]string) {
+// expectSpanTags checks tags of s.
+func expectSpanTags(t *testing.T, what string, s jaegertest.Span, want map[string]string) {
 	t.Helper()
 	for k, v := range want {
 		if got, ok := s.Tag(k); got != v {
@@ -199,8 +199,8 @@ func expectTags(t *testing.T, what string, s jaegertest.Span, want map[string]st
 	}
 }
 
-// inOrder reports whether want are among got, in this order.
-func inOrder(got, want []string) bool {
+// inThisOrder reports whether want are among got, in this order.
+func inThisOrder(got, want []string) bool {
 	i := 0
 	for _, g := range got {
 		if i < len(want) && g == want[i] {
@@ -210,9 +210,9 @@ func inOrder(got, want []string) bool {
 	return i == len(want)
 }
 
-// hasProcessSpans reports whether tr holds n process spans with an
+// holdsDeliveries reports whether tr holds n process spans with an
 // outcome: the executor has finished n deliveries.
-func hasProcessSpans(n int) func(jaegertest.Trace) bool {
+func holdsDeliveries(n int) func(jaegertest.Trace) bool {
 	return func(tr jaegertest.Trace) bool {
 		done := 0
 		for _, s := range tr.Named(processSpan) {
@@ -224,14 +224,15 @@ func hasProcessSpans(n int) func(jaegertest.Trace) bool {
 	}
 }
 
-// hasSpans reports whether tr holds a span of each name.
-func hasSpans(names ...string) func(jaegertest.Trace) bool {
+// holdsSpans reports whether tr holds a span of each name.
+func holdsSpans(names ...string) func(jaegertest.Trace) bool {
 	return func(tr jaegertest.Trace) bool {
 		return !slices.ContainsFunc(names, func(n string) bool { return len(tr.Named(n)) == 0 })
 	}
 }
 
-func both(a, b func(jaegertest.Trace) bool) func(jaegertest.Trace) bool {
+// allHold reports whether both a and b hold for a trace.
+func allHold(a, b func(jaegertest.Trace) bool) func(jaegertest.Trace) bool {
 	return func(tr jaegertest.Trace) bool { return a(tr) && b(tr) }
 }
 
@@ -245,7 +246,7 @@ func expectDelivery(t *testing.T, tr jaegertest.Trace, process, send jaegertest.
 	if !slices.Contains(process.References, jaegertest.Reference{RefType: jaegertest.FollowsFrom, TraceID: tr.TraceID, SpanID: send.SpanID}) {
 		t.Errorf("%s has no link to the send span: references %+v", processSpan, process.References)
 	}
-	expectTags(t, processSpan, process, map[string]string{
+	expectSpanTags(t, processSpan, process, map[string]string{
 		"span.kind": "consumer", "messaging.system": "nats", "messaging.operation.type": "process",
 		"sendtwice.intent_id": intent, "sendtwice.outcome": outcome,
 		"messaging.nats.message.delivery_count": fmt.Sprint(delivery),
@@ -267,30 +268,30 @@ func TestASendIsOneTraceAcrossPublisherExecutorAndTaskService(t *testing.T) {
 		t.Fatalf("the first send: exit %d, receipt %v:\n%s", first.exit, first.receipt, first.output)
 	}
 	id := expectNamedTrace(t, first)
-	tr := p.jaeger.WaitTrace(t, id, both(hasProcessSpans(1), hasSpans("provider create", "commit", "ack")))
+	tr := p.jaeger.WaitTrace(t, id, allHold(holdsDeliveries(1), holdsSpans("provider create", "commit", "ack")))
 
 	if got, want := tr.Services(), sortedOf(publisherService, executorService, providerService); !slices.Equal(got, want) {
 		t.Errorf("the trace's services %q, want %q", got, want)
 	}
-	send := sendSpan(t, tr)
-	expectTags(t, "the send span", send, map[string]string{"span.kind": "producer", "messaging.system": "nats",
+	send := publisherSpan(t, tr)
+	expectSpanTags(t, "the send span", send, map[string]string{"span.kind": "producer", "messaging.system": "nats",
 		"messaging.operation.type": "send", "sendtwice.intent_id": intent})
 	if send.Parent() != "" {
 		t.Errorf("the send span has a parent %s: publisher send starts the trace", send.Parent())
 	}
-	process := span(t, tr, executorService, processSpan)
+	process := onlySpan(t, tr, executorService, processSpan)
 	expectDelivery(t, tr, process, send, intent, document.OutcomeCreated, 1)
 	if task, _ := process.Tag("sendtwice.task_id"); task == "" || task != first.receipt["task_id"] {
 		t.Errorf("%s names the task %q, the receipt %v", processSpan, task, first.receipt["task_id"])
 	}
 	children := jaegertest.Operations(tr.Children(process))
-	if want := []string{"gate", "task service create", "receipt store", "ack"}; !inOrder(children, want) {
+	if want := []string{"gate", "task service create", "receipt store", "ack"}; !inThisOrder(children, want) {
 		t.Errorf("the children of %s are %q, want %q among them in this order", processSpan, children, want)
 	}
-	create := span(t, tr, providerService, "provider create")
-	expectTags(t, "provider create", create, map[string]string{"span.kind": "server", "sendtwice.intent_id": intent,
+	create := onlySpan(t, tr, providerService, "provider create")
+	expectSpanTags(t, "provider create", create, map[string]string{"span.kind": "server", "sendtwice.intent_id": intent,
 		"sendtwice.outcome": document.OutcomeCreated})
-	if !tr.Within(create, span(t, tr, executorService, "task service create")) {
+	if !tr.Within(create, onlySpan(t, tr, executorService, "task service create")) {
 		t.Errorf("provider create is not within the executor's task service create; the %s", tr)
 	}
 	if got := jaegertest.Operations(tr.Children(create)); !slices.Contains(got, "commit") {
@@ -305,8 +306,8 @@ func TestASendIsOneTraceAcrossPublisherExecutorAndTaskService(t *testing.T) {
 	if resendID == id {
 		t.Fatalf("the resend is in the first send's trace %s: every send is a trace of its own", id)
 	}
-	resend := p.jaeger.WaitTrace(t, resendID, hasProcessSpans(1))
-	expectDelivery(t, resend, span(t, resend, executorService, processSpan), sendSpan(t, resend), intent, document.OutcomeReplayed, 1)
+	resend := p.jaeger.WaitTrace(t, resendID, holdsDeliveries(1))
+	expectDelivery(t, resend, onlySpan(t, resend, executorService, processSpan), publisherSpan(t, resend), intent, document.OutcomeReplayed, 1)
 
 	// Each send is one trace: the search by intent finds exactly these two.
 	traces := p.jaeger.WaitTraces(t, executorService, map[string]string{"sendtwice.intent_id": intent}, nil)
@@ -353,15 +354,15 @@ func TestATamperedMessagesTraceNamesTheCheckThatRefusedIt(t *testing.T) {
 	if refused.receipt["outcome"] != document.OutcomeRejected {
 		t.Fatalf("the tampered message's receipt %v, want rejected:\n%s", refused.receipt, refused.output)
 	}
-	tr := p.jaeger.WaitTrace(t, expectNamedTrace(t, refused), both(hasProcessSpans(1), hasSpans("gate")))
-	process := span(t, tr, executorService, processSpan)
-	expectDelivery(t, tr, process, sendSpan(t, tr), document.Identify(tampered.Envelope).IntentID, document.OutcomeRejected, 1)
-	expectTags(t, processSpan, process, map[string]string{"sendtwice.gate.check": tampered.Check})
-	gate := span(t, tr, executorService, "gate")
+	tr := p.jaeger.WaitTrace(t, expectNamedTrace(t, refused), allHold(holdsDeliveries(1), holdsSpans("gate")))
+	process := onlySpan(t, tr, executorService, processSpan)
+	expectDelivery(t, tr, process, publisherSpan(t, tr), document.Identify(tampered.Envelope).IntentID, document.OutcomeRejected, 1)
+	expectSpanTags(t, processSpan, process, map[string]string{"sendtwice.gate.check": tampered.Check})
+	gate := onlySpan(t, tr, executorService, "gate")
 	if gate.Parent() != process.SpanID {
 		t.Errorf("the gate span's parent is %s, want %s", gate.Parent(), processSpan)
 	}
-	expectTags(t, "the gate span", gate, map[string]string{"sendtwice.gate.check": tampered.Check, "otel.status_code": "ERROR"})
+	expectSpanTags(t, "the gate span", gate, map[string]string{"sendtwice.gate.check": tampered.Check, "otel.status_code": "ERROR"})
 	for _, never := range []string{"task service create", "provider create"} {
 		if n := len(tr.Named(never)); n != 0 {
 			t.Errorf("the refused message's trace holds %d spans %s: the task service heard of it", n, never)
@@ -386,12 +387,12 @@ func TestALostReplysTraceHoldsBothDeliveriesTheSecondReplayed(t *testing.T) {
 	if lost.exit != 0 || lost.receipt["outcome"] != document.OutcomeReplayed {
 		t.Fatalf("the send whose first reply was lost: exit %d, receipt %v, want replayed:\n%s", lost.exit, lost.receipt, lost.output)
 	}
-	tr := p.jaeger.WaitTrace(t, expectNamedTrace(t, lost), both(hasProcessSpans(2), hasSpans("provider create")))
+	tr := p.jaeger.WaitTrace(t, expectNamedTrace(t, lost), allHold(holdsDeliveries(2), holdsSpans("provider create")))
 	deliveries := tr.Named(processSpan)
 	if len(deliveries) != 2 {
 		t.Fatalf("%d deliveries in the trace, want 2; the %s", len(deliveries), tr)
 	}
-	send := sendSpan(t, tr)
+	send := publisherSpan(t, tr)
 	expectDelivery(t, tr, deliveries[0], send, intent, "retry", 1)
 	if _, ok := deliveries[0].Tag("otel.status_code"); !ok {
 		t.Errorf("the first delivery, given back for retry, has no error status: %+v", deliveries[0].Tags)
