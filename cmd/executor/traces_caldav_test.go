@@ -7,6 +7,7 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
 	"github.com/sendtwice/sendtwice/internal/document"
+	"github.com/sendtwice/sendtwice/internal/jaegertest"
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
@@ -18,12 +19,15 @@ const caldavTracesPassword = "caldav-traces-password-7f3a"
 func TestACalDAVSendsTraceHoldsItsHTTPClientSpans(t *testing.T) {
 	const user = "alice"
 	dav := davtest.Start(t, davtest.Radicale, davtest.Options{User: user, Password: caldavTracesPassword})
-	// The executor names its service after OTEL_SERVICE_NAME; the
-	// publisher, started with it empty, keeps its own name.
+	// The executor names its service after OTEL_SERVICE_NAME and adds
+	// OTEL_RESOURCE_ATTRIBUTES; the publisher, started with both empty,
+	// keeps its own name.
 	t.Setenv("OTEL_SERVICE_NAME", "sendtwice-executor-caldav")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=traces-test")
 	t.Setenv("CALDAV_PASSWORD", caldavTracesPassword)
 	p := startTracedPipeline(t, "--task-service", "caldav", "--caldav-url", dav.CollectionURL, "--caldav-user", user)
 	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
 	s := testenv.SeedFor(t, scenario.CalDAV)
 
 	created := p.send(t, s.Original.Envelope())
@@ -35,6 +39,9 @@ func TestACalDAVSendsTraceHoldsItsHTTPClientSpans(t *testing.T) {
 		t.Errorf("the trace's services %q, want %q", got, want)
 	}
 	process := onlySpan(t, tr, "sendtwice-executor-caldav", processSpan)
+	if !slices.Contains(tr.Processes[process.ProcessID].Tags, jaegertest.KeyValue{Key: "deployment.environment.name", Type: "string", Value: "traces-test"}) {
+		t.Errorf("the executor's resource lacks OTEL_RESOURCE_ATTRIBUTES' deployment.environment.name=traces-test: %+v", tr.Processes[process.ProcessID].Tags)
+	}
 	var methods []string
 	for _, sp := range tr.Spans {
 		method, ok := sp.Tag("http.request.method")

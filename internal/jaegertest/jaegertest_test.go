@@ -51,6 +51,7 @@ func emit(t *testing.T, j *Jaeger, service string) (traceID string, linked trace
 
 func TestASpanSentOverOTLPIsFoundThroughTheAPIWithItsParentLinkAndTags(t *testing.T) {
 	j := Start(t)
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "probe.resource=r1")
 	id, linked := emit(t, j, "jaegertest-probe")
 
 	tr := j.WaitTrace(t, id, func(tr Trace) bool { return len(tr.Spans) == 3 })
@@ -80,6 +81,9 @@ func TestASpanSentOverOTLPIsFoundThroughTheAPIWithItsParentLinkAndTags(t *testin
 	}
 	if !slices.Contains(child.References, Reference{RefType: FollowsFrom, TraceID: linked.TraceID().String(), SpanID: linked.SpanID().String()}) {
 		t.Errorf("the child's references %+v lack the link to %s", child.References, linked.SpanID())
+	}
+	if got := tr.Processes[parent.ProcessID].Tags; !slices.Contains(got, KeyValue{Key: "probe.resource", Type: "string", Value: "r1"}) {
+		t.Errorf("the process's tags %+v lack the resource attribute probe.resource=r1", got)
 	}
 	for key, want := range map[string]string{"probe.key": "probe-value", "probe.count": "2", "span.kind": "producer"} {
 		if got, ok := parent.Tag(key); got != want {
