@@ -33,6 +33,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/scenario"
 	"github.com/sendtwice/sendtwice/internal/testenv"
 	"github.com/sendtwice/sendtwice/internal/topology"
+	"github.com/sendtwice/sendtwice/internal/tracing/otlp"
 	"github.com/sendtwice/sendtwice/send"
 )
 
@@ -64,6 +65,14 @@ func runRole(role string) int {
 		s.WaitForShutdown()
 		return 0
 	case "service":
+		// Its spans go where the environment says, as provider serve's do
+		// (cli.Main): nowhere unless OTEL_EXPORTER_OTLP_ENDPOINT is set.
+		stopTracing, err := otlp.Start(ctx, "sendtwice-provider")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { _ = stopTracing(context.Background()) }()
 		connect := func() (*nats.Conn, error) {
 			return nats.Connect(url, nats.Name("fake-task-provider"), nats.MaxReconnects(-1),
 				nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))

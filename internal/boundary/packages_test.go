@@ -33,6 +33,7 @@ var stated = []struct {
 	{"cmd/internal/deploytest", false, nil},
 	{"internal/davtest", false, nil},
 	{"internal/redminetest", false, nil},
+	{"internal/jaegertest", false, nil},
 }
 
 // readRules parses the doc.go of every package of the module but the

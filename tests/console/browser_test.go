@@ -22,7 +22,7 @@ import (
 	"github.com/sendtwice/sendtwice/internal/testenv"
 )
 
-var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/console.png (shown in docs/CONSOLE.md) from the browser test")
+var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/console.png (shown in docs/CONSOLE.md) from the browser test, and docs/tracing-resend.png (docs/TRACING.md) from the Jaeger test")
 
 // chromiumPath is Debian's chromium package, which .ci/run installs.
 const chromiumPath = "/usr/bin/chromium"
@@ -144,6 +144,23 @@ func (b *tab) screenshot(name string) string {
 	return path
 }
 
+// updateDocScreenshot copies the screenshot shot to doc, a picture the
+// documents show, when the test runs with -update-screenshot.
+func updateDocScreenshot(t *testing.T, shot, doc string) {
+	t.Helper()
+	if !*updateScreenshot {
+		return
+	}
+	png, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(doc, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", doc)
+}
+
 func twoDigits(n int) string { return string([]byte{byte('0' + n/10%10), byte('0' + n%10)}) }
 
 func expectCounts(t *testing.T, env *testenv.Env, want provider.Counts) {
@@ -214,16 +231,7 @@ func TestBrowserApproveTwice(t *testing.T) {
 	}
 	shot := b.screenshot("replayed")
 	expectCounts(t, env, provider.Counts{RequestsReceived: 2, CreatesExecuted: 1, TasksExisting: 1})
-	if *updateScreenshot {
-		png, err := os.ReadFile(shot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(readmeScreenshot, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s", readmeScreenshot)
-	}
+	updateDocScreenshot(t, shot, readmeScreenshot)
 
 	// Reloading shows the same send again and sends nothing.
 	b.do("reloading", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#result[data-state="replayed"]`)))

@@ -6,7 +6,7 @@
 // programs print. It has no code of its own.
 //
 // It must never be imported by a production package, and never import
-// anything but the standard library, internal/davtest and
-// internal/redminetest: the rigs that start the CalDAV and Redmine servers a
-// documentation block may need.
+// anything but the standard library, internal/davtest, internal/redminetest
+// and internal/jaegertest: the rigs that start the CalDAV and Redmine
+// servers and the Jaeger a documentation block may need.
 package deploytest

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sendtwice/sendtwice/internal/davtest"
+	"github.com/sendtwice/sendtwice/internal/jaegertest"
 	"github.com/sendtwice/sendtwice/internal/redminetest"
 )
 
@@ -177,6 +178,13 @@ var blockNeeds = map[string]func(t *testing.T) []string{
 	"redmine": func(t *testing.T) []string {
 		s := redminetest.Start(t, redminetest.Options{})
 		return []string{"REDMINE_URL=" + s.URL + "/", "REDMINE_PROJECT=" + s.Project, "REDMINE_API_KEY=" + s.APIKey}
+	},
+	// A private Jaeger: $OTEL_EXPORTER_OTLP_ENDPOINT, its OTLP/HTTP
+	// receiver, where the programs send their spans, and $JAEGER_URL, its
+	// UI and query API.
+	"jaeger": func(t *testing.T) []string {
+		j := jaegertest.Start(t)
+		return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.OTLPEndpoint, "JAEGER_URL=" + j.UI}
 	},
 }
 
