@@ -62,11 +62,11 @@
 // the caller's trace goes on through the executors and the task service,
 // or else the root of a new trace. Its trace context travels in the
 // message's traceparent and tracestate headers (W3C trace context), and
-// Sent.TraceID names its trace. The package imports no OpenTelemetry SDK:
-// nothing is traced, no trace header is added and Sent.TraceID is "" until
-// the application sets a tracer provider (otel.SetTracerProvider), and the
-// headers carry the trace context once it sets the W3C propagator too
-// (otel.SetTextMapPropagator with propagation.TraceContext).
+// Sent.TraceID names its trace. Nothing is traced, no trace header is
+// added and Sent.TraceID is "" until the application sets a tracer
+// provider (otel.SetTracerProvider); the headers carry the trace context
+// once it sets the W3C propagator too (otel.SetTextMapPropagator with
+// propagation.TraceContext).
 //
 // # Errors
 //

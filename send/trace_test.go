@@ -2,8 +2,6 @@ package send_test
 
 import (
 	"context"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -157,19 +155,5 @@ func TestAPublishSpanWithTracingOffAllocatesNoMoreThanTheSpan(t *testing.T) {
 	})
 	if allocs > bare {
 		t.Fatalf("starting and ending a publish span with tracing off allocates %v times, a bare span %v", allocs, bare)
-	}
-}
-
-// The SDK takes part in a trace through OpenTelemetry's API only: an
-// application that imports it links no SDK and no exporter.
-func TestSendLinksNoOpenTelemetrySDKOrExporter(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(p, "go.opentelemetry.io/otel/exporters") {
-			t.Errorf("package send links %s: it must use OpenTelemetry's API only", p)
-		}
 	}
 }

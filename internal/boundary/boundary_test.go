@@ -105,15 +105,18 @@ type rule struct {
 // packages whose doc.go says they must never be imported by a production
 // package.
 var vocabulary = map[string]func(g graph, rigs []string, doc, dep string) bool{
-	"NATS":                    prefix("github.com/nats-io"),
-	"nats-server":             prefix("github.com/nats-io/nats-server"),
-	"the NATS client":         prefix("github.com/nats-io/nats.go"),
-	"Pebble":                  prefix("github.com/cockroachdb/pebble"),
-	"pgx":                     prefix("github.com/jackc"),
-	"Prometheus":              prefix("github.com/prometheus"),
-	"go-webdav":               prefix("github.com/emersion/go-webdav"),
-	"go-ical":                 prefix("github.com/emersion/go-ical"),
-	"porcupine":               prefix("github.com/anishathalye/porcupine"),
+	"NATS":            prefix("github.com/nats-io"),
+	"nats-server":     prefix("github.com/nats-io/nats-server"),
+	"the NATS client": prefix("github.com/nats-io/nats.go"),
+	"Pebble":          prefix("github.com/cockroachdb/pebble"),
+	"pgx":             prefix("github.com/jackc"),
+	"Prometheus":      prefix("github.com/prometheus"),
+	"go-webdav":       prefix("github.com/emersion/go-webdav"),
+	"go-ical":         prefix("github.com/emersion/go-ical"),
+	"porcupine":       prefix("github.com/anishathalye/porcupine"),
+	"the OpenTelemetry SDK": func(g graph, rigs []string, doc, dep string) bool {
+		return prefix("go.opentelemetry.io/otel/sdk")(g, rigs, doc, dep) || prefix("go.opentelemetry.io/otel/exporters")(g, rigs, doc, dep)
+	},
 	"the standard library":    func(g graph, _ []string, _, dep string) bool { return g.standard(dep) },
 	"the rest of this module": func(_ graph, _ []string, doc, dep string) bool { return ours(dep) && dep != doc },
 	"a test rig":              func(_ graph, rigs []string, _, dep string) bool { return slices.Contains(rigs, dep) },

@@ -26,7 +26,7 @@ var stated = []struct {
 	{"internal/provider", false, []string{"internal/document", "internal/gate", "internal/sign"}},
 	{"cmd/internal/metrics", false, []string{"internal/gate"}},
 	{"internal/executor", false, []string{"internal/provider"}},
-	{"send", false, []string{"Pebble", "nats-server", "a test rig"}},
+	{"send", false, []string{"Pebble", "nats-server", "the OpenTelemetry SDK", "a test rig"}},
 	{"approval", false, []string{"Pebble", "nats-server", "a test rig"}},
 	{"sendtest", false, []string{"pgx", "a test rig"}},
 	{"internal/testenv", false, nil},
