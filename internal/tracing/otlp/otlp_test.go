@@ -76,7 +76,7 @@ func TestTracingIsOffUnlessTheEnvironmentNamesAnEndpoint(t *testing.T) {
 func TestABadSettingIsRefusedNamingIt(t *testing.T) {
 	for _, tc := range []struct {
 		name, variable, value string
-		also              map[string]string
+		also                  map[string]string
 	}{
 		{"a gRPC protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", nil},
 		{"a JSON protocol for traces", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json", nil},

@@ -2,11 +2,14 @@ package tracingtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -72,6 +75,24 @@ func Attr(s tracetest.SpanStub, key attribute.Key) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Check returns an error naming each of attrs that s lacks or holds with
+// another value, nil when s has them all.
+func Check(s tracetest.SpanStub, attrs ...attribute.KeyValue) error {
+	var errs []error
+	for _, want := range attrs {
+		if got, ok := Attr(s, want.Key); !ok || got != want.Value.String() {
+			errs = append(errs, fmt.Errorf("span %q: %s = %q (set: %v), want %q", s.Name, want.Key, got, ok, want.Value.String()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Failed returns the description of s's status and whether it is an
+// error.
+func Failed(s tracetest.SpanStub) (string, bool) {
+	return s.Status.Description, s.Status.Code == codes.Error
 }
 
 func names(exp *tracetest.InMemoryExporter) []string {
