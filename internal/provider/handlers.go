@@ -9,78 +9,149 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sendtwice/sendtwice/internal/tracing"
 )
 
 func (s *Service) handleCreate(r micro.Request) {
 	start := time.Now()
+	ctx, span := startCreateSpan(r)
 	req, refused, err := decodeCreate(r.Data())
 	if err != nil {
 		s.stats.record(start, err)
+		endCreateSpan(span, CreateResponse{}, err)
 		s.refuse(r, err)
 		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(tracing.IntentID.String(req.IntentID), tracing.Scope.String(req.Scope))
 	}
 	if !s.lease.held() {
 		err := errLeaseUnconfirmed
 		s.stats.record(start, err)
+		endCreateSpan(span, CreateResponse{}, err)
 		s.respondError(r, CodeUnavailable, "unavailable: "+err.Error())
 		return
 	}
 	reply := r.Reply()
-
-	s.mu.Lock()
-	drop := false
-	// A refused call is answered with its refusal: the switch is kept for
-	// a call that creates or replays.
-	if s.dropPending > 0 && refused == nil {
-		s.dropPending--
-		drop = true
-	}
-	wait := s.stopping
-	if !wait {
-		s.inflight++
-	}
-	s.mu.Unlock()
-
+	drop, wait := s.admit(refused == nil)
 	var answered chan struct{}
 	if wait {
 		answered = make(chan struct{})
 	}
+	commit := startCommitSpan(ctx, span)
 	err = s.st.submit(&createCall{req: req, refused: refused, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
+		endCommitSpan(commit, err)
 		// Recorded before the answer, so that a caller who reads the stats
 		// after its reply finds its call counted.
 		s.stats.record(start, err)
-		s.answer(reply, req, drop, resp, err)
+		s.answer(ctx, reply, req, drop, resp, err)
+		endCreateSpan(span, resp, err)
 		if wait {
 			close(answered)
 			return
 		}
-		s.mu.Lock()
-		s.inflight--
-		if s.inflight == 0 {
-			s.idle.Broadcast()
-		}
-		s.mu.Unlock()
+		s.leave()
 	}})
 	if err != nil {
-		s.mu.Lock()
-		if !wait {
-			s.inflight--
-			if s.inflight == 0 {
-				s.idle.Broadcast()
-			}
-		}
-		if drop {
-			s.dropPending++
-		}
-		s.mu.Unlock()
-		s.log.Error("create call not accepted", "intent_id", req.IntentID, "err", err)
+		s.unadmit(drop, wait)
+		s.log.ErrorContext(ctx, "create call not accepted", "intent_id", req.IntentID, "err", err)
 		s.stats.record(start, err)
+		endCommitSpan(commit, err)
+		endCreateSpan(span, CreateResponse{}, err)
 		s.respondError(r, CodeInternal, "store unavailable: "+err.Error())
 		return
 	}
 	if wait {
 		<-answered
 	}
+}
+
+// admit counts a create call in flight, unless the service is stopping
+// (wait: the handler then waits for the call's answer itself), and takes
+// the fault switch for it when armed and the call may create or replay
+// (mayUse; a refused call is answered with its refusal).
+func (s *Service) admit(mayUse bool) (drop, wait bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropPending > 0 && mayUse {
+		s.dropPending--
+		drop = true
+	}
+	wait = s.stopping
+	if !wait {
+		s.inflight++
+	}
+	return drop, wait
+}
+
+// unadmit undoes admit for a call the writer did not take.
+func (s *Service) unadmit(drop, wait bool) {
+	if drop {
+		s.mu.Lock()
+		s.dropPending++
+		s.mu.Unlock()
+	}
+	if !wait {
+		s.leave()
+	}
+}
+
+// leave counts a create call admitted without wait as answered.
+func (s *Service) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	if s.inflight == 0 {
+		s.idle.Broadcast()
+	}
+}
+
+// startCreateSpan starts the server span of create call r, a child of the
+// caller's span when r's headers carry its trace context. With tracing off
+// it is the no-op span of a context that holds none, and costs nothing.
+func startCreateSpan(r micro.Request) (context.Context, trace.Span) {
+	ctx := context.Background()
+	if !tracing.On() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return tracing.Tracer().Start(tracing.Extract(ctx, nats.Header(r.Headers())), "provider create", serverSpan...)
+}
+
+// startCommitSpan starts the child of a create's span that lasts until the
+// call's group is committed: its wait for the writer, its decision and the
+// commit. Off, it is the create's own span, which records nothing.
+func startCommitSpan(ctx context.Context, create trace.Span) trace.Span {
+	if !create.IsRecording() {
+		return create
+	}
+	_, span := tracing.Tracer().Start(ctx, "commit")
+	return span
+}
+
+// endCommitSpan ends a commit span; err fails it unless it is the call's
+// refusal, which was committed as such.
+func endCommitSpan(span trace.Span, err error) {
+	if _, refused := errors.AsType[*RefusedError](err); !refused {
+		tracing.Fail(span, err)
+	}
+	span.End()
+}
+
+// endCreateSpan ends the span of a create call with its outcome and task
+// id, and its error if any.
+func endCreateSpan(span trace.Span, resp CreateResponse, err error) {
+	if span.IsRecording() {
+		if resp.Outcome != "" {
+			span.SetAttributes(tracing.Outcome.String(resp.Outcome))
+		}
+		if resp.TaskID != "" {
+			span.SetAttributes(tracing.TaskID.String(resp.TaskID))
+		}
+		tracing.Fail(span, err)
+	}
+	span.End()
 }
 
 // errLeaseUnconfirmed refuses a create while this instance cannot confirm
@@ -98,8 +169,8 @@ func (s *Service) mayCommit() error {
 }
 
 // answer replies to one create call; it runs on the writer goroutine after
-// the commit.
-func (s *Service) answer(reply string, req CreateRequest, drop bool, resp CreateResponse, err error) {
+// the commit. ctx holds the call's span, for the log's trace ids.
+func (s *Service) answer(ctx context.Context, reply string, req CreateRequest, drop bool, resp CreateResponse, err error) {
 	if err != nil {
 		if drop {
 			// Nothing was committed, so the switch is not used up.
@@ -114,12 +185,12 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 		if re, ok := errors.AsType[*RefusedError](err); ok {
 			// A client with create rights asked for something its request
 			// does not say: worth an operator's attention.
-			s.log.Warn("create refused: the call does not match its request", "intent_id", req.IntentID,
+			s.log.WarnContext(ctx, "create refused: the call does not match its request", "intent_id", req.IntentID,
 				"call_ref", req.CallRef, "check", re.Check, "field", re.Field, "request_seq", re.RequestSeq)
 			s.replyError(reply, CodeBadRequest, re.reply())
 			return
 		}
-		s.log.Error("create failed", "intent_id", req.IntentID, "err", err)
+		s.log.ErrorContext(ctx, "create failed", "intent_id", req.IntentID, "err", err)
 		s.replyError(reply, CodeInternal, "store failure: "+err.Error())
 		return
 	}
@@ -127,13 +198,13 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 		"request_seq", resp.RequestSeq, "requests_received", resp.Counts.RequestsReceived,
 		"creates_executed", resp.Counts.CreatesExecuted, "tasks_existing", resp.Counts.TasksExisting}
 	if drop {
-		s.log.Warn("fault switch: reply withheld after commit", attrs...)
+		s.log.WarnContext(ctx, "fault switch: reply withheld after commit", attrs...)
 		return
 	}
 	if resp.Outcome == OutcomeConflict {
-		s.log.Info("create call", attrs...)
+		s.log.InfoContext(ctx, "create call", attrs...)
 	} else {
-		s.log.Debug("create call", attrs...)
+		s.log.DebugContext(ctx, "create call", attrs...)
 	}
 	data, err := json.Marshal(resp)
 	if err != nil {
