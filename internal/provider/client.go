@@ -215,7 +215,7 @@ func (c *Client) roundTrip(ctx context.Context, subject string, body any) (_ []b
 // startRequestSpan starts the client span of req and writes its trace
 // context into req's headers, made for it, when there is one to carry.
 func startRequestSpan(ctx context.Context, req *nats.Msg) (context.Context, trace.Span) {
-	ctx, span := tracing.Tracer().Start(ctx, requestSpanName(req.Subject), clientSpan...)
+	ctx, span := tracing.Tracer().Start(ctx, "request "+req.Subject, clientSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.NATS, tracing.MessagingDestination.String(req.Subject), tracing.MessagingOperation.String("send"))
 	}
@@ -232,21 +232,3 @@ var (
 	clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 )
-
-// requestSpanName is the name of the client span of a call to subject:
-// "request" and the subject, made once for the service's subjects.
-func requestSpanName(subject string) string {
-	switch subject {
-	case SubjectCreate:
-		return "request " + SubjectCreate
-	case SubjectStats:
-		return "request " + SubjectStats
-	case SubjectRecords:
-		return "request " + SubjectRecords
-	case SubjectDelete:
-		return "request " + SubjectDelete
-	case SubjectFault:
-		return "request " + SubjectFault
-	}
-	return "request " + subject
-}
