@@ -114,11 +114,11 @@ var vocabulary = map[string]func(g graph, rigs []string, doc, dep string) bool{
 	"go-webdav":               prefix("github.com/emersion/go-webdav"),
 	"go-ical":                 prefix("github.com/emersion/go-ical"),
 	"porcupine":               prefix("github.com/anishathalye/porcupine"),
-	"otelhttp":                prefix("go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"),
 	"the standard library":    func(g graph, _ []string, _, dep string) bool { return g.standard(dep) },
 	"the rest of this module": func(_ graph, _ []string, doc, dep string) bool { return ours(dep) && dep != doc },
 	"a test rig":              func(_ graph, rigs []string, _, dep string) bool { return slices.Contains(rigs, dep) },
 	"a production package":    func(_ graph, rigs []string, _, dep string) bool { return ours(dep) && !slices.Contains(rigs, dep) },
+	"otelhttp":                prefix("go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"),
 }
 
 func prefix(p string) func(graph, []string, string, string) bool {

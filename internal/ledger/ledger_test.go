@@ -360,7 +360,7 @@ func TestLockTTLRoundsUpToWholeSeconds(t *testing.T) {
 }
 
 func TestEachLedgerOperationIsASpanOfTheCallersTraceNamingItsKey(t *testing.T) {
-	exp := tracingtest.Record(t)
+	rec := tracingtest.Record(t)
 	l := testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
 	const scope, intent = "team-a", "intent-traced"
 	entry := taskservice.LedgerEntry{Scope: scope, IntentID: intent, RequestDigest: digestA, TaskID: "t1", NotAfter: time.Now().Add(time.Hour)}
@@ -391,7 +391,7 @@ func TestEachLedgerOperationIsASpanOfTheCallersTraceNamingItsKey(t *testing.T) {
 		{"a put with a bad scope fails", "ledger put", badScope.Scope, putBad, ledger.ErrBadKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			exp.Reset()
+			rec.Reset()
 			ctx, caller := tracing.Tracer().Start(context.Background(), "caller")
 			err := tc.run(ctx)
 			caller.End()
@@ -399,16 +399,16 @@ func TestEachLedgerOperationIsASpanOfTheCallersTraceNamingItsKey(t *testing.T) {
 				t.Fatalf("error %v, want %v", err, tc.want)
 			}
 			var spans []string
-			for _, s := range exp.GetSpans() {
-				if s.Parent.SpanID() != caller.SpanContext().SpanID() {
+			for _, s := range rec.Ended() {
+				if s.Parent().SpanID() != caller.SpanContext().SpanID() {
 					continue
 				}
-				spans = append(spans, s.Name)
+				spans = append(spans, s.Name())
 				if err := tracingtest.Check(s, tracing.Scope.String(tc.scope), tracing.IntentID.String(intent)); err != nil {
 					t.Error(err)
 				}
 				if desc, failed := tracingtest.Failed(s); failed != (err != nil) || (failed && desc != err.Error()) {
-					t.Errorf("span %q: status %v %q, want failed %v with the error", s.Name, failed, desc, err != nil)
+					t.Errorf("span %q: status %v %q, want failed %v with the error", s.Name(), failed, desc, err != nil)
 				}
 			}
 			if len(spans) != 1 || spans[0] != tc.span {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sendtwice/sendtwice/internal/tracing"
@@ -15,11 +15,11 @@ import (
 )
 
 // childOf returns the one span of spans whose parent is parent.
-func childOf(t *testing.T, spans tracetest.SpanStubs, parent trace.SpanContext) tracetest.SpanStub {
+func childOf(t *testing.T, spans []sdktrace.ReadOnlySpan, parent trace.SpanContext) sdktrace.ReadOnlySpan {
 	t.Helper()
-	var out []tracetest.SpanStub
+	var out []sdktrace.ReadOnlySpan
 	for _, s := range spans {
-		if s.Parent.SpanID() == parent.SpanID() && s.Parent.TraceID() == parent.TraceID() {
+		if s.Parent().SpanID() == parent.SpanID() && s.Parent().TraceID() == parent.TraceID() {
 			out = append(out, s)
 		}
 	}
@@ -30,7 +30,7 @@ func childOf(t *testing.T, spans tracetest.SpanStubs, parent trace.SpanContext) 
 }
 
 func TestACreateIsOneTraceFromTheCallerToTheCommit(t *testing.T) {
-	exp := tracingtest.Record(t)
+	rec := tracingtest.Record(t)
 	h := newHarness(t, Options{}, ServiceConfig{})
 	req := newRequest("intent-traced", "Review the contract")
 	for i, want := range []string{OutcomeCreated, OutcomeReplayed} {
@@ -40,42 +40,42 @@ func TestACreateIsOneTraceFromTheCallerToTheCommit(t *testing.T) {
 		if err != nil || resp.Outcome != want {
 			t.Fatalf("call %d: %+v, %v; want %s", i+1, resp, err, want)
 		}
-		request := childOf(t, tracingtest.Wait(t, exp, "request "+SubjectCreate, i+1), caller.SpanContext())
-		server := childOf(t, tracingtest.Wait(t, exp, "provider create", i+1), request.SpanContext)
-		commit := childOf(t, tracingtest.Wait(t, exp, "commit", i+1), server.SpanContext)
-		for _, s := range []tracetest.SpanStub{request, server, commit} {
-			if s.SpanContext.TraceID() != caller.SpanContext().TraceID() {
-				t.Fatalf("call %d: span %q is in trace %s, want the caller's %s", i+1, s.Name, s.SpanContext.TraceID(), caller.SpanContext().TraceID())
+		request := childOf(t, tracingtest.Wait(t, rec, "request "+SubjectCreate, i+1), caller.SpanContext())
+		server := childOf(t, tracingtest.Wait(t, rec, "provider create", i+1), request.SpanContext())
+		commit := childOf(t, tracingtest.Wait(t, rec, "commit", i+1), server.SpanContext())
+		for _, s := range []sdktrace.ReadOnlySpan{request, server, commit} {
+			if s.SpanContext().TraceID() != caller.SpanContext().TraceID() {
+				t.Fatalf("call %d: span %q is in trace %s, want the caller's %s", i+1, s.Name(), s.SpanContext().TraceID(), caller.SpanContext().TraceID())
 			}
 			if desc, failed := tracingtest.Failed(s); failed {
-				t.Errorf("call %d: span %q failed: %s", i+1, s.Name, desc)
+				t.Errorf("call %d: span %q failed: %s", i+1, s.Name(), desc)
 			}
 		}
-		if request.SpanKind != trace.SpanKindClient || server.SpanKind != trace.SpanKindServer || !server.Parent.IsRemote() {
+		if request.SpanKind() != trace.SpanKindClient || server.SpanKind() != trace.SpanKindServer || !server.Parent().IsRemote() {
 			t.Errorf("call %d: kinds %v, %v (remote parent %v); want client, then server under a remote parent",
-				i+1, request.SpanKind, server.SpanKind, server.Parent.IsRemote())
+				i+1, request.SpanKind(), server.SpanKind(), server.Parent().IsRemote())
 		}
 		if err := errors.Join(tracingtest.Check(request, tracing.NATS, tracing.MessagingDestination.String(SubjectCreate)),
 			tracingtest.Check(server, tracing.IntentID.String("intent-traced"), tracing.Scope.String(DefaultScope),
 				tracing.Outcome.String(want), tracing.TaskID.String(resp.TaskID))); err != nil {
 			t.Errorf("call %d: %v", i+1, err)
 		}
-		if commit.StartTime.Before(server.StartTime) || commit.EndTime.After(server.EndTime) {
+		if commit.StartTime().Before(server.StartTime()) || commit.EndTime().After(server.EndTime()) {
 			t.Errorf("call %d: the commit (%v to %v) is not within the create (%v to %v)", i+1,
-				commit.StartTime, commit.EndTime, server.StartTime, server.EndTime)
+				commit.StartTime(), commit.EndTime(), server.StartTime(), server.EndTime())
 		}
 	}
-	for _, s := range exp.GetSpans() {
-		for _, kv := range s.Attributes {
+	for _, s := range rec.Ended() {
+		for _, kv := range s.Attributes() {
 			if kv.Value.String() == "Review the contract" {
-				t.Errorf("span %q holds the task's title in %s", s.Name, kv.Key)
+				t.Errorf("span %q holds the task's title in %s", s.Name(), kv.Key)
 			}
 		}
 	}
 }
 
 func TestARefusedCreateIsAnErrorOnBothSidesAndCommitsNothing(t *testing.T) {
-	exp := tracingtest.Record(t)
+	rec := tracingtest.Record(t)
 	h := newHarness(t, Options{}, ServiceConfig{})
 	ctx, caller := tracing.Tracer().Start(ctxT(t), "caller")
 	_, err := h.client.Create(ctx, CreateRequest{IntentID: "intent-bad"})
@@ -83,14 +83,14 @@ func TestARefusedCreateIsAnErrorOnBothSidesAndCommitsNothing(t *testing.T) {
 	if _, ok := errors.AsType[*ServiceError](err); !ok {
 		t.Fatalf("a create without a digest: %v, want a service error", err)
 	}
-	request := childOf(t, tracingtest.Wait(t, exp, "request "+SubjectCreate, 1), caller.SpanContext())
-	server := childOf(t, tracingtest.Wait(t, exp, "provider create", 1), request.SpanContext)
-	for _, s := range []tracetest.SpanStub{request, server} {
+	request := childOf(t, tracingtest.Wait(t, rec, "request "+SubjectCreate, 1), caller.SpanContext())
+	server := childOf(t, tracingtest.Wait(t, rec, "provider create", 1), request.SpanContext())
+	for _, s := range []sdktrace.ReadOnlySpan{request, server} {
 		if desc, failed := tracingtest.Failed(s); !failed || desc == "" {
-			t.Errorf("span %q: status %q (failed %v), want an error", s.Name, desc, failed)
+			t.Errorf("span %q: status %q (failed %v), want an error", s.Name(), desc, failed)
 		}
 	}
-	if n := len(tracingtest.Named(exp, "commit")); n != 0 {
+	if n := len(tracingtest.Named(rec, "commit")); n != 0 {
 		t.Errorf("%d commit spans for a call that was never written", n)
 	}
 }
@@ -125,9 +125,9 @@ func TestTheRequestCarriesATraceContextOnlyWhenTraced(t *testing.T) {
 		}
 	})
 	t.Run("with tracing on the request carries the client span's traceparent", func(t *testing.T) {
-		exp := tracingtest.Record(t)
+		rec := tracingtest.Record(t)
 		msg := createSeen(t)
-		request := tracingtest.Wait(t, exp, "request "+SubjectCreate, 1)[0].SpanContext
+		request := tracingtest.Wait(t, rec, "request "+SubjectCreate, 1)[0].SpanContext()
 		got := trace.SpanContextFromContext(tracing.Extract(context.Background(), msg.Header))
 		if got.SpanID() != request.SpanID() || got.TraceID() != request.TraceID() {
 			t.Fatalf("request header %v carries %s/%s, want the client span %s/%s", msg.Header,

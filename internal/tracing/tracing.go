@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // ScopeName is the instrumentation scope of every span the project makes.
@@ -21,11 +22,15 @@ func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
 // OpenTelemetry's placeholder, whose spans record nothing.
 var unset = otel.GetTracerProvider()
 
-// On reports whether a tracer provider has been set (otlp.Start, or an
-// application's own), so that spans may record. A hot path asks it before
-// it starts a span: even a span that records nothing costs a context value
-// and the span, which On spares when tracing is off.
-func On() bool { return otel.GetTracerProvider() != unset }
+// On reports whether a tracer provider that may record has been set
+// (otlp.Start, or an application's own; not a no-op one). A hot path asks
+// it before it starts a span: even a span that records nothing costs a
+// context value and the span, which On spares when tracing is off.
+func On() bool {
+	tp := otel.GetTracerProvider()
+	_, none := tp.(noop.TracerProvider)
+	return tp != unset && !none
+}
 
 // The attributes the project's spans carry beside OpenTelemetry's own
 // messaging ones. None of them holds a secret or a task's content.

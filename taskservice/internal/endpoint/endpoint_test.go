@@ -38,7 +38,7 @@ func TestEveryRequestIsOneClientSpanCarriedToTheServer(t *testing.T) {
 		{"a client given that is traced already, not traced twice", &http.Client{Transport: otelhttp.NewTransport(nil)}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			exp := tracingtest.Record(t)
+			rec := tracingtest.Record(t)
 			carried = 0
 			traceparent := make(chan string, 1)
 			srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -56,11 +56,11 @@ func TestEveryRequestIsOneClientSpanCarriedToTheServer(t *testing.T) {
 			}
 			resp.Body.Close()
 			caller.End()
-			spans := tracingtest.Named(exp, "HTTP GET")
-			if len(spans) != 1 || spans[0].Parent.SpanID() != caller.SpanContext().SpanID() {
+			spans := tracingtest.Named(rec, "HTTP GET")
+			if len(spans) != 1 || spans[0].Parent().SpanID() != caller.SpanContext().SpanID() {
 				t.Fatalf("%d HTTP GET spans, want one whose parent is the caller", len(spans))
 			}
-			if got, want := <-traceparent, "00-"+caller.SpanContext().TraceID().String()+"-"+spans[0].SpanContext.SpanID().String()+"-01"; got != want {
+			if got, want := <-traceparent, "00-"+caller.SpanContext().TraceID().String()+"-"+spans[0].SpanContext().SpanID().String()+"-01"; got != want {
 				t.Fatalf("the server got traceparent %q, want %q", got, want)
 			}
 			if carried != tc.byOwnWant {
