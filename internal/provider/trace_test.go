@@ -135,3 +135,22 @@ func TestTheRequestCarriesATraceContextOnlyWhenTraced(t *testing.T) {
 		}
 	})
 }
+
+// With tracing off, a create's spans (the server's, its commit's, their
+// ends with an outcome) allocate nothing; the client's is behind the same
+// tracing.On.
+func TestAnUntracedCreateAllocatesNothingForTracing(t *testing.T) {
+	if tracing.On() {
+		t.Fatal("tracing is on at the start of the test")
+	}
+	resp := CreateResponse{Outcome: OutcomeCreated, TaskID: "task-1"}
+	allocs := testing.AllocsPerRun(200, func() {
+		ctx, span := startCreateSpan(nil)
+		commit := startCommitSpan(ctx, span)
+		endCommitSpan(commit, nil)
+		endCreateSpan(span, resp, nil)
+	})
+	if allocs != 0 {
+		t.Fatalf("an untraced create's spans allocate %v times, want 0", allocs)
+	}
+}
