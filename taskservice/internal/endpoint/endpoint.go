@@ -79,8 +79,8 @@ func Normalize(u *url.URL) *url.URL {
 // zero) over a transport that keeps at most maxConns connections to a host
 // open at once (defaultMaxConns when zero). Either way it never follows a
 // redirect, and its transport (given's own, if it has one) is wrapped by
-// otelhttp, unless it is already: each request is a client span of the trace its context holds,
-// and carries that trace's context to the server.
+// otelhttp, unless it is already: each request is a client span of the
+// trace its context holds, and carries that trace's context to the server.
 func Client(given *http.Client, timeout, defaultTimeout time.Duration, maxConns, defaultMaxConns int) *http.Client {
 	var client http.Client
 	if given != nil {
