@@ -16,21 +16,19 @@ import (
 
 func (s *Service) handleCreate(r micro.Request) {
 	start := time.Now()
-	ctx, span := startCreateSpan(r)
+	tr := startCreateTrace(r)
 	req, refused, err := decodeCreate(r.Data())
 	if err != nil {
 		s.stats.record(start, err)
-		endCreateSpan(span, CreateResponse{}, err)
+		tr.end(CreateResponse{}, err)
 		s.refuse(r, err)
 		return
 	}
-	if span.IsRecording() {
-		span.SetAttributes(tracing.IntentID.String(req.IntentID), tracing.Scope.String(req.Scope))
-	}
+	tr.called(req)
 	if !s.lease.held() {
 		err := errLeaseUnconfirmed
 		s.stats.record(start, err)
-		endCreateSpan(span, CreateResponse{}, err)
+		tr.end(CreateResponse{}, err)
 		s.respondError(r, CodeUnavailable, "unavailable: "+err.Error())
 		return
 	}
@@ -40,14 +38,14 @@ func (s *Service) handleCreate(r micro.Request) {
 	if wait {
 		answered = make(chan struct{})
 	}
-	commit := startCommitSpan(ctx, span)
+	tr.committing()
 	err = s.st.submit(&createCall{req: req, refused: refused, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
-		endCommitSpan(commit, err)
+		tr.committed(err)
 		// Recorded before the answer, so that a caller who reads the stats
 		// after its reply finds its call counted.
 		s.stats.record(start, err)
-		s.answer(ctx, reply, req, drop, resp, err)
-		endCreateSpan(span, resp, err)
+		s.answer(tr.context(), reply, req, drop, resp, err)
+		tr.end(resp, err)
 		if wait {
 			close(answered)
 			return
@@ -56,10 +54,10 @@ func (s *Service) handleCreate(r micro.Request) {
 	}})
 	if err != nil {
 		s.unadmit(drop, wait)
-		s.log.ErrorContext(ctx, "create call not accepted", "intent_id", req.IntentID, "err", err)
+		s.log.ErrorContext(tr.context(), "create call not accepted", "intent_id", req.IntentID, "err", err)
 		s.stats.record(start, err)
-		endCommitSpan(commit, err)
-		endCreateSpan(span, CreateResponse{}, err)
+		tr.committed(err)
+		tr.end(CreateResponse{}, err)
 		s.respondError(r, CodeInternal, "store unavailable: "+err.Error())
 		return
 	}
@@ -108,50 +106,80 @@ func (s *Service) leave() {
 	}
 }
 
-// startCreateSpan starts the server span of create call r, a child of the
-// caller's span when r's headers carry its trace context. With tracing off
-// it is the no-op span of a context that holds none, and costs nothing.
-func startCreateSpan(r micro.Request) (context.Context, trace.Span) {
-	ctx := context.Background()
+// createTrace is the trace of one create call: its context, its server
+// span and the child that waits for its commit. It is nil when tracing is
+// off, and then its methods do nothing and the call carries one nil
+// pointer for it.
+type createTrace struct {
+	ctx          context.Context
+	span, commit trace.Span
+}
+
+// startCreateTrace starts the server span of create call r, a child of the
+// caller's span when r's headers carry its trace context; nil when tracing
+// is off.
+func startCreateTrace(r micro.Request) *createTrace {
 	if !tracing.On() {
-		return ctx, trace.SpanFromContext(ctx)
+		return nil
 	}
-	return tracing.Tracer().Start(tracing.Extract(ctx, nats.Header(r.Headers())), "provider create", serverSpan...)
+	ctx, span := tracing.Tracer().Start(tracing.Extract(context.Background(), nats.Header(r.Headers())), "provider create", serverSpan...)
+	return &createTrace{ctx: ctx, span: span}
 }
 
-// startCommitSpan starts the child of a create's span that lasts until the
-// call's group is committed: its wait for the writer, its decision and the
-// commit. Off, it is the create's own span, which records nothing.
-func startCommitSpan(ctx context.Context, create trace.Span) trace.Span {
-	if !create.IsRecording() {
-		return create
+// context is the call's context, holding its span, for the log's trace ids.
+func (t *createTrace) context() context.Context {
+	if t == nil {
+		return context.Background()
 	}
-	_, span := tracing.Tracer().Start(ctx, "commit")
-	return span
+	return t.ctx
 }
 
-// endCommitSpan ends a commit span; err fails it unless it is the call's
+// recording reports whether the call's span records.
+func (t *createTrace) recording() bool { return t != nil && t.span.IsRecording() }
+
+// called names the call's key on its span.
+func (t *createTrace) called(req CreateRequest) {
+	if t.recording() {
+		t.span.SetAttributes(tracing.IntentID.String(req.IntentID), tracing.Scope.String(req.Scope))
+	}
+}
+
+// committing starts the child that lasts until the call's group is
+// committed: its wait for the writer, its decision and the commit.
+func (t *createTrace) committing() {
+	if t.recording() {
+		_, t.commit = tracing.Tracer().Start(t.ctx, "commit")
+	}
+}
+
+// committed ends the commit span; err fails it unless it is the call's
 // refusal, which was committed as such.
-func endCommitSpan(span trace.Span, err error) {
-	if _, refused := errors.AsType[*RefusedError](err); !refused {
-		tracing.Fail(span, err)
+func (t *createTrace) committed(err error) {
+	if t == nil || t.commit == nil {
+		return
 	}
-	span.End()
+	if _, refused := errors.AsType[*RefusedError](err); !refused {
+		tracing.Fail(t.commit, err)
+	}
+	t.commit.End()
 }
 
-// endCreateSpan ends the span of a create call with its outcome and task
-// id, and its error if any.
-func endCreateSpan(span trace.Span, resp CreateResponse, err error) {
-	if span.IsRecording() {
+// end ends the call's span with its outcome and task id, and its error if
+// any.
+func (t *createTrace) end(resp CreateResponse, err error) {
+	if t == nil {
+		return
+	}
+	if t.span.IsRecording() {
 		if resp.Outcome != "" {
-			span.SetAttributes(tracing.Outcome.String(resp.Outcome))
+			t.span.SetAttributes(tracing.Outcome.String(resp.Outcome))
 		}
 		if resp.TaskID != "" {
-			span.SetAttributes(tracing.TaskID.String(resp.TaskID))
+			t.span.SetAttributes(tracing.TaskID.String(resp.TaskID))
 		}
-		tracing.Fail(span, err)
+		tracing.Fail(t.span, err)
 	}
-	span.End()
+	t.span.End()
 }
 
 // errLeaseUnconfirmed refuses a create while this instance cannot confirm

@@ -136,8 +136,8 @@ func TestTheRequestCarriesATraceContextOnlyWhenTraced(t *testing.T) {
 	})
 }
 
-// With tracing off, a create's spans (the server's, its commit's, their
-// ends with an outcome) allocate nothing; the client's is behind the same
+// With tracing off, a create's trace (its span, its commit's, their ends
+// with an outcome) allocates nothing; the client's span is behind the same
 // tracing.On.
 func TestAnUntracedCreateAllocatesNothingForTracing(t *testing.T) {
 	if tracing.On() {
@@ -145,10 +145,14 @@ func TestAnUntracedCreateAllocatesNothingForTracing(t *testing.T) {
 	}
 	resp := CreateResponse{Outcome: OutcomeCreated, TaskID: "task-1"}
 	allocs := testing.AllocsPerRun(200, func() {
-		ctx, span := startCreateSpan(nil)
-		commit := startCommitSpan(ctx, span)
-		endCommitSpan(commit, nil)
-		endCreateSpan(span, resp, nil)
+		tr := startCreateTrace(nil)
+		tr.called(CreateRequest{IntentID: "intent-1", Scope: DefaultScope})
+		tr.committing()
+		tr.committed(nil)
+		tr.end(resp, nil)
+		if tr.context() == nil {
+			t.Fatal("no context")
+		}
 	})
 	if allocs != 0 {
 		t.Fatalf("an untraced create's spans allocate %v times, want 0", allocs)
