@@ -121,6 +121,7 @@ var vocabulary = map[string]func(g graph, rigs []string, doc, dep string) bool{
 	"the rest of this module": func(_ graph, _ []string, doc, dep string) bool { return ours(dep) && dep != doc },
 	"a test rig":              func(_ graph, rigs []string, _, dep string) bool { return slices.Contains(rigs, dep) },
 	"a production package":    func(_ graph, rigs []string, _, dep string) bool { return ours(dep) && !slices.Contains(rigs, dep) },
+	"otelhttp":                prefix("go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"),
 }
 
 func prefix(p string) func(graph, []string, string, string) bool {

@@ -79,6 +79,13 @@
 // stream's info and reads each key's latest revision, the same requests
 // Open and Get make.
 //
+// # Traces
+//
+// Get, Lock, Put, Doubt, Doubted and Settle are each a span of the caller's
+// trace ("ledger get", "ledger lock", "ledger put", "ledger doubt", "ledger
+// doubted", "ledger settle") with the intent id and scope of the key, failed
+// with the error the call returns.
+//
 // # Provisioning
 //
 // Ensure creates or updates the bucket, file storage, replicated like the

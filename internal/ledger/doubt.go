@@ -36,7 +36,9 @@ const maxDoubtTries = 4
 // now, Until is now plus lifetime. When the key has a record, nothing is
 // written, and that record is returned with an error wrapping
 // taskservice.ErrInDoubt. It implements taskservice.Doubts.
-func (l *Ledger) Doubt(ctx context.Context, scope, intentID string, lifetime time.Duration) (taskservice.Doubt, error) {
+func (l *Ledger) Doubt(ctx context.Context, scope, intentID string, lifetime time.Duration) (_ taskservice.Doubt, err error) {
+	ctx, span := startSpan(ctx, "ledger doubt", scope, intentID)
+	defer func() { endSpan(span, err) }()
 	key, err := DoubtKey(scope, intentID)
 	if err != nil {
 		return taskservice.Doubt{}, err
@@ -73,7 +75,9 @@ func (l *Ledger) Doubt(ctx context.Context, scope, intentID string, lifetime tim
 // (its TTL, counted by the server), whatever the reader's clock says of
 // its Until. A value that is not a record of its key is an error wrapping
 // ErrBadEntry, naming the key. It implements taskservice.Doubts.
-func (l *Ledger) Doubted(ctx context.Context, scope, intentID string) (taskservice.Doubt, bool, error) {
+func (l *Ledger) Doubted(ctx context.Context, scope, intentID string) (_ taskservice.Doubt, _ bool, err error) {
+	ctx, span := startSpan(ctx, "ledger doubted", scope, intentID)
+	defer func() { endSpan(span, err) }()
 	key, err := DoubtKey(scope, intentID)
 	if err != nil {
 		return taskservice.Doubt{}, false, err
@@ -95,7 +99,9 @@ func (l *Ledger) Doubted(ctx context.Context, scope, intentID string) (taskservi
 // Settle removes the in-doubt record of (scope, intentID), if it has one:
 // a purge conditional on the revision read, so that a record written
 // since is left as it is. It implements taskservice.Doubts.
-func (l *Ledger) Settle(ctx context.Context, scope, intentID string) error {
+func (l *Ledger) Settle(ctx context.Context, scope, intentID string) (err error) {
+	ctx, span := startSpan(ctx, "ledger settle", scope, intentID)
+	defer func() { endSpan(span, err) }()
 	key, err := DoubtKey(scope, intentID)
 	if err != nil {
 		return err

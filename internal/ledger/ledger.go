@@ -13,10 +13,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/natsconn"
 	"github.com/sendtwice/sendtwice/internal/subjects"
+	"github.com/sendtwice/sendtwice/internal/tracing"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -174,9 +176,27 @@ func decode(b []byte, scope, intentID string) (taskservice.LedgerEntry, error) {
 
 // Get returns the entry of (scope, intentID); found is false when there is
 // none or it expired.
-func (l *Ledger) Get(ctx context.Context, scope, intentID string) (taskservice.LedgerEntry, bool, error) {
-	e, _, found, err := l.get(ctx, scope, intentID)
+func (l *Ledger) Get(ctx context.Context, scope, intentID string) (e taskservice.LedgerEntry, found bool, err error) {
+	ctx, span := startSpan(ctx, "ledger get", scope, intentID)
+	defer func() { endSpan(span, err) }()
+	e, _, found, err = l.get(ctx, scope, intentID)
 	return e, found, err
+}
+
+// startSpan starts the span of one operation on the entry of (scope,
+// intentID); its attributes are set only when it records.
+func startSpan(ctx context.Context, name, scope, intentID string) (context.Context, trace.Span) {
+	ctx, span := tracing.Tracer().Start(ctx, name)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.IntentID.String(intentID), tracing.Scope.String(scope))
+	}
+	return ctx, span
+}
+
+// endSpan ends span, failed with err if there is one.
+func endSpan(span trace.Span, err error) {
+	tracing.Fail(span, err)
+	span.End()
 }
 
 func (l *Ledger) get(ctx context.Context, scope, intentID string) (taskservice.LedgerEntry, uint64, bool, error) {
@@ -214,7 +234,9 @@ func (l *Ledger) TTL(notAfter time.Time) time.Duration {
 
 // Put records e, or extends the existing entry of its key to the later
 // not_after (a zero one keeping it forever); the first binding stays.
-func (l *Ledger) Put(ctx context.Context, e taskservice.LedgerEntry) error {
+func (l *Ledger) Put(ctx context.Context, e taskservice.LedgerEntry) (err error) {
+	ctx, span := startSpan(ctx, "ledger put", e.Scope, e.IntentID)
+	defer func() { endSpan(span, err) }()
 	key, err := Key(e.Scope, e.IntentID)
 	if err != nil {
 		return err
@@ -327,7 +349,9 @@ type lockValue struct {
 // with a create-only write of its key with that per-key TTL: when the key
 // exists (another holder, whose TTL has not run out) the error wraps
 // taskservice.ErrLocked. It implements taskservice.Locker.
-func (l *Ledger) Lock(ctx context.Context, scope, intentID string, ttl time.Duration) (taskservice.Lock, error) {
+func (l *Ledger) Lock(ctx context.Context, scope, intentID string, ttl time.Duration) (_ taskservice.Lock, err error) {
+	ctx, span := startSpan(ctx, "ledger lock", scope, intentID)
+	defer func() { endSpan(span, err) }()
 	key, err := LockKey(scope, intentID)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 
 	"github.com/sendtwice/sendtwice/internal/ledger"
 	"github.com/sendtwice/sendtwice/internal/testenv"
+	"github.com/sendtwice/sendtwice/internal/tracing"
+	"github.com/sendtwice/sendtwice/internal/tracing/tracingtest"
 	"github.com/sendtwice/sendtwice/taskservice"
 )
 
@@ -354,5 +356,64 @@ func TestLockTTLRoundsUpToWholeSeconds(t *testing.T) {
 		if got := ledger.LockTTL(tc.in); got != tc.want {
 			t.Errorf("LockTTL(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestEachLedgerOperationIsASpanOfTheCallersTraceNamingItsKey(t *testing.T) {
+	rec := tracingtest.Record(t)
+	l := testenv.Ledger(t, testenv.JetStream(t), ledger.Options{})
+	const scope, intent = "team-a", "intent-traced"
+	entry := taskservice.LedgerEntry{Scope: scope, IntentID: intent, RequestDigest: digestA, TaskID: "t1", NotAfter: time.Now().Add(time.Hour)}
+	badScope := entry
+	badScope.Scope = "Bad Scope"
+	var (
+		get     = func(ctx context.Context) error { _, _, err := l.Get(ctx, scope, intent); return err }
+		put     = func(ctx context.Context) error { return l.Put(ctx, entry) }
+		putBad  = func(ctx context.Context) error { return l.Put(ctx, badScope) }
+		lock    = func(ctx context.Context) error { _, err := l.Lock(ctx, scope, intent, time.Minute); return err }
+		doubt   = func(ctx context.Context) error { _, err := l.Doubt(ctx, scope, intent, time.Minute); return err }
+		doubted = func(ctx context.Context) error { _, _, err := l.Doubted(ctx, scope, intent); return err }
+		settle  = func(ctx context.Context) error { return l.Settle(ctx, scope, intent) }
+	)
+	for _, tc := range []struct {
+		name, span, scope string
+		run               func(context.Context) error
+		want              error
+	}{
+		{"a look-up of a key without an entry", "ledger get", scope, get, nil},
+		{"a put", "ledger put", scope, put, nil},
+		{"a lock taken", "ledger lock", scope, lock, nil},
+		{"a lock held by another fails", "ledger lock", scope, lock, taskservice.ErrLocked},
+		{"an in-doubt record written", "ledger doubt", scope, doubt, nil},
+		{"an in-doubt record already there fails", "ledger doubt", scope, doubt, taskservice.ErrInDoubt},
+		{"an in-doubt record read", "ledger doubted", scope, doubted, nil},
+		{"an in-doubt record settled", "ledger settle", scope, settle, nil},
+		{"a put with a bad scope fails", "ledger put", badScope.Scope, putBad, ledger.ErrBadKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec.Reset()
+			ctx, caller := tracing.Tracer().Start(context.Background(), "caller")
+			err := tc.run(ctx)
+			caller.End()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+			var spans []string
+			for _, s := range rec.Ended() {
+				if s.Parent().SpanID() != caller.SpanContext().SpanID() {
+					continue
+				}
+				spans = append(spans, s.Name())
+				if err := tracingtest.Check(s, tracing.Scope.String(tc.scope), tracing.IntentID.String(intent)); err != nil {
+					t.Error(err)
+				}
+				if desc, failed := tracingtest.Failed(s); failed != (err != nil) || (failed && desc != err.Error()) {
+					t.Errorf("span %q: status %v %q, want failed %v with the error", s.Name(), failed, desc, err != nil)
+				}
+			}
+			if len(spans) != 1 || spans[0] != tc.span {
+				t.Fatalf("the caller's child spans: %q, want one %q", spans, tc.span)
+			}
+		})
 	}
 }

@@ -10,6 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sendtwice/sendtwice/internal/tracing"
 )
 
 // DefaultTimeout bounds one call of the Client when its context has no
@@ -174,14 +177,24 @@ func call[Out any](ctx context.Context, c *Client, subject string, body any, wha
 }
 
 // roundTrip sends body (JSON; nil sends nothing) and returns the reply's
-// data, or the service's error reply as a *ServiceError.
-func (c *Client) roundTrip(ctx context.Context, subject string, body any) ([]byte, error) {
-	var data []byte
+// data, or the service's error reply as a *ServiceError. With tracing on,
+// the call is a client span, "request" and its subject, whose trace
+// context the request carries in its headers; with it off, the request
+// has no header and nothing is spent on tracing.
+func (c *Client) roundTrip(ctx context.Context, subject string, body any) (_ []byte, err error) {
+	req := nats.Msg{Subject: subject}
 	if body != nil {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
+		if req.Data, err = json.Marshal(body); err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
+	}
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = startRequestSpan(ctx, &req)
+		defer func() {
+			tracing.Fail(span, err)
+			span.End()
+		}()
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -189,7 +202,7 @@ func (c *Client) roundTrip(ctx context.Context, subject string, body any) ([]byt
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	msg, err := c.nc.RequestMsgWithContext(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
@@ -198,3 +211,24 @@ func (c *Client) roundTrip(ctx context.Context, subject string, body any) ([]byt
 	}
 	return msg.Data, nil
 }
+
+// startRequestSpan starts the client span of req and writes its trace
+// context into req's headers, made for it, when there is one to carry.
+func startRequestSpan(ctx context.Context, req *nats.Msg) (context.Context, trace.Span) {
+	ctx, span := tracing.Tracer().Start(ctx, "request "+req.Subject, clientSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.NATS, tracing.MessagingDestination.String(req.Subject), tracing.MessagingOperation.String("send"))
+	}
+	if span.SpanContext().IsValid() {
+		req.Header = nats.Header{}
+		tracing.Inject(ctx, req.Header)
+	}
+	return ctx, span
+}
+
+// clientSpan starts the span of a call; serverSpan the service's span of
+// the call it answers.
+var (
+	clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+	serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+)

@@ -235,6 +235,16 @@
 // that a caller sees the classic lost reply. Such requests are recorded with
 // reply_dropped set. Apart from that switch every call gets a reply.
 //
+// # Traces
+//
+// With tracing on (package internal/tracing), every call of the Client is a
+// client span "request <subject>" whose trace context the request carries
+// in its NATS headers, and the service continues a create's trace as the
+// server span "provider create" (intent id, scope, outcome, task id) with a
+// child "commit" that lasts from the call's hand-over to the writer until
+// its group is committed. With tracing off, the request carries no header
+// and neither side starts a span.
+//
 // # What it must never do
 //
 //   - Be reached by a function call from the executor: the executor talks to
@@ -300,7 +310,7 @@
 //     request document, the calls validated, and the create reply decoded.
 //   - service.go: Serve (joining the deployment, endpoints) and the
 //     service's life (Stop, the lease lost, the fault switch); handlers.go:
-//     the endpoints' handlers, replies and create stats.
+//     the endpoints' handlers, replies, create stats and a create's spans.
 //   - lease.go, adopt.go: the lease of one instance and the adoption of
 //     one store per deployment.
 //   - host.go: Host, the one way a process hosts the service, with its

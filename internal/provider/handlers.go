@@ -9,78 +9,177 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sendtwice/sendtwice/internal/tracing"
 )
 
 func (s *Service) handleCreate(r micro.Request) {
 	start := time.Now()
+	tr := startCreateTrace(r)
 	req, refused, err := decodeCreate(r.Data())
 	if err != nil {
 		s.stats.record(start, err)
+		tr.end(CreateResponse{}, err)
 		s.refuse(r, err)
 		return
 	}
+	tr.called(req)
 	if !s.lease.held() {
 		err := errLeaseUnconfirmed
 		s.stats.record(start, err)
+		tr.end(CreateResponse{}, err)
 		s.respondError(r, CodeUnavailable, "unavailable: "+err.Error())
 		return
 	}
 	reply := r.Reply()
-
-	s.mu.Lock()
-	drop := false
-	// A refused call is answered with its refusal: the switch is kept for
-	// a call that creates or replays.
-	if s.dropPending > 0 && refused == nil {
-		s.dropPending--
-		drop = true
-	}
-	wait := s.stopping
-	if !wait {
-		s.inflight++
-	}
-	s.mu.Unlock()
-
+	drop, wait := s.admit(refused == nil)
 	var answered chan struct{}
 	if wait {
 		answered = make(chan struct{})
 	}
+	tr.committing()
 	err = s.st.submit(&createCall{req: req, refused: refused, dropReply: drop, mayCommit: s.mayCommit, done: func(resp CreateResponse, err error) {
+		tr.committed(err)
 		// Recorded before the answer, so that a caller who reads the stats
 		// after its reply finds its call counted.
 		s.stats.record(start, err)
-		s.answer(reply, req, drop, resp, err)
+		s.answer(tr.context(), reply, req, drop, resp, err)
+		tr.end(resp, err)
 		if wait {
 			close(answered)
 			return
 		}
-		s.mu.Lock()
-		s.inflight--
-		if s.inflight == 0 {
-			s.idle.Broadcast()
-		}
-		s.mu.Unlock()
+		s.leave()
 	}})
 	if err != nil {
-		s.mu.Lock()
-		if !wait {
-			s.inflight--
-			if s.inflight == 0 {
-				s.idle.Broadcast()
-			}
-		}
-		if drop {
-			s.dropPending++
-		}
-		s.mu.Unlock()
-		s.log.Error("create call not accepted", "intent_id", req.IntentID, "err", err)
+		s.unadmit(drop, wait)
+		s.log.ErrorContext(tr.context(), "create call not accepted", "intent_id", req.IntentID, "err", err)
 		s.stats.record(start, err)
+		tr.committed(err)
+		tr.end(CreateResponse{}, err)
 		s.respondError(r, CodeInternal, "store unavailable: "+err.Error())
 		return
 	}
 	if wait {
 		<-answered
 	}
+}
+
+// admit counts a create call in flight, unless the service is stopping
+// (wait: the handler then waits for the call's answer itself), and takes
+// the fault switch for it when armed and the call may create or replay
+// (mayUse; a refused call is answered with its refusal).
+func (s *Service) admit(mayUse bool) (drop, wait bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropPending > 0 && mayUse {
+		s.dropPending--
+		drop = true
+	}
+	wait = s.stopping
+	if !wait {
+		s.inflight++
+	}
+	return drop, wait
+}
+
+// unadmit undoes admit for a call the writer did not take.
+func (s *Service) unadmit(drop, wait bool) {
+	if drop {
+		s.mu.Lock()
+		s.dropPending++
+		s.mu.Unlock()
+	}
+	if !wait {
+		s.leave()
+	}
+}
+
+// leave counts a create call admitted without wait as answered.
+func (s *Service) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	if s.inflight == 0 {
+		s.idle.Broadcast()
+	}
+}
+
+// createTrace is the trace of one create call: its context, its server
+// span and the child that waits for its commit. It is nil when tracing is
+// off, and then its methods do nothing and the call carries one nil
+// pointer for it.
+type createTrace struct {
+	ctx          context.Context
+	span, commit trace.Span
+}
+
+// startCreateTrace starts the server span of create call r, a child of the
+// caller's span when r's headers carry its trace context; nil when tracing
+// is off.
+func startCreateTrace(r micro.Request) *createTrace {
+	if !tracing.On() {
+		return nil
+	}
+	ctx, span := tracing.Tracer().Start(tracing.Extract(context.Background(), nats.Header(r.Headers())), "provider create", serverSpan...)
+	return &createTrace{ctx: ctx, span: span}
+}
+
+// context is the call's context, holding its span, for the log's trace ids.
+func (t *createTrace) context() context.Context {
+	if t == nil {
+		return context.Background()
+	}
+	return t.ctx
+}
+
+// recording reports whether the call's span records.
+func (t *createTrace) recording() bool { return t != nil && t.span.IsRecording() }
+
+// called names the call's key on its span.
+func (t *createTrace) called(req CreateRequest) {
+	if t.recording() {
+		t.span.SetAttributes(tracing.IntentID.String(req.IntentID), tracing.Scope.String(req.Scope))
+	}
+}
+
+// committing starts the child that lasts until the call's group is
+// committed: its wait for the writer, its decision and the commit.
+func (t *createTrace) committing() {
+	if t.recording() {
+		_, t.commit = tracing.Tracer().Start(t.ctx, "commit")
+	}
+}
+
+// committed ends the commit span; err fails it unless it is the call's
+// refusal, which was committed as such.
+func (t *createTrace) committed(err error) {
+	if t == nil || t.commit == nil {
+		return
+	}
+	if _, refused := errors.AsType[*RefusedError](err); !refused {
+		tracing.Fail(t.commit, err)
+	}
+	t.commit.End()
+}
+
+// end ends the call's span with its outcome and task id, and its error if
+// any.
+func (t *createTrace) end(resp CreateResponse, err error) {
+	if t == nil {
+		return
+	}
+	if t.span.IsRecording() {
+		if resp.Outcome != "" {
+			t.span.SetAttributes(tracing.Outcome.String(resp.Outcome))
+		}
+		if resp.TaskID != "" {
+			t.span.SetAttributes(tracing.TaskID.String(resp.TaskID))
+		}
+		tracing.Fail(t.span, err)
+	}
+	t.span.End()
 }
 
 // errLeaseUnconfirmed refuses a create while this instance cannot confirm
@@ -98,8 +197,8 @@ func (s *Service) mayCommit() error {
 }
 
 // answer replies to one create call; it runs on the writer goroutine after
-// the commit.
-func (s *Service) answer(reply string, req CreateRequest, drop bool, resp CreateResponse, err error) {
+// the commit. ctx holds the call's span, for the log's trace ids.
+func (s *Service) answer(ctx context.Context, reply string, req CreateRequest, drop bool, resp CreateResponse, err error) {
 	if err != nil {
 		if drop {
 			// Nothing was committed, so the switch is not used up.
@@ -114,12 +213,12 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 		if re, ok := errors.AsType[*RefusedError](err); ok {
 			// A client with create rights asked for something its request
 			// does not say: worth an operator's attention.
-			s.log.Warn("create refused: the call does not match its request", "intent_id", req.IntentID,
+			s.log.WarnContext(ctx, "create refused: the call does not match its request", "intent_id", req.IntentID,
 				"call_ref", req.CallRef, "check", re.Check, "field", re.Field, "request_seq", re.RequestSeq)
 			s.replyError(reply, CodeBadRequest, re.reply())
 			return
 		}
-		s.log.Error("create failed", "intent_id", req.IntentID, "err", err)
+		s.log.ErrorContext(ctx, "create failed", "intent_id", req.IntentID, "err", err)
 		s.replyError(reply, CodeInternal, "store failure: "+err.Error())
 		return
 	}
@@ -127,13 +226,13 @@ func (s *Service) answer(reply string, req CreateRequest, drop bool, resp Create
 		"request_seq", resp.RequestSeq, "requests_received", resp.Counts.RequestsReceived,
 		"creates_executed", resp.Counts.CreatesExecuted, "tasks_existing", resp.Counts.TasksExisting}
 	if drop {
-		s.log.Warn("fault switch: reply withheld after commit", attrs...)
+		s.log.WarnContext(ctx, "fault switch: reply withheld after commit", attrs...)
 		return
 	}
 	if resp.Outcome == OutcomeConflict {
-		s.log.Info("create call", attrs...)
+		s.log.InfoContext(ctx, "create call", attrs...)
 	} else {
-		s.log.Debug("create call", attrs...)
+		s.log.DebugContext(ctx, "create call", attrs...)
 	}
 	data, err := json.Marshal(resp)
 	if err != nil {

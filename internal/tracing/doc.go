@@ -11,5 +11,7 @@
 //
 // Rules for maintainers: no span carries a task's title, assignee,
 // evidence, a credential or a URL's query; attributes come from the keys
-// this package names, so that a reader finds them in one place.
+// this package names, so that a reader finds them in one place. It must
+// never import Pebble, nats-server or the rest of this module: the SDK's
+// send and every program use it.
 package tracing

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // ScopeName is the instrumentation scope of every span the project makes.
@@ -16,6 +17,20 @@ const ScopeName = "github.com/sendtwice/sendtwice"
 
 // Tracer is the project's tracer, from the global tracer provider.
 func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
+
+// unset is the global tracer provider as the process starts:
+// OpenTelemetry's placeholder, whose spans record nothing.
+var unset = otel.GetTracerProvider()
+
+// On reports whether a tracer provider that may record has been set
+// (otlp.Start, or an application's own; not a no-op one). A hot path asks
+// it before it starts a span: even a span that records nothing costs a
+// context value and the span, which On spares when tracing is off.
+func On() bool {
+	tp := otel.GetTracerProvider()
+	_, none := tp.(noop.TracerProvider)
+	return tp != unset && !none
+}
 
 // The attributes the project's spans carry beside OpenTelemetry's own
 // messaging ones. None of them holds a secret or a task's content.
@@ -64,10 +79,14 @@ func (h Header) Keys() []string {
 }
 
 // Inject writes the trace context of ctx into h (traceparent, tracestate)
-// with the global propagator, and reports whether ctx holds a span that
-// records: h is left as it was otherwise, and may be nil then.
+// with the global propagator, and reports whether it did: when ctx holds a
+// valid span context and h is not nil. A span that is not sampled is
+// carried too (its traceparent says so), so that the receiver follows the
+// sender's sampling decision instead of starting a trace of its own. With
+// tracing off no span context is valid: h is left as it was, and may be
+// nil then.
 func Inject(ctx context.Context, h nats.Header) bool {
-	if !trace.SpanFromContext(ctx).IsRecording() {
+	if h == nil || !trace.SpanContextFromContext(ctx).IsValid() {
 		return false
 	}
 	otel.GetTextMapPropagator().Inject(ctx, Header(h))

@@ -47,7 +47,9 @@ type Config struct {
 	Password string
 	// HTTPClient, when set, makes the requests (its Timeout and Transport
 	// apply). The adapter uses a copy that never follows a redirect, so
-	// that the credentials stay with the collection's server.
+	// that the credentials stay with the collection's server. Whichever
+	// client makes them, requests are OpenTelemetry client spans of the
+	// trace their context holds, and carry its traceparent to the server.
 	HTTPClient *http.Client
 	// Timeout bounds one HTTP exchange when HTTPClient is nil; zero means
 	// DefaultTimeout.

@@ -92,7 +92,9 @@ type Config struct {
 	// when zero).
 	LockPoll time.Duration
 	// HTTPClient, when set, makes the requests (its Timeout and Transport
-	// apply); the adapter never follows a redirect.
+	// apply); the adapter never follows a redirect. Whichever client makes
+	// them, requests are OpenTelemetry client spans of the trace their
+	// context holds, and carry its traceparent to the server.
 	HTTPClient *http.Client
 	// Timeout bounds one HTTP exchange when HTTPClient is nil.
 	Timeout time.Duration

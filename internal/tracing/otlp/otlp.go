@@ -1,19 +1,11 @@
-// Package otlp starts a program's tracing from the environment, as
-// OpenTelemetry's users expect: spans are exported over OTLP/HTTP when
-// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is
-// set, and nothing is traced when it is not. OTEL_SERVICE_NAME,
-// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
-// and the exporter's own OTEL_EXPORTER_OTLP_* settings (headers, timeout,
-// certificates) apply. OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none
-// turn it off.
 package otlp
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,20 +40,19 @@ func Start(ctx context.Context, service string) (stop func(context.Context) erro
 	if err := checkSampler(); err != nil {
 		return noop, err
 	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return noop, fmt.Errorf("otlp: starting the trace exporter: %w", err)
-	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName(service)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
 		return noop, fmt.Errorf("%w: OTEL_RESOURCE_ATTRIBUTES: %w", ErrConfig, err)
 	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return noop, fmt.Errorf("otlp: starting the trace exporter: %w", err)
+	}
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
+		sdktrace.WithSpanProcessor(queryRedactor{sdktrace.NewBatchSpanProcessor(exp)}),
 		sdktrace.WithResource(res),
-		sdktrace.WithSpanProcessor(queryRedactor{}),
 	)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
@@ -116,23 +107,39 @@ func checkSampler() error {
 	return fmt.Errorf("%w: OTEL_TRACES_SAMPLER %q: want always_on, always_off, traceidratio or a parentbased_ one of them", ErrConfig, name)
 }
 
-// queryRedactor drops the query and fragment of an HTTP client span's
-// url.full as the span starts (otelhttp records the whole URL), so that no
-// span carries what a URL's query may hold.
-type queryRedactor struct{}
+// queryRedactor hands next every span that ends with the query and
+// fragment of its url.full dropped, so that no span exported carries what a
+// URL's query may hold. otelhttp records the whole URL, and only after the
+// span started: the span is changed on its way out, not as it starts.
+type queryRedactor struct{ next sdktrace.SpanProcessor }
 
-func (queryRedactor) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
-	for _, kv := range s.Attributes() {
+func (q queryRedactor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) { q.next.OnStart(ctx, s) }
+func (q queryRedactor) OnEnd(s sdktrace.ReadOnlySpan)                         { q.next.OnEnd(withoutQuery(s)) }
+func (q queryRedactor) Shutdown(ctx context.Context) error                    { return q.next.Shutdown(ctx) }
+func (q queryRedactor) ForceFlush(ctx context.Context) error                  { return q.next.ForceFlush(ctx) }
+
+// withoutQuery returns s, or s seen with its url.full cut before its query
+// or fragment when it has one.
+func withoutQuery(s sdktrace.ReadOnlySpan) sdktrace.ReadOnlySpan {
+	attrs := s.Attributes()
+	for i, kv := range attrs {
 		if kv.Key != semconv.URLFullKey {
 			continue
 		}
-		if u, err := url.Parse(kv.Value.AsString()); err == nil && (u.RawQuery != "" || u.Fragment != "") {
-			u.RawQuery, u.Fragment = "", ""
-			s.SetAttributes(attribute.String(string(semconv.URLFullKey), u.String()))
+		full := kv.Value.AsString()
+		if cut := strings.IndexAny(full, "?#"); cut >= 0 {
+			attrs = slices.Clone(attrs)
+			attrs[i] = semconv.URLFull(full[:cut])
+			return redactedSpan{s, attrs}
 		}
 	}
+	return s
 }
 
-func (queryRedactor) OnEnd(sdktrace.ReadOnlySpan)      {}
-func (queryRedactor) Shutdown(context.Context) error   { return nil }
-func (queryRedactor) ForceFlush(context.Context) error { return nil }
+// redactedSpan is a span as exported with attributes of its own.
+type redactedSpan struct {
+	sdktrace.ReadOnlySpan
+	attrs []attribute.KeyValue
+}
+
+func (r redactedSpan) Attributes() []attribute.KeyValue { return r.attrs }

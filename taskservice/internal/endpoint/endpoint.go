@@ -1,14 +1,18 @@
 package endpoint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/sendtwice/sendtwice/internal/redact"
 )
@@ -74,7 +78,9 @@ func Normalize(u *url.URL) *url.URL {
 // given when it is not nil, else one with timeout (defaultTimeout when
 // zero) over a transport that keeps at most maxConns connections to a host
 // open at once (defaultMaxConns when zero). Either way it never follows a
-// redirect.
+// redirect, and its transport (given's own, if it has one) is wrapped by
+// otelhttp, unless it is already: each request is a client span of the
+// trace its context holds, and carries that trace's context to the server.
 func Client(given *http.Client, timeout, defaultTimeout time.Duration, maxConns, defaultMaxConns int) *http.Client {
 	var client http.Client
 	if given != nil {
@@ -92,6 +98,43 @@ func Client(given *http.Client, timeout, defaultTimeout time.Duration, maxConns,
 		t.MaxIdleConnsPerHost = t.MaxConnsPerHost
 		client.Transport = t
 	}
+	if _, traced := client.Transport.(*otelhttp.Transport); !traced {
+		client.Transport = otelhttp.NewTransport(inMemoryBody{client.Transport})
+	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &client
+}
+
+// inMemoryBody gives the transport under otelhttp a request body it knows
+// to be in memory, as the adapter made it, in place of the one otelhttp
+// wraps: net/http then sends the headers and the body in one write, as
+// without tracing. Sent apart, the body of a PUT that Radicale refuses
+// (If-None-Match) arrives after its answer, unread, and the connection is
+// reset under the caller. A body that was not in memory (no GetBody) is
+// passed on as it is.
+type inMemoryBody struct{ next http.RoundTripper }
+
+func (t inMemoryBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody || r.GetBody == nil {
+		return t.transport().RoundTrip(r)
+	}
+	b, err := io.ReadAll(r.Body)
+	if cerr := r.Body.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: reading the request body: %w", err)
+	}
+	in := new(http.Request)
+	*in = *r
+	in.Body = io.NopCloser(bytes.NewReader(b))
+	in.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return t.transport().RoundTrip(in)
+}
+
+func (t inMemoryBody) transport() http.RoundTripper {
+	if t.next == nil {
+		return http.DefaultTransport
+	}
+	return t.next
 }
