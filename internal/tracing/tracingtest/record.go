@@ -1,6 +1,3 @@
-// Package tracingtest turns tracing on for one test: a real SDK tracer
-// provider whose spans a tracetest.SpanRecorder keeps, and the W3C trace
-// context propagator. Tests only: it imports the OpenTelemetry SDK.
 package tracingtest
 
 import (
