@@ -55,7 +55,8 @@ func Start(t testing.TB) *Jaeger {
 	t.Helper()
 	bin := Require(t)
 	dir := t.TempDir()
-	otlp, query, grpc := proctest.FreePort(t, "jaegertest"), proctest.FreePort(t, "jaegertest"), proctest.FreePort(t, "jaegertest")
+	ports := proctest.FreePorts(t, "jaegertest", 3)
+	otlp, query, grpc := ports[0], ports[1], ports[2]
 	j := &Jaeger{
 		OTLPEndpoint: fmt.Sprintf("http://127.0.0.1:%d", otlp),
 		UI:           fmt.Sprintf("http://127.0.0.1:%d", query),

@@ -17,14 +17,23 @@ import (
 
 // FreePort returns a port on 127.0.0.1 that was free a moment ago. rig
 // starts the test's failure message ("davtest").
-func FreePort(t testing.TB, rig string) int {
+func FreePort(t testing.TB, rig string) int { return FreePorts(t, rig, 1)[0] }
+
+// FreePorts returns n distinct ports on 127.0.0.1 that were free a moment
+// ago: each is held until all are found, so that none is handed out twice
+// (a port let go may be the next one the system picks).
+func FreePorts(t testing.TB, rig string, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("%s: finding a free port: %v", rig, err)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("%s: finding a free port: %v", rig, err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // Process is a server process, started and stopped again as often as a
