@@ -78,6 +78,8 @@ service over NATS), caldav (with --caldav-url URL and, for a login, --caldav-use
 its locks need NATS).
 status and verify, given no SERVICE, use the one serve recorded (never its password or key).
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
+Traces go to $OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP) when it is set; the OTEL_* variables apply
+(docs/TRACING.md).
 `
 
 // errSilent marks a failure whose explanation was already printed.

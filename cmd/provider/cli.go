@@ -60,6 +60,8 @@ The three counters, in total and per scope, are shown by 'executor status'.
 The NATS server defaults to $NATS_URL, else ` + defaultServer + `. Every command also takes
 --creds, --nkey, --user/--password ($NATS_PASSWORD), --tls-cert/--tls-key/--tls-ca
 (or --tlscert/--tlskey/--tlsca, $NATS_CERT/$NATS_KEY/$NATS_CA) and --inbox-prefix.
+Traces go to $OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP) when it is set; the OTEL_* variables apply
+(docs/TRACING.md).
 Run 'provider COMMAND --help' for a command's flags.
 `
 

@@ -39,6 +39,8 @@ Usage:
 
 Run 'publisher COMMAND --help' for a command's flags.
 The NATS server defaults to $NATS_URL, else nats://127.0.0.1:4222.
+Traces go to $OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP) when it is set; the OTEL_* variables apply
+(docs/TRACING.md).
 `
 
 // exitError carries a process exit status with its cause.
