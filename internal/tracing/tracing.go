@@ -32,21 +32,17 @@ func On() bool {
 	return tp != unset && !none
 }
 
-// The attributes the project's spans carry beside OpenTelemetry's own
-// messaging ones. None of them holds a secret or a task's content.
+// The attributes the project's spans carry: its own, none of which holds
+// a secret or a task's content, and OpenTelemetry's messaging ones, as the
+// spans of a NATS message name them.
 const (
-	IntentID    = attribute.Key("sendtwice.intent_id")
-	Scope       = attribute.Key("sendtwice.scope")
-	Destination = attribute.Key("sendtwice.destination")
-	Outcome     = attribute.Key("sendtwice.outcome")
-	TaskID      = attribute.Key("sendtwice.task_id")
-	Check       = attribute.Key("sendtwice.gate.check")
-	Executor    = attribute.Key("sendtwice.executor")
-)
-
-// OpenTelemetry's messaging attributes, as the spans of a NATS message
-// name them.
-const (
+	IntentID                = attribute.Key("sendtwice.intent_id")
+	Scope                   = attribute.Key("sendtwice.scope")
+	Destination             = attribute.Key("sendtwice.destination")
+	Outcome                 = attribute.Key("sendtwice.outcome")
+	TaskID                  = attribute.Key("sendtwice.task_id")
+	Check                   = attribute.Key("sendtwice.gate.check")
+	Executor                = attribute.Key("sendtwice.executor")
 	MessagingSystem         = attribute.Key("messaging.system")
 	MessagingDestination    = attribute.Key("messaging.destination.name")
 	MessagingOperation      = attribute.Key("messaging.operation.type")
