@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -156,6 +157,11 @@ func TestServeRecordsDeleteAndTheTestsFaultSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("serve collects garbage at its own target when GOGC is unset", func(t *testing.T) {
+		if want := fmt.Sprintf(`"gogc":%d`, serveGCPercent); !strings.Contains(serveLog.String(), want) {
+			t.Errorf("serve's log does not say %s:\n%s", want, serveLog.String())
+		}
+	})
 	t.Run("serve on another data directory is refused, naming the running instance", func(t *testing.T) {
 		_, errOut, err := invoke(t, url, "serve", "--data", t.TempDir())
 		if !errors.Is(err, provider.ErrAnotherInstance) || !strings.Contains(err.Error(), info.StoreID) ||

@@ -137,6 +137,7 @@ func (c *app) serve(ctx context.Context, args []string) error {
 	if *f.checkOnly {
 		return checkServeConfig(log, f.common, *f.httpAddr)
 	}
+	log.Info("garbage collector", "gogc", setServeGC(c.getenv("GOGC")))
 	if *f.cpuProfile != "" {
 		stopProfile, err := cli.StartCPUProfile(*f.cpuProfile)
 		if err != nil {
