@@ -55,7 +55,9 @@ func Start(ctx context.Context, service string) (stop func(context.Context) erro
 		sdktrace.WithResource(res),
 	)
 	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	// W3C trace context alone: no baggage, which a publisher could fill
+	// and every executor would pass on to the task services.
+	otel.SetTextMapPropagator(propagation.TraceContext{})
 	enabled.Store(true)
 	return func(ctx context.Context) error {
 		enabled.Store(false)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,11 @@ func TestSpansAreExportedWithoutTheQueryOfTheirURL(t *testing.T) {
 	}
 	if !Enabled() {
 		t.Fatal("Enabled = false with an endpoint set")
+	}
+	// Only the trace context travels: no baggage a publisher could fill
+	// for the executors to pass on to the task services.
+	if got := otel.GetTextMapPropagator().Fields(); !slices.Equal(got, []string{"traceparent", "tracestate"}) {
+		t.Errorf("the propagator carries %q, want traceparent and tracestate alone", got)
 	}
 	const full = "http://h/p?apikey=x#f"
 	tracer := otel.Tracer("test")
