@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/sendtwice/sendtwice/internal/benchcpu"
 	"github.com/sendtwice/sendtwice/internal/document"
 )
 
@@ -18,18 +19,22 @@ func BenchmarkReceiptEncoding(b *testing.B) {
 	}
 	b.Run("encode", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := benchcpu.Start()
 		for b.Loop() {
 			if _, err := json.Marshal(r); err != nil {
 				b.Fatal(err)
 			}
 		}
+		cpu.Report(b, "approval")
 	})
 	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := benchcpu.Start()
 		for b.Loop() {
 			if _, err := document.DecodeReceipt(data); err != nil {
 				b.Fatal(err)
 			}
 		}
+		cpu.Report(b, "approval")
 	})
 }

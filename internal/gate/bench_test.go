@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sendtwice/sendtwice/internal/benchcpu"
 	"github.com/sendtwice/sendtwice/internal/canon"
 	"github.com/sendtwice/sendtwice/internal/document"
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -52,6 +53,7 @@ func BenchmarkGate(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(envs[0])))
 				i := 0
+				cpu := benchcpu.Start()
 				for b.Loop() {
 					if _, err := check(envs[i]); err != nil {
 						b.Fatal(err)
@@ -60,6 +62,7 @@ func BenchmarkGate(b *testing.B) {
 						i = 0
 					}
 				}
+				cpu.Report(b, "approval")
 			})
 		}
 	}

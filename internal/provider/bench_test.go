@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sendtwice/sendtwice/internal/benchcpu"
 )
 
 var benchCallers = []int{1, 8, 64}
@@ -21,6 +23,7 @@ func runCallers(b *testing.B, callers int, call func(i int) error) {
 	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := benchcpu.Start()
 	for range callers {
 		wg.Go(func() {
 			for !failed.Load() {
@@ -38,6 +41,7 @@ func runCallers(b *testing.B, callers int, call func(i int) error) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu.Report(b, "call")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
 
