@@ -77,8 +77,6 @@ type Server struct {
 	opts Options
 	t    testing.TB
 	dir  string
-	argv []string
-	env  []string
 
 	proc    proctest.Process
 	mu      sync.Mutex
@@ -103,17 +101,13 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 		Storage: filepath.Join(dir, "storage"),
 		LogFile: filepath.Join(dir, "server.log"),
 	}
-	port := proctest.FreePort(t, "davtest")
-	s.BaseURL = "http://127.0.0.1:" + strconv.Itoa(port)
 	s.Client = &http.Client{}
 	if opts.TLS {
-		s.BaseURL = "https://127.0.0.1:" + strconv.Itoa(port)
 		s.Client = selfSigned(t, s)
 	}
-	s.env = append(os.Environ(), "HOME="+dir, "PYTHONUNBUFFERED=1", "LC_ALL=C.UTF-8")
+	owner := "davtest"
 	switch k {
 	case Radicale:
-		owner := "davtest"
 		if opts.User != "" {
 			owner = opts.User
 		}
@@ -121,28 +115,24 @@ func Start(t testing.TB, k Kind, opts Options) *Server {
 		s.PrincipalPath = "/" + owner + "/"
 		s.HomePath = s.PrincipalPath
 		s.CollectionDir = filepath.Join(s.Storage, "collection-root", owner, "tasks")
-		s.argv = []string{k.Binary(), "--config", s.writeRadicaleConfig(port)}
 	case Xandikos:
 		s.CollectionPath = "/user/calendars/tasks/"
 		s.PrincipalPath = "/user/"
 		s.HomePath = "/user/calendars/"
 		s.CollectionDir = filepath.Join(s.Storage, "user", "calendars", "tasks")
-		s.argv = []string{k.Binary(), "-d", s.Storage, "--autocreate",
-			"-l", "127.0.0.1", "-p", strconv.Itoa(port), "--current-user-principal", "/user/"}
 	default:
 		t.Fatalf("davtest: unknown server %q", k)
 	}
-	s.CollectionURL = s.BaseURL + s.CollectionPath
-	s.proc = proctest.Process{Rig: "davtest", Name: string(k), Argv: s.argv, Dir: dir, Env: s.env, OutFile: s.LogFile,
+	s.proc = proctest.Process{Rig: "davtest", Name: string(k), Dir: dir,
+		Env: append(os.Environ(), "HOME="+dir, "PYTHONUNBUFFERED=1", "LC_ALL=C.UTF-8"), OutFile: s.LogFile,
 		Grace: 5 * time.Second, Tails: func() string { return "its log:\n" + s.tail() }}
-	s.PrincipalURL = s.BaseURL + s.PrincipalPath
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
 			t.Logf("the end of the %s log (%s):\n%s", k, s.LogFile, s.tail())
 		}
 	})
-	s.start()
+	s.proc.StartOnFreePorts(t, 1, s.listen, s.pollClient(), 15*time.Second, 20*time.Millisecond)
 	s.makeCollection()
 	return s
 }
@@ -196,10 +186,36 @@ mask_passwords = True
 	return path
 }
 
-// start runs the command and waits until the server answers HTTP.
+// listen sets the server's URLs and command up for ports[0] and returns
+// the URL that answers once it is up.
+func (s *Server) listen(ports []int) string {
+	port := ports[0]
+	scheme := "http"
+	if s.opts.TLS {
+		scheme = "https"
+	}
+	s.BaseURL = scheme + "://127.0.0.1:" + strconv.Itoa(port)
+	s.CollectionURL = s.BaseURL + s.CollectionPath
+	s.PrincipalURL = s.BaseURL + s.PrincipalPath
+	switch s.Kind {
+	case Radicale:
+		s.proc.Argv = []string{s.Kind.Binary(), "--config", s.writeRadicaleConfig(port)}
+	case Xandikos:
+		s.proc.Argv = []string{s.Kind.Binary(), "-d", s.Storage, "--autocreate",
+			"-l", "127.0.0.1", "-p", strconv.Itoa(port), "--current-user-principal", "/user/"}
+	}
+	return s.BaseURL + "/"
+}
+
+func (s *Server) pollClient() *http.Client {
+	return &http.Client{Timeout: time.Second, Transport: s.Client.Transport}
+}
+
+// start runs the command again on its port and waits until the server
+// answers HTTP.
 func (s *Server) start() {
 	s.t.Helper()
-	s.proc.Start(s.t, s.BaseURL+"/", &http.Client{Timeout: time.Second, Transport: s.Client.Transport}, 15*time.Second, 20*time.Millisecond)
+	s.proc.Start(s.t, s.BaseURL+"/", s.pollClient(), 15*time.Second, 20*time.Millisecond)
 }
 
 func (s *Server) tail() string { return proctest.TailOf(s.LogFile, 4000) }

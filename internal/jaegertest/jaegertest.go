@@ -55,19 +55,12 @@ func Start(t testing.TB) *Jaeger {
 	t.Helper()
 	bin := Require(t)
 	dir := t.TempDir()
-	ports := proctest.FreePorts(t, "jaegertest", 3)
-	otlp, query, grpc := ports[0], ports[1], ports[2]
 	j := &Jaeger{
-		OTLPEndpoint: fmt.Sprintf("http://127.0.0.1:%d", otlp),
-		UI:           fmt.Sprintf("http://127.0.0.1:%d", query),
-		LogFile:      filepath.Join(dir, "jaeger.log"),
-		t:            t,
-		client:       &http.Client{Timeout: 10 * time.Second},
+		LogFile: filepath.Join(dir, "jaeger.log"),
+		t:       t,
+		client:  &http.Client{Timeout: 10 * time.Second},
 	}
 	conf := filepath.Join(dir, "jaeger.yaml")
-	if err := os.WriteFile(conf, []byte(config(otlp, query, grpc, os.Getenv(UIAssetsEnv))), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	j.proc = proctest.Process{Rig: "jaegertest", Name: "jaeger", Argv: []string{bin, "--config", conf}, Dir: dir,
 		Env: append(os.Environ(), "HOME="+dir), OutFile: j.LogFile, Grace: 5 * time.Second,
 		Tails: func() string { return "its log:\n" + proctest.TailOf(j.LogFile, 4000) }}
@@ -80,7 +73,15 @@ func Start(t testing.TB) *Jaeger {
 	// The query API answers once every extension and the receiver have
 	// started: the Collector starts the pipelines' receivers before it
 	// reports ready, and the extensions before them.
-	j.proc.Start(t, j.UI+"/api/services", &http.Client{Timeout: time.Second}, startTimeout, 20*time.Millisecond)
+	j.proc.StartOnFreePorts(t, 3, func(ports []int) string {
+		otlp, query, grpc := ports[0], ports[1], ports[2]
+		j.OTLPEndpoint = fmt.Sprintf("http://127.0.0.1:%d", otlp)
+		j.UI = fmt.Sprintf("http://127.0.0.1:%d", query)
+		if err := os.WriteFile(conf, []byte(config(otlp, query, grpc, os.Getenv(UIAssetsEnv))), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return j.UI + "/api/services"
+	}, &http.Client{Timeout: time.Second}, startTimeout, 20*time.Millisecond)
 	return j
 }
 

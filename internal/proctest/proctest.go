@@ -2,6 +2,7 @@ package proctest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -54,6 +55,11 @@ type Process struct {
 	Grace time.Duration
 	// Tails says, for a failure's message, what the logs end with.
 	Tails func() string
+	// Ports are the ports the process listens on. When set, Start waits
+	// until the process (or, with Group, its group) holds each one: a
+	// port another process took between FreePorts and the bind would
+	// answer the URL for it, and the rig would talk to a stranger.
+	Ports []int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -61,13 +67,45 @@ type Process struct {
 }
 
 // Start runs the command and waits until url answers a GET through client
-// (any status), polling every poll; it fails the test when the process
-// exits first or when timeout passes (stopping the process).
+// (any status), polling every poll, and until the process holds its
+// Ports; it fails the test when the process exits first, when another
+// process holds one of the Ports, or when timeout passes (stopping the
+// process).
 func (p *Process) Start(t testing.TB, url string, client *http.Client, timeout, poll time.Duration) {
 	t.Helper()
+	if err := p.start(url, client, timeout, poll); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartOnFreePorts finds n free ports, has listen set the command up for
+// them (its Argv, configuration files) and return the URL to poll, and
+// starts the process on them as Start does. When another process took one
+// of the ports before the command could bind it, it stops the command and
+// tries again with other ports, up to three times.
+func (p *Process) StartOnFreePorts(t testing.TB, n int, listen func(ports []int) (url string), client *http.Client, timeout, poll time.Duration) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p.Ports = FreePorts(t, p.Rig, n)
+		err := p.start(listen(p.Ports), client, timeout, poll)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; trying other ports", err)
+	}
+}
+
+// errPortTaken is a start that found one of its ports held by another
+// process.
+var errPortTaken = errors.New("a port was taken by another process")
+
+func (p *Process) start(url string, client *http.Client, timeout, poll time.Duration) error {
 	out, err := os.OpenFile(p.OutFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer out.Close()
 	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
@@ -79,7 +117,7 @@ func (p *Process) Start(t testing.TB, url string, client *http.Client, timeout, 
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: starting %s: %v", p.Rig, p.Name, err)
+		return fmt.Errorf("%s: starting %s: %w", p.Rig, p.Name, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -91,17 +129,28 @@ func (p *Process) Start(t testing.TB, url string, client *http.Client, timeout, 
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("%s: %s exited while starting (%v).\n%s", p.Rig, p.Name, cmd.ProcessState, p.Tails())
+			err := fmt.Errorf("%s: %s exited while starting (%v).\n%s", p.Rig, p.Name, cmd.ProcessState, p.Tails())
+			if _, taken := p.holdsPorts(cmd.Process.Pid); errors.Is(taken, errPortTaken) {
+				err = fmt.Errorf("%w: %w", taken, err)
+			}
+			return err
 		default:
 		}
 		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
-			return
+			held, err := p.holdsPorts(cmd.Process.Pid)
+			if err != nil {
+				p.Stop()
+				return err
+			}
+			if held {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			p.Stop()
-			t.Fatalf("%s: %s did not answer on %s within %s: %v\n%s", p.Rig, p.Name, url, timeout, err, p.Tails())
+			return fmt.Errorf("%s: %s did not answer on %s (and hold its ports %v) within %s: %v\n%s", p.Rig, p.Name, url, p.Ports, timeout, err, p.Tails())
 		}
 		time.Sleep(poll)
 	}

@@ -50,7 +50,6 @@ type Server struct {
 	Dir string
 
 	t       testing.TB
-	port    int
 	env     []string
 	pidFile string
 	page    int // issues per page of a listing; 0: 100
@@ -120,14 +119,11 @@ func Start(t testing.TB, opts Options) *Server {
 		OutFile:   filepath.Join(dir, "server.out"),
 		Dir:       dir,
 		t:         t,
-		port:      proctest.FreePort(t, "redminetest"),
 		env:       railsEnv(dir),
 		pidFile:   filepath.Join(dir, "server.pid"),
 	}
-	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.port)
 	s.proc = proctest.Process{Rig: "redminetest", Name: "Redmine",
-		Argv: []string{"bin/rails", "server", "-e", "production", "-b", "127.0.0.1", "-p", strconv.Itoa(s.port), "-P", s.pidFile},
-		Dir:  filepath.Join(dir, "app"), Env: s.env, OutFile: s.OutFile, Group: true, Grace: 10 * time.Second, Tails: s.tails}
+		Dir: filepath.Join(dir, "app"), Env: s.env, OutFile: s.OutFile, Group: true, Grace: 10 * time.Second, Tails: s.tails}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -135,7 +131,12 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 	})
 	copied := time.Now()
-	s.start()
+	os.Remove(s.pidFile)
+	s.proc.StartOnFreePorts(t, 1, func(ports []int) string {
+		s.URL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+		s.proc.Argv = []string{"bin/rails", "server", "-e", "production", "-b", "127.0.0.1", "-p", strconv.Itoa(ports[0]), "-P", s.pidFile}
+		return s.URL + "/"
+	}, s.pollClient(), startTimeout, 50*time.Millisecond)
 	how := "the template from " + tpl.dir
 	if tpl.fresh {
 		how = "the template this test binary prepared in " + tpl.Took
@@ -154,8 +155,10 @@ const startTimeout = 90 * time.Second
 func (s *Server) start() {
 	s.t.Helper()
 	os.Remove(s.pidFile)
-	s.proc.Start(s.t, s.URL+"/", &http.Client{Timeout: 2 * time.Second}, startTimeout, 50*time.Millisecond)
+	s.proc.Start(s.t, s.URL+"/", s.pollClient(), startTimeout, 50*time.Millisecond)
 }
+
+func (s *Server) pollClient() *http.Client { return &http.Client{Timeout: 2 * time.Second} }
 
 // tails is the end of the server's output and of its request log, for a
 // failure's message.
