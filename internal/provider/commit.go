@@ -205,6 +205,7 @@ func (s *Store) lookupTask(g *groupState, n uint64) (TaskRecord, bool, error) {
 type batchWriter struct {
 	b   *pebble.Batch
 	err error
+	buf []byte // a record's encoding; the batch copies it
 }
 
 func (w *batchWriter) put(key, val []byte) {
@@ -229,6 +230,14 @@ func (w *batchWriter) putJSON(key []byte, v any) {
 		return
 	}
 	w.err = w.b.Set(key, val, nil)
+}
+
+// putRecord puts a record that encodes itself (see recordjson.go).
+func putRecord[R jsonRecord](w *batchWriter, key []byte, r R) {
+	if w.err == nil {
+		w.buf = r.appendJSON(w.buf[:0])
+		w.err = w.b.Set(key, w.buf, nil)
+	}
 }
 
 // getRaw reads one key, copying its value.

@@ -104,7 +104,7 @@ func (g *groupState) setIntent(fr FirstResult, oldKeep time.Time) {
 	if !newKeep.IsZero() && !oldKeep.Equal(newKeep) {
 		g.w.put(expiryKey(newKeep, fr.Scope, fr.IntentID), nil)
 	}
-	g.w.putJSON(intentKey(fr.Scope, fr.IntentID), fr)
+	putRecord(&g.w, intentKey(fr.Scope, fr.IntentID), fr)
 	cp := fr
 	g.decided[keyName(fr.Scope, fr.IntentID)] = &cp
 }
@@ -173,7 +173,7 @@ func (s *Store) decide(g *groupState, c *createCall, first FirstResult, found bo
 		rec.TaskDeleted = first.TaskDeleted
 		resp = CreateResponse{Outcome: rec.Outcome, TaskID: first.TaskID, First: first, TaskDeleted: first.TaskDeleted}
 	}
-	g.w.putJSON(seqKey(prefixRequest, seq), rec)
+	putRecord(&g.w, seqKey(prefixRequest, seq), rec)
 	g.w.put(indexKey(req.Scope, req.IntentID, prefixRequest, seq), nil)
 	resp.Counts = m.counts()
 	resp.RequestSeq = seq
@@ -215,7 +215,7 @@ func (g *groupState) createTask(sc *ScopeCounts, req CreateRequest, seq uint64, 
 		RequestSeq:    seq,
 		KeepUntil:     formatKeep(keep),
 	}
-	g.w.putJSON(seqKey(prefixCreate, createSeq), CreateRecord{
+	putRecord(&g.w, seqKey(prefixCreate, createSeq), CreateRecord{
 		Seq:           createSeq,
 		Scope:         req.Scope,
 		IntentID:      req.IntentID,
@@ -233,7 +233,7 @@ func (g *groupState) createTask(sc *ScopeCounts, req CreateRequest, seq uint64, 
 		Task:      req.Task,
 		CreatedAt: now,
 	}
-	g.w.putJSON(seqKey(prefixTask, taskSeq), tr)
+	putRecord(&g.w, seqKey(prefixTask, taskSeq), tr)
 	g.tasks[taskSeq] = &tr
 	g.w.put(indexKey(req.Scope, req.IntentID, prefixTask, taskSeq), nil)
 	return fr
