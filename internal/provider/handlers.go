@@ -2,8 +2,8 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -222,24 +222,22 @@ func (s *Service) answer(ctx context.Context, reply string, req CreateRequest, d
 		s.replyError(reply, CodeInternal, "store failure: "+err.Error())
 		return
 	}
-	attrs := []any{"intent_id", req.IntentID, "outcome", resp.Outcome, "task_id", resp.TaskID,
-		"request_seq", resp.RequestSeq, "requests_received", resp.Counts.RequestsReceived,
-		"creates_executed", resp.Counts.CreatesExecuted, "tasks_existing", resp.Counts.TasksExisting}
+	level, msg := slog.LevelDebug, "create call"
+	switch {
+	case drop:
+		level, msg = slog.LevelWarn, "fault switch: reply withheld after commit"
+	case resp.Outcome == OutcomeConflict:
+		level = slog.LevelInfo
+	}
+	if s.log.Enabled(ctx, level) {
+		s.log.Log(ctx, level, msg, "intent_id", req.IntentID, "outcome", resp.Outcome, "task_id", resp.TaskID,
+			"request_seq", resp.RequestSeq, "requests_received", resp.Counts.RequestsReceived,
+			"creates_executed", resp.Counts.CreatesExecuted, "tasks_existing", resp.Counts.TasksExisting)
+	}
 	if drop {
-		s.log.WarnContext(ctx, "fault switch: reply withheld after commit", attrs...)
 		return
 	}
-	if resp.Outcome == OutcomeConflict {
-		s.log.InfoContext(ctx, "create call", attrs...)
-	} else {
-		s.log.DebugContext(ctx, "create call", attrs...)
-	}
-	data, err := json.Marshal(resp)
-	if err != nil {
-		s.replyError(reply, CodeInternal, "encode reply: "+err.Error())
-		return
-	}
-	s.publish(&nats.Msg{Subject: reply, Data: data})
+	s.publish(&nats.Msg{Subject: reply, Data: resp.appendJSON(nil)})
 }
 
 func (s *Service) handleStats(r micro.Request) {

@@ -5,11 +5,11 @@ import (
 	"unicode/utf8"
 )
 
-// The records every create call writes are encoded by hand, without
-// reflection: each appendJSON writes the bytes encoding/json writes for
-// the same value (tests compare the two over every field), so stored
-// records read back as before. Records written once in a while (meta,
-// scope counters, deletes) go through encoding/json.
+// The records every create call writes, and its reply, are encoded by
+// hand, without reflection: each appendJSON writes the bytes encoding/json
+// writes for the same value (tests compare the two over every field), so
+// stored records and replies read back as before. Records written once in
+// a while (meta, scope counters, deletes) go through encoding/json.
 
 // jsonRecord is a record that encodes itself.
 type jsonRecord interface {
@@ -77,6 +77,21 @@ func (r FirstResult) appendJSON(b []byte) []byte {
 		b = append(b, `,"task_deleted":true`...)
 	}
 	b = appendOmitEmpty(b, `,"deleted_at":`, r.DeletedAt)
+	return append(b, '}')
+}
+
+func (r CreateResponse) appendJSON(b []byte) []byte {
+	b = appendJSONString(append(b, `{"outcome":`...), r.Outcome)
+	b = appendJSONString(append(b, `,"task_id":`...), r.TaskID)
+	b = r.First.appendJSON(append(b, `,"first":`...))
+	b = strconv.AppendInt(append(b, `,"counts":{"requests_received":`...), r.Counts.RequestsReceived, 10)
+	b = strconv.AppendInt(append(b, `,"creates_executed":`...), r.Counts.CreatesExecuted, 10)
+	b = strconv.AppendInt(append(b, `,"tasks_existing":`...), r.Counts.TasksExisting, 10)
+	b = strconv.AppendUint(append(b, `},"request_seq":`...), r.RequestSeq, 10)
+	b = appendJSONString(append(b, `,"store_id":`...), r.StoreID)
+	if r.TaskDeleted {
+		b = append(b, `,"task_deleted":true`...)
+	}
 	return append(b, '}')
 }
 

@@ -43,11 +43,11 @@ func fill(v reflect.Value, r *rand.Rand) {
 	}
 }
 
-// Each record encoded by hand is byte for byte what encoding/json writes,
+// Each record (and the reply) encoded by hand is byte for byte what encoding/json writes,
 // over every field, with strings JSON must escape, empty members omitted.
 func TestRecordsEncodeAsEncodingJSONDoes(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, rec := range []jsonRecord{RequestRecord{}, CreateRecord{}, TaskRecord{}, FirstResult{}} {
+	for _, rec := range []jsonRecord{RequestRecord{}, CreateRecord{}, TaskRecord{}, FirstResult{}, CreateResponse{}} {
 		t.Run(reflect.TypeOf(rec).Name(), func(t *testing.T) {
 			for range 2000 {
 				v := reflect.New(reflect.TypeOf(rec))

@@ -2,8 +2,11 @@ package provider
 
 import (
 	"encoding/json"
+	"log/slog"
 	"reflect"
+	"regexp"
 	"testing"
+	"time"
 )
 
 func sampleReplies(t testing.TB) [][]byte {
@@ -102,4 +105,39 @@ func BenchmarkDecodeCreateReply(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The service logs each create call at the level its outcome deserves: a
+// reply withheld by the fault switch as a warning, an idempotency conflict
+// at info, created and replayed at debug only.
+func TestACreateCallIsLoggedAtTheLevelOfItsOutcome(t *testing.T) {
+	logs := &logBuffer{}
+	h := newHarness(t, Options{}, ServiceConfig{AllowFaults: true,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	ctx := ctxT(t)
+	for _, req := range []CreateRequest{newRequest("intent-log", "first"), newRequest("intent-log", "first"), newRequest("intent-log", "other")} {
+		if _, err := h.client.Create(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.client.ArmFault(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	impatient := &Client{nc: h.nc, Timeout: 300 * time.Millisecond}
+	if _, err := impatient.Create(ctx, newRequest("intent-dropped", "lost reply")); err == nil {
+		t.Fatal("the reply the fault switch withholds arrived")
+	}
+	for _, tc := range []struct {
+		line   string
+		logged bool
+	}{
+		{`level=INFO msg="create call" .* intent_id=intent-log outcome=idempotency_conflict`, true},
+		{`level=WARN msg="fault switch: reply withheld after commit" .* intent_id=intent-dropped outcome=created`, true},
+		{`msg="create call" .* outcome=created`, false},
+		{`msg="create call" .* outcome=replayed`, false},
+	} {
+		if got := logs.String(); regexp.MustCompile(`(?m)^.*`+tc.line).MatchString(got) != tc.logged {
+			t.Errorf("the log holds %q: %v, want %v; the log:\n%s", tc.line, !tc.logged, tc.logged, got)
+		}
+	}
 }
