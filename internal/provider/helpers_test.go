@@ -322,18 +322,8 @@ func audit(tb testing.TB, st *Store, safe bool) auditReport {
 			tb.Errorf("request %d has outcome %q", r.Seq, r.Outcome)
 		}
 	}
-	// The per-intent index agrees with the full listing.
-	for intent, n := range rep.requestsPer {
-		if got := len(allRecords(tb, st, RecordRequests, intent).Requests); got != n {
-			tb.Errorf("index lists %d requests for %q, want %d", got, intent, n)
-		}
-		if got := len(allRecords(tb, st, RecordCreates, intent).Creates); got != rep.createsPer[intent] {
-			tb.Errorf("index lists %d creates for %q, want %d", got, intent, rep.createsPer[intent])
-		}
-		if got := len(allRecords(tb, st, RecordTasks, intent).Tasks); got != rep.tasksPer[intent] {
-			tb.Errorf("index lists %d tasks for %q, want %d", got, intent, rep.tasksPer[intent])
-		}
-	}
+	// The per-key index agrees with the full listings.
+	checkKeyListings(tb, st)
 	if safe {
 		for intent := range rep.intentRecords {
 			if rep.createsPer[intent] != 1 || rep.tasksPer[intent] != 1 {
