@@ -193,26 +193,11 @@ func counts(r, c, t int64) Counts {
 	return Counts{RequestsReceived: r, CreatesExecuted: c, TasksExisting: t}
 }
 
-// allRecords reads every record of one kind, following the pages.
+// allRecords reads every record of one kind, of one intent id in scope
+// default or of all keys (intent ""), following pages of 7.
 func allRecords(tb testing.TB, st *Store, kind, intent string) RecordsResponse {
 	tb.Helper()
-	out := RecordsResponse{Kind: kind}
-	var after uint64
-	for {
-		page, err := st.Records(RecordsRequest{Kind: kind, IntentID: intent, AfterSeq: after, Limit: 7})
-		if err != nil {
-			tb.Fatalf("records %s: %v", kind, err)
-		}
-		out.Requests = append(out.Requests, page.Requests...)
-		out.Creates = append(out.Creates, page.Creates...)
-		out.Tasks = append(out.Tasks, page.Tasks...)
-		out.Intents = append(out.Intents, page.Intents...)
-		out.Deletes = append(out.Deletes, page.Deletes...)
-		if page.NextSeq == 0 {
-			return out
-		}
-		after = page.NextSeq
-	}
+	return scopedRecords(tb, st, kind, keyID{"", intent}, 7)
 }
 
 // auditReport is what the audit found, per intent id.

@@ -15,8 +15,8 @@ import (
 // keyID is a key (scope, intent id) as the tests name it.
 type keyID struct{ scope, intent string }
 
-// scopedRecords reads every record of one kind for one key, following
-// pages of limit records.
+// scopedRecords reads every record of one kind for one key (all keys when
+// its intent id is ""), following pages of limit records.
 func scopedRecords(tb testing.TB, st *Store, kind string, k keyID, limit int) RecordsResponse {
 	tb.Helper()
 	out := RecordsResponse{Kind: kind}
@@ -29,6 +29,7 @@ func scopedRecords(tb testing.TB, st *Store, kind string, k keyID, limit int) Re
 		out.Requests = append(out.Requests, page.Requests...)
 		out.Creates = append(out.Creates, page.Creates...)
 		out.Tasks = append(out.Tasks, page.Tasks...)
+		out.Intents = append(out.Intents, page.Intents...)
 		out.Deletes = append(out.Deletes, page.Deletes...)
 		if page.NextSeq == 0 {
 			return out
