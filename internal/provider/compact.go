@@ -146,6 +146,9 @@ func (s *Store) compactChunk(g *groupState) (CompactResult, error) {
 			}
 			continue
 		}
+		if err := s.writeImplied(g, fr); err != nil {
+			return r, err
+		}
 		g.w.del(intentKey(e.scope, e.id))
 		g.w.del(seqKey(prefixIntentOrder, fr.RequestSeq))
 		g.decided[keyName(e.scope, e.id)] = nil
@@ -168,6 +171,30 @@ func (s *Store) compactChunk(g *groupState) (CompactResult, error) {
 		}
 	}
 	return r, nil
+}
+
+// writeImplied writes the index entries that a key's intent record stands
+// for (impliedEntry) before compaction removes it, so that its records stay
+// listed under the key: its first request's and create's while their
+// records are kept, its task's while the task exists.
+func (s *Store) writeImplied(g *groupState, fr FirstResult) error {
+	for _, kind := range []byte{prefixRequest, prefixCreate, prefixTask} {
+		seq := impliedEntry(fr, kind)
+		if seq == 0 {
+			continue
+		}
+		if kind != prefixTask {
+			_, kept, err := getRaw(s.db, seqKey(kind, seq))
+			if err != nil {
+				return fmt.Errorf("read record %c %d of intent %q in scope %q: %w", kind, seq, fr.IntentID, fr.Scope, err)
+			}
+			if !kept {
+				continue // retired
+			}
+		}
+		g.w.put(indexKey(fr.Scope, fr.IntentID, kind, seq), nil)
+	}
+	return nil
 }
 
 // retire removes up to one chunk of the oldest records of kind (requests

@@ -151,7 +151,9 @@ func (s *Store) decide(g *groupState, c *createCall, first FirstResult, found bo
 		rec.Outcome, rec.Refusal = OutcomeRefused, &refusal
 		resp = CreateResponse{Outcome: OutcomeRefused}
 	case !found || s.unsafe:
-		fr := g.createTask(sc, req, seq, now, keep)
+		// The first create of a key writes no index entry for its
+		// request, create and task: its intent record stands for them.
+		fr := g.createTask(sc, req, seq, now, keep, found)
 		if !found {
 			// The first result is written once; later calls only extend
 			// its keep_until and mark its task deleted.
@@ -174,7 +176,9 @@ func (s *Store) decide(g *groupState, c *createCall, first FirstResult, found bo
 		resp = CreateResponse{Outcome: rec.Outcome, TaskID: first.TaskID, First: first, TaskDeleted: first.TaskDeleted}
 	}
 	putRecord(&g.w, seqKey(prefixRequest, seq), rec)
-	g.w.put(indexKey(req.Scope, req.IntentID, prefixRequest, seq), nil)
+	if found || rec.Outcome != OutcomeCreated {
+		g.w.put(indexKey(req.Scope, req.IntentID, prefixRequest, seq), nil)
+	}
 	resp.Counts = m.counts()
 	resp.RequestSeq = seq
 	resp.StoreID = m.StoreID
@@ -193,15 +197,18 @@ func lateKeyRefusal(notAfter string, keep, now time.Time) *Refusal {
 }
 
 // createTask creates the task of request number seq: the counters move,
-// and its create and task records are written with their index entries.
-// It returns the key's first result as this create makes it.
-func (g *groupState) createTask(sc *ScopeCounts, req CreateRequest, seq uint64, now string, keep time.Time) FirstResult {
+// and its create and task records are written, with their index entries
+// when indexed (a later create of a known key, in the unsafe mode). It
+// returns the key's first result as this create makes it.
+func (g *groupState) createTask(sc *ScopeCounts, req CreateRequest, seq uint64, now string, keep time.Time, indexed bool) FirstResult {
 	m := &g.m
 	m.CreatesExecuted++
 	m.TasksExisting++
 	m.LastTaskNumber++
 	sc.CreatesExecuted++
 	sc.TasksExisting++
+	// Both count creates, so a create's sequence is its task's number,
+	// which the per-key index relies on (impliedEntry).
 	createSeq := uint64(m.CreatesExecuted)
 	taskSeq := m.LastTaskNumber
 	taskID := FormatTaskID(taskSeq)
@@ -224,7 +231,6 @@ func (g *groupState) createTask(sc *ScopeCounts, req CreateRequest, seq uint64, 
 		RequestSeq:    seq,
 		CreatedAt:     now,
 	})
-	g.w.put(indexKey(req.Scope, req.IntentID, prefixCreate, createSeq), nil)
 	tr := TaskRecord{
 		Seq:       taskSeq,
 		TaskID:    taskID,
@@ -235,7 +241,10 @@ func (g *groupState) createTask(sc *ScopeCounts, req CreateRequest, seq uint64, 
 	}
 	putRecord(&g.w, seqKey(prefixTask, taskSeq), tr)
 	g.tasks[taskSeq] = &tr
-	g.w.put(indexKey(req.Scope, req.IntentID, prefixTask, taskSeq), nil)
+	if indexed {
+		g.w.put(indexKey(req.Scope, req.IntentID, prefixCreate, createSeq), nil)
+		g.w.put(indexKey(req.Scope, req.IntentID, prefixTask, taskSeq), nil)
+	}
 	return fr
 }
 

@@ -290,7 +290,9 @@
 //   - layout.go: the key layout (one prefix per record kind, the key
 //     (scope, intent id) as <scope> 0x00 <intent id>), the meta record,
 //     keep_until, task ids and store ids as stored. A change of layout is
-//     a new layout version in metaFormat and a migration in migrate.go.
+//     a new layout version in metaFormat and a migration in migrate.go,
+//     or a reading of the old one (layout 2, whose per-key index entries
+//     were all written, is read as layout 3 is).
 //   - migrate.go: the migration from layout version 1 (before scopes),
 //     finished at the next Open if cut short.
 //   - commit.go: the writer and its group commit: a writerOp is one call

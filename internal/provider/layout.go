@@ -27,8 +27,19 @@ import (
 //	x <key> 0x00 <kind> <seq>           per-key index of r, c, t and d records
 //	e <keep_until ns> <key>             expiry index: when a key may be compacted
 //
+// The intent record of a live key stands for three index entries that a
+// create of a new key does not write (impliedEntry): its first request
+// (RequestSeq), its create and its task while it exists (the task number,
+// which is also the create's sequence: each create makes one task). Every
+// other record of a key has its entry written: later requests, deletes,
+// and the further creates and tasks of the unsafe mode. Compaction writes
+// the implied entries of a key it removes, so that its records stay listed.
+//
 // Layout version 1 (before scopes) keyed i, o and x by the intent id alone;
-// Open moves such a store into version 2, its keys into scope "default".
+// Open moves such a store into version 3, its keys into scope "default".
+// Version 2 wrote every index entry; it is read as it is (an entry both
+// written and implied is listed once) and becomes version 3 at its next
+// commit, so that a service of version 2 refuses it after.
 const (
 	prefixMeta        = 'm'
 	prefixScope       = 's'
@@ -43,7 +54,11 @@ const (
 )
 
 // metaFormat is the layout version written in the meta record.
-const metaFormat = 2
+const metaFormat = 3
+
+// metaFormatIndexWritten is the layout that wrote every per-key index
+// entry; it is read as version 3 is.
+const metaFormatIndexWritten = 2
 
 // metaFormatUnscoped is the layout before scopes; Open migrates it.
 const metaFormatUnscoped = 1
@@ -135,6 +150,23 @@ func indexPrefix(scope, id string, kind byte) []byte {
 
 func indexKey(scope, id string, kind byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(indexPrefix(scope, id, kind), seq)
+}
+
+// impliedEntry is the sequence of the record of kind (r, c or t) whose
+// per-key index entry the key's intent record stands for; 0 = none.
+func impliedEntry(fr FirstResult, kind byte) uint64 {
+	task, _ := parseTaskID(fr.TaskID)
+	switch kind {
+	case prefixRequest:
+		return fr.RequestSeq
+	case prefixCreate:
+		return task
+	case prefixTask:
+		if !fr.TaskDeleted {
+			return task
+		}
+	}
+	return 0
 }
 
 // expiryKey is the expiry index entry of a key kept until at.

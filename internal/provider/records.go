@@ -71,15 +71,29 @@ func (s *Store) seqRecords(req RecordsRequest, limit int, resp *RecordsResponse)
 		return kept, nil
 	}
 	if req.IntentID == "" {
-		next, err := s.page(seqPrefix(kind), req.AfterSeq, limit, add)
+		next, err := s.page(seqPrefix(kind), req.AfterSeq, limit, 0, add)
 		resp.NextSeq = next
 		return err
 	}
-	// One key: walk its index and read each record by key.
-	next, err := s.page(indexPrefix(req.Scope, req.IntentID, kind), req.AfterSeq, limit, func(seq uint64, _ []byte) (bool, error) {
+	return s.keyRecords(req, kind, limit, resp, add)
+}
+
+// keyRecords pages through one key's records of kind: the entries of its
+// index, and the one its intent record stands for (impliedEntry), each
+// read by its sequence and handed to add.
+func (s *Store) keyRecords(req RecordsRequest, kind byte, limit int, resp *RecordsResponse, add func(uint64, []byte) (bool, error)) error {
+	var fr FirstResult
+	if _, err := getJSON(s.db, intentKey(req.Scope, req.IntentID), &fr); err != nil {
+		return err
+	}
+	implied := impliedEntry(fr, kind)
+	next, err := s.page(indexPrefix(req.Scope, req.IntentID, kind), req.AfterSeq, limit, implied, func(seq uint64, _ []byte) (bool, error) {
 		val, ok, err := getRaw(s.db, seqKey(kind, seq))
 		if err != nil {
 			return false, err
+		}
+		if !ok && seq == implied && kind != prefixTask {
+			return false, nil // retired
 		}
 		if !ok {
 			return false, fmt.Errorf("index names record %c %d that does not exist: %w", kind, seq, ErrCorrupt)
@@ -118,7 +132,7 @@ func (s *Store) intentRecords(req RecordsRequest, limit int, resp *RecordsRespon
 	}
 	// Intent records in the order they were first seen, paged by the
 	// sequence of the request that created them.
-	next, err := s.page(seqPrefix(prefixIntentOrder), req.AfterSeq, limit, func(seq uint64, val []byte) (bool, error) {
+	next, err := s.page(seqPrefix(prefixIntentOrder), req.AfterSeq, limit, 0, func(seq uint64, val []byte) (bool, error) {
 		scope, id, ok := splitKeyName(string(val))
 		if !ok {
 			return false, fmt.Errorf("intent order %d names %q, not a key: %w", seq, val, ErrCorrupt)
@@ -142,47 +156,76 @@ func (s *Store) intentRecords(req RecordsRequest, limit int, resp *RecordsRespon
 }
 
 // page calls fn for keys prefix+<seq> with seq > after, in order, until fn
-// has kept limit records (fn says whether it kept one). It returns the
-// sequence to continue after, or 0 when the page is the last.
-func (s *Store) page(prefix []byte, after uint64, limit int, fn func(seq uint64, val []byte) (bool, error)) (uint64, error) {
+// has kept limit records (fn says whether it kept one); extra, when not 0,
+// is one more sequence called in its place among them (once, should a key
+// also hold it), with no value. It returns the sequence to continue after,
+// or 0 when the page is the last.
+func (s *Store) page(prefix []byte, after uint64, limit int, extra uint64, fn func(seq uint64, val []byte) (bool, error)) (uint64, error) {
 	if after == ^uint64(0) {
 		return 0, nil
+	}
+	if extra <= after {
+		extra = 0
 	}
 	lower := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), after+1)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return 0, err
 	}
+	next, err := pageIter(it, len(prefix), limit, extra, fn)
+	if cerr := it.Close(); err == nil && cerr != nil {
+		return 0, cerr
+	}
+	return next, err
+}
+
+// pageIter is the loop of page over the iterator it, whose keys are a
+// prefix of prefixLen bytes and a sequence.
+func pageIter(it *pebble.Iterator, prefixLen, limit int, extra uint64, fn func(seq uint64, val []byte) (bool, error)) (uint64, error) {
 	n := 0
 	var last uint64
-	for ok := it.First(); ok; ok = it.Next() {
-		key := it.Key()
-		if len(key) != len(prefix)+8 {
-			_ = it.Close()
-			return 0, fmt.Errorf("key %q: %w", key, ErrCorrupt)
-		}
-		seq := binary.BigEndian.Uint64(key[len(prefix):])
+	// visit hands fn one sequence; full says the page is full and seq
+	// begins the next.
+	visit := func(seq uint64, val []byte) (full bool, err error) {
 		if n == limit {
-			// There is more after this page.
-			_ = it.Close()
-			return last, nil
+			return true, nil
 		}
-		val, err := it.ValueAndErr()
-		kept := false
-		if err == nil {
-			kept, err = fn(seq, val)
-		}
+		kept, err := fn(seq, val)
 		if err != nil {
-			_ = it.Close()
-			return 0, err
+			return false, err
 		}
 		last = seq
 		if kept {
 			n++
 		}
+		return false, nil
 	}
-	if err := it.Close(); err != nil {
-		return 0, err
+	for ok := it.First(); ok; ok = it.Next() {
+		key := it.Key()
+		if len(key) != prefixLen+8 {
+			return 0, fmt.Errorf("key %q: %w", key, ErrCorrupt)
+		}
+		seq := binary.BigEndian.Uint64(key[prefixLen:])
+		if extra != 0 && extra < seq {
+			if full, err := visit(extra, nil); full || err != nil {
+				return last, err
+			}
+		}
+		if extra <= seq {
+			extra = 0
+		}
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return 0, err
+		}
+		if full, err := visit(seq, val); full || err != nil {
+			return last, err
+		}
+	}
+	if extra != 0 {
+		if full, err := visit(extra, nil); full || err != nil {
+			return last, err
+		}
 	}
 	return 0, nil
 }

@@ -259,7 +259,12 @@ func loadMeta(db *pebble.DB) (m metaRecord, found bool, err error) {
 	if !found {
 		return metaRecord{Format: metaFormat}, false, nil
 	}
-	if m.Format != metaFormat && m.Format != metaFormatUnscoped {
+	switch m.Format {
+	case metaFormat, metaFormatUnscoped:
+	case metaFormatIndexWritten:
+		// Read as it is; the next commit says version 3.
+		m.Format = metaFormat
+	default:
 		return metaRecord{}, false, fmt.Errorf("load counters: layout version %d, want %d: %w", m.Format, metaFormat, ErrCorrupt)
 	}
 	return m, true, nil
