@@ -43,6 +43,12 @@ const maxNesting = 10000
 // one copy of the input (data may change afterwards): a string kept from the
 // tree keeps that copy alive.
 func Parse(data []byte, lim Limits) (any, error) {
+	return parse(data, lim, nil)
+}
+
+// parse is Parse, with the objects' maps taken from scratch when it is not
+// nil.
+func parse(data []byte, lim Limits, scratch *Scratch) (any, error) {
 	maxBytes := lim.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultLimits.MaxBytes
@@ -53,7 +59,7 @@ func Parse(data []byte, lim Limits) (any, error) {
 	}
 	maxDepth = min(maxDepth, maxNesting)
 
-	p := parser{data: data, maxDepth: maxDepth, exact: lim.ExactNumbers}
+	p := parser{data: data, maxDepth: maxDepth, exact: lim.ExactNumbers, scratch: scratch}
 	if len(data) > maxBytes {
 		return nil, p.fail(maxBytes, ErrTooLarge,
 			fmt.Sprintf("input of %d bytes is over the limit of %d", len(data), maxBytes))
@@ -91,6 +97,7 @@ type parser struct {
 	maxDepth int
 	exact    bool // Limits.ExactNumbers
 	path     []pathSeg
+	scratch  *Scratch // nil: new maps
 }
 
 func (p *parser) fail(off int, sentinel error, reason string) *Error {
@@ -234,7 +241,12 @@ func (p *parser) object() (any, error) {
 		return nil, err
 	}
 	p.pos++ // '{'
-	m := make(map[string]any)
+	var m map[string]any
+	if p.scratch != nil {
+		m = p.scratch.object()
+	} else {
+		m = make(map[string]any)
+	}
 	p.skipSpace()
 	if p.closes('}') {
 		return m, nil

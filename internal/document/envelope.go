@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
+
+	"github.com/sendtwice/sendtwice/internal/canon"
 )
 
 // BuildEnvelope lays three documents side by side in a task-envelope.v1,
@@ -40,24 +43,46 @@ const (
 // Approval is nil when the member is missing or null.
 type EnvelopeParts struct {
 	Candidate, Request, Approval any
+	// scratch holds the trees' objects, which Release gives back.
+	scratch *canon.Scratch
+}
+
+// scratches keep the objects of envelopes released, for the next ones.
+var scratches = sync.Pool{New: func() any { return new(canon.Scratch) }}
+
+// Release gives the trees' objects back for the next SplitEnvelope to fill:
+// the parts must not be used after, nor any object or array taken from
+// them (strings stay valid). Parts that are not released are collected as
+// any other value.
+func (p *EnvelopeParts) Release() {
+	if s := p.scratch; s != nil {
+		p.scratch, p.Candidate, p.Request, p.Approval = nil, nil, nil, nil
+		s.Reset()
+		scratches.Put(s)
+	}
 }
 
 // SplitEnvelope parses data as strict JSON and checks the envelope's own
 // members: schema_version, candidate, request and an optional approval. It
 // does not look inside them.
 func SplitEnvelope(data []byte) (*EnvelopeParts, error) {
-	v, err := Parse(data)
+	scratch := scratches.Get().(*canon.Scratch)
+	v, err := parseWith(data, scratch)
 	if err != nil {
+		scratch.Reset()
+		scratches.Put(scratch)
 		return nil, err
 	}
 	var r reader
 	m := r.object("$", v, "schema_version", MemberCandidate, MemberRequest, MemberApproval+"?")
-	if m == nil {
-		return nil, r.result()
+	if m != nil {
+		r.schemaVersion("$", m, EnvelopeVersion)
 	}
-	r.schemaVersion("$", m, EnvelopeVersion)
 	if r.err != nil {
+		// The refusal holds strings only.
+		scratch.Reset()
+		scratches.Put(scratch)
 		return nil, r.result()
 	}
-	return &EnvelopeParts{Candidate: m[MemberCandidate], Request: m[MemberRequest], Approval: m[MemberApproval]}, nil
+	return &EnvelopeParts{Candidate: m[MemberCandidate], Request: m[MemberRequest], Approval: m[MemberApproval], scratch: scratch}, nil
 }

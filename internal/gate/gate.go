@@ -272,6 +272,9 @@ func checkEnvelope(envelope []byte, policy *Checker, subject string) (*Verdict, 
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
+	// Nothing that checkParts returns holds on to the trees: the verdict
+	// holds decoded documents, refusals hold strings.
+	defer parts.Release()
 	return checkParts(parts, policy, subject)
 }
 
