@@ -8,14 +8,20 @@ package canon
 type Scratch struct {
 	objects []map[string]any
 	used    int
+	// arrays are the tree's arrays, usedArrays of them, kept likewise.
+	arrays     [][]any
+	usedArrays int
+	// path is the parser's path, kept for its capacity.
+	path []pathSeg
 }
 
 // Scratch bounds: a map that held more than maxReusedMembers members (and
-// grew beyond one group of slots) is not kept, nor are more than
-// maxReusedObjects maps, so that one large document does not keep its
-// memory alive.
+// grew beyond one group of slots) is not kept, nor an array of more than
+// maxReusedItems items, nor more than maxReusedObjects maps or arrays, so
+// that one large document does not keep its memory alive.
 const (
 	maxReusedMembers = 8
+	maxReusedItems   = 16
 	maxReusedObjects = 64
 )
 
@@ -41,7 +47,19 @@ func (s *Scratch) Reset() {
 		clear(s.objects[maxReusedObjects:])
 		s.objects = s.objects[:maxReusedObjects]
 	}
-	s.used = 0
+	for i, a := range s.arrays[:s.usedArrays] {
+		if cap(a) > maxReusedItems {
+			s.arrays[i] = nil
+			continue
+		}
+		clear(a)
+		s.arrays[i] = a[:0]
+	}
+	if len(s.arrays) > maxReusedObjects {
+		clear(s.arrays[maxReusedObjects:])
+		s.arrays = s.arrays[:maxReusedObjects]
+	}
+	s.used, s.usedArrays = 0, 0
 }
 
 // object returns an empty map for the next object of the tree.
@@ -56,4 +74,18 @@ func (s *Scratch) object() map[string]any {
 	}
 	s.used++
 	return m
+}
+
+// array returns an empty array for the next array of the tree, and the slot
+// that keeps it.
+func (s *Scratch) array() ([]any, int) {
+	if s.usedArrays == len(s.arrays) {
+		s.arrays = append(s.arrays, nil)
+	}
+	slot := s.usedArrays
+	s.usedArrays++
+	if a := s.arrays[slot]; a != nil {
+		return a, slot
+	}
+	return make([]any, 0, 4), slot
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,21 +37,25 @@ func TestAParseWithAScratchReadsWhatParseReads(t *testing.T) {
 }
 
 // TestAScratchKeepsOnlySmallObjectsAndBoundedlyMany resets a scratch after
-// a large object and after many objects: the large map is not kept, nor
-// are more than maxReusedObjects maps, and every kept map is empty.
+// a large object, a long array and many objects: the large map and the long
+// array are not kept, nor are more than maxReusedObjects maps, and every
+// kept map and array is empty.
 func TestAScratchKeepsOnlySmallObjectsAndBoundedlyMany(t *testing.T) {
 	members := make([]string, maxReusedMembers+1)
 	for i := range members {
 		members[i] = fmt.Sprintf("%q:%d", fmt.Sprint("m", i), i)
 	}
 	large := "{" + strings.Join(members, ",") + "}"
-	many := "[" + strings.Repeat(`{"a":1},`, 2*maxReusedObjects) + `{"a":1}]`
+	long := "[" + strings.Repeat("1,", maxReusedItems) + "1]"
+	many := "[" + strings.Repeat(`{"a":[1]},`, 2*maxReusedObjects) + `{"a":[1]}]`
 	for _, tc := range []struct {
-		name, doc string
-		kept      int
+		name, doc       string
+		objects, arrays int
 	}{
-		{"an object of more than maxReusedMembers members is dropped", `{"small":{"a":1},"large":` + large + `}`, 2},
-		{"no more than maxReusedObjects objects are kept", many, maxReusedObjects},
+		{"an object of more than maxReusedMembers members is dropped", `{"small":{"a":[1,2]},"large":` + large + `}`, 2, 1},
+		{"an array of more than maxReusedItems items is dropped", `{"short":[1,2],"long":` + long + `}`, 1, 1},
+		// The outer array, the first of the slots, is too long to be kept.
+		{"no more than maxReusedObjects objects and arrays are kept", many, maxReusedObjects, maxReusedObjects - 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Scratch
@@ -58,7 +63,7 @@ func TestAScratchKeepsOnlySmallObjectsAndBoundedlyMany(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Reset()
-			kept := 0
+			objects, arrays := 0, 0
 			for _, m := range s.objects {
 				if m == nil {
 					continue
@@ -66,10 +71,19 @@ func TestAScratchKeepsOnlySmallObjectsAndBoundedlyMany(t *testing.T) {
 				if len(m) != 0 {
 					t.Fatalf("a kept object still holds %v", m)
 				}
-				kept++
+				objects++
 			}
-			if kept != tc.kept || len(s.objects) > maxReusedObjects || s.used != 0 {
-				t.Fatalf("kept %d maps of %d slots (used %d), want %d", kept, len(s.objects), s.used, tc.kept)
+			for _, a := range s.arrays {
+				if a == nil {
+					continue
+				}
+				if len(a) != 0 || slices.ContainsFunc(a[:cap(a)], func(v any) bool { return v != nil }) {
+					t.Fatalf("a kept array still holds %v", a[:cap(a)])
+				}
+				arrays++
+			}
+			if objects != tc.objects || arrays != tc.arrays || s.used != 0 || s.usedArrays != 0 {
+				t.Fatalf("kept %d maps and %d arrays (used %d, %d), want %d and %d", objects, arrays, s.used, s.usedArrays, tc.objects, tc.arrays)
 			}
 		})
 	}
