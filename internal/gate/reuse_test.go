@@ -1,7 +1,9 @@
 package gate_test
 
 import (
+	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/sendtwice/sendtwice/internal/gate"
@@ -44,5 +46,41 @@ func TestAVerdictStaysWhatItWasAfterLaterChecks(t *testing.T) {
 	}
 	if kept[0].verdict == nil || kept[2].err == "" || kept[4].err == "" {
 		t.Fatalf("the seed envelopes must pass and the broken ones be refused: %+v", kept)
+	}
+}
+
+// TestChecksRunningAtOnceReachTheirOwnVerdicts checks envelopes from many
+// goroutines at once, as an executor's handlers do: the parsed objects and
+// the decoders' paths are shared between checks, and each check must still
+// reach its own envelope's verdict (run it with -race).
+func TestChecksRunningAtOnceReachTheirOwnVerdicts(t *testing.T) {
+	s := seed(t)
+	envelopes := [][]byte{s.Original.Envelope(), s.Changed.Envelope(), s.NewIntent.Envelope()}
+	want := make([]*gate.Verdict, len(envelopes))
+	for i, env := range envelopes {
+		v, err := gate.CheckBindings(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = v
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for n := range 200 {
+				i := (g + n) % len(envelopes)
+				v, err := gate.CheckBindings(envelopes[i])
+				if err != nil || !reflect.DeepEqual(v, want[i]) {
+					errs <- fmt.Sprintf("goroutine %d, check %d of envelope %d: %+v, %v", g, n, i, v, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
