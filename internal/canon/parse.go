@@ -43,6 +43,12 @@ const maxNesting = 10000
 // one copy of the input (data may change afterwards): a string kept from the
 // tree keeps that copy alive.
 func Parse(data []byte, lim Limits) (any, error) {
+	return parse(data, lim, nil)
+}
+
+// parse is Parse, with the objects' maps, the arrays and the path taken
+// from scratch when it is not nil.
+func parse(data []byte, lim Limits, scratch *Scratch) (any, error) {
 	maxBytes := lim.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultLimits.MaxBytes
@@ -53,7 +59,10 @@ func Parse(data []byte, lim Limits) (any, error) {
 	}
 	maxDepth = min(maxDepth, maxNesting)
 
-	p := parser{data: data, maxDepth: maxDepth, exact: lim.ExactNumbers}
+	p := parser{data: data, maxDepth: maxDepth, exact: lim.ExactNumbers, scratch: scratch}
+	if scratch != nil {
+		p.path = scratch.path[:0]
+	}
 	if len(data) > maxBytes {
 		return nil, p.fail(maxBytes, ErrTooLarge,
 			fmt.Sprintf("input of %d bytes is over the limit of %d", len(data), maxBytes))
@@ -69,6 +78,9 @@ func Parse(data []byte, lim Limits) (any, error) {
 		return nil, p.fail(0, ErrEmpty, "input holds only white space")
 	}
 	v, err := p.value()
+	if scratch != nil {
+		scratch.path = p.path[:0]
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +103,7 @@ type parser struct {
 	maxDepth int
 	exact    bool // Limits.ExactNumbers
 	path     []pathSeg
+	scratch  *Scratch // nil: new maps
 }
 
 func (p *parser) fail(off int, sentinel error, reason string) *Error {
@@ -234,7 +247,12 @@ func (p *parser) object() (any, error) {
 		return nil, err
 	}
 	p.pos++ // '{'
-	m := make(map[string]any)
+	var m map[string]any
+	if p.scratch != nil {
+		m = p.scratch.object()
+	} else {
+		m = make(map[string]any)
+	}
 	p.skipSpace()
 	if p.closes('}') {
 		return m, nil
@@ -280,7 +298,26 @@ func (p *parser) array() (any, error) {
 		return nil, err
 	}
 	p.pos++ // '['
-	a := make([]any, 0, 4)
+	var a []any
+	slot := -1
+	if p.scratch != nil {
+		a, slot = p.scratch.array()
+	} else {
+		a = make([]any, 0, 4)
+	}
+	a, err := p.items(a)
+	if slot >= 0 {
+		// Kept, grown or not, for Reset to empty.
+		p.scratch.arrays[slot] = a
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// items appends the items of the array whose '[' has been read to a.
+func (p *parser) items(a []any) ([]any, error) {
 	p.skipSpace()
 	if p.closes(']') {
 		return a, nil
@@ -291,7 +328,7 @@ func (p *parser) array() (any, error) {
 		p.path[seg].index = len(a)
 		v, err := p.value()
 		if err != nil {
-			return nil, err
+			return a, err
 		}
 		a = append(a, v)
 		p.skipSpace()
@@ -302,7 +339,7 @@ func (p *parser) array() (any, error) {
 			p.path = p.path[:seg]
 			return a, nil
 		}
-		return nil, p.unexpected("',' or ']' in array")
+		return a, p.unexpected("',' or ']' in array")
 	}
 }
 

@@ -3,11 +3,13 @@ package document
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -75,7 +77,13 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Parse reads one strict JSON text within Limits into canon's value tree.
 func Parse(data []byte) (any, error) {
-	v, err := canon.Parse(data, Limits)
+	return parseWith(data, nil)
+}
+
+// parseWith is Parse filling the objects that scratch kept (canon.ParseWith),
+// or new ones when scratch is nil.
+func parseWith(data []byte, scratch *canon.Scratch) (any, error) {
+	v, err := canon.ParseWith(data, Limits, scratch)
 	if err != nil {
 		var ce *canon.Error
 		if errors.As(err, &ce) {
@@ -106,15 +114,28 @@ func (r *reader) result() error {
 // they read, and the same few paths come up for every document, so the
 // strings are kept (up to maxPaths of them) instead of being built again
 // each time.
-func join(path, name string) string { return pathOf(pathKey{path: path, name: name}) }
+func join(path, name string) string {
+	if c := (*paths.Load())[path]; c != nil {
+		if s, ok := c.members[name]; ok {
+			return s
+		}
+	}
+	return keep(path, name, -1, path+"."+name)
+}
 
 // indexed is path + "[i]".
-func indexed(path string, i int) string { return pathOf(pathKey{path: path, index: i, isIndex: true}) }
+func indexed(path string, i int) string {
+	if c := (*paths.Load())[path]; c != nil && i < maxKeptIndex && c.items[i] != "" {
+		return c.items[i]
+	}
+	return keep(path, "", i, path+"["+strconv.Itoa(i)+"]")
+}
 
-type pathKey struct {
-	path, name string
-	index      int
-	isIndex    bool
+// childPaths are the paths kept under one path: of its members by name, and
+// of its first array items.
+type childPaths struct {
+	members map[string]string
+	items   [maxKeptIndex]string
 }
 
 // maxPaths bounds the paths kept, and maxKeptIndex the array items whose
@@ -125,31 +146,54 @@ const (
 	maxKeptIndex = 16
 )
 
-var paths = struct {
-	sync.RWMutex
-	m map[pathKey]string
-}{m: make(map[pathKey]string)}
+// paths holds the kept paths by the path they are under. Readers load it
+// without a lock; a new path replaces the map with a copy that holds it
+// (written under keeping), so that a map once published never changes.
+var (
+	paths   atomic.Pointer[map[string]*childPaths]
+	keeping struct {
+		sync.Mutex
+		n int // paths kept
+	}
+)
 
-func pathOf(k pathKey) string {
-	paths.RLock()
-	s, ok := paths.m[k]
-	paths.RUnlock()
-	if ok {
-		return s
-	}
-	if k.isIndex {
-		s = k.path + "[" + strconv.Itoa(k.index) + "]"
-	} else {
-		s = k.path + "." + k.name
-	}
+func init() {
+	paths.Store(&map[string]*childPaths{})
+}
+
+// keep returns s, the path of the member name (or, for index >= 0, of the
+// array item index) under path, and keeps it unless it is a path of a far
+// item or the set is full.
+func keep(path, name string, index int, s string) string {
 	if farItem(s) {
 		return s
 	}
-	paths.Lock()
-	if len(paths.m) < maxPaths {
-		paths.m[k] = s
+	keeping.Lock()
+	defer keeping.Unlock()
+	if keeping.n >= maxPaths {
+		return s
 	}
-	paths.Unlock()
+	old := *paths.Load()
+	c := &childPaths{members: make(map[string]string)}
+	if prev := old[path]; prev != nil {
+		if kept, ok := prev.members[name]; index < 0 && ok {
+			return kept
+		}
+		if index >= 0 && prev.items[index] != "" {
+			return prev.items[index]
+		}
+		c.items = prev.items
+		maps.Copy(c.members, prev.members)
+	}
+	if index >= 0 {
+		c.items[index] = s
+	} else {
+		c.members[name] = s
+	}
+	next := maps.Clone(old)
+	next[path] = c
+	paths.Store(&next)
+	keeping.n++
 	return s
 }
 

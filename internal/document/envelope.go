@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
+
+	"github.com/sendtwice/sendtwice/internal/canon"
 )
 
 // BuildEnvelope lays three documents side by side in a task-envelope.v1,
@@ -40,13 +43,54 @@ const (
 // Approval is nil when the member is missing or null.
 type EnvelopeParts struct {
 	Candidate, Request, Approval any
+	// scratch holds the trees' objects, which Release gives back.
+	scratch *canon.Scratch
+}
+
+// scratches keep the objects of envelopes released, for the next ones.
+var scratches = sync.Pool{New: func() any { return new(canon.Scratch) }}
+
+// Release gives the trees' objects back for the next SplitEnvelopeToRelease
+// to fill: the parts must not be used after, nor any object or array taken
+// from them (strings stay valid). It does nothing to parts of SplitEnvelope.
+func (p *EnvelopeParts) Release() {
+	if s := p.scratch; s != nil {
+		p.scratch, p.Candidate, p.Request, p.Approval = nil, nil, nil, nil
+		releaseScratch(s)
+	}
+}
+
+func releaseScratch(s *canon.Scratch) {
+	s.Reset()
+	scratches.Put(s)
 }
 
 // SplitEnvelope parses data as strict JSON and checks the envelope's own
 // members: schema_version, candidate, request and an optional approval. It
 // does not look inside them.
 func SplitEnvelope(data []byte) (*EnvelopeParts, error) {
-	v, err := Parse(data)
+	return splitEnvelope(data, nil)
+}
+
+// SplitEnvelopeToRelease is SplitEnvelope for a caller that drops the parts
+// once it has read them, and gives them back with Release: their objects
+// are filled again by a later call, instead of being allocated anew.
+func SplitEnvelopeToRelease(data []byte) (*EnvelopeParts, error) {
+	scratch := scratches.Get().(*canon.Scratch)
+	parts, err := splitEnvelope(data, scratch)
+	if err != nil {
+		// The refusal holds strings only.
+		releaseScratch(scratch)
+		return nil, err
+	}
+	parts.scratch = scratch
+	return parts, nil
+}
+
+// splitEnvelope is SplitEnvelope, with the objects from scratch when it is
+// not nil.
+func splitEnvelope(data []byte, scratch *canon.Scratch) (*EnvelopeParts, error) {
+	v, err := parseWith(data, scratch)
 	if err != nil {
 		return nil, err
 	}

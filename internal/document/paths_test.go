@@ -16,9 +16,9 @@ func TestPathsOfFarArrayItemsAreNotKept(t *testing.T) {
 		}
 	}
 	kept := func() int {
-		paths.RLock()
-		defer paths.RUnlock()
-		return len(paths.m)
+		keeping.Lock()
+		defer keeping.Unlock()
+		return keeping.n
 	}
 	before := kept()
 	for i := range 100 {

@@ -268,10 +268,13 @@ func CheckDocumentBindings(candidate, request, approval []byte) (*Verdict, error
 // checkEnvelope splits one envelope message and checks it; a nil policy
 // runs the checks that need no keys.
 func checkEnvelope(envelope []byte, policy *Checker, subject string) (*Verdict, error) {
-	parts, err := document.SplitEnvelope(envelope)
+	parts, err := document.SplitEnvelopeToRelease(envelope)
 	if err != nil {
 		return nil, fromDecoder(CheckEnvelope, err)
 	}
+	// Nothing that checkParts returns holds on to the trees: the verdict
+	// holds decoded documents, refusals hold strings.
+	defer parts.Release()
 	return checkParts(parts, policy, subject)
 }
 
