@@ -17,11 +17,33 @@ const maxCompactDepth = 64
 
 // encodeCreateRequest returns the body of a create call.
 func encodeCreateRequest(r *CreateRequest) ([]byte, error) {
-	if b, ok := r.appendJSON(make([]byte, 0, 512+len(r.Request))); ok {
+	if b, ok := r.appendJSON(make([]byte, 0, r.sizeHint())); ok {
 		return b, nil
 	}
 	return json.Marshal(r)
 }
+
+// sizeHint bounds the length of r's body when nothing in it is escaped:
+// every member's name and punctuation (createRequestFrame), omitted or
+// not, and the values.
+func (r *CreateRequest) sizeHint() int {
+	n := createRequestFrame + len(r.Scope) + len(r.IntentID) + len(r.RequestDigest) + len(r.RequestID) +
+		len(r.Task.Title) + len(r.CallRef) + len(r.NotAfter)
+	if r.Request != nil {
+		n += len(r.Request) - len("null")
+	}
+	for _, p := range []*string{r.Task.AssigneePersonRef, r.Task.DueAt} {
+		if p != nil {
+			n += len(*p) + 2 - len("null") // quoted in place of null
+		}
+	}
+	return n
+}
+
+// createRequestFrame is the length of a create call's body with every
+// member present and every string empty.
+const createRequestFrame = len(`{"scope":"","intent_id":"","request_digest":"","request_id":"","task":{"title":"",` +
+	`"assignee_person_ref":null,"due_at":null},"request":null,"call_ref":"","not_after":""}`)
 
 // appendJSON appends r as encoding/json writes it, and reports whether it
 // could: false when r.Request is not a document compactJSON takes.
@@ -218,7 +240,11 @@ func (c *compactor) str() bool {
 	src := c.src
 	start := c.pos
 	for i := c.pos + 1; i < len(src); i++ {
-		switch ch := src[i]; {
+		ch := src[i]
+		if !stringSpecial[ch] {
+			continue
+		}
+		switch {
 		case ch == '"':
 			c.out = append(c.out, src[start:i+1]...)
 			c.pos = i + 1
@@ -242,6 +268,19 @@ func (c *compactor) str() bool {
 	}
 	return false
 }
+
+// stringSpecial marks the bytes str must look at: the end of the string,
+// escapes, control characters, what it escapes and the first byte of
+// U+2028 and U+2029.
+var stringSpecial = func() (t [256]bool) {
+	for ch := range 0x20 {
+		t[ch] = true
+	}
+	for _, ch := range []byte{'"', '\\', '<', '>', '&', 0xE2} {
+		t[ch] = true
+	}
+	return t
+}()
 
 // escapeLen is the length of the escape at src[i] ('\\'), 0 when it is
 // not one JSON knows.

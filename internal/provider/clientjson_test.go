@@ -106,3 +106,30 @@ func BenchmarkCreateRequestEncoding(b *testing.B) {
 		}
 	})
 }
+
+// A body with nothing to escape is encoded into the one buffer its size
+// hint makes: the body's length and the omitted members' frames.
+func TestCreateRequestSizeHintHoldsTheBody(t *testing.T) {
+	ref, due := "person-1", "2026-12-31"
+	for _, req := range []CreateRequest{
+		newRequest("intent-1", "a title"),
+		{Scope: "team-a", IntentID: "i", RequestDigest: "d", RequestID: "r", Task: Task{Title: "t", AssigneePersonRef: &ref, DueAt: &due},
+			Request: json.RawMessage(`{"a":1}`), CallRef: "APPROVALS:1:1:x", NotAfter: "2026-12-05T00:00:00Z"},
+		{},
+	} {
+		body, err := encodeCreateRequest(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		omitted := 0
+		for name, value := range map[string]string{`"scope":"",`: req.Scope, `,"request_id":""`: req.RequestID,
+			`,"call_ref":""`: req.CallRef, `,"not_after":""`: req.NotAfter} {
+			if value == "" {
+				omitted += len(name)
+			}
+		}
+		if hint := req.sizeHint(); hint != len(body)+omitted || cap(body) != hint {
+			t.Errorf("size hint %d, body %d bytes in a buffer of %d:\n%s", req.sizeHint(), len(body), cap(body), body)
+		}
+	}
+}
