@@ -67,7 +67,12 @@ func IsTransient(err error) bool {
 // because the intent id is bound to different content (idempotency_conflict).
 func (c *Client) Create(ctx context.Context, req CreateRequest) (CreateResponse, error) {
 	var resp CreateResponse
-	data, err := c.roundTrip(ctx, SubjectCreate, req)
+	data, err := encodeCreateRequest(&req)
+	if err != nil {
+		err = fmt.Errorf("encode request: %w", err)
+	} else {
+		data, err = c.roundTrip(ctx, SubjectCreate, data)
+	}
 	if err == nil {
 		if err = decodeCreateResponse(data, &resp); err != nil {
 			err = fmt.Errorf("decode reply: %w", err)
@@ -165,7 +170,14 @@ func (c *Client) ArmFault(ctx context.Context, dropReplies int) (FaultResponse, 
 // an error says what was called.
 func call[Out any](ctx context.Context, c *Client, subject string, body any, what string) (Out, error) {
 	var out Out
-	data, err := c.roundTrip(ctx, subject, body)
+	var data []byte
+	var err error
+	if body != nil {
+		if data, err = json.Marshal(body); err != nil {
+			return out, fmt.Errorf("%s: encode request: %w", what, err)
+		}
+	}
+	data, err = c.roundTrip(ctx, subject, data)
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", what, err)
 	}
@@ -177,17 +189,14 @@ func call[Out any](ctx context.Context, c *Client, subject string, body any, wha
 }
 
 // roundTrip sends body (JSON; nil sends nothing) and returns the reply's
-// data, or the service's error reply as a *ServiceError. With tracing on,
-// the call is a client span, "request" and its subject, whose trace
-// context the request carries in its headers; with it off, the request
-// has no header and nothing is spent on tracing.
-func (c *Client) roundTrip(ctx context.Context, subject string, body any) (_ []byte, err error) {
-	req := nats.Msg{Subject: subject}
-	if body != nil {
-		if req.Data, err = json.Marshal(body); err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
-		}
-	}
+// data, or the service's error reply as a *ServiceError. The call ends at
+// the context's deadline when one comes within c.Timeout; otherwise a
+// deadline c.Timeout away is set for it. With tracing on, the call is a
+// client span, "request" and its subject, whose trace context the request
+// carries in its headers; with it off, the request has no header and
+// nothing is spent on tracing.
+func (c *Client) roundTrip(ctx context.Context, subject string, body []byte) (_ []byte, err error) {
+	req := nats.Msg{Subject: subject, Data: body}
 	if tracing.On() {
 		var span trace.Span
 		ctx, span = startRequestSpan(ctx, &req)
@@ -200,8 +209,11 @@ func (c *Client) roundTrip(ctx context.Context, subject string, body any) (_ []b
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	if deadline, ok := ctx.Deadline(); !ok || time.Until(deadline) > timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	msg, err := c.nc.RequestMsgWithContext(ctx, &req)
 	if err != nil {
 		return nil, err
