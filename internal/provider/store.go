@@ -101,6 +101,10 @@ type Store struct {
 	counts    Counts                 // as of the last commit
 	keyCounts KeyCounts              // as of the last commit
 	scopeSnap map[string]ScopeCounts // as of the last commit
+
+	// intents filters the intent reads of the writer (intentFilter); nil
+	// reads every one.
+	intents *intentFilter
 }
 
 // ErrDirInUse means that another process has the store's directory open.
@@ -126,6 +130,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	intents, err := buildIntentFilter(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %q: %w", dir, err)
+	}
 	s := &Store{
 		db:          db,
 		id:          meta.StoreID,
@@ -144,6 +153,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		counts:      meta.counts(),
 		keyCounts:   meta.keys(),
 		scopeSnap:   maps.Clone(scopes),
+		intents:     intents,
 	}
 	if s.chunk <= 0 {
 		s.chunk = DefaultCompactChunk
