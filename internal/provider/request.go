@@ -91,13 +91,12 @@ type requestDoc struct {
 	Task        Task
 }
 
-// parseRequest parses a request document given as bytes, strictly, into
-// the objects of scratch (canon.ParseWith).
-func parseRequest(data []byte, scratch *canon.Scratch) (any, error) {
+// parseRequest parses a request document given as bytes, strictly.
+func parseRequest(data []byte) (any, error) {
 	if len(data) == 0 {
 		return nil, fieldErr("request", "missing; a create call carries the %s document its request_digest was computed over", RequestVersion)
 	}
-	v, err := canon.ParseWith(data, requestLimits, scratch)
+	v, err := canon.Parse(data, requestLimits)
 	if err != nil {
 		return nil, fieldErr("request", "not strict JSON: %s", strings.TrimPrefix(err.Error(), "canon: "))
 	}
@@ -287,15 +286,12 @@ func showRef(p *string) string {
 // checkCreate is the whole check of a create call made by function: the
 // call's own members (validateCreate; an error makes the call invalid),
 // then its request document (a refusal). It returns the call as the
-// service acts on it, which holds no object or array of the request's
-// tree (that goes back to trees).
+// service acts on it.
 func checkCreate(req CreateRequest) (CreateRequest, *Refusal, error) {
 	if err := validateCreate(&req); err != nil {
 		return CreateRequest{}, nil, err
 	}
-	scratch := trees.Get().(*canon.Scratch)
-	defer releaseTree(scratch)
-	tree, err := parseRequest(req.Request, scratch)
+	tree, err := parseRequest(req.Request)
 	if err != nil {
 		return req, formatRefusal(err), nil
 	}
@@ -307,7 +303,7 @@ func checkCreate(req CreateRequest) (CreateRequest, *Refusal, error) {
 // its digest recomputed, and the document itself. Set CallRef before
 // sending it.
 func RequestFor(request []byte) (CreateRequest, error) {
-	tree, err := parseRequest(request, nil)
+	tree, err := parseRequest(request)
 	if err != nil {
 		return CreateRequest{}, err
 	}

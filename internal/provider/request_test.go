@@ -3,7 +3,6 @@ package provider
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -336,7 +335,7 @@ func FuzzCreateCall(f *testing.F) {
 			}
 			return
 		}
-		m, err := parseBody(data, nil)
+		m, err := parseBody(data)
 		if err != nil {
 			t.Fatalf("accepted a body the parser refuses: %v", err)
 		}
@@ -354,76 +353,3 @@ func FuzzCreateCall(f *testing.F) {
 }
 
 func strp(s string) *string { return &s }
-
-// TestACallsResultOutlivesTheReuseOfItsTree decodes calls one after the
-// other, as the service does with its reused parse trees (trees), and checks
-// that what an earlier call decided (its call, its refusal) is unchanged by
-// the parses that reused its tree's objects.
-func TestACallsResultOutlivesTheReuseOfItsTree(t *testing.T) {
-	real := approved(t, "intent-0001")
-	forged := real
-	forged.Task.Title = "EVIL"
-	show := func(req CreateRequest, refusal *Refusal) string {
-		s, _ := json.Marshal(req)
-		r, _ := json.Marshal(refusal)
-		return string(s) + " " + string(r)
-	}
-	decoders := []struct {
-		name   string
-		decode func(req CreateRequest) (CreateRequest, *Refusal, error)
-	}{
-		{"a call over NATS", func(req CreateRequest) (CreateRequest, *Refusal, error) { return decodeCreate(body(t, req, nil)) }},
-		{"a call made by function", checkCreate},
-	}
-	for _, d := range decoders {
-		t.Run(d.name+" keeps its call and its refusal after later calls reuse its tree", func(t *testing.T) {
-			accepted, none, err := d.decode(real)
-			if err != nil || none != nil {
-				t.Fatalf("the real call: %v, %+v", err, none)
-			}
-			kept, refusal, err := d.decode(forged)
-			if err != nil || refusal == nil || refusal.Field != "task.title" {
-				t.Fatalf("the forged call: %v, %+v, want refused at task.title", err, refusal)
-			}
-			wantAccepted, wantRefused := show(accepted, nil), show(kept, refusal)
-			for i := range 20 {
-				other, err := RequestFor(editDocument(t, approved(t, fmt.Sprintf("intent-other-%d", i)), func(m map[string]any) {
-					m["task"] = map[string]any{"title": strings.Repeat("z", i+1), "assignee_person_ref": "person-zed", "due_at": "2031-02-02T00:00:00Z"}
-				}).Request)
-				if err != nil {
-					t.Fatal(err)
-				}
-				other.CallRef = real.CallRef
-				if _, _, err := d.decode(other); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if got := show(accepted, nil); got != wantAccepted {
-				t.Errorf("the accepted call changed after later parses:\n%s\nwant\n%s", got, wantAccepted)
-			}
-			if got := show(kept, refusal); got != wantRefused {
-				t.Errorf("the refused call changed after later parses:\n%s\nwant\n%s", got, wantRefused)
-			}
-		})
-	}
-}
-
-// TestACreateCallsParseReusesItsTree checks that decoding a create call
-// allocates less than parsing its body afresh does: the body's objects come
-// from a reused tree (trees).
-func TestACreateCallsParseReusesItsTree(t *testing.T) {
-	data := body(t, approved(t, "intent-0001"), nil)
-	fresh := testing.AllocsPerRun(200, func() {
-		if _, err := canon.Parse(data, bodyLimits); err != nil {
-			t.Fatal(err)
-		}
-	})
-	decoded := testing.AllocsPerRun(200, func() {
-		if _, refusal, err := decodeCreate(data); err != nil || refusal != nil {
-			t.Fatal(err, refusal)
-		}
-	})
-	if decoded >= fresh {
-		t.Errorf("decoding a create call allocates %.0f objects, parsing its body afresh %.0f: its tree is not reused", decoded, fresh)
-	}
-}

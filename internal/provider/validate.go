@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -68,27 +67,14 @@ func fieldErr(field, format string, args ...any) error {
 // bodyLimits bound the body of a call: every valid one is far smaller.
 var bodyLimits = canon.Limits{MaxBytes: 64 << 10, MaxDepth: 8}
 
-// trees keeps the parse trees of create calls (canon.Scratch) for the next
-// call to fill: a create parses its body and request document, checks them
-// and keeps only strings of them.
-var trees = sync.Pool{New: func() any { return new(canon.Scratch) }}
-
-// releaseTree empties a tree taken from trees and puts it back: nothing of
-// the tree but its strings may be used after.
-func releaseTree(s *canon.Scratch) {
-	s.Reset()
-	trees.Put(s)
-}
-
 // parseBody parses the body of a call with the project's strict JSON parser
 // (duplicate member names, invalid UTF-8, lone surrogates and trailing data
-// are refused) and returns its top-level object. With scratch, the tree is
-// made of its objects (canon.ParseWith) and is valid until its Reset.
-func parseBody(data []byte, scratch *canon.Scratch) (map[string]any, error) {
+// are refused) and returns its top-level object.
+func parseBody(data []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fieldErr("body", "empty; a JSON object is required")
 	}
-	v, err := canon.ParseWith(data, bodyLimits, scratch)
+	v, err := canon.Parse(data, bodyLimits)
 	if err != nil {
 		var ce *canon.Error
 		if errors.Is(err, canon.ErrDuplicateName) && errors.As(err, &ce) {
@@ -183,12 +169,9 @@ func whole(parent string, m map[string]any, name string, allowNegative bool) (in
 // call (a body that is not strict JSON, unknown members, an invalid intent
 // id, digest, request id, call reference or task) is an error; a
 // well-formed call whose request does not back it comes back with its
-// refusal, to be recorded as refused. Nothing it returns holds an object or
-// array of the body's tree, which goes back to trees.
+// refusal, to be recorded as refused.
 func decodeCreate(data []byte) (CreateRequest, *Refusal, error) {
-	scratch := trees.Get().(*canon.Scratch)
-	defer releaseTree(scratch)
-	m, err := parseBody(data, scratch)
+	m, err := parseBody(data)
 	if err != nil {
 		return CreateRequest{}, nil, err
 	}
@@ -237,7 +220,7 @@ func decodeCreate(data []byte) (CreateRequest, *Refusal, error) {
 
 // decodeRecords parses the body of a records call strictly.
 func decodeRecords(data []byte) (RecordsRequest, error) {
-	m, err := parseBody(data, nil)
+	m, err := parseBody(data)
 	if err != nil {
 		return RecordsRequest{}, err
 	}
@@ -269,7 +252,7 @@ func decodeRecords(data []byte) (RecordsRequest, error) {
 
 // decodeDelete parses the body of a delete call strictly and checks it.
 func decodeDelete(data []byte) (DeleteRequest, error) {
-	m, err := parseBody(data, nil)
+	m, err := parseBody(data)
 	if err != nil {
 		return DeleteRequest{}, err
 	}
@@ -336,7 +319,7 @@ func validateScope(field string, scope *string) error {
 
 // decodeFault parses the body of a fault call strictly.
 func decodeFault(data []byte) (FaultRequest, error) {
-	m, err := parseBody(data, nil)
+	m, err := parseBody(data)
 	if err != nil {
 		return FaultRequest{}, err
 	}
