@@ -6,24 +6,14 @@ import (
 	"time"
 )
 
-// createAll creates a task for each key and fails unless each is created.
-func createAll(t *testing.T, st *Store, keys []keyID) {
+// sendAll sends a create call for each key and fails unless each has the
+// outcome want.
+func sendAll(t *testing.T, st *Store, keys []keyID, want string) {
 	t.Helper()
 	for _, k := range keys {
 		resp, err := st.Create(ctxT(t), scoped(k.scope, k.intent, "task of "+k.intent))
-		if err != nil || resp.Outcome != OutcomeCreated {
-			t.Fatalf("create %v: %+v, %v", k, resp, err)
-		}
-	}
-}
-
-// replayAll sends each key again and fails unless each is replayed.
-func replayAll(t *testing.T, st *Store, keys []keyID) {
-	t.Helper()
-	for _, k := range keys {
-		resp, err := st.Create(ctxT(t), scoped(k.scope, k.intent, "task of "+k.intent))
-		if err != nil || resp.Outcome != OutcomeReplayed {
-			t.Fatalf("resend %v: %+v, %v, want replayed", k, resp, err)
+		if err != nil || resp.Outcome != want {
+			t.Fatalf("send %v: %+v, %v, want %s", k, resp, err, want)
 		}
 	}
 }
@@ -35,8 +25,8 @@ func TestTheIntentFilterHoldsEveryStoredKeyAndFewOthers(t *testing.T) {
 	}
 	t.Run("keys created in earlier groups are replayed, not created again", func(t *testing.T) {
 		st := openStore(t, t.TempDir(), Options{CompactEvery: -1})
-		createAll(t, st, keys)
-		replayAll(t, st, keys)
+		sendAll(t, st, keys, OutcomeCreated)
+		sendAll(t, st, keys, OutcomeReplayed)
 	})
 	t.Run("a reopened store's filter holds every key it stored", func(t *testing.T) {
 		dir := t.TempDir()
@@ -44,7 +34,7 @@ func TestTheIntentFilterHoldsEveryStoredKeyAndFewOthers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		createAll(t, st, keys)
+		sendAll(t, st, keys, OutcomeCreated)
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +42,7 @@ func TestTheIntentFilterHoldsEveryStoredKeyAndFewOthers(t *testing.T) {
 		if st.intents.built != len(keys) {
 			t.Errorf("filter built with %d keys, want %d", st.intents.built, len(keys))
 		}
-		replayAll(t, st, keys)
+		sendAll(t, st, keys, OutcomeReplayed)
 	})
 	t.Run("a filter built again between groups holds every key and forgets compacted ones", func(t *testing.T) {
 		clock := newTestClock()
@@ -61,14 +51,14 @@ func TestTheIntentFilterHoldsEveryStoredKeyAndFewOthers(t *testing.T) {
 		if _, err := st.Create(ctxT(t), expiring(expired.scope, expired.intent, clock.Now().Add(time.Minute))); err != nil {
 			t.Fatal(err)
 		}
-		createAll(t, st, keys)
+		sendAll(t, st, keys, OutcomeCreated)
 		clock.Advance(time.Hour)
 		if r := compact(t, st); r.KeysCompacted != 1 {
 			t.Fatalf("compacted %+v, want the one expired key", r)
 		}
 		old := st.intents
 		old.added = len(old.bits)*64/filterBitsPerKey + 1 // full: the next group builds it again
-		replayAll(t, st, keys)
+		sendAll(t, st, keys, OutcomeReplayed)
 		if st.intents == old || st.intents.built != len(keys) {
 			t.Fatalf("filter not built again from the %d stored keys (built %d)", len(keys), st.intents.built)
 		}
@@ -82,7 +72,7 @@ func TestTheIntentFilterHoldsEveryStoredKeyAndFewOthers(t *testing.T) {
 	})
 	t.Run("a key never stored is filtered out nearly always", func(t *testing.T) {
 		st := openStore(t, t.TempDir(), Options{CompactEvery: -1})
-		createAll(t, st, keys)
+		sendAll(t, st, keys, OutcomeCreated)
 		const tries = 20000
 		passed := 0
 		for i := range tries {
