@@ -72,6 +72,9 @@ type groupState struct {
 	tasks   map[uint64]*TaskRecord  // by task number; nil = deleted in this group
 	scopes  map[string]*ScopeCounts // changed in this group
 	base    map[string]ScopeCounts
+	// intents is the store's intent filter, told of the intent records
+	// the group writes and compacts; nil when there is none.
+	intents *intentFilter
 	// compacted is set once a chunk of compaction ran in this group: a
 	// second one waits for the next group (it reads committed state).
 	compacted bool
@@ -117,9 +120,11 @@ func (g *groupState) scope(name string) *ScopeCounts {
 // answered. After a restart the log holds the whole batch or none of it.
 func (s *Store) commitGroup(group []writerOp) {
 	errs := make([]error, len(group))
+	s.refreshIntentFilter()
 	b := s.db.NewBatch()
 	defer b.Close()
 	g := newGroup(b, s.meta, s.scopes)
+	g.intents = s.intents
 	included := 0
 	for i, op := range group {
 		if errs[i] = op.apply(s, g); errs[i] == nil {
@@ -172,6 +177,9 @@ func (s *Store) lookupIntent(g *groupState, scope, id string) (FirstResult, bool
 			return FirstResult{}, false, nil
 		}
 		return *fr, true, nil
+	}
+	if s.intents != nil && !s.intents.mayHold(scope, id) {
+		return FirstResult{}, false, nil
 	}
 	var fr FirstResult
 	found, err := getJSON(s.db, intentKey(scope, id), &fr)

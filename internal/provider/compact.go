@@ -150,6 +150,9 @@ func (s *Store) compactChunk(g *groupState) (CompactResult, error) {
 			return r, err
 		}
 		g.w.del(intentKey(e.scope, e.id))
+		if g.intents != nil {
+			g.intents.removedOne()
+		}
 		g.w.del(seqKey(prefixIntentOrder, fr.RequestSeq))
 		g.decided[keyName(e.scope, e.id)] = nil
 		sc := g.scope(e.scope)

@@ -105,6 +105,9 @@ func (g *groupState) setIntent(fr FirstResult, oldKeep time.Time) {
 		g.w.put(expiryKey(newKeep, fr.Scope, fr.IntentID), nil)
 	}
 	putRecord(&g.w, intentKey(fr.Scope, fr.IntentID), fr)
+	if g.intents != nil {
+		g.intents.add(fr.Scope, fr.IntentID)
+	}
 	cp := fr
 	g.decided[keyName(fr.Scope, fr.IntentID)] = &cp
 }
