@@ -96,10 +96,11 @@ func systemic(err error) bool {
 // earlier batches are being synced. Each batch is one atomic batch publish
 // whose commit is a request; only when the stream's ack of the commit
 // arrives, which the server sends once every receipt of the batch is stored
-// and synced, are the batch's messages acked. If a batch fails, each of its
-// receipts is stored alone (its message id makes a receipt that the batch did
-// store a duplicate, which the stream reports as such), and a receipt that
-// cannot be stored gets its message nak'ed.
+// and synced, are the batch's messages acked; its slot is free again from
+// that ack on, so that the next batch is stored while they are acked. If a
+// batch fails, each of its receipts is stored alone (its message id makes a
+// receipt that the batch did store a duplicate, which the stream reports as
+// such), and a receipt that cannot be stored gets its message nak'ed.
 type batcher struct {
 	e   *Executor
 	max atomic.Int64 // the most receipts in one batch
@@ -203,20 +204,29 @@ func (b *batcher) loop(q chan *pending, done chan struct{}) {
 		batch := queue.Append(make([]*pending, 0, min(limit, len(q)+1)), first, q, limit)
 		b.sending.Add(1)
 		go func() {
-			defer func() { <-b.slots; b.sending.Done() }()
-			b.store(batch)
+			defer b.sending.Done()
+			b.store(batch, sync.OnceFunc(func() { <-b.slots }))
 		}()
 	}
 }
 
-// store stores one batch of receipts and finishes their deliveries.
-func (b *batcher) store(batch []*pending) {
-	if len(batch) == 1 || b.alone.Load() || b.sub == nil {
+// store stores one batch of receipts and finishes their deliveries. It
+// frees the batch's slot (free) as soon as the stream has acknowledged the
+// batch's commit, or the receipt of a batch of one, so that the next batch
+// is stored while this one's messages are acked.
+func (b *batcher) store(batch []*pending, free func()) {
+	defer free()
+	if len(batch) == 1 {
+		_ = b.storeOne(batch[0], free) // a receipt not stored was given back by notStored
+		return
+	}
+	if b.alone.Load() || b.sub == nil {
 		b.storeAlone(batch)
 		return
 	}
 	err := b.publishBatch(batch)
 	if err == nil {
+		free()
 		b.batches.Add(1)
 		b.batched.Add(int64(len(batch)))
 		for _, p := range batch {
@@ -258,7 +268,7 @@ func (b *batcher) store(batch []*pending) {
 // deliveries are given back at once.
 func (b *batcher) storeAlone(batch []*pending) {
 	if len(batch) == 1 {
-		_ = b.storeOne(batch[0]) // a receipt not stored was given back by notStored
+		_ = b.storeOne(batch[0], func() {}) // a receipt not stored was given back by notStored
 		return
 	}
 	var failed atomic.Pointer[error]
@@ -278,7 +288,7 @@ func (b *batcher) storeAlone(batch []*pending) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := b.storeOne(p); err != nil && systemic(err) {
+			if err := b.storeOne(p, func() {}); err != nil && systemic(err) {
 				failed.CompareAndSwap(nil, &err)
 			}
 		}()
@@ -286,12 +296,14 @@ func (b *batcher) storeAlone(batch []*pending) {
 	wg.Wait()
 }
 
-// storeOne stores one receipt with its own publish and finishes its
-// delivery; it returns the error for a receipt not stored.
-func (b *batcher) storeOne(p *pending) error {
+// storeOne stores one receipt with its own publish, calls answered once the
+// stream has answered, and finishes its delivery; it returns the error for
+// a receipt not stored.
+func (b *batcher) storeOne(p *pending, answered func()) error {
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	_, err := b.e.js.PublishMsg(ctx, p.m)
 	cancel()
+	answered()
 	if err != nil {
 		b.e.notStored(p, err)
 		return err

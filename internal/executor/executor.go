@@ -63,7 +63,9 @@ type Config struct {
 	// most 1000 (the server's limit). 1 stores every receipt alone.
 	ReceiptBatch int
 	// ReceiptBatchesInFlight is how many receipt batches may wait for their
-	// commit at once; default 2.
+	// commit at once; default 1: the stream commits a stream's batches one
+	// after another, and a second slot only stores the receipts that
+	// arrive just after a batch was taken in a batch of their own.
 	ReceiptBatchesInFlight int
 	// ConsumerCheckInterval is how often Run compares the consumer with
 	// what provisioning recorded (it always does at start); default
@@ -136,7 +138,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	}
 	cfg.ReceiptBatch = min(cfg.ReceiptBatch, maxReceiptBatch)
 	if cfg.ReceiptBatchesInFlight <= 0 {
-		cfg.ReceiptBatchesInFlight = 2
+		cfg.ReceiptBatchesInFlight = 1
 	}
 	if cfg.ConsumerCheckInterval <= 0 {
 		cfg.ConsumerCheckInterval = DefaultConsumerCheckInterval

@@ -114,8 +114,10 @@ func sampleReceipt() []byte {
 	return b
 }
 
-// receiptBatchesInFlight is the executor's default number of receipt
-// batches in flight, which the batched reference copies.
+// receiptBatchesInFlight is the batched reference's number of batches in
+// flight. The executor keeps one and frees it at the commit's ack, acking
+// that batch's messages while the next is stored; the reference's second
+// sender stands for that overlap.
 const receiptBatchesInFlight = 2
 
 // naiveJetStream is the straightforward design with nothing else: n
