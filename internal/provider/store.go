@@ -237,10 +237,11 @@ func giveID(db *pebble.DB, dir string, meta metaRecord, found bool, log *slog.Lo
 }
 
 // blockCacheBytes sizes Pebble's block cache. A create call reads its
-// intent id (unless the intent filter, intentFilter, rules it out), and Pebble reads each file's index and bloom filter blocks
-// through this cache: once a store's data outgrows the cache, those blocks
-// are evicted and read again from the files, and a lookup cost grew from
-// about 6 to 17 µs over six drains of 30,000 approvals with 64 MiB. 256 MiB
+// intent id (unless the intent filter, intentFilter, rules it out), and
+// Pebble reads each file's index and bloom filter blocks through this
+// cache: once a store's data outgrows the cache, those blocks are evicted
+// and read again from the files, and a lookup cost grew from about 6 to
+// 17 µs over six drains of 30,000 approvals with 64 MiB. 256 MiB
 // holds the index and filter blocks of a store of several million intents.
 // The service's memory stays bounded by it plus two memtables (MemTableSize)
 // and a small Go heap, of which the intent filter takes about 2.5 bytes per
