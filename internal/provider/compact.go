@@ -98,33 +98,11 @@ func (s *Store) compactChunk(g *groupState) (CompactResult, error) {
 	}
 	g.compacted = true
 	now := s.clock()
-	upper := binary.BigEndian.AppendUint64([]byte{prefixExpiry}, uint64(max(now.UnixNano(), 0)))
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: upper})
+	due, more, err := s.dueExpiries(now)
 	if err != nil {
 		return r, err
 	}
-	type entry struct {
-		key       []byte
-		scope, id string
-		at        time.Time
-	}
-	var due []entry
-	for ok := it.First(); ok; ok = it.Next() {
-		if len(due) == s.chunk {
-			r.More = true
-			break
-		}
-		k := append([]byte(nil), it.Key()...)
-		scope, id, at, perr := parseExpiryKey(k)
-		if perr != nil {
-			_ = it.Close()
-			return r, perr
-		}
-		due = append(due, entry{k, scope, id, at})
-	}
-	if err := it.Close(); err != nil {
-		return r, err
-	}
+	r.More = more
 	for _, e := range due {
 		g.w.del(e.key)
 		fr, found, err := s.lookupIntent(g, e.scope, e.id)
@@ -174,6 +152,40 @@ func (s *Store) compactChunk(g *groupState) (CompactResult, error) {
 		}
 	}
 	return r, nil
+}
+
+// expiryEntry is one entry of the expiry index.
+type expiryEntry struct {
+	key       []byte
+	scope, id string
+	at        time.Time
+}
+
+// dueExpiries reads, in order, up to one chunk of the expiry entries due
+// by now; more says that others are due after them.
+func (s *Store) dueExpiries(now time.Time) (due []expiryEntry, more bool, err error) {
+	upper := binary.BigEndian.AppendUint64([]byte{prefixExpiry}, uint64(max(now.UnixNano(), 0)))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixExpiry}, UpperBound: upper})
+	if err != nil {
+		return nil, false, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(due) == s.chunk {
+			more = true
+			break
+		}
+		k := append([]byte(nil), it.Key()...)
+		scope, id, at, perr := parseExpiryKey(k)
+		if perr != nil {
+			_ = it.Close()
+			return nil, false, perr
+		}
+		due = append(due, expiryEntry{k, scope, id, at})
+	}
+	if err := it.Close(); err != nil {
+		return nil, false, err
+	}
+	return due, more, nil
 }
 
 // writeImplied writes the index entries that a key's intent record stands
