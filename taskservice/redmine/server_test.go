@@ -440,29 +440,35 @@ func (d dropPostAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // postGate holds every POST until n are waiting (or 5 s have passed), then
-// lets them all go: calls that looked a key up and found nothing are all
-// on their way to create before any create is saved.
+// lets them go one at a time: calls that looked a key up and found nothing
+// are all on their way to create before any create is saved, and Redmine
+// saves them one after another (two at once can deadlock in its SQLite
+// database, failing one of them after 20 s).
 type postGate struct {
 	n        int
 	mu       sync.Mutex
 	waiting  int
 	released chan struct{}
+	one      sync.Mutex // held by the POST on its way
 }
 
 func (g *postGate) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodPost {
-		g.mu.Lock()
-		g.waiting++
-		if g.waiting == g.n {
-			close(g.released)
-		}
-		g.mu.Unlock()
-		select {
-		case <-g.released:
-		case <-time.After(5 * time.Second):
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
+	if req.Method != http.MethodPost {
+		return http.DefaultTransport.RoundTrip(req)
 	}
+	g.mu.Lock()
+	g.waiting++
+	if g.waiting == g.n {
+		close(g.released)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.released:
+	case <-time.After(5 * time.Second):
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+	g.one.Lock()
+	defer g.one.Unlock()
 	return http.DefaultTransport.RoundTrip(req)
 }
