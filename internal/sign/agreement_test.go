@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/oasisprotocol/curve25519-voi/curve"
@@ -22,29 +23,37 @@ func encodeSig(sig []byte) string {
 	return SignaturePrefix + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-// agree checks that the expanded-key verification and the standard library
+// agree checks that Verify (the executors' check) and the standard library
 // give the same answer for one public key, digest and signature.
 func agree(t testing.TB, pub []byte, digest string, sig []byte) (accepted bool) {
 	t.Helper()
-	std := Verify(ed25519.PublicKey(pub), digest, encodeSig(sig)) == nil
-	x, err := voi.NewExpandedPublicKey(voi.PublicKey(pub))
-	if err != nil {
-		if std {
-			t.Fatalf("the standard library accepts a signature under public key %x, which does not expand: %v", pub, err)
-		}
-		return false
-	}
-	fast := verifyExpanded(x, digest, encodeSig(sig)) == nil
-	if std != fast {
-		t.Fatalf("public key %x, digest %q, signature %x: standard library accepts=%v, expanded key accepts=%v", pub, digest, sig, std, fast)
+	ours := Verify(ed25519.PublicKey(pub), digest, encodeSig(sig)) == nil
+	std := ed25519.VerifyWithOptions(ed25519.PublicKey(pub), []byte(digest), sig, &ed25519.Options{Context: Context}) == nil
+	if std != ours {
+		t.Fatalf("public key %x, digest %q, signature %x: standard library accepts=%v, Verify accepts=%v", pub, digest, sig, std, ours)
 	}
 	return std
+}
+
+// rawChecks are the two equations on any key, as a keyring's refusal is not
+// in their way: the cofactored one of checkSignature and the standard
+// library's cofactorless one.
+func rawChecks(t testing.TB, pub []byte, digest string, sig []byte) (cofactored, cofactorless bool) {
+	t.Helper()
+	x, err := voi.NewExpandedPublicKey(voi.PublicKey(pub))
+	if err != nil {
+		t.Fatalf("public key %x does not expand: %v", pub, err)
+	}
+	return checkSignature(x, []byte(digest), sig),
+		ed25519.VerifyWithOptions(ed25519.PublicKey(pub), []byte(digest), sig, &ed25519.Options{Context: Context}) == nil
 }
 
 // order is the order of the prime-order subgroup, ℓ = 2^252 + 27742317777372353535851937790883648493.
 var order, _ = new(big.Int).SetString("7237005577332262213973186563042994173245446766640373010193716398327463468489", 10)
 
-func TestExpandedVerifyAgreesWithTheStandardLibrary(t *testing.T) {
+// Signatures made by signing, and each of them corrupted, get the same
+// answer from the executors' check as from crypto/ed25519.
+func TestSignaturesMadeBySigningGetTheStandardLibrarysAnswers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 200 {
 		var seed [32]byte
@@ -99,28 +108,40 @@ func reverse(b []byte) []byte {
 func TestSmallOrderKeysAreRefusedWhenTheKeyringIsLoaded(t *testing.T) {
 	identity := make([]byte, 32)
 	identity[0] = 1 // y = 1: the neutral element, of order 1
-	// With the neutral element as the public key and as R, and S = 0, the
-	// verification equation holds for any message: both implementations
-	// accept it, which is why the keyring must not take such a key.
+	// With the neutral element as the public key and as R, and S = 0, both
+	// equations hold for any message, which is why no check may take such
+	// a key.
 	forged := append(append([]byte(nil), identity...), make([]byte, 32)...)
-	if !agree(t, identity, "sha256:anything", forged) {
-		t.Fatal("expected the forgery under the neutral element to verify (cofactorless, as the standard library does)")
+	if cofactored, cofactorless := rawChecks(t, identity, "sha256:anything", forged); !cofactored || !cofactorless {
+		t.Fatalf("expected the forgery under the neutral element to satisfy both equations, got %v and %v", cofactored, cofactorless)
 	}
 	a := Approver{Name: "nobody", KeyID: KeyID(identity), PublicKey: base64.RawURLEncoding.EncodeToString(identity)}
-	if _, err := NewKeyring(a); !errors.Is(err, ErrKeyFile) {
-		t.Fatalf("NewKeyring with the neutral element: err = %v, want %v", err, ErrKeyFile)
+	if _, err := NewKeyring(a); !errors.Is(err, ErrKeyFile) || !strings.Contains(err.Error(), "small-order point") {
+		t.Fatalf("NewKeyring with the neutral element: err = %v, want %v naming a small-order point", err, ErrKeyFile)
+	}
+	if err := Verify(ed25519.PublicKey(identity), "sha256:anything", encodeSig(forged)); !errors.Is(err, ErrBadKey) {
+		t.Fatalf("Verify with the neutral element: err = %v, want %v", err, ErrBadKey)
 	}
 }
 
-// TestMixedOrderPublicKeysGetTheSameAnswers uses a public key with a
-// small-order component, A' = aB + T with T of order 2. It is not of small
-// order, so a keyring takes it. A signature its holder makes (R = rB,
-// S = r + k·a with k the challenge over A') satisfies the cofactorless
-// equation only when k is even; each signature must get the same answer from
-// both checks, and both answers must occur.
-func TestMixedOrderPublicKeysGetTheSameAnswers(t *testing.T) {
+// mixedOrderKey is A' = aB + T with T of order 2, and a, the scalar of its
+// prime-order part.
+func mixedOrderKey(t *testing.T) (pub []byte, a *scalar.Scalar) {
+	t.Helper()
 	seed := make([]byte, 32)
 	seed[0] = 9
+	a = keyScalar(t, seed)
+	var A curve.EdwardsPoint
+	A.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, a)
+	A.Add(&A, orderTwoPoint(t))
+	var ac curve.CompressedEdwardsY
+	ac.SetEdwardsPoint(&A)
+	return ac[:], a
+}
+
+// keyScalar is the secret scalar of the Ed25519 key with this seed.
+func keyScalar(t testing.TB, seed []byte) *scalar.Scalar {
+	t.Helper()
 	h := sha512.Sum512(seed)
 	h[0] &= 248
 	h[31] &= 127
@@ -129,56 +150,118 @@ func TestMixedOrderPublicKeysGetTheSameAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var A curve.EdwardsPoint
-	A.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, a)
-	A.Add(&A, orderTwoPoint(t))
-	var ac curve.CompressedEdwardsY
-	ac.SetEdwardsPoint(&A)
-	pub := ac[:]
-	if smallOrder(pub) {
-		t.Fatal("aB + T reported as small order")
-	}
-	if _, err := NewKeyring(Approver{Name: "mixed", KeyID: KeyID(pub), PublicKey: base64.RawURLEncoding.EncodeToString(pub)}); err != nil {
-		t.Fatalf("a keyring refused a mixed-order key: %v", err)
-	}
+	return a
+}
 
-	accepted := 0
+// signWith makes the signature of digest that the holder of scalar a makes
+// for public key pub with nonce point R = rB + T: S = r + k·a, with k the
+// Ed25519ctx challenge over R, pub and digest.
+func signWith(t *testing.T, pub []byte, a *scalar.Scalar, digest string, T *curve.EdwardsPoint) []byte {
+	t.Helper()
+	r, err := scalar.New().SetRandom(crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var R curve.EdwardsPoint
+	R.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, r)
+	if T != nil {
+		R.Add(&R, T)
+	}
+	var rc curve.CompressedEdwardsY
+	rc.SetEdwardsPoint(&R)
+	hash := sha512.New()
+	hash.Write([]byte("SigEd25519 no Ed25519 collisions"))
+	hash.Write([]byte{0, byte(len(Context))})
+	hash.Write([]byte(Context))
+	hash.Write(rc[:])
+	hash.Write(pub)
+	hash.Write([]byte(digest))
+	k, err := scalar.NewFromBytesModOrderWide(hash.Sum(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	S := scalar.New().Mul(k, a)
+	S.Add(S, r)
+	sig := make([]byte, 64)
+	copy(sig, rc[:])
+	if err := S.ToBytes(sig[32:]); err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+// A public key with a small-order component, A' = aB + T with T of order 2,
+// is not of small order, yet no generated key is like it, and whether its
+// holder's signatures verify depends on the equation: every one satisfies
+// the cofactored one, only those with an even challenge the cofactorless
+// one. A keyring refuses it, so that no check ever depends on the equation
+// through the key.
+func TestMixedOrderPublicKeysAreRefusedWhenTheKeyringIsLoaded(t *testing.T) {
+	pub, a := mixedOrderKey(t)
+	both, cofactoredOnly := 0, 0
 	const n = 40
 	for i := range n {
 		digest := fmt.Sprintf("sha256:mixed-%d", i)
-		r, err := scalar.New().SetRandom(crand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var R curve.EdwardsPoint
-		R.MulBasepoint(curve.ED25519_BASEPOINT_TABLE, r)
-		var rc curve.CompressedEdwardsY
-		rc.SetEdwardsPoint(&R)
-		hash := sha512.New()
-		hash.Write([]byte("SigEd25519 no Ed25519 collisions"))
-		hash.Write([]byte{0, byte(len(Context))})
-		hash.Write([]byte(Context))
-		hash.Write(rc[:])
-		hash.Write(pub)
-		hash.Write([]byte(digest))
-		k, err := scalar.NewFromBytesModOrderWide(hash.Sum(nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		S := scalar.New().Mul(k, a)
-		S.Add(S, r)
-		sig := make([]byte, 64)
-		copy(sig, rc[:])
-		if err := S.ToBytes(sig[32:]); err != nil {
-			t.Fatal(err)
-		}
-		if agree(t, pub, digest, sig) {
-			accepted++
+		cofactored, cofactorless := rawChecks(t, pub, digest, signWith(t, pub, a, digest, nil))
+		switch {
+		case cofactored && cofactorless:
+			both++
+		case cofactored:
+			cofactoredOnly++
+		default:
+			t.Fatalf("signature %d satisfies neither equation", i)
 		}
 	}
-	if accepted == 0 || accepted == n {
-		t.Fatalf("%d of %d signatures accepted by both; expected some of each (the challenge's parity decides)", accepted, n)
+	if both == 0 || cofactoredOnly == 0 {
+		t.Fatalf("%d of %d signatures satisfy both equations, %d the cofactored one alone; expected some of each", both, n, cofactoredOnly)
 	}
+	_, err := NewKeyring(Approver{Name: "mixed", KeyID: KeyID(pub), PublicKey: base64.RawURLEncoding.EncodeToString(pub)})
+	if !errors.Is(err, ErrKeyFile) || !strings.Contains(err.Error(), "small-order component") {
+		t.Fatalf("NewKeyring with a mixed-order key: err = %v, want %v naming its small-order component", err, ErrKeyFile)
+	}
+}
+
+// With a key of prime order (every key a keyring takes), the executors'
+// check and crypto/ed25519 differ on one kind of signature only: one whose
+// R carries a small-order component, R = rB + T, which only the holder of
+// the private key can make (S = r + k·a needs a). The executors accept it,
+// as RFC 8032's cofactored equation does; crypto/ed25519 refuses it.
+func TestATorsionComponentInRIsTheOnlyDifference(t *testing.T) {
+	k, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := []byte(k.Public())
+	a := keyScalar(t, k.private.Seed())
+	digest := "sha256:torsion"
+	honest := signWith(t, pub, a, digest, nil)
+	if !agree(t, pub, digest, honest) {
+		t.Fatal("a signature made with the key's own scalar is refused")
+	}
+	crafted := signWith(t, pub, a, digest, orderTwoPoint(t))
+	if err := Verify(ed25519.PublicKey(pub), digest, encodeSig(crafted)); err != nil {
+		t.Fatalf("the executors' check refused a signature satisfying the cofactored equation: %v", err)
+	}
+	if ed25519.VerifyWithOptions(ed25519.PublicKey(pub), []byte(digest), crafted, &ed25519.Options{Context: Context}) == nil {
+		t.Fatal("crypto/ed25519 accepted a signature whose R has a small-order component")
+	}
+	if torsionFreeR(crafted) {
+		t.Fatal("the crafted R reads as of prime order")
+	}
+}
+
+// torsionFreeR reports whether a signature's R decodes to a point of prime
+// order.
+func torsionFreeR(sig []byte) bool {
+	var c curve.CompressedEdwardsY
+	var p curve.EdwardsPoint
+	if _, err := c.SetBytes(sig[:32]); err != nil {
+		return false
+	}
+	if _, err := p.SetCompressedY(&c); err != nil {
+		return false
+	}
+	return p.IsTorsionFree()
 }
 
 // orderTwoPoint is (0, -1), the point of order 2.
@@ -202,7 +285,9 @@ func orderTwoPoint(t *testing.T) *curve.EdwardsPoint {
 }
 
 // FuzzVerifyAgreement feeds arbitrary public keys, digests and signatures to
-// both verifications; they must agree on every input.
+// the executors' check and to crypto/ed25519. For every key a keyring takes,
+// whatever crypto/ed25519 accepts is accepted, and a signature accepted by
+// the executors' check alone has an R with a small-order component.
 func FuzzVerifyAgreement(f *testing.F) {
 	priv := ed25519.NewKeyFromSeed(make([]byte, 32))
 	sig, _ := priv.Sign(nil, []byte("sha256:x"), &ed25519.Options{Context: Context})
@@ -212,6 +297,16 @@ func FuzzVerifyAgreement(f *testing.F) {
 		if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
 			return
 		}
-		agree(t, pub, digest, sig)
+		ours := Verify(ed25519.PublicKey(pub), digest, encodeSig(sig))
+		if errors.Is(ours, ErrBadKey) {
+			return
+		}
+		std := ed25519.VerifyWithOptions(ed25519.PublicKey(pub), []byte(digest), sig, &ed25519.Options{Context: Context}) == nil
+		switch {
+		case std && ours != nil:
+			t.Fatalf("public key %x, digest %q, signature %x: crypto/ed25519 accepts, the executors' check refuses: %v", pub, digest, sig, ours)
+		case !std && ours == nil && torsionFreeR(sig):
+			t.Fatalf("public key %x, digest %q, signature %x: accepted by the executors' check alone, with an R of prime order", pub, digest, sig)
+		}
 	})
 }

@@ -113,11 +113,8 @@ func NewKeyring(approvers ...Approver) (*Keyring, error) {
 		}
 		a.key = raw
 		var err error
-		if a.expanded, err = voi.NewExpandedPublicKey(voi.PublicKey(raw)); err != nil {
-			return nil, fmt.Errorf("%w: approvers[%d].public_key is not a point on the curve", ErrKeyFile, i)
-		}
-		if smallOrder(raw) {
-			return nil, fmt.Errorf("%w: approvers[%d].public_key is a small-order point, for which signatures can be forged", ErrKeyFile, i)
+		if a.expanded, err = expandKey(raw); err != nil {
+			return nil, fmt.Errorf("%w: approvers[%d].public_key is %s", ErrKeyFile, i, strings.TrimPrefix(err.Error(), ErrBadKey.Error()+": "))
 		}
 		if want := KeyID(a.key); a.KeyID != want {
 			return nil, fmt.Errorf("%w: approvers[%d].key_id is %q, but its public key's id is %q", ErrKeyFile, i, a.KeyID, want)
@@ -238,8 +235,12 @@ func (kr *Keyring) VerifyApproval(approval map[string]any, keyID, signature stri
 	if s.verified.has(&k) {
 		return a, nil
 	}
-	if err := verifyExpanded(a.expanded, d, signature); err != nil {
+	sig, err := decodeSignature(signature)
+	if err != nil {
 		return Approver{}, err
+	}
+	if !verifier.verify(a.expanded, []byte(d), sig) {
+		return Approver{}, ErrBadSignature
 	}
 	s.verified.add(&k)
 	return a, nil

@@ -28,6 +28,7 @@ var (
 	ErrUnknownKey   = errors.New("sign: unknown key")
 	ErrBadSignature = errors.New("sign: signature does not verify")
 	ErrKeyFile      = errors.New("sign: unusable key file")
+	ErrBadKey       = errors.New("sign: unusable public key")
 	ErrName         = errors.New("sign: not a usable approver name")
 	ErrWrongSigner  = errors.New("sign: the approver is not the key's owner")
 	ErrScope        = errors.New("sign: not a usable approver scope")
@@ -106,52 +107,70 @@ func (k *Key) Sign(digest string) (string, error) {
 	return SignaturePrefix + base64.RawURLEncoding.EncodeToString(sig), nil
 }
 
-// Verify checks an encoded signature over digest with pub, using the
-// standard library.
+// Verify checks an encoded signature over digest with pub: the check an
+// executor makes (see checkSignature), with a key that a keyring would take
+// (see expandKey).
 func Verify(pub ed25519.PublicKey, digest, signature string) error {
 	sig, err := decodeSignature(signature)
 	if err != nil {
 		return err
 	}
-	if err := ed25519.VerifyWithOptions(pub, []byte(digest), sig, &ed25519.Options{Context: Context}); err != nil {
-		return ErrBadSignature
-	}
-	return nil
-}
-
-// verifyOptions make the expanded-key check accept exactly what the standard
-// library's ed25519.VerifyWithOptions accepts (cofactorless, non-canonical
-// and small-order public keys as it has them), with the approval context.
-var verifyOptions = &voi.Options{Context: Context, Verify: voi.VerifyOptionsStdLib}
-
-// verifyExpanded is Verify with a public key expanded once: the same answer
-// (TestExpandedVerifyAgreesWithTheStandardLibrary, FuzzVerifyAgreement) at
-// about half the cost, which matters because every delivery of a signed
-// approval is checked.
-func verifyExpanded(pub *voi.ExpandedPublicKey, digest, signature string) error {
-	sig, err := decodeSignature(signature)
+	x, err := expandKey(pub)
 	if err != nil {
 		return err
 	}
-	if !voi.VerifyExpandedWithOptions(pub, []byte(digest), sig, verifyOptions) {
+	if !checkSignature(x, []byte(digest), sig) {
 		return ErrBadSignature
 	}
 	return nil
 }
 
-// smallOrder reports whether a public key (already known to decode) is a
-// point of small order: such a key is nobody's, and cofactorless verification
-// accepts signatures for it that nobody made.
-func smallOrder(pub []byte) bool {
+// verifyOptions are RFC 8032's checks as FIPS 186-5 has them, with the
+// approval context: S below the group order, R and A canonical encodings,
+// and the cofactored group equation [8][S]B = [8]R + [8][k]A, the one RFC
+// 8032 (section 5.1.7) states. Checking it allows many signatures to be
+// checked together (batchVerifier). crypto/ed25519 checks the stricter
+// cofactorless [S]B = R + [k]A instead: with the keys a keyring takes (of
+// prime order, see expandKey) the two differ only on a signature whose R
+// has a small-order component, which only the private key's holder can make
+// (TestATorsionComponentInRIsTheOnlyDifference).
+var verifyOptions = &voi.Options{Context: Context, Verify: voi.VerifyOptionsFIPS_186_5}
+
+// checkSignature reports whether sig is a valid signature of msg by pub
+// under verifyOptions.
+func checkSignature(pub *voi.ExpandedPublicKey, msg, sig []byte) bool {
+	return voi.VerifyExpandedWithOptions(pub, msg, sig, verifyOptions)
+}
+
+// expandKey decodes a public key and expands it for checking signatures
+// (once: the expanded key halves the cost of a check). It refuses what is
+// nobody's key: a non-canonical encoding, a point not on the curve, and a
+// point with a small-order component (of small order, signatures for it can
+// be forged; of mixed order, whether a signature verifies depends on the
+// check's equation). A key made by generating one is of prime order.
+func expandKey(pub []byte) (*voi.ExpandedPublicKey, error) {
 	var c curve.CompressedEdwardsY
 	var p curve.EdwardsPoint
-	if _, err := c.SetBytes(pub); err != nil {
-		return true
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: a public key is %d bytes, not %d", ErrBadKey, ed25519.PublicKeySize, len(pub))
+	}
+	if _, err := c.SetBytes(pub); err != nil || !c.IsCanonicalVartime() {
+		return nil, fmt.Errorf("%w: not the canonical encoding of a point", ErrBadKey)
 	}
 	if _, err := p.SetCompressedY(&c); err != nil {
-		return true
+		return nil, fmt.Errorf("%w: not a point on the curve", ErrBadKey)
 	}
-	return p.IsSmallOrder()
+	if p.IsSmallOrder() {
+		return nil, fmt.Errorf("%w: a small-order point, for which signatures can be forged", ErrBadKey)
+	}
+	if !p.IsTorsionFree() {
+		return nil, fmt.Errorf("%w: a point with a small-order component, which no generated key has", ErrBadKey)
+	}
+	x, err := voi.NewExpandedPublicKey(voi.PublicKey(pub))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+	}
+	return x, nil
 }
 
 func decodeSignature(signature string) ([]byte, error) {
