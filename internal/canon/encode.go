@@ -187,6 +187,9 @@ func appendString(dst []byte, s string) ([]byte, bool) {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i = plainEnd(s, i); i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			esc := escapeByte[c]

@@ -20,11 +20,10 @@ func (p *parser) str() (string, error) {
 	start := p.pos + 1
 	i := start
 	for i < len(d) {
-		c := d[i]
-		if plainByte[c] {
-			i++
-			continue
+		if i = plainEndBytes(d, i); i == len(d) {
+			break
 		}
+		c := d[i]
 		switch c {
 		case '"':
 			p.pos = i + 1
