@@ -88,11 +88,9 @@ func TestSignaturesMadeBySigningGetTheStandardLibrarysAnswers(t *testing.T) {
 		// S + ℓ: the same equation, a non-canonical S, refused by both.
 		s := new(big.Int).SetBytes(reverse(sig[32:]))
 		s.Add(s, order)
-		if s.BitLen() <= 256 {
-			nc := append(append([]byte(nil), sig[:32]...), reverse(s.FillBytes(make([]byte, 32)))...)
-			if agree(t, pub, digest, nc) {
-				t.Fatal("a signature with a non-canonical S was accepted by both")
-			}
+		nc := append(append([]byte(nil), sig[:32]...), reverse(s.FillBytes(make([]byte, 32)))...)
+		if agree(t, pub, digest, nc) {
+			t.Fatal("a signature with a non-canonical S was accepted by both")
 		}
 	}
 }
@@ -156,7 +154,7 @@ func keyScalar(t testing.TB, seed []byte) *scalar.Scalar {
 // signWith makes the signature of digest that the holder of scalar a makes
 // for public key pub with nonce point R = rB + T: S = r + k·a, with k the
 // Ed25519ctx challenge over R, pub and digest.
-func signWith(t *testing.T, pub []byte, a *scalar.Scalar, digest string, T *curve.EdwardsPoint) []byte {
+func signWith(t testing.TB, pub []byte, a *scalar.Scalar, digest string, T *curve.EdwardsPoint) []byte {
 	t.Helper()
 	r, err := scalar.New().SetRandom(crand.Reader)
 	if err != nil {
@@ -265,7 +263,7 @@ func torsionFreeR(sig []byte) bool {
 }
 
 // orderTwoPoint is (0, -1), the point of order 2.
-func orderTwoPoint(t *testing.T) *curve.EdwardsPoint {
+func orderTwoPoint(t testing.TB) *curve.EdwardsPoint {
 	t.Helper()
 	var enc [32]byte // y = p - 1, little-endian
 	enc[0] = 0xec
@@ -293,6 +291,10 @@ func FuzzVerifyAgreement(f *testing.F) {
 	sig, _ := priv.Sign(nil, []byte("sha256:x"), &ed25519.Options{Context: Context})
 	f.Add([]byte(priv.Public().(ed25519.PublicKey)), "sha256:x", sig)
 	f.Add(make([]byte, 32), "", make([]byte, 64))
+	// A signature whose R has a small-order component, by the key's holder:
+	// accepted by the executors' check alone.
+	pub := []byte(priv.Public().(ed25519.PublicKey))
+	f.Add(pub, "sha256:torsion", signWith(f, pub, keyScalar(f, priv.Seed()), "sha256:torsion", orderTwoPoint(f)))
 	f.Fuzz(func(t *testing.T, pub []byte, digest string, sig []byte) {
 		if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
 			return
@@ -309,4 +311,33 @@ func FuzzVerifyAgreement(f *testing.F) {
 			t.Fatalf("public key %x, digest %q, signature %x: accepted by the executors' check alone, with an R of prime order", pub, digest, sig)
 		}
 	})
+}
+
+// The non-canonical encodings of a point (y = p + k below 2^255, either sign
+// of x) all decode to points of small order, so that the keyring refuses
+// every one, and a key has one encoding.
+func TestNonCanonicalKeysAreRefused(t *testing.T) {
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(19))
+	decoded := 0
+	for k := int64(0); k < 19; k++ {
+		y := new(big.Int).Add(p, big.NewInt(k))
+		for _, sign := range []byte{0, 0x80} {
+			enc := reverse(y.FillBytes(make([]byte, 32)))
+			enc[31] |= sign
+			var c curve.CompressedEdwardsY
+			var pt curve.EdwardsPoint
+			if _, err := c.SetBytes(enc); err == nil {
+				if _, err := pt.SetCompressedY(&c); err == nil {
+					decoded++
+				}
+			}
+			if _, err := expandKey(enc); !errors.Is(err, ErrBadKey) {
+				t.Errorf("y = p + %d, sign %#x: expandKey err = %v, want %v", k, sign, err, ErrBadKey)
+			}
+		}
+	}
+	if decoded == 0 {
+		t.Fatal("no non-canonical encoding decodes to a point: the test shows nothing")
+	}
+	t.Logf("%d non-canonical encodings decode to points, all refused", decoded)
 }

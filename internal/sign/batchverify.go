@@ -16,18 +16,26 @@ const maxVerifyBatch = 64
 type verifyJob struct {
 	pub      *voi.ExpandedPublicKey
 	msg, sig []byte
-	ok       bool
-	done     chan struct{}
+	// answered is set, with valid, when the job's batch passed or when it
+	// was checked alone; otherwise the caller checks its signature alone.
+	answered, valid bool
+	done            chan struct{}
 }
 
 // batchVerifier checks the signatures that callers hand it at about the same
 // time in one batch (curve25519-voi's batch verification: one multiscalar
 // multiplication for all of them, about half the cost of checking each
-// alone), and gives each caller its own signature's answer. It has no timer:
-// a batch is whatever is waiting when the verifier is free, after it has let
-// the goroutines that can run bring theirs (runtime.Gosched, which returns at
-// once when nothing else can run), so one signature alone, as on an idle
-// executor, is checked at once.
+// alone). It has no timer: a batch is whatever is waiting when a verifier
+// goroutine is free, after it has let the goroutines that can run bring
+// theirs (runtime.Gosched, which returns at once when nothing else can run),
+// so one signature alone, as on an idle executor, is checked at once. There
+// is one verifier goroutine per processor, so that checks use every core.
+//
+// A batch that fails (one of its signatures or more is bad) is not searched
+// for the bad ones: each caller then checks its own signature alone, on its
+// own goroutine, as it would without batches. A bad signature thus costs
+// its batch's check on top of the checks it causes; it cannot slow the
+// verifier goroutines for longer than one batch check.
 type batchVerifier struct {
 	start sync.Once
 	jobs  chan *verifyJob
@@ -37,16 +45,22 @@ type batchVerifier struct {
 var verifier batchVerifier
 
 // verify reports whether sig is a valid signature of msg by pub under
-// verifyOptions, the same answer checkSignature gives.
+// verifyOptions, the answer checkSignature gives.
 func (v *batchVerifier) verify(pub *voi.ExpandedPublicKey, msg, sig []byte) bool {
 	v.start.Do(func() {
-		v.jobs = make(chan *verifyJob, 4*maxVerifyBatch)
-		go v.loop()
+		n := runtime.GOMAXPROCS(0)
+		v.jobs = make(chan *verifyJob, n*maxVerifyBatch)
+		for range n {
+			go v.loop()
+		}
 	})
 	j := &verifyJob{pub: pub, msg: msg, sig: sig, done: make(chan struct{})}
 	v.jobs <- j
 	<-j.done
-	return j.ok
+	if j.answered {
+		return j.valid
+	}
+	return checkSignature(pub, msg, sig)
 }
 
 // loop takes the waiting signatures in batches, for the life of the process.
@@ -54,7 +68,7 @@ func (v *batchVerifier) loop() {
 	batch := make([]*verifyJob, 0, maxVerifyBatch)
 	for first := range v.jobs {
 		batch = v.gather(append(batch[:0], first))
-		verifyBatch(batch)
+		answerBatch(batch)
 		for _, j := range batch {
 			close(j.done)
 		}
@@ -84,22 +98,29 @@ func (v *batchVerifier) gather(batch []*verifyJob) []*verifyJob {
 	}
 }
 
-// verifyBatch sets each job's answer. A batch that fails as a whole (one
-// signature or more is bad) is checked one signature at a time, so that
-// each answer is its signature's own: the batch equation is the cofactored
-// one that checkSignature checks alone, with random coefficients, so a batch
-// passes only if every signature in it would (but with probability 2^-128).
-func verifyBatch(batch []*verifyJob) {
+// answerBatch answers every job of a batch that passes, and the job of a
+// batch of one, which is checked alone.
+func answerBatch(batch []*verifyJob) {
 	if len(batch) == 1 {
-		batch[0].ok = checkSignature(batch[0].pub, batch[0].msg, batch[0].sig)
+		j := batch[0]
+		j.answered, j.valid = true, checkSignature(j.pub, j.msg, j.sig)
 		return
 	}
+	if batchPasses(batch) {
+		for _, j := range batch {
+			j.answered, j.valid = true, true
+		}
+	}
+}
+
+// batchPasses reports whether every signature of the batch is valid. The
+// batch equation is the cofactored one that checkSignature checks alone,
+// with random coefficients: it holds only if every signature's does (but
+// with probability 2^-128), and it holds when they all do.
+func batchPasses(batch []*verifyJob) bool {
 	bv := voi.NewBatchVerifier()
 	for _, j := range batch {
 		bv.AddExpandedWithOptions(j.pub, j.msg, j.sig, verifyOptions)
 	}
-	_, valid := bv.Verify(nil)
-	for i, j := range batch {
-		j.ok = valid[i]
-	}
+	return bv.VerifyBatchOnly(nil)
 }

@@ -144,18 +144,19 @@ func checkSignature(pub *voi.ExpandedPublicKey, msg, sig []byte) bool {
 
 // expandKey decodes a public key and expands it for checking signatures
 // (once: the expanded key halves the cost of a check). It refuses what is
-// nobody's key: a non-canonical encoding, a point not on the curve, and a
-// point with a small-order component (of small order, signatures for it can
-// be forged; of mixed order, whether a signature verifies depends on the
-// check's equation). A key made by generating one is of prime order.
+// nobody's key: a point not on the curve and a point with a small-order
+// component (of small order, signatures for it can be forged; of mixed
+// order, whether a signature verifies depends on the check's equation). A
+// key made by generating one is of prime order; every non-canonical encoding
+// of a point is of one of small order (TestNonCanonicalKeysAreRefused).
 func expandKey(pub []byte) (*voi.ExpandedPublicKey, error) {
 	var c curve.CompressedEdwardsY
 	var p curve.EdwardsPoint
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("%w: a public key is %d bytes, not %d", ErrBadKey, ed25519.PublicKeySize, len(pub))
 	}
-	if _, err := c.SetBytes(pub); err != nil || !c.IsCanonicalVartime() {
-		return nil, fmt.Errorf("%w: not the canonical encoding of a point", ErrBadKey)
+	if _, err := c.SetBytes(pub); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
 	}
 	if _, err := p.SetCompressedY(&c); err != nil {
 		return nil, fmt.Errorf("%w: not a point on the curve", ErrBadKey)
