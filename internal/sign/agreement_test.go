@@ -341,3 +341,24 @@ func TestNonCanonicalKeysAreRefused(t *testing.T) {
 	}
 	t.Logf("%d non-canonical encodings decode to points, all refused", decoded)
 }
+
+// Verify refuses, naming why, a key a keyring would refuse: of the wrong
+// length, or not a point on the curve.
+func TestVerifyRefusesAKeyThatIsNotOne(t *testing.T) {
+	notOnCurve := make([]byte, 32)
+	notOnCurve[0] = 2 // y = 2 gives no x on the curve
+	for _, tc := range []struct {
+		name, reason string
+		pub          []byte
+	}{
+		{"a key of 31 bytes", "31 bytes, not the 32 of a public key", make([]byte, 31)},
+		{"a y with no point", "not a point on the curve", notOnCurve},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Verify(ed25519.PublicKey(tc.pub), "sha256:x", encodeSig(make([]byte, 64)))
+			if !errors.Is(err, ErrBadKey) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("Verify: err = %v, want %v saying %q", err, ErrBadKey, tc.reason)
+			}
+		})
+	}
+}

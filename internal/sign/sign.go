@@ -153,10 +153,10 @@ func expandKey(pub []byte) (*voi.ExpandedPublicKey, error) {
 	var c curve.CompressedEdwardsY
 	var p curve.EdwardsPoint
 	if len(pub) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("%w: a public key is %d bytes, not %d", ErrBadKey, ed25519.PublicKeySize, len(pub))
+		return nil, fmt.Errorf("%w: %d bytes, not the %d of a public key", ErrBadKey, len(pub), ed25519.PublicKeySize)
 	}
 	if _, err := c.SetBytes(pub); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+		return nil, fmt.Errorf("%w: not a point on the curve", ErrBadKey)
 	}
 	if _, err := p.SetCompressedY(&c); err != nil {
 		return nil, fmt.Errorf("%w: not a point on the curve", ErrBadKey)
