@@ -219,14 +219,11 @@ func sendAndWait(t *testing.T, env *testenv.Env, envelope []byte) *testenv.Recei
 // a dead letter in env's pipeline, and returns the receipts by message.
 func awaitReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.Duration) map[uint64][]*document.Receipt {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
+	deadline := time.Now().Add(within)
 	for {
-		byseq, err := audit.ReceiptsBySeq(ctx, env.JS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+		// Each look has a bound of its own, so that the deadline passing
+		// mid-read fails with the count below, not with the read's error.
+		byseq, dead, err := readOutcomes(env)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,11 +240,24 @@ func awaitReceipts(t *testing.T, env *testenv.Env, seqs []uint64, within time.Du
 		if done == len(seqs) {
 			return byseq
 		}
-		if ctx.Err() != nil {
+		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d messages have a terminal receipt or a dead letter after %s", done, len(seqs), within)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// readOutcomes reads the receipts by stream sequence and the sequences
+// dead-lettered, within 30 s.
+func readOutcomes(env *testenv.Env) (map[uint64][]*document.Receipt, map[uint64]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	byseq, err := audit.ReceiptsBySeq(ctx, env.JS)
+	if err != nil {
+		return nil, nil, err
+	}
+	dead, err := audit.DeadLetterSeqs(ctx, env.JS)
+	return byseq, dead, err
 }
 
 // awaitPullers waits until n executors wait on the shared consumer, so

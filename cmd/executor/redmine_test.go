@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,11 @@ const redmineTestTTL = 4 * time.Second
 // patient are the executor flags of the tests that wait for no TTL: calls
 // long enough for a busy Redmine.
 var patient = []string{"--call-timeout", "10s", "--ack-wait", "20s"}
+
+// patientLockTTL is the per-key lock's lifetime with the patient call
+// timeout, which it must exceed, in the tests whose faults leave a lock to
+// run out.
+const patientLockTTL = 12 * time.Second
 
 // startRedmineRig starts a private Redmine and the JetStream pipeline, with
 // the intent ledger's bucket provisioned.
@@ -313,15 +319,18 @@ func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
 	// The budget outlasts a restart: redeliveries come after 1 s, 2 s,
 	// 4 s, …; a POST cut by the restart leaves its key in doubt for the
 	// request lifetime (this private Redmine's: 10 s), and its message
-	// comes back after it.
+	// comes back after it. A Redmine just booted on a busy machine answers
+	// slowly: four calls at a time from each executor, each with the
+	// patient timeout, so that the calls that time out do not fill its
+	// few threads with work nobody waits for, wave after wave.
 	for _, id := range []string{"exec-1", "exec-2"} {
-		r.executor(t, r.srv.URL, id, "--call-timeout", "3s", "--ack-wait", "6s", "--max-deliver", "10", "--redmine-lock-ttl", redmineTestTTL.String(),
-			"--redmine-request-lifetime", "10s")
+		r.executor(t, r.srv.URL, id, append(slices.Clone(patient), "--concurrency", "4", "--max-deliver", "10",
+			"--redmine-lock-ttl", patientLockTTL.String(), "--redmine-request-lifetime", "10s")...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	awaitPullers(ctx, t, r.env, 2)
-	run := publishThroughARestart(ctx, t, r.env, envelopes, "Redmine", r.srv.Restart, 90*time.Second)
+	run := publishThroughARestart(ctx, t, r.env, envelopes, "Redmine", r.srv.Restart, 3*time.Minute)
 	outcomes, dead := run.outcomes, run.dead
 	received, created := r.srv.Posts()
 	c := r.issues(t)
