@@ -19,6 +19,7 @@ import (
 )
 
 const benchHelp = `Usage: bench [backlog|live] [--embedded | --server URL] [flags]
+       bench ab [--pairs N] [--approvals N] [--unsigned] A_DIR B_DIR
        bench --version
 
 Measures durable end-to-end throughput (backlog) or publish→receipt latency (live), with

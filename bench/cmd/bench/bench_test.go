@@ -205,3 +205,51 @@ func TestBenchAgainstAServerThatRequiresAPassword(t *testing.T) {
 		t.Errorf("a wrong password is not refused with the server's reason:\n%s", r.stderr)
 	}
 }
+
+// Two builds compared: each directory holds a bench (this test binary, run
+// as the command) and a provider. Two pairs of tiny drains, the second pair
+// in the other order, then the summary; what is not two builds is refused
+// as a usage error before anything runs.
+func TestABDrainsEachBuildInTurnAndSummarises(t *testing.T) {
+	provider := buildProvider(t)
+	build := func() string {
+		dir := t.TempDir()
+		script := "#!/bin/sh\nexec env " + asMain + "=1 " + os.Args[0] + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(dir, "bench"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(provider, filepath.Join(dir, "provider")); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	a, b := build(), build()
+	r := benchCmd(t, "ab", "--pairs", "2", "--approvals", "100", a, b)
+	r.expect(t, 0)
+	order := regexp.MustCompile(`(?m)^pair (\d), ([AB]): drain \S+, [\d,]+/s, \d+ µs \(service \d+ µs\)$`).FindAllStringSubmatch(r.stderr, -1)
+	var got []string
+	for _, m := range order {
+		got = append(got, m[1]+m[2])
+	}
+	if strings.Join(got, " ") != "1A 1B 2B 2A" {
+		t.Errorf("drains in the order %v, want 1A 1B 2B 2A:\n%s", got, r.stderr)
+	}
+	for _, want := range []string{"A: " + a + "\nB: " + b + "\n", "2 alternating pairs of: bench backlog --embedded --no-references --executors 1 --approvals 100",
+		"A median (runs)", "B median (runs)", "B/A of the medians", "pairs where B is lower"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	for _, args := range [][]string{
+		{"ab", a},
+		{"ab", "--pairs", "0", a, b},
+		{"ab", "--approvals", "-1", a, b},
+	} {
+		r := benchCmd(t, args...)
+		r.expect(t, 2)
+		if strings.Contains(r.stderr, "pair 1") {
+			t.Errorf("bench %s ran a drain before refusing:\n%s", strings.Join(args, " "), r.stderr)
+		}
+	}
+}

@@ -22,13 +22,16 @@ func main() {
 	})
 }
 
-// run is the bench command: [backlog|live] and its flags, or --version.
+// run is the bench command: [backlog|live] and its flags, ab and two
+// build directories, or --version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "-version", "--version", "version":
 			fmt.Fprintln(stdout, "bench", cli.Version())
 			return nil
+		case "ab":
+			return runAB(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return runBench(ctx, args, stdout, stderr)
