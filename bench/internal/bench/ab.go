@@ -96,9 +96,16 @@ func abRun(ctx context.Context, dir string, extra []string) (abDrain, error) {
 	args := append([]string{"backlog", "--embedded", "--no-references", "--executors", "1",
 		"--provider-bin", filepath.Join(dir, "provider")}, extra...)
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "bench"), args...)
+	// Interrupted, the drain's bench stops its own service process and
+	// removes its data; killed, it could do neither.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return abDrain{}, fmt.Errorf("%w: interrupted while %s drained: %w", ErrAB, dir, ctx.Err())
+		}
 		return abDrain{}, fmt.Errorf("%w: running %s %s: %w\n%s", ErrAB, cmd.Path, strings.Join(args, " "), err, lastLines(errOut.String(), 20))
 	}
 	d, err := parseDrainRow(out.String())
