@@ -74,3 +74,25 @@ func (s *Server) Posts() (received, created int) {
 	}
 	return received, created
 }
+
+// FailedWrites is what a Redmine log says of its writes (POST, PUT, DELETE)
+// that were answered with no 2xx or not at all, for a failure's message:
+// every line tagged with such a request's id, for the first limit of them.
+func FailedWrites(log []byte, limit int) string {
+	var failed []string
+	for _, r := range ParseLog(log) {
+		if r.Method != "GET" && (r.Status < 200 || r.Status > 299) && len(failed) < limit {
+			failed = append(failed, "["+r.ID+"]")
+		}
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(log), "\n") {
+		for _, tag := range failed {
+			if strings.Contains(line, tag) {
+				b.WriteString(line + "\n")
+				break
+			}
+		}
+	}
+	return b.String()
+}

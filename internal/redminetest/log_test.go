@@ -64,3 +64,36 @@ func TestParseLog(t *testing.T) {
 		})
 	}
 }
+
+// A failure's message shows every line of the writes Redmine did not
+// answer with a 2xx (the error Rails logged among them), and nothing of
+// the others.
+func TestFailedWritesShowsTheLinesOfWritesNotAnswered2xx(t *testing.T) {
+	line := func(id, text string) string {
+		return "I, [2026-12-01T21:18:44.650940 #29214]  INFO -- : [" + id + "] " + text
+	}
+	log := strings.Join([]string{
+		line("a1", `Started POST "/issues.json" for 127.0.0.1 at x`),
+		line("b2", `Started POST "/issues.json" for 127.0.0.1 at x`),
+		line("c3", `Started GET "/issues.json" for 127.0.0.1 at x`),
+		line("d4", `Started DELETE "/issues/7.json" for 127.0.0.1 at x`),
+		"F, [2026-12-01T21:18:44.7 #29214] FATAL -- : [b2] ActiveRecord::StatementInvalid (SQLite3::BusyException: database is locked)",
+		line("a1", `Completed 201 Created in 30ms`),
+		line("b2", `Completed 500 Internal Server Error in 10001ms`),
+		line("c3", `Completed 500 Internal Server Error in 5ms`),
+	}, "\n")
+	got := FailedWrites([]byte(log), 5)
+	for _, want := range []string{"[b2] Started POST", "[b2] ActiveRecord::StatementInvalid", "[b2] Completed 500", "[d4] Started DELETE"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"[a1]", "[c3]"} {
+		if strings.Contains(got, not) {
+			t.Errorf("shows %s, a write answered 201 or a read:\n%s", not, got)
+		}
+	}
+	if got := FailedWrites([]byte(log), 1); strings.Contains(got, "[d4]") || !strings.Contains(got, "[b2]") {
+		t.Errorf("with max 1, want b2's lines only:\n%s", got)
+	}
+}

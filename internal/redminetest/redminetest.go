@@ -128,6 +128,11 @@ func Start(t testing.TB, opts Options) *Server {
 		s.Stop()
 		if t.Failed() {
 			t.Logf("%s", s.tails())
+			if log, err := os.ReadFile(s.LogFile); err == nil {
+				if w := FailedWrites(log, 5); w != "" {
+					t.Logf("Redmine's writes answered with no 2xx (the first 5), from its log:\n%s", w)
+				}
+			}
 		}
 	})
 	copied := time.Now()
