@@ -267,6 +267,10 @@ func TestADeliveryWithoutJetStreamMetadataIsGivenBackNotTerminated(t *testing.T)
 	if body := string(answer.Data); !strings.HasPrefix(body, "-NAK") {
 		t.Fatalf("the delivery was answered %q, want a nak", body)
 	}
+	// The retry is counted just after the nak is sent: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); retried.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if retried.Load() != 1 {
 		t.Fatalf("%d retries counted, want 1", retried.Load())
 	}
