@@ -1,7 +1,5 @@
 package canon
 
-import "encoding/binary"
-
 // Eight bytes at a time: every byte of a word set to b is b * ones.
 const (
 	ones  = 0x0101010101010101
@@ -22,7 +20,8 @@ func specialIn(w uint64) bool {
 
 // plainEnd returns the end of the run of plain bytes that starts at i in s:
 // the index of the first byte from i on that plainByte refuses, or len(s).
-func plainEnd(s string, i int) int {
+// The parser scans bytes and the encoder strings: each gets its own copy.
+func plainEnd[T string | []byte](s T, i int) int {
 	for ; i+8 <= len(s); i += 8 {
 		_ = s[i+7]
 		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
@@ -32,19 +31,6 @@ func plainEnd(s string, i int) int {
 		}
 	}
 	for i < len(s) && plainByte[s[i]] {
-		i++
-	}
-	return i
-}
-
-// plainEndBytes is plainEnd for a byte slice.
-func plainEndBytes(d []byte, i int) int {
-	for ; i+8 <= len(d); i += 8 {
-		if specialIn(binary.LittleEndian.Uint64(d[i:])) {
-			break
-		}
-	}
-	for i < len(d) && plainByte[d[i]] {
 		i++
 	}
 	return i

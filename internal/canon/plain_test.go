@@ -29,8 +29,8 @@ func TestARunOfPlainBytesEndsAtTheFirstByteAStringCannotHoldAsItIs(t *testing.T)
 					if got, want := plainEnd(s, from), plainEndByByte(s, from); got != want {
 						t.Fatalf("byte %#x at %d of %q from %d: plainEnd = %d, want %d", b, at, s, from, got, want)
 					}
-					if got, want := plainEndBytes(buf, from), plainEndByByte(s, from); got != want {
-						t.Fatalf("byte %#x at %d of %q from %d: plainEndBytes = %d, want %d", b, at, s, from, got, want)
+					if got, want := plainEnd(buf, from), plainEndByByte(s, from); got != want {
+						t.Fatalf("byte %#x at %d of %q from %d: plainEnd of the bytes = %d, want %d", b, at, s, from, got, want)
 					}
 				}
 			}
@@ -38,7 +38,7 @@ func TestARunOfPlainBytesEndsAtTheFirstByteAStringCannotHoldAsItIs(t *testing.T)
 	}
 }
 
-// FuzzPlainEnd holds plainEnd and plainEndBytes to the byte-by-byte scan.
+// FuzzPlainEnd holds plainEnd, on a string and on its bytes, to the byte-by-byte scan.
 func FuzzPlainEnd(f *testing.F) {
 	f.Add("sha256:0123456789abcdef", uint8(0))
 	f.Add("caf\u00e9 \"quoted\" \\ tab\t", uint8(3))
@@ -59,8 +59,8 @@ func FuzzPlainEnd(f *testing.F) {
 		if got := plainEnd(s, i); got != want {
 			t.Fatalf("plainEnd(%q, %d) = %d, want %d", s, i, got, want)
 		}
-		if got := plainEndBytes([]byte(s), i); got != want {
-			t.Fatalf("plainEndBytes(%q, %d) = %d, want %d", s, i, got, want)
+		if got := plainEnd([]byte(s), i); got != want {
+			t.Fatalf("plainEnd(%q, %d) = %d, want %d", s, i, got, want)
 		}
 	})
 }

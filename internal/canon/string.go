@@ -20,7 +20,7 @@ func (p *parser) str() (string, error) {
 	start := p.pos + 1
 	i := start
 	for i < len(d) {
-		if i = plainEndBytes(d, i); i == len(d) {
+		if i = plainEnd(d, i); i == len(d) {
 			break
 		}
 		c := d[i]
