@@ -329,6 +329,53 @@ func TestRedmineTheProtocolAgainstTheNaiveAdapterUnderTheSameFaults(t *testing.T
 	}
 }
 
+func TestRedmineRestartedMidRunLosesNothingAndDoublesNothing(t *testing.T) {
+	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
+	const batch = 30
+	envelopes, intents := generateBatch(t, scenario.Redmine, "restart", batch)
+	r := startRedmineRig(t)
+	// The budget outlasts a restart: redeliveries come after 1 s, 2 s,
+	// 4 s, …; a POST cut by the restart leaves its key in doubt for the
+	// request lifetime (this private Redmine's: 10 s), and its message
+	// comes back after it. A Redmine just booted on a busy machine answers
+	// slowly: four calls at a time from each executor, each with the
+	// patient timeout, so that the calls that time out do not fill its
+	// few threads with work nobody waits for, wave after wave.
+	for _, id := range []string{"exec-1", "exec-2"} {
+		r.executor(t, r.srv.URL, id, append(slices.Clone(patient), "--concurrency", "4", "--max-deliver", "10",
+			"--redmine-lock-ttl", patientLockTTL.String(), "--redmine-request-lifetime", "10s")...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	awaitPullers(ctx, t, r.env, 2)
+	run := publishThroughARestart(ctx, t, r.env, envelopes, "Redmine", r.srv.Restart, 3*time.Minute)
+	outcomes, dead := run.outcomes, run.dead
+	received, created := r.srv.Posts()
+	c := r.issues(t)
+	t.Logf("restarted after %d receipts; receipts %v (%d on a redelivery), %d dead letters; Redmine's log: %d POSTs, %d answered 201; %d issues listed",
+		run.restartedAfter, outcomes, run.redelivered, len(dead), received, created, c.total)
+	for _, intent := range intents {
+		if n := len(c.byIntent[intent]); n != 1 {
+			t.Errorf("intent %s has %d issues %v, want 1", intent, n, c.byIntent[intent])
+		}
+	}
+	if len(dead) != 0 {
+		t.Errorf("%d messages were dead-lettered: %v", len(dead), dead)
+	}
+	if outcomes[document.OutcomeCreated]+outcomes[document.OutcomeReplayed] != batch {
+		t.Errorf("receipts %v, want %d created or replayed", outcomes, batch)
+	}
+	// The listing is what Redmine holds; its log may lack the answer of a
+	// POST the restart cut short, never show more 201s than issues.
+	if c.total != batch || created > c.total {
+		t.Errorf("%d issues listed and %d POSTs answered 201, want %d issues", c.total, created, batch)
+	}
+	// Verify agrees: one issue per key, named by its receipts.
+	if report, err := verifyRedmine(t, r); err != nil {
+		t.Errorf("verify after the restart: %v\n%s", err, violationLines(report))
+	}
+}
+
 func TestRedmineCallsUnderFaultsAreLinearizable(t *testing.T) {
 	t.Parallel() // each has its own Redmine and NATS; most of its time is spent waiting
 	const approvals, drops = 30, 4

@@ -199,11 +199,12 @@ func spread(runs []abDrain, f func(abDrain) float64) (median, lo, hi float64) {
 	return median, v[0], v[n-1]
 }
 
+// abRatio is the report's ratio of b to a, marked as one.
 func abRatio(b, a float64) string {
-	if a == 0 {
-		return "-"
+	if r := ratio(b, a); r != "-" {
+		return r + "×"
 	}
-	return fmt.Sprintf("%.2f×", b/a)
+	return "-"
 }
 
 func abCPU(cpu, service float64) string {
