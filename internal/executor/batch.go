@@ -48,6 +48,15 @@ const commitTimeout = 10 * time.Second
 // aloneInFlight bounds the receipts of one failed batch stored alone at once.
 const aloneInFlight = 64
 
+// AloneUpTo is the most receipts stored by publishing each alone, all at
+// once, rather than as an atomic batch (unless two of them are for one key:
+// distinctKeys). nats-server stages an atomic batch for a file-backed
+// stream with one replica in a file store of its own, made and removed for
+// each batch (four fsyncs and about twenty file-system calls), so that a
+// batch of a few receipts takes longer to store than the same receipts each
+// published and synced alone (BenchmarkReceiptBatch).
+const AloneUpTo = 8
+
 // pending is a receipt waiting to be stored, with the delivery it is for.
 type pending struct {
 	d    *delivery
@@ -93,14 +102,17 @@ func systemic(err error) bool {
 // waits in a queue; a sender takes everything queued (up to the batch size)
 // as soon as one of the batch slots is free, so batches are as large as the
 // load makes them: one receipt alone when the executor is idle, many while
-// earlier batches are being synced. Each batch is one atomic batch publish
+// earlier batches are being synced. A batch of up to AloneUpTo receipts is
+// stored by publishing each alone, all at once, and each message is acked
+// once its receipt's publish is. A larger batch is one atomic batch publish
 // whose commit is a request; only when the stream's ack of the commit
 // arrives, which the server sends once every receipt of the batch is stored
-// and synced, are the batch's messages acked; its slot is free again from
-// that ack on, so that the next batch is stored while they are acked. If a
-// batch fails, each of its receipts is stored alone (its message id makes a
-// receipt that the batch did store a duplicate, which the stream reports as
-// such), and a receipt that cannot be stored gets its message nak'ed.
+// and synced, are the batch's messages acked. A batch's slot is free again
+// once the stream has answered, so that the next batch is stored while its
+// messages are acked. If an atomic batch fails, each of its receipts is
+// stored alone (its message id makes a receipt that the batch did store a
+// duplicate, which the stream reports as such), and a receipt that cannot
+// be stored gets its message nak'ed.
 type batcher struct {
 	e   *Executor
 	max atomic.Int64 // the most receipts in one batch
@@ -220,7 +232,7 @@ func (b *batcher) store(batch []*pending, free func()) {
 		_ = b.storeOne(batch[0], free) // a receipt not stored was given back by notStored
 		return
 	}
-	if b.alone.Load() || b.sub == nil {
+	if b.alone.Load() || b.sub == nil || len(batch) <= AloneUpTo && distinctKeys(batch) {
 		b.storeAlone(batch)
 		return
 	}
@@ -260,6 +272,22 @@ func (b *batcher) store(batch []*pending, free func()) {
 	}
 	b.e.log.Warn("storing a receipt batch failed; storing its receipts one by one", "receipts", len(batch), "err", err)
 	b.storeAlone(batch)
+}
+
+// distinctKeys reports whether every receipt of batch is for a key of its
+// own (a receipt's subject names its key). Receipts of one key go in one
+// atomic batch however few they are: a wait that may read only the last
+// stored receipt of a key (a tenant's, in package send) finds a receipt
+// that a later one of its key hides only through the batch they share.
+func distinctKeys(batch []*pending) bool {
+	for i, p := range batch {
+		for _, q := range batch[:i] {
+			if p.m.Subject == q.m.Subject {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // storeAlone stores each receipt with its own publish, up to aloneInFlight

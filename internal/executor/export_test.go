@@ -16,6 +16,28 @@ import (
 // from the consumer) the way a failed batch's fallback does, and returns
 // once every delivery is acked or given back.
 func (e *Executor) StoreAlone(msgs []jetstream.Msg) {
+	batch, finished := e.testReceipts(msgs)
+	e.receipts.storeAlone(batch)
+	finished()
+}
+
+// StoreGroup stores a rejected receipt for each of msgs as the receipt
+// batcher stores one group taken from its queue, and returns once every
+// delivery is acked or given back.
+func (e *Executor) StoreGroup(msgs []jetstream.Msg) error {
+	if err := e.receipts.start(); err != nil {
+		return err
+	}
+	defer e.receipts.stop()
+	batch, finished := e.testReceipts(msgs)
+	e.receipts.store(batch, func() {})
+	finished()
+	return nil
+}
+
+// testReceipts makes a rejected receipt for each of msgs, and a function
+// that waits until every delivery is finished.
+func (e *Executor) testReceipts(msgs []jetstream.Msg) ([]*pending, func()) {
 	var wg sync.WaitGroup
 	batch := make([]*pending, 0, len(msgs))
 	for _, msg := range msgs {
@@ -34,8 +56,7 @@ func (e *Executor) StoreAlone(msgs []jetstream.Msg) {
 		}
 		batch = append(batch, p)
 	}
-	e.receipts.storeAlone(batch)
-	wg.Wait()
+	return batch, wg.Wait
 }
 
 // BatchMember is batchMember, for tests of the copy it makes.

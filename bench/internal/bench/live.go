@@ -338,7 +338,7 @@ func (s *stack) publishEvery(ctx context.Context, w *Workload, sched schedule, p
 		for j, x := range idx {
 			msgs[j] = &nats.Msg{Subject: w.Subjects[x], Data: w.Envelopes[x], Header: nats.Header{}}
 		}
-		got, err := publishAtomicSeqs(ctx, s.nc, topology.ApprovalsStream, msgs)
+		got, err := publishGroup(ctx, s.nc, topology.ApprovalsStream, msgs)
 		if err != nil {
 			return err
 		}

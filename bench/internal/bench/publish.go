@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -13,10 +14,34 @@ import (
 )
 
 // publishAtomicSeqs stores msgs on stream as one atomic batch (one message is
-// published alone) with the executor's batch publisher, and returns the
-// stream sequence of each message. Every message gets a message id of its
-// own: each is a real send.
+// published alone) with the executor's batch publisher, in their order, and
+// returns the stream sequence of each. Every message gets a message id of
+// its own: each is a real send.
 func publishAtomicSeqs(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) ([]uint64, error) {
+	withIDs(stream, msgs)
+	ack, err := executor.PublishBatch(ctx, nc, stream, msgs)
+	if err != nil {
+		return nil, fmt.Errorf("publishing %d messages on %s: %w", len(msgs), stream, err)
+	}
+	return ack.Seqs(len(msgs)), nil
+}
+
+// publishGroup stores msgs on stream as the executor stores a group of
+// receipts, in no particular order, and returns the stream sequence of
+// each: up to executor.AloneUpTo messages are each published alone, all at
+// once (an atomic batch has a fixed cost of its own on the server), more
+// as one atomic batch.
+func publishGroup(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) ([]uint64, error) {
+	if len(msgs) <= 1 || len(msgs) > executor.AloneUpTo {
+		return publishAtomicSeqs(ctx, nc, stream, msgs)
+	}
+	withIDs(stream, msgs)
+	return publishEachAlone(ctx, nc, stream, msgs)
+}
+
+// withIDs gives every message of msgs a message id of its own and the
+// stream it must be stored on.
+func withIDs(stream string, msgs []*nats.Msg) {
 	for _, m := range msgs {
 		if m.Header == nil {
 			m.Header = nats.Header{}
@@ -24,11 +49,25 @@ func publishAtomicSeqs(ctx context.Context, nc *nats.Conn, stream string, msgs [
 		m.Header.Set(jetstream.MsgIDHeader, "bench-"+nuid.Next())
 		m.Header.Set(jetstream.ExpectedStreamHeader, stream)
 	}
-	ack, err := executor.PublishBatch(ctx, nc, stream, msgs)
-	if err != nil {
-		return nil, fmt.Errorf("publishing %d messages on %s: %w", len(msgs), stream, err)
+}
+
+// publishEachAlone publishes every message of msgs alone, all at once, and
+// waits for each one's ack.
+func publishEachAlone(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) ([]uint64, error) {
+	seqs := make([]uint64, len(msgs))
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() {
+			ack, err := executor.PublishBatch(ctx, nc, stream, []*nats.Msg{m})
+			seqs[i], errs[i] = ack.Seq, err
+		})
 	}
-	return ack.Seqs(len(msgs)), nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("publishing %d messages on %s, each alone: %w", len(msgs), stream, err)
+	}
+	return seqs, nil
 }
 
 // storeAll stores bodies on stream (subject i for body i) in atomic batches

@@ -448,7 +448,7 @@ func (b *batchSink) send() {
 			msgs[i] = refReceipt(m, b.receipt)
 		}
 		pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-		_, err := publishAtomicSeqs(pctx, b.nc, naiveOut, msgs)
+		_, err := publishGroup(pctx, b.nc, naiveOut, msgs)
 		cancel()
 		for _, m := range taken {
 			if err != nil {
