@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/sendtwice/sendtwice/bench/internal/bench"
 	"github.com/sendtwice/sendtwice/internal/cli"
@@ -32,6 +33,11 @@ func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 2 {
+		for _, arg := range fs.Args() {
+			if strings.HasPrefix(arg, "-") {
+				return usageErr(fs, "%s after the build directories: flags go before A_DIR and B_DIR", arg)
+			}
+		}
 		return usageErr(fs, "want two build directories, A_DIR and B_DIR; got %d arguments", fs.NArg())
 	}
 	if *pairs < 1 {

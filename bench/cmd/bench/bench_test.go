@@ -241,15 +241,22 @@ func TestABDrainsEachBuildInTurnAndSummarises(t *testing.T) {
 		}
 	}
 
-	for _, args := range [][]string{
-		{"ab", a},
-		{"ab", "--pairs", "0", a, b},
-		{"ab", "--approvals", "-1", a, b},
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"ab", a}, "want two build directories, A_DIR and B_DIR; got 1 arguments"},
+		{[]string{"ab", "--pairs", "0", a, b}, "--pairs 0: want at least 1"},
+		{[]string{"ab", "--approvals", "-1", a, b}, "--approvals -1"},
+		{[]string{"ab", a, b, "--pairs", "3"}, "--pairs after the build directories: flags go before A_DIR and B_DIR"},
 	} {
-		r := benchCmd(t, args...)
+		r := benchCmd(t, tc.args...)
 		r.expect(t, 2)
+		if !strings.Contains(r.stderr, tc.says) {
+			t.Errorf("bench %s says:\n%s\nwant %q", strings.Join(tc.args, " "), r.stderr, tc.says)
+		}
 		if strings.Contains(r.stderr, "pair 1") {
-			t.Errorf("bench %s ran a drain before refusing:\n%s", strings.Join(args, " "), r.stderr)
+			t.Errorf("bench %s ran a drain before refusing:\n%s", strings.Join(tc.args, " "), r.stderr)
 		}
 	}
 }
